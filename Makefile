@@ -1,0 +1,49 @@
+# Strata: the two commands a new user runs are `make standalone` and `make test`.
+# Everything here is idempotent: a second `make setup` with nothing changed takes about a second.
+
+PY      ?= python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+PROTOS  := $(wildcard proto/*.proto)
+PROTO_PY := $(PROTOS:.proto=_pb2.py)
+APT_STAMP := $(VENV)/.apt-installed
+PYTEST_ARGS ?=
+
+.PHONY: setup standalone test bench proto clean-data clean
+
+setup: $(APT_STAMP) $(STAMP) $(PROTO_PY)
+
+# Debian packages the project needs: PostgreSQL server binaries (tests start a real server),
+# a JRE for Spark. Installed only when missing.
+$(APT_STAMP):
+	@mkdir -p $(VENV)
+	@bash scripts/install-debian-deps.sh
+	@touch $@
+
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PY) -m venv $(VENV)
+	@$(VPY) -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+proto/%_pb2.py: proto/%.proto $(STAMP)
+	$(VPY) proto/build.py
+
+proto: $(STAMP)
+	$(VPY) proto/build.py
+
+standalone: setup
+	$(VENV)/bin/strata standalone --data-dir ./data
+
+test: setup
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(VPY) -m bench.run
+
+clean-data:
+	rm -rf ./data
+
+clean:
+	rm -rf $(VENV) proto/*_pb2*.py proto/*_pb2*.pyi

@@ -1,0 +1,206 @@
+"""One declarative table of every Strata setting.
+
+Each `Setting` has a name (with its unit in the name), a type, a default, bounds and a doc line.
+`load_config()` merges, in order: the defaults, a TOML file (flat `name = value` pairs, or under a
+`[strata]` table), environment variables `STRATA_<NAME>` (upper case), then explicit overrides;
+it checks every value against its type and bounds and the relations between settings, and returns
+a frozen `Config`. Unknown names are an error, not a silent no-op.
+
+What must hold: a `Config` that exists is valid; nothing reads a setting that is not in `SETTINGS`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from common.errors import ConfigError
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: type
+    default: Any
+    min: float | None = None
+    max: float | None = None
+    doc: str = ""
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # --- metadata store ---
+    Setting("metadata_value_bytes_max", int, 1 * MIB, 1, 64 * MIB, "largest value one key may hold"),
+    Setting("metadata_session_lease_ms", int, 10_000, 500, 600_000, "ephemeral keys vanish this long after the owner stops renewing"),
+    Setting("metadata_watch_poll_ms", int, 100, 10, 5_000, "how often watchers poll the change log"),
+    Setting("metadata_op_timeout_ms", int, 5_000, 100, 120_000, "bound on one metadata operation, including a database that is down"),
+    Setting("metadata_changelog_keep_ms", int, 300_000, 10_000, 86_400_000, "how long change-log rows are kept for watchers"),
+    # --- bookie ---
+    Setting("bookie_entry_bytes_max", int, 5 * MIB + 64 * KIB, 1 * KIB, 64 * MIB, "largest entry a bookie stores (5 MiB plus headers)"),
+    Setting("bookie_journal_group_commit_wait_ms", float, 2.0, 0.0, 1000.0, "longest an add waits for others to share its fsync"),
+    Setting("bookie_journal_group_commit_bytes_max", int, 4 * MIB, 4 * KIB, 256 * MIB, "flush the journal once this many bytes are buffered"),
+    Setting("bookie_journal_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB, "roll the journal to a new file past this size"),
+    Setting("bookie_segment_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB, "roll to a new segment file past this size"),
+    Setting("bookie_checkpoint_interval_ms", int, 10_000, 100, 3_600_000, "how often segments are synced and old journals deleted"),
+    Setting("bookie_gc_interval_ms", int, 30_000, 100, 86_400_000, "how often deleted ledgers' segment files are reclaimed"),
+    Setting("bookie_gc_compact_live_ratio_max", float, 0.5, 0.0, 1.0, "compact a sealed segment whose live fraction is at or below this"),
+    Setting("bookie_disk_free_bytes_min", int, 64 * MIB, 0, 1 * 1024 * GIB, "turn read-only when free disk falls below this"),
+    Setting("bookie_unsafe_skip_fsync", bool, False, doc="UNSAFE, experiments only: acknowledge adds without fsync"),
+    Setting("bookie_add_queue_entries_max", int, 10_000, 1, 10_000_000, "adds waiting for the journal before the bookie pushes back"),
+    Setting("bookie_read_entries_max", int, 10_000, 1, 10_000_000, "most entries one read request returns"),
+    # --- ledger client ---
+    Setting("ledger_add_timeout_ms", int, 10_000, 100, 600_000, "an add fails (retriable) when Qa bookies have not answered in this time"),
+    Setting("ledger_read_timeout_ms", int, 10_000, 100, 600_000, "bound on one read from one bookie"),
+    Setting("ledger_adds_in_flight_max", int, 10_000, 1, 1_000_000, "adds sent but not yet acknowledged, per ledger"),
+    Setting("ledger_ensemble_size", int, 1, 1, 64, "E: bookies a ledger is striped over"),
+    Setting("ledger_write_quorum", int, 1, 1, 64, "Qw: copies of each entry"),
+    Setting("ledger_ack_quorum", int, 1, 1, 64, "Qa: copies that must be durable before an add is acknowledged"),
+    # --- managed ledger ---
+    Setting("managed_ledger_rollover_entries", int, 50_000, 1, 10_000_000_000, "roll to a new ledger after this many entries"),
+    Setting("managed_ledger_rollover_bytes", int, 2 * GIB, 1, 1024 * GIB, "roll to a new ledger after this many bytes"),
+    Setting("managed_ledger_rollover_age_ms", int, 240 * 60_000, 1, 30 * 86_400_000, "roll to a new ledger after this age"),
+    Setting("managed_ledger_rollover_min_age_ms", int, 10 * 60_000, 0, 30 * 86_400_000, "never roll before this age"),
+    Setting("managed_ledger_cache_bytes_max", int, 256 * MIB, 0, 64 * GIB, "tail-read cache of recently appended entries, per broker"),
+    # --- cursor ---
+    Setting("cursor_state_bytes_max", int, 4 * MIB, 1 * KIB, 512 * MIB, "largest persisted cursor state; over it is an error and a metric"),
+    Setting("cursor_persist_interval_ms", int, 1_000, 0, 60_000, "coalesce cursor writes: at most one persist per cursor per interval"),
+    # --- broker ---
+    Setting("broker_port", int, 6650, 0, 65535, "Pulsar binary protocol port"),
+    Setting("broker_admin_port", int, 8080, 0, 65535, "admin HTTP port"),
+    Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to"),
+    Setting("broker_max_message_bytes", int, 5 * MIB, 1 * KIB, 64 * MIB, "largest message, told to clients in CONNECTED"),
+    Setting("broker_frame_bytes_max", int, 5 * MIB + 10 * KIB + 1024, 2 * KIB, 65 * MIB, "largest frame read off the wire"),
+    Setting("broker_pending_sends_max", int, 1_000, 1, 1_000_000, "SENDs in flight per producer before the connection stops reading"),
+    Setting("broker_dispatch_batch_entries_max", int, 100, 1, 10_000, "entries read for dispatch in one go"),
+    Setting("broker_partitions_max", int, 1_000, 1, 100_000, "most partitions a partitioned topic may have"),
+    Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),
+    Setting("broker_dedup_snapshot_interval_entries", int, 1_000, 1, 10_000_000, "entries between dedup snapshots"),
+    Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
+    Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),
+    Setting("ttl_seconds", int, 0, 0, 10_000_000, "messages older than this are acked by TTL (0: off)"),
+)
+
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+class Config:
+    """Validated, read-only settings. Read them as attributes: `config.bookie_entry_bytes_max`."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"no setting named {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Config is read-only; build a new one with replace()")
+
+    def replace(self, **overrides: Any) -> "Config":
+        merged = dict(self._values)
+        merged.update(overrides)
+        return _validated(merged)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def _coerce(setting: Setting, raw: Any, source: str) -> Any:
+    kind = setting.type
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if isinstance(raw, str) and raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError(raw)
+            return int(raw)
+        if kind is float:
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return float(raw)
+        if kind is str:
+            if not isinstance(raw, str):
+                raise ValueError(raw)
+            return raw
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"setting {setting.name} from {source} must be {kind.__name__}", value=raw)
+
+
+def _validated(values: Mapping[str, Any]) -> Config:
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        setting = SETTINGS_BY_NAME.get(name)
+        if setting is None:
+            raise ConfigError(f"unknown setting {name!r}")
+        value = _coerce(setting, value, "value")
+        if setting.min is not None and value < setting.min:
+            raise ConfigError(f"setting {name} below its minimum {setting.min}", value=value)
+        if setting.max is not None and value > setting.max:
+            raise ConfigError(f"setting {name} above its maximum {setting.max}", value=value)
+        out[name] = value
+    _check_relations(out)
+    return Config(out)
+
+
+def _check_relations(v: Mapping[str, Any]) -> None:
+    e, qw, qa = v["ledger_ensemble_size"], v["ledger_write_quorum"], v["ledger_ack_quorum"]
+    if not (e >= qw >= qa >= 1):
+        raise ConfigError("ledger quorums must satisfy E >= Qw >= Qa >= 1", E=e, Qw=qw, Qa=qa)
+    if v["broker_frame_bytes_max"] < v["broker_max_message_bytes"]:
+        raise ConfigError("broker_frame_bytes_max must be at least broker_max_message_bytes")
+    if v["bookie_entry_bytes_max"] < v["broker_max_message_bytes"]:
+        raise ConfigError("bookie_entry_bytes_max must be at least broker_max_message_bytes")
+    if v["managed_ledger_rollover_min_age_ms"] > v["managed_ledger_rollover_age_ms"]:
+        raise ConfigError("managed_ledger_rollover_min_age_ms must not exceed managed_ledger_rollover_age_ms")
+    rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
+    if (rt == 0 and rs > 0) or (rs == 0 and rt > 0):
+        raise ConfigError("retention: 0 paired with a positive value is invalid", time=rt, size=rs)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Config:
+    """Defaults, then the TOML file, then STRATA_* environment variables, then overrides."""
+    values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        data = data.get("strata", data)
+        for name, raw in data.items():
+            setting = SETTINGS_BY_NAME.get(name)
+            if setting is None:
+                raise ConfigError(f"unknown setting {name!r} in {path}")
+            values[name] = _coerce(setting, raw, str(path))
+    env = os.environ if env is None else env
+    for setting in SETTINGS:
+        raw = env.get("STRATA_" + setting.name.upper())
+        if raw is not None:
+            values[setting.name] = _coerce(setting, raw, "STRATA_" + setting.name.upper())
+    values.update(overrides)
+    return _validated(values)
+
+
+def default_config(**overrides: Any) -> Config:
+    """The defaults plus overrides, ignoring files and the environment (for tests and tools)."""
+    return load_config(env={}, **overrides)

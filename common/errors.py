@@ -1,0 +1,382 @@
+"""One error tree for all of Strata.
+
+Every error Strata raises on purpose is a `StrataError`. Each concrete class carries:
+
+- `code`: a numeric code, unique across the whole tree. Codes are grouped by component:
+      1-99     generic / config / limits
+      100-199  metadata store
+      200-299  bookie (storage node); these travel in the bookie gRPC responses
+      300-399  ledger client and managed ledger
+      400-499  cursor
+      500-599  broker / Pulsar protocol
+- `retriable`: whether the same call may succeed if simply tried again later.
+- `server_error`: the Pulsar `ServerError` value (PROTOCOL.md §5) the broker sends when this
+  error reaches a client; `None` means "UnknownError".
+
+The code -> class map (`CODE_TO_ERROR`) is built once, at import, and refuses duplicates.
+All error classes live in this one file so the map is complete at import.
+Foreign exceptions (grpc, SQLAlchemy, botocore) are translated into this tree in the adapter
+that calls the foreign library, never deeper.
+"""
+
+from __future__ import annotations
+
+
+class PulsarServerError:
+    """Pulsar's ServerError enum values (PROTOCOL.md §5), as plain ints so common/ needs no proto."""
+
+    UnknownError = 0
+    MetadataError = 1
+    PersistenceError = 2
+    AuthenticationError = 3
+    AuthorizationError = 4
+    ConsumerBusy = 5
+    ServiceNotReady = 6
+    ProducerBlockedQuotaExceededError = 7
+    ProducerBlockedQuotaExceededException = 8
+    ChecksumError = 9
+    UnsupportedVersionError = 10
+    TopicNotFound = 11
+    SubscriptionNotFound = 12
+    ConsumerNotFound = 13
+    TooManyRequests = 14
+    TopicTerminatedError = 15
+    ProducerBusy = 16
+    InvalidTopicName = 17
+    IncompatibleSchema = 18
+    ConsumerAssignError = 19
+    TransactionCoordinatorNotFound = 20
+    InvalidTxnStatus = 21
+    NotAllowedError = 22
+    TransactionConflict = 23
+    TransactionNotFound = 24
+    ProducerFenced = 25
+
+
+class StrataError(Exception):
+    """Base of every deliberate Strata error."""
+
+    code: int = 1
+    retriable: bool = False
+    server_error: int | None = None
+
+    def __init__(self, message: str = "", **details: object) -> None:
+        super().__init__(message or self.__class__.__name__)
+        self.message = message or self.__class__.__name__
+        self.details = details
+
+    def __str__(self) -> str:
+        if not self.details:
+            return self.message
+        extra = ", ".join(f"{k}={v!r}" for k, v in sorted(self.details.items()))
+        return f"{self.message} ({extra})"
+
+
+# --- generic (1-99) -------------------------------------------------------------------------
+
+class InvariantViolation(StrataError):
+    """An internal invariant failed: a bug, never a user error. Never caught to continue."""
+    code = 2
+
+
+class ConfigError(StrataError):
+    """A setting is unknown, of the wrong type or out of its bounds."""
+    code = 3
+
+
+class LimitExceeded(StrataError):
+    """A named limit (size, count, queue length) was hit; backpressure, not silent growth."""
+    code = 4
+    retriable = True
+    server_error = PulsarServerError.TooManyRequests
+
+
+class InvalidArgument(StrataError):
+    """A caller passed a malformed value (bad name, wrong type, out of range)."""
+    code = 5
+    server_error = PulsarServerError.NotAllowedError
+
+
+class TimeoutExpired(StrataError):
+    """A bounded wait ran out."""
+    code = 6
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class ShuttingDown(StrataError):
+    """The component is closing and takes no new work."""
+    code = 7
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+# --- metadata store (100-199) ---------------------------------------------------------------
+
+class MetadataError(StrataError):
+    code = 100
+    server_error = PulsarServerError.MetadataError
+
+
+class NotFound(MetadataError):
+    code = 101
+
+
+class AlreadyExists(MetadataError):
+    code = 102
+
+
+class BadVersion(MetadataError):
+    """Compare-and-set lost: the stored version is not the expected one."""
+    code = 103
+
+
+class InvalidPath(MetadataError):
+    code = 104
+
+
+class ValueTooLarge(MetadataError):
+    code = 105
+
+
+class MetadataUnavailable(MetadataError):
+    """The database cannot be reached or answered with an operational error."""
+    code = 106
+    retriable = True
+
+
+class SessionExpired(MetadataError):
+    """This store's session lease ran out; its ephemeral keys are gone."""
+    code = 107
+    retriable = True
+
+
+class NotEmpty(MetadataError):
+    """Delete of a path that still has children."""
+    code = 108
+
+
+# --- bookie (200-299) -----------------------------------------------------------------------
+
+class BookieError(StrataError):
+    code = 200
+    retriable = True
+    server_error = PulsarServerError.PersistenceError
+
+
+class LedgerFenced(BookieError):
+    """The ledger is fenced on this bookie: a recoverer took over, adds are refused."""
+    code = 201
+    retriable = False
+
+
+class NoSuchLedger(BookieError):
+    code = 202
+    retriable = False
+
+
+class NoSuchEntry(BookieError):
+    code = 203
+    retriable = False
+
+
+class EntryTooLarge(BookieError):
+    code = 204
+    retriable = False
+
+
+class DiskFull(BookieError):
+    """The bookie ran out of disk and turned read-only."""
+    code = 205
+
+
+class ReadOnly(BookieError):
+    """The bookie is read-only (disk full, or by operator); it still serves reads."""
+    code = 206
+
+
+class ChecksumMismatch(BookieError):
+    """Stored or transmitted bytes do not match their CRC32C."""
+    code = 207
+
+
+class BookieUnavailable(BookieError):
+    """A bookie could not be reached (connection refused, deadline exceeded)."""
+    code = 208
+
+
+class BadRequest(BookieError):
+    """A malformed bookie request (bad ids, missing fields)."""
+    code = 209
+    retriable = False
+
+
+# --- ledger client / managed ledger (300-399) ------------------------------------------------
+
+class LedgerError(StrataError):
+    code = 300
+    retriable = True
+    server_error = PulsarServerError.PersistenceError
+
+
+class NotEnoughBookies(LedgerError):
+    """Fewer writable bookies than the ensemble or ack quorum needs."""
+    code = 301
+
+
+class LedgerClosed(LedgerError):
+    code = 302
+    retriable = False
+
+
+class AddOutcomeUnknown(LedgerError):
+    """The add may or may not be stored (writer was fenced or timed out mid-add)."""
+    code = 303
+
+
+class ManagedLedgerFenced(LedgerError):
+    """Another owner opened this managed ledger; this instance may no longer append."""
+    code = 304
+    retriable = False
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class ManagedLedgerClosed(LedgerError):
+    code = 305
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class InvalidPosition(LedgerError):
+    code = 306
+    retriable = False
+
+
+# --- cursor (400-499) -----------------------------------------------------------------------
+
+class CursorError(StrataError):
+    code = 400
+    server_error = PulsarServerError.MetadataError
+
+
+class CursorStateTooLarge(CursorError):
+    """The persisted ack state exceeds `cursor_state_bytes_max`; never silently kept in memory only."""
+    code = 401
+
+
+class CursorNotFound(CursorError):
+    code = 402
+    server_error = PulsarServerError.SubscriptionNotFound
+
+
+class InvalidRetention(CursorError):
+    code = 403
+    server_error = PulsarServerError.NotAllowedError
+
+
+# --- broker / protocol (500-599) ------------------------------------------------------------
+
+class BrokerError(StrataError):
+    code = 500
+    server_error = PulsarServerError.UnknownError
+
+
+class MalformedFrame(BrokerError):
+    """A frame that cannot be parsed; the connection is closed."""
+    code = 501
+
+
+class FrameTooLarge(BrokerError):
+    code = 502
+
+
+class UnknownCommand(BrokerError):
+    code = 503
+    server_error = PulsarServerError.NotAllowedError
+
+
+class ChecksumError(BrokerError):
+    code = 504
+    server_error = PulsarServerError.ChecksumError
+
+
+class InvalidTopicName(BrokerError):
+    code = 505
+    server_error = PulsarServerError.InvalidTopicName
+
+
+class TopicNotFound(BrokerError):
+    code = 506
+    server_error = PulsarServerError.TopicNotFound
+
+
+class ConsumerBusy(BrokerError):
+    code = 507
+    server_error = PulsarServerError.ConsumerBusy
+
+
+class ProducerBusy(BrokerError):
+    code = 508
+    server_error = PulsarServerError.ProducerBusy
+
+
+class ConsumerAssignError(BrokerError):
+    code = 509
+    server_error = PulsarServerError.ConsumerAssignError
+
+
+class SubscriptionNotFound(BrokerError):
+    code = 510
+    retriable = True
+    server_error = PulsarServerError.SubscriptionNotFound
+
+
+class ServiceNotReady(BrokerError):
+    code = 511
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class NotAllowed(BrokerError):
+    code = 512
+    server_error = PulsarServerError.NotAllowedError
+
+
+class ConsumerNotFound(BrokerError):
+    code = 513
+    retriable = True
+    server_error = PulsarServerError.ConsumerNotFound
+
+
+class MessageTooLarge(BrokerError):
+    code = 514
+    server_error = PulsarServerError.NotAllowedError
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+def _build_code_map() -> dict[int, type[StrataError]]:
+    table: dict[int, type[StrataError]] = {StrataError.code: StrataError}
+    for cls in _all_subclasses(StrataError):
+        if "code" not in cls.__dict__:
+            raise TypeError(f"{cls.__name__} must declare its own code")
+        if cls.code in table:
+            raise TypeError(f"duplicate error code {cls.code}: {table[cls.code].__name__} and {cls.__name__}")
+        table[cls.code] = cls
+    return table
+
+
+CODE_TO_ERROR: dict[int, type[StrataError]] = _build_code_map()
+
+
+def error_from_code(code: int, message: str = "") -> StrataError:
+    """Rebuild an error received over the wire (e.g. from a bookie response)."""
+    cls = CODE_TO_ERROR.get(code, StrataError)
+    return cls(message)
+

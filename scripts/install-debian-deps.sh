@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the Debian packages Strata's tests and tools need, only when they are missing.
+# - postgresql: the tests start a real PostgreSQL server from its binaries (initdb, pg_ctl).
+# - default-jre-headless: Spark (PySpark) needs a JVM; Java 17 is usually there already.
+set -euo pipefail
+need=()
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  need+=(postgresql)
+fi
+if ! command -v java >/dev/null 2>&1; then
+  need+=(default-jre-headless)
+fi
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "installing Debian packages: ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"

@@ -1,0 +1,36 @@
+"""Suite-wide pytest hooks.
+
+- A run that collects no test fails (exit 1 with a message), so CI can never pass on nothing.
+- Seeded randomized tests take their seed from the `seed` fixture, which prints it on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not session.items and not session.config.getoption("collectonly"):
+        raise pytest.UsageError("no tests collected: refusing to report success on an empty run")
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """A seed for a randomized test: STRATA_SEED if set, else fresh. Printed when the test fails."""
+    value = int(os.environ.get("STRATA_SEED", random.randrange(1 << 30)))
+    request.node.user_properties.append(("seed", value))
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for name, value in item.user_properties:
+            if name == "seed":
+                report.sections.append(("seed", f"rerun with STRATA_SEED={value}"))
+                print(f"\n*** {item.nodeid} failed with STRATA_SEED={value}")

@@ -1,0 +1,1 @@
+"""Shared test helpers: real servers started and stopped by the tests."""

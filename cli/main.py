@@ -1,0 +1,58 @@
+"""The `strata` command: one entry point, one module per subcommand.
+
+Each subcommand lives in its own module exposing `main(argv: list[str]) -> int`, imported only
+when used, so `strata bookie` never pays for importing the broker or Spark.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand -> module with main(argv)
+COMMANDS: dict[str, str] = {
+    "standalone": "cli.standalone",
+    "broker": "cli.broker_cmd",
+    "bookie": "cli.bookie_cmd",
+    "admin": "cli.admin_cmd",
+}
+
+# `strata perf <name>` -> module with main(argv)
+PERF_COMMANDS: dict[str, str] = {
+    "metadata": "cli.perf_metadata",
+    "bookie": "cli.perf_bookie",
+    "ledger": "cli.perf_ledger",
+    "cursor": "cli.perf_cursor",
+    "produce": "cli.perf_produce",
+    "consume": "cli.perf_produce",
+}
+
+
+def _usage() -> str:
+    lines = ["usage: strata <command> [options]", "", "commands:"]
+    lines += [f"  {name}" for name in COMMANDS]
+    lines += ["  perf " + "|".join(PERF_COMMANDS)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name == "perf":
+        if not rest or rest[0] not in PERF_COMMANDS:
+            print(_usage(), file=sys.stderr)
+            return 2
+        module = importlib.import_module(PERF_COMMANDS[rest[0]])
+        return int(module.main(rest) or 0) if rest[0] == "consume" else int(module.main(rest[1:]) or 0)
+    if name not in COMMANDS:
+        print(f"strata: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

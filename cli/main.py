@@ -24,7 +24,7 @@ PERF_COMMANDS: dict[str, str] = {
     "ledger": "cli.perf_ledger",
     "cursor": "cli.perf_cursor",
     "produce": "cli.perf_produce",
-    "consume": "cli.perf_produce",
+    "consume": "cli.perf_consume",
 }
 
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             print(_usage(), file=sys.stderr)
             return 2
         module = importlib.import_module(PERF_COMMANDS[rest[0]])
-        return int(module.main(rest) or 0) if rest[0] == "consume" else int(module.main(rest[1:]) or 0)
+        return int(module.main(rest[1:]) or 0)
     if name not in COMMANDS:
         print(f"strata: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2

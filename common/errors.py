@@ -252,6 +252,12 @@ class InvalidPosition(LedgerError):
     retriable = False
 
 
+class IllegalTransition(LedgerError):
+    """A state change an explicit state machine forbids (a bug in the caller)."""
+    code = 307
+    retriable = False
+
+
 # --- cursor (400-499) -----------------------------------------------------------------------
 
 class CursorError(StrataError):
@@ -272,6 +278,13 @@ class CursorNotFound(CursorError):
 class InvalidRetention(CursorError):
     code = 403
     server_error = PulsarServerError.NotAllowedError
+
+
+class CursorClosed(CursorError):
+    """The cursor was closed (its subscription deleted or its topic unloaded); it takes no acks."""
+    code = 404
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
 
 
 # --- broker / protocol (500-599) ------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""The managed ledger's record at `/managed-ledgers/<encoded name>`: its ordered ledger list.
+
+The record is changed only by compare-and-set. Opening a managed ledger writes it (a new `owner`
+token), which bumps its version: the previous owner's next compare-and-set (rollover, trim,
+close) fails and it learns it was fenced out. Per ledger it keeps the facts stats need
+(entries, bytes, messages, publish-time range); the per-entry index of a closed ledger is a
+child key `/managed-ledgers/<encoded name>/index/<ledger id>`.
+
+Names like `public/default/persistent/my-topic` become one path segment: every character outside
+`[A-Za-z0-9_.:=@+-]` (including `%` itself and `/`) is percent-encoded, so the encoding is
+reversible and two names never share a key.
+
+What must hold: ledger ids in the list strictly increase; only the last may be OPEN.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass, field, replace
+
+from common.errors import InvalidArgument
+from common.invariant import invariant
+
+ML_ROOT = "/managed-ledgers"
+_SAFE = frozenset(string.ascii_letters + string.digits + "_.:=@+-")
+_FORMAT = 1
+
+
+def encode_name(name: str) -> str:
+    if not name:
+        raise InvalidArgument("empty managed ledger name")
+    out = []
+    for ch in name:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode())
+    return "".join(out)
+
+
+def ml_path(name: str) -> str:
+    return f"{ML_ROOT}/{encode_name(name)}"
+
+
+def index_root(name: str) -> str:
+    return f"{ml_path(name)}/index"
+
+
+def index_path(name: str, ledger_id: int) -> str:
+    return f"{index_root(name)}/{ledger_id:020d}"
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    ledger_id: int
+    closed: bool                 # False only for the current ledger of a live owner
+    created_ms: int
+    entries: int = 0             # exact once closed; 0 while open (the live owner knows better)
+    size_bytes: int = 0
+    messages: int = 0
+    first_publish_ms: int = 0
+    last_publish_ms: int = 0
+
+    def to_doc(self) -> dict:
+        return {"id": self.ledger_id, "closed": self.closed, "created_ms": self.created_ms,
+                "entries": self.entries, "size_bytes": self.size_bytes, "messages": self.messages,
+                "first_publish_ms": self.first_publish_ms, "last_publish_ms": self.last_publish_ms}
+
+    @classmethod
+    def from_doc(cls, doc: dict) -> "LedgerRecord":
+        return cls(int(doc["id"]), bool(doc["closed"]), int(doc["created_ms"]), int(doc["entries"]),
+                   int(doc["size_bytes"]), int(doc["messages"]), int(doc["first_publish_ms"]),
+                   int(doc["last_publish_ms"]))
+
+
+@dataclass(frozen=True)
+class ManagedLedgerMetadata:
+    ledgers: tuple[LedgerRecord, ...] = ()
+    owner: str = ""              # token of the instance that opened it last ("" = never opened)
+    properties: dict[str, str] = field(default_factory=dict)
+    version: int = 0             # store version it was read at; 0 = not stored yet
+
+    def __post_init__(self) -> None:
+        ids = [r.ledger_id for r in self.ledgers]
+        invariant(all(a < b for a, b in zip(ids, ids[1:])), "ledger ids strictly increase", ids=ids)
+        invariant(all(r.closed for r in self.ledgers[:-1]), "only the last ledger may be open", ids=ids)
+
+    def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> "ManagedLedgerMetadata":
+        return replace(self, ledgers=tuple(ledgers))
+
+    def with_owner(self, owner: str) -> "ManagedLedgerMetadata":
+        return replace(self, owner=owner)
+
+    def with_version(self, version: int) -> "ManagedLedgerMetadata":
+        return replace(self, version=version)
+
+    def to_json(self) -> bytes:
+        doc = {"format": _FORMAT, "owner": self.owner, "properties": self.properties,
+               "ledgers": [r.to_doc() for r in self.ledgers]}
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, version: int) -> "ManagedLedgerMetadata":
+        doc = json.loads(raw)
+        invariant(doc.get("format") == _FORMAT, "known managed ledger format", format=doc.get("format"))
+        return cls(tuple(LedgerRecord.from_doc(d) for d in doc["ledgers"]), str(doc.get("owner", "")),
+                   {str(k): str(v) for k, v in doc.get("properties", {}).items()}, version)

@@ -1,1 +1,26 @@
-"""metadata"""
+"""metadata: Strata's ZooKeeper. Versioned keys with compare-and-set, ephemeral keys bound to a
+session lease, watches on prefixes, and id sequences, on SQLite (embedded default) or PostgreSQL.
+
+    store = open_store("sqlite:////var/lib/strata/meta.db")        # or postgresql://user@host:5432/db
+    store.create("/ledgers/00000000000000000042", b"...")
+    astore = metadata.aio.AsyncMetadataStore(store)                 # for asyncio callers
+
+The contract is `metadata.api.MetadataStore`; `metadata.sql_store` explains how it is kept.
+"""
+
+from __future__ import annotations
+
+from common.clock import Clock
+from common.config import Config
+from metadata.api import EventKind, MetadataStore, Versioned, Watch, WatchEvent
+from metadata.sql_store import SqlMetadataStore
+
+__all__ = ["open_store", "MetadataStore", "SqlMetadataStore", "Versioned", "Watch", "WatchEvent",
+           "EventKind"]
+
+
+def open_store(url: str, *, config: Config | None = None, clock: Clock | None = None) -> SqlMetadataStore:
+    """Open (creating tables if needed) the store at `url`: `sqlite:///abs/path/meta.db` (the
+    parent directory is created) or `postgresql://user@host:port/db` (also
+    `postgresql+psycopg://`). Starts this store's session; call `close()` to end it."""
+    return SqlMetadataStore(url, config=config, clock=clock)

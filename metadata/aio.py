@@ -1,0 +1,88 @@
+"""`AsyncMetadataStore`: the metadata store for asyncio code.
+
+Every method of the synchronous store runs in a bounded thread pool (`threads_max` threads), so
+the event loop never waits on SQL. At most `calls_in_flight_max` calls are queued or running at
+once; further callers wait (asyncio backpressure) rather than growing an unbounded queue.
+`watch()` callbacks are delivered on the event loop that called `watch()` (via
+`call_soon_threadsafe`), in the order the store's poller saw them.
+
+What must hold: after `await close()` no callback is scheduled any more and the wrapped store is
+closed; the pool is shut down without waiting for the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from metadata.api import MetadataStore, Versioned, Watch, WatchEvent
+
+THREADS_MAX = 8
+CALLS_IN_FLIGHT_MAX = 256
+
+
+class AsyncMetadataStore:
+    def __init__(self, store: MetadataStore, *, threads_max: int = THREADS_MAX,
+                 calls_in_flight_max: int = CALLS_IN_FLIGHT_MAX) -> None:
+        self.sync = store
+        self._pool = ThreadPoolExecutor(max_workers=threads_max, thread_name_prefix="metadata-aio")
+        self._slots = asyncio.Semaphore(calls_in_flight_max)  # bound on queued + running calls
+        self._closed = False
+
+    @property
+    def session_id(self) -> str:
+        return self.sync.session_id
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async with self._slots:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def get(self, path: str) -> Versioned | None:
+        return await self._call(self.sync.get, path)
+
+    async def create(self, path: str, value: bytes, *, ephemeral: bool = False) -> int:
+        return await self._call(self.sync.create, path, value, ephemeral=ephemeral)
+
+    async def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int:
+        return await self._call(self.sync.put, path, value, expected_version=expected_version)
+
+    async def delete(self, path: str, *, expected_version: int | None = None) -> None:
+        await self._call(self.sync.delete, path, expected_version=expected_version)
+
+    async def delete_recursive(self, path: str) -> int:
+        return await self._call(self.sync.delete_recursive, path)  # type: ignore[attr-defined]
+
+    async def children(self, path: str) -> list[str]:
+        return await self._call(self.sync.children, path)
+
+    async def list_prefix(self, path: str, **kwargs: Any) -> list[tuple[str, Versioned]]:
+        return await self._call(self.sync.list_prefix, path, **kwargs)  # type: ignore[attr-defined]
+
+    async def next_id(self, name: str) -> int:
+        return await self._call(self.sync.next_id, name)
+
+    async def watch(self, prefix: str, callback: Callable[[WatchEvent], None]) -> Watch:
+        """Like the sync `watch`, but `callback(event)` runs on this event loop."""
+        loop = asyncio.get_running_loop()
+
+        def hop(event: WatchEvent) -> None:
+            if self._closed:
+                return
+            try:
+                loop.call_soon_threadsafe(callback, event)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                pass
+
+        return await self._call(self.sync.watch, prefix, hop)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._call(self.sync.close)
+        finally:
+            self._pool.shutdown(wait=False)

@@ -1,0 +1,211 @@
+"""The SQL adapter: tables, engines for SQLite and PostgreSQL, transactions, error translation.
+
+This is the only module that knows SQLAlchemy's and the drivers' exceptions; everything it lets
+out is a `common.errors` error. A database that cannot be reached, is locked past the bound or
+times out becomes `MetadataUnavailable` (retriable).
+
+Tables:
+- `strata_keys`: one row per key: path (compared bytewise: collation "C" on PostgreSQL, BINARY
+  on SQLite, so a subtree is one index range), value, version (1 on create, +1 per put),
+  ephemeral_owner (session id, NULL = persistent), created/modified wall ms.
+- `strata_changes`: the change log, one row per create/update/delete, written in the same
+  transaction as the change. `seq` is autoincrement and never reused (SQLite AUTOINCREMENT,
+  PostgreSQL BIGSERIAL), so a watcher's "last seen seq" stays meaningful after pruning.
+- `strata_sessions`: one row per live session: id and lease expiry (wall ms).
+- `strata_counters`: next_id() sequences: name and the last id handed out.
+
+One writer at a time (what must hold). Every write transaction holds the database's single
+write lock from its first statement to its commit: `BEGIN IMMEDIATE` on SQLite, a
+transaction-level advisory lock (`pg_advisory_xact_lock(WRITE_LOCK_KEY)`) taken first thing on
+PostgreSQL. So write transactions are totally ordered, across threads, processes and hosts:
+- compare-and-set is a plain read-check-write inside the transaction, and a version is won once;
+- change-log seqs are allocated in commit order (a seq is drawn under the lock and the lock is
+  released only after commit), so a watcher that reads `seq > last_seen` never skips a row that
+  commits late: there is no "late" row. This is why we did not need a re-scan window;
+- multi-key transactions (reaping a session, recursive delete) cannot deadlock.
+The cost is that writes do not run in parallel; metadata writes are small and short, and the
+benchmark (`strata perf metadata`) measures what this gives. Reads take no lock (WAL on SQLite,
+MVCC on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+
+from common.errors import InvalidArgument, MetadataError, MetadataUnavailable
+
+# Any constant works; it only has to be the same in every Strata process on the database.
+WRITE_LOCK_KEY = 0x5354_5241_5441  # "STRATA"
+
+POOL_CONNECTIONS = 4  # connections kept open per store
+POOL_OVERFLOW_MAX = 8  # extra connections under load, closed when returned
+
+_PATH = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
+_SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite: INTEGER PK AUTOINCREMENT
+
+schema = sa.MetaData()
+
+keys = sa.Table(
+    "strata_keys", schema,
+    sa.Column("path", _PATH, primary_key=True),
+    sa.Column("value", sa.LargeBinary, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("ephemeral_owner", sa.String(64), nullable=True, index=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("modified_ms", sa.BigInteger, nullable=False),
+)
+
+changes = sa.Table(
+    "strata_changes", schema,
+    sa.Column("seq", _SEQ, primary_key=True, autoincrement=True),
+    sa.Column("path", _PATH, nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("value", sa.LargeBinary, nullable=True),
+    sa.Column("committed_ms", sa.BigInteger, nullable=False, index=True),
+    sqlite_autoincrement=True,
+)
+
+sessions = sa.Table(
+    "strata_sessions", schema,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("lease_expiry_ms", sa.BigInteger, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+counters = sa.Table(
+    "strata_counters", schema,
+    sa.Column("name", _PATH, primary_key=True),
+    sa.Column("last_id", sa.BigInteger, nullable=False),
+)
+
+
+@contextmanager
+def translate_errors(what: str) -> Iterator[None]:
+    """Turn SQLAlchemy/driver exceptions into Strata errors; let Strata errors through."""
+    try:
+        yield
+    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError,
+            sa_exc.DisconnectionError) as exc:
+        raise MetadataUnavailable(f"metadata database unavailable during {what}",
+                                  cause=_short(exc)) from None
+    except sa_exc.DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise MetadataUnavailable(f"metadata database connection lost during {what}",
+                                      cause=_short(exc)) from None
+        raise MetadataError(f"metadata database error during {what}", cause=_short(exc)) from None
+    except sa_exc.SQLAlchemyError as exc:
+        raise MetadataError(f"metadata database error during {what}", cause=_short(exc)) from None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+
+
+class Database:
+    """One engine plus the transaction discipline above. Thread-safe (the pool is)."""
+
+    def __init__(self, url: str, op_timeout_ms: int) -> None:
+        self.url = url
+        self.op_timeout_ms = op_timeout_ms
+        sa_url, self.dialect = _normalise_url(url)
+        if self.dialect == "sqlite":
+            self.engine = _sqlite_engine(sa_url, op_timeout_ms)
+        else:
+            self.engine = _postgres_engine(sa_url, op_timeout_ms)
+
+    @contextmanager
+    def write(self, what: str) -> Iterator[sa.Connection]:
+        """A transaction holding the single write lock; commits on normal exit."""
+        with translate_errors(what):
+            with self.engine.connect() as conn:
+                conn.execution_options(strata_write=True)
+                with conn.begin():
+                    if self.dialect == "postgresql":
+                        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+                    yield conn
+
+    @contextmanager
+    def read(self, what: str) -> Iterator[sa.Connection]:
+        """A read-only transaction (no lock taken)."""
+        with translate_errors(what):
+            with self.engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+
+    def create_schema(self) -> None:
+        """Create the tables if missing; safe when several processes start at once."""
+        with self.write("create schema") as conn:
+            schema.create_all(conn, checkfirst=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _normalise_url(url: str) -> tuple[sa.URL, str]:
+    if not isinstance(url, str):
+        raise InvalidArgument("a metadata URL must be a str", url=url)
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        if not url.startswith("sqlite:///") or url == "sqlite:///":
+            raise InvalidArgument("SQLite metadata URL must be sqlite:///abs/path/meta.db", url=url)
+        path = url[len("sqlite:///"):]
+        path = path if os.path.isabs(path) else os.path.abspath(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return sa.URL.create("sqlite", database=path), "sqlite"
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        rest = url.split("://", 1)[1]
+        return sa.make_url("postgresql+psycopg://" + rest), "postgresql"
+    raise InvalidArgument("metadata URL must be sqlite:///... or postgresql://...", url=url)
+
+
+def _sqlite_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
+    engine = sa.create_engine(
+        url,
+        connect_args={"timeout": op_timeout_ms / 1000, "check_same_thread": False},
+        poolclass=sa.pool.QueuePool, pool_size=POOL_CONNECTIONS, max_overflow=POOL_OVERFLOW_MAX,
+        pool_timeout=op_timeout_ms / 1000,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(op_timeout_ms)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = FULL")  # a committed CAS survives power loss
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get("strata_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _postgres_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
+    timeout_s = max(2, math.ceil(op_timeout_ms / 1000))  # libpq's smallest useful value is 2
+    options = (f"-c statement_timeout={op_timeout_ms} -c lock_timeout={op_timeout_ms} "
+               f"-c idle_in_transaction_session_timeout={max(op_timeout_ms * 4, 10_000)}")
+    return sa.create_engine(
+        url,
+        connect_args={
+            "connect_timeout": timeout_s,
+            "options": options,
+            "application_name": "strata-metadata",
+            "keepalives": 1, "keepalives_idle": timeout_s, "keepalives_interval": 1,
+            "keepalives_count": 3, "tcp_user_timeout": op_timeout_ms,
+        },
+        pool_size=POOL_CONNECTIONS, max_overflow=POOL_OVERFLOW_MAX,
+        pool_timeout=op_timeout_ms / 1000, pool_pre_ping=True,
+    )

@@ -1,0 +1,177 @@
+"""`SqlMetadataStore`: the MetadataStore on SQLite or PostgreSQL through SQLAlchemy Core.
+
+How it works: each call checks its arguments (`metadata.paths`), then runs one transaction
+(`metadata.sql_schema.Database`: writes hold the single write lock, reads take none) with the
+statements in `metadata.sql_ops`. A `SessionKeeper` thread keeps this store's session alive and
+reaps dead ones (`metadata.sessions`); a `WatchPoller` thread tails the change log for watches
+(`metadata.watches`). After each committed write the poller is woken, so watchers in the same
+process hear of it at once rather than at the next poll.
+
+What must hold: after `close()` the session is gone (its ephemeral keys deleted, logged) and
+every call raises `ShuttingDown`; the threads are stopped before the engine is disposed.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Callable
+
+from common.clock import SYSTEM_CLOCK, Clock
+from common.config import Config, default_config
+from common.errors import InvalidArgument, SessionExpired, ShuttingDown
+from metadata import sql_ops
+from metadata.api import Versioned, Watch, WatchEvent
+from metadata.paths import (check_expected_version, check_id_name, check_path, check_prefix,
+                            check_value)
+from metadata.sessions import SessionKeeper, end_session, open_session
+from metadata.sql_schema import Database
+from metadata.watches import WatchPoller
+
+LIST_PREFIX_KEYS_MAX = 100_000  # list_prefix() bound; ask for less, or page by sub-prefix
+
+
+class SqlMetadataStore:
+    """See the module docstring; the method contracts are in `metadata.api.MetadataStore`."""
+
+    def __init__(self, url: str, *, config: Config | None = None, clock: Clock | None = None) -> None:
+        self._config = config or default_config()
+        self._clock = clock or SYSTEM_CLOCK
+        self._db = Database(url, self._config.metadata_op_timeout_ms)
+        self.url = url
+        self.session_id: str = uuid.uuid4().hex
+        self._closed = False  # True once close() began; every call then raises ShuttingDown
+        self._close_lock = threading.Lock()
+        self._session_expired = False  # set by the keeper when our session row was reaped
+        try:
+            self._db.create_schema()
+            open_session(self._db, self.session_id, self._config.metadata_session_lease_ms,
+                         self._clock.wall_ms())
+        except BaseException:
+            self._db.dispose()
+            raise
+        self._watches = WatchPoller(self._db, self._config.metadata_watch_poll_ms)
+        self._keeper = SessionKeeper(self._db, self.session_id, self._config.metadata_session_lease_ms,
+                                     self._config.metadata_changelog_keep_ms, self._clock,
+                                     self._mark_expired)
+        self._keeper.start()
+
+    @property
+    def dialect(self) -> str:
+        """"sqlite" or "postgresql"."""
+        return self._db.dialect
+
+    @property
+    def session_expired(self) -> bool:
+        return self._session_expired
+
+    def _mark_expired(self) -> None:
+        self._session_expired = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ShuttingDown("metadata store is closed")
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get(self, path: str) -> Versioned | None:
+        self._check_open()
+        path = check_path(path)
+        with self._db.read("get") as conn:
+            return sql_ops.get(conn, path)
+
+    def children(self, path: str) -> list[str]:
+        self._check_open()
+        path = check_prefix(path)
+        with self._db.read("children") as conn:
+            return sql_ops.children(conn, path)
+
+    def list_prefix(self, path: str, *, limit: int = LIST_PREFIX_KEYS_MAX) -> list[tuple[str, Versioned]]:
+        """`(path, Versioned)` for `path` itself and every key below it, sorted by path, at most
+        `limit` of them (raise the limit or narrow the prefix if you hit it)."""
+        self._check_open()
+        path = check_prefix(path)
+        limit = max(1, min(int(limit), LIST_PREFIX_KEYS_MAX))
+        with self._db.read("list_prefix") as conn:
+            return sql_ops.list_prefix(conn, path, limit)
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def create(self, path: str, value: bytes, *, ephemeral: bool = False) -> int:
+        self._check_open()
+        path = check_path(path)
+        value = check_value(value, self._config.metadata_value_bytes_max)
+        now_ms = self._clock.wall_ms()
+        if ephemeral and self._session_expired:
+            raise SessionExpired("this store's session has expired", session=self.session_id)
+        with self._db.write("create") as conn:
+            if ephemeral:
+                sql_ops.check_session_alive(conn, self.session_id, now_ms)
+            version = sql_ops.create(conn, path, value, self.session_id if ephemeral else None, now_ms)
+        self._watches.wake()
+        return version
+
+    def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int:
+        self._check_open()
+        path = check_path(path)
+        value = check_value(value, self._config.metadata_value_bytes_max)
+        expected = check_expected_version(expected_version)
+        with self._db.write("put") as conn:
+            version = sql_ops.put(conn, path, value, expected, self._clock.wall_ms())
+        self._watches.wake()
+        return version
+
+    def delete(self, path: str, *, expected_version: int | None = None) -> None:
+        self._check_open()
+        path = check_path(path)
+        expected = check_expected_version(expected_version)
+        with self._db.write("delete") as conn:
+            sql_ops.delete(conn, path, expected, self._clock.wall_ms())
+        self._watches.wake()
+
+    def delete_recursive(self, path: str) -> int:
+        """Delete `path` and everything below it in one transaction (children first, each
+        logged); returns how many keys were deleted (0 if none existed)."""
+        self._check_open()
+        path = check_prefix(path)
+        with self._db.write("delete_recursive") as conn:
+            deleted = sql_ops.delete_where(conn, sql_ops.subtree(path), self._clock.wall_ms())
+        self._watches.wake()
+        return deleted
+
+    def next_id(self, name: str) -> int:
+        self._check_open()
+        name = check_id_name(name)
+        with self._db.write("next_id") as conn:
+            return sql_ops.next_id(conn, name)
+
+    # --- watches and lifecycle -----------------------------------------------------------------
+
+    def watch(self, prefix: str, callback: Callable[[WatchEvent], None]) -> Watch:
+        self._check_open()
+        prefix = check_prefix(prefix)
+        if not callable(callback):
+            raise InvalidArgument("watch callback must be callable")
+        return self._watches.add(prefix, callback)
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._watches.stop()
+            self._keeper.stop()
+            if not self._session_expired:
+                end_session(self._db, self.session_id, self._clock.wall_ms())
+        finally:
+            self._db.dispose()
+
+    def __enter__(self) -> "SqlMetadataStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqlMetadataStore({self._db.dialect}, session={self.session_id[:8]})"

@@ -37,6 +37,7 @@ import google_crc32c
 from google.protobuf.message import DecodeError, EncodeError
 
 from common.errors import InvariantViolation, MalformedFrame, FrameTooLarge, PulsarServerError, StrataError
+from broker.entry_format import verify_entry_checksum  # noqa: F401  (re-exported)
 from proto import pulsar_api_pb2 as pb
 
 BaseCommand = pb.BaseCommand
@@ -217,13 +218,6 @@ def _decode_entry(view: memoryview, pos: int, end: int, may_have_bem: bool) -> t
         raise MalformedFrame("metadata size exceeds frame", md_size=md_size)
     tail = bytes(view[pos:end])
     return MAGIC_CRC32C_BYTES + _U32.pack(google_crc32c.value(tail)) + tail, True
-
-
-def verify_entry_checksum(entry: bytes) -> bool:
-    """True if a stored entry `[0x0E01][crc32c][md_size][md][payload]` matches its CRC32C."""
-    if len(entry) < _ENTRY_HEAD_BYTES or entry[:2] != MAGIC_CRC32C_BYTES:
-        return False
-    return google_crc32c.value(entry[6:]) == _U32.unpack_from(entry, 2)[0]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -366,6 +366,12 @@ class MessageTooLarge(BrokerError):
     server_error = PulsarServerError.NotAllowedError
 
 
+class MalformedPayload(BrokerError):
+    """A message payload that cannot be decoded (batch layout, compression); only clients and
+    tools open payloads, the broker never does."""
+    code = 540
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = []
     for sub in cls.__subclasses__():

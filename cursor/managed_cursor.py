@@ -1,0 +1,488 @@
+"""The managed cursor: one per subscription, where a subscription's acks live.
+
+How it works. `mark_delete_position` (md) says everything at or before it is acked. Acks after
+it are kept in an `AckState`: a roaring bitmap of fully acked entry ids per ledger, plus the
+remaining-unacked words of partially acked batches. Whenever the entry right after md becomes
+acked, md runs forward over the whole contiguous acked run (crossing ledgers with
+`LedgerView.next_position`), and everything it passes is dropped from the bitmaps, so memory and
+persisted size follow the number of ack holes, not the backlog span. `read_position` is the next
+entry to dispatch; it never lags behind md.
+
+What must hold (checked with `invariant()` after every change):
+- md never moves back, except through an explicit `seek` / `reset_to_publish_time`;
+- every individually acked entry and every partial batch lies in (md, last_confirmed];
+- read_position > md.
+
+Acks below md, beyond the last confirmed entry, or past the end of a closed ledger are ignored
+silently (PROTOCOL.md §8.4). A durable cursor persists through a `CursorStore`: changes mark it
+dirty and a write is scheduled at most once per `cursor_persist_interval_ms` (coalesced: many acks,
+one write); `flush()` writes now and `close()` flushes a last time. State over
+`cursor_state_bytes_max` raises `CursorStateTooLarge` and counts in
+`cursor.metrics.CURSOR_STATE_TOO_LARGE_TOTAL`; the acks stay in memory and the write is retried
+with the next change, but the failure is never hidden. Non-durable cursors (readers) never persist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import math
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+from pyroaring import BitMap64
+
+from common.clock import SYSTEM_CLOCK, Clock
+from common.config import SETTINGS_BY_NAME
+from common.errors import (CursorClosed, CursorStateTooLarge, InvalidArgument, StrataError,
+                           BadVersion)
+from common.invariant import invariant
+from cursor import metrics
+from cursor.ack_state import (ENTRY_ID_END, AckState, BatchAck, full_words, run_end, to_signed,
+                              to_unsigned)
+from cursor.codec import CursorSnapshot, encode
+from ledger.position import EARLIEST, LATEST, Position
+from ledger.types import LedgerView
+
+if TYPE_CHECKING:
+    from cursor.cursor_store import CursorStore
+    from cursor.stats import SubscriptionStats
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE_MAX = 1 << 20  # members in one batch entry; Pulsar's clients send at most a few 1000
+
+
+class CursorState(enum.Enum):
+    ACTIVE = "active"  # takes acks and moves; a durable one persists its changes
+    CLOSED = "closed"  # flushed for the last time (or dropped); refuses every change
+
+
+def before(position: Position) -> Position:
+    """The mark-delete that leaves `position` as the first unacked entry."""
+    return Position(position[0], position[1] - 1)
+
+
+class ManagedCursor:
+    def __init__(self, name: str, view: LedgerView, *, mark_delete_position: Position,
+                 durable: bool = True, store: "CursorStore | None" = None,
+                 clock: Clock = SYSTEM_CLOCK, persist_interval_ms: int | None = None,
+                 state_bytes_max: int | None = None, snapshot: CursorSnapshot | None = None) -> None:
+        if durable and store is None:
+            raise InvalidArgument("a durable cursor needs a CursorStore", cursor=name)
+        self.name = name
+        self.view = view
+        self.durable = durable
+        self.clock = clock
+        self.state = CursorState.ACTIVE
+        self.mark_delete_position = Position(*mark_delete_position)
+        self.read_position = view.next_position(self.mark_delete_position)
+        self._acks = AckState()
+        self._redelivery: dict[Position, int] = {}  # entry -> times redelivered; only entries > md
+        self._properties: dict[str, str] = {}
+        self._store = store
+        self._persist_interval_s = (persist_interval_ms if persist_interval_ms is not None else
+                                    SETTINGS_BY_NAME["cursor_persist_interval_ms"].default) / 1000
+        self.state_bytes_max = (state_bytes_max if state_bytes_max is not None else
+                                SETTINGS_BY_NAME["cursor_state_bytes_max"].default)
+        self._dirty = False                     # changed since the last successful persist
+        self._last_persist_s = -math.inf        # monotonic time of the last persist attempt
+        self._persist_handle: asyncio.TimerHandle | None = None
+        self._flush_task: asyncio.Task | None = None
+        self._flush_lock = asyncio.Lock()
+        self.persist_error: StrataError | None = None  # last failed persist, None after success
+        self.persisted_bytes = 0                # size of the last persisted value
+        self._entries_cache: dict[int, int] = {}  # ledger id -> entries, for closed ledgers
+        self._entries_cache_lac_ledger: int | None = None
+        if snapshot is not None:
+            self._acks = snapshot.acks
+            self._redelivery = dict(snapshot.redelivery_counts)
+            self._properties = dict(snapshot.properties)
+            lac = view.last_confirmed
+            self._acks.drop_from(view.next_position(lac))  # cannot be: it was written; be safe
+            self._acks.drop_through(self.mark_delete_position)
+        self._advance()
+        self.rewind()
+        self._check_invariants()
+
+    # ---- construction helpers -------------------------------------------------------------
+
+    @classmethod
+    def starting_at(cls, name: str, view: LedgerView, start: Position, **kwargs: object) -> "ManagedCursor":
+        """A new cursor whose first entry to read is `start` (EARLIEST, LATEST or a position)."""
+        first = _resolve_start(view, start)
+        return cls(name, view, mark_delete_position=before(first), **kwargs)  # type: ignore[arg-type]
+
+    def snapshot(self) -> CursorSnapshot:
+        return CursorSnapshot(self.mark_delete_position, self._acks, dict(self._redelivery),
+                              dict(self._properties))
+
+    # ---- acks ------------------------------------------------------------------------------
+
+    def ack(self, positions: Iterable[Position]) -> None:
+        """Individual acks. Positions may come in any order; duplicates are harmless."""
+        self._check_active()
+        groups: dict[int, list[int]] = {}
+        for ledger_id, entry_id in positions:
+            group = groups.get(ledger_id)
+            if group is None:
+                groups[ledger_id] = [entry_id]
+            else:
+                group.append(entry_id)
+        if self._ack_groups(groups):
+            self._advance()
+            self._changed()
+            self._check_invariants()
+
+    def _ack_groups(self, groups: Mapping[int, list[int]]) -> bool:
+        md_ledger, md_entry = self.mark_delete_position
+        lac = self.view.last_confirmed
+        changed = False
+        for ledger_id, entry_ids in groups.items():
+            if ledger_id < md_ledger or ledger_id > lac[0]:
+                continue
+            try:
+                bitmap = BitMap64(entry_ids)
+            except OverflowError:  # a negative entry id: not an entry
+                bitmap = BitMap64([e for e in entry_ids if e >= 0])
+            if ledger_id == md_ledger and md_entry >= 0:
+                bitmap.remove_range(0, md_entry + 1)
+            bitmap.remove_range(self._entry_limit(ledger_id, lac), ENTRY_ID_END)
+            if not bitmap:
+                continue
+            if self._redelivery:
+                for entry_id in bitmap:
+                    self._redelivery.pop(Position(ledger_id, entry_id), None)
+            self._acks.add(ledger_id, bitmap)
+            changed = True
+        return changed
+
+    def ack_cumulative(self, position: Position) -> None:
+        """Everything at or before `position` is acked."""
+        self._check_active()
+        position = Position(*position)
+        if not self._is_ackable(position, allow_before_first=True):
+            return
+        self._move_mark_delete(position)
+        self._advance()
+        self._changed()
+        self._check_invariants()
+
+    def ack_batch_indexes(self, position: Position, ack_set: Sequence[int], batch_size: int) -> bool:
+        """Merge a batch-index ack (`ack_set`: Pulsar words, a set bit = member still unacked) by
+        AND into what is known of the entry. True if the entry became fully acked by this call."""
+        self._check_active()
+        if not 1 <= batch_size <= BATCH_SIZE_MAX:
+            raise InvalidArgument("batch_size out of range", batch_size=batch_size, max=BATCH_SIZE_MAX)
+        position = Position(*position)
+        if not self._is_ackable(position) or self._acks.contains(position):
+            return False
+        limit = full_words(batch_size)
+        given = to_unsigned(ack_set)[:len(limit)]
+        given += [0] * (len(limit) - len(given))  # missing words: those members are acked
+        known = self._acks.batches.get(position)
+        base = known.remaining if known is not None else limit
+        remaining = [g & b & m for g, b, m in zip(given, base, limit)]
+        if not any(remaining):
+            self._ack_groups({position[0]: [position[1]]})
+            self._advance()
+            self._changed()
+            self._check_invariants()
+            return True
+        if known is None or remaining != known.remaining:
+            self._acks.batches[position] = BatchAck(batch_size, remaining)
+            self._changed()
+        self._check_invariants()
+        return False
+
+    def is_acked(self, position: Position) -> bool:
+        return Position(*position) <= self.mark_delete_position or self._acks.contains(position)
+
+    def batch_ack_set(self, position: Position) -> list[int] | None:
+        """The remaining-unacked words (signed int64, for MESSAGE.ack_set) of a partially acked
+        batch; None when no member of the entry has been acked on its own."""
+        known = self._acks.batches.get(Position(*position))
+        return None if known is None else to_signed(known.remaining)
+
+    # ---- moves -------------------------------------------------------------------------------
+
+    def seek(self, position: Position) -> None:
+        """Reset: `position` (EARLIEST / LATEST allowed) becomes the next entry to read, every
+        entry before it counts as acked, acks at or after it are forgotten. May move md back."""
+        self._check_active()
+        target = _resolve_start(self.view, Position(*position))
+        self._acks = AckState()
+        self._move_mark_delete(before(target), allow_back=True)
+        self.read_position = target
+        self._changed()
+        self._check_invariants()
+
+    def reset_to_publish_time(self, publish_time_ms: int) -> None:
+        """Seek to the first entry published at or after `publish_time_ms`."""
+        self.seek(self.view.position_for_publish_time(publish_time_ms))
+
+    def skip(self, entries: int) -> int:
+        """Ack the next `entries` unacked entries after md; returns how many were skipped."""
+        self._check_active()
+        if entries < 0:
+            raise InvalidArgument("cannot skip a negative number of entries", entries=entries)
+        lac = self.view.last_confirmed
+        left = entries
+        position = self.next_unacked_from(self.view.next_position(self.mark_delete_position))
+        while left > 0 and position <= lac:
+            ledger_id, first = position
+            end = self._entry_limit(ledger_id, lac)
+            if end <= first:
+                break
+            chosen = BitMap64()
+            chosen.add_range(first, end)
+            acked = self._acks.acked.get(ledger_id)
+            if acked is not None:
+                chosen -= acked
+            if len(chosen) > left:
+                chosen.remove_range(chosen[left], ENTRY_ID_END)
+            left -= len(chosen)
+            self._ack_groups({ledger_id: list(chosen)})
+            position = self.view.next_position(Position(ledger_id, end - 1))
+        self._advance()
+        self._changed()
+        self._check_invariants()
+        return entries - left
+
+    def clear_backlog(self) -> None:
+        """Ack everything written so far."""
+        self._check_active()
+        lac = self.view.last_confirmed
+        if lac > self.mark_delete_position:
+            self._move_mark_delete(lac)
+        self._changed()
+        self._check_invariants()
+
+    def expire(self, ttl_seconds: int, now_ms: int | None = None) -> bool:
+        """TTL: ack every entry published before now - TTL, holes included. Deletes nothing.
+        `ttl_seconds <= 0` means no TTL. True if md moved."""
+        self._check_active()
+        if ttl_seconds <= 0:
+            return False
+        now_ms = self.clock.wall_ms() if now_ms is None else now_ms
+        first_kept = self.view.position_for_publish_time(now_ms - ttl_seconds * 1000)
+        target = before(first_kept)
+        if target <= self.mark_delete_position:
+            return False
+        self._move_mark_delete(target)
+        self._advance()
+        self._changed()
+        self._check_invariants()
+        return True
+
+    def rewind(self) -> None:
+        """Dispatch again from the first unacked entry after md (skipping acked ones)."""
+        self.read_position = self.next_unacked_from(self.view.next_position(self.mark_delete_position))
+
+    def next_unacked_from(self, position: Position) -> Position:
+        """The first position at or after `position` that is not acked (possibly one past the
+        last confirmed entry)."""
+        position = Position(*position)
+        if position <= self.mark_delete_position:
+            position = self.view.next_position(self.mark_delete_position)
+        lac = self.view.last_confirmed
+        while position <= lac:
+            bitmap = self._acks.acked.get(position[0])
+            if bitmap is None or position[1] not in bitmap:
+                return position
+            position = self.view.next_position(Position(position[0], run_end(bitmap, position[1])))
+        return position
+
+    # ---- redelivery counts and properties ----------------------------------------------------
+
+    def increment_redelivery(self, positions: Iterable[Position]) -> None:
+        """Count one more redelivery of each (unacked) entry; persisted with the cursor."""
+        self._check_active()
+        changed = False
+        for position in positions:
+            position = Position(*position)
+            if self.is_acked(position):
+                continue
+            self._redelivery[position] = self._redelivery.get(position, 0) + 1
+            changed = True
+        if changed:
+            self._changed()
+
+    def redelivery_count(self, position: Position) -> int:
+        return self._redelivery.get(Position(*position), 0)
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return MappingProxyType(self._properties)
+
+    def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Replace the opaque properties the broker persists with the cursor."""
+        self._check_active()
+        self._properties = {str(k): str(v) for k, v in properties.items()}
+        self._changed()
+
+    # ---- reading the state --------------------------------------------------------------------
+
+    @property
+    def acked_ledgers(self) -> Mapping[int, BitMap64]:
+        """Fully acked entry ids after md, per ledger (read only: do not mutate)."""
+        return MappingProxyType(self._acks.acked)
+
+    @property
+    def partial_batches(self) -> Mapping[Position, BatchAck]:
+        return MappingProxyType(self._acks.batches)
+
+    def individually_acked_count(self) -> int:
+        return self._acks.count()
+
+    @property
+    def stats(self) -> "SubscriptionStats":
+        from cursor.stats import subscription_stats
+        return subscription_stats(self, self.view)
+
+    # ---- persistence ----------------------------------------------------------------------------
+
+    def encode_state(self) -> bytes:
+        """The persisted value; CursorStateTooLarge (and a metric) over `state_bytes_max`."""
+        value = encode(self.snapshot())
+        if len(value) > self.state_bytes_max:
+            metrics.CURSOR_STATE_TOO_LARGE_TOTAL += 1
+            error = CursorStateTooLarge("cursor ack state exceeds cursor_state_bytes_max",
+                                        cursor=self.name, size=len(value), max=self.state_bytes_max)
+            self.persist_error = error
+            raise error
+        return value
+
+    async def flush(self) -> None:
+        """Persist now if anything changed since the last persist (durable cursors only)."""
+        if not self.durable or self._store is None:
+            return
+        async with self._flush_lock:
+            if not self._dirty:
+                return
+            self._last_persist_s = self.clock.monotonic_s()
+            value = self.encode_state()
+            self._dirty = False
+            try:
+                await self._store.save(self.name, value)
+            except BaseException:
+                self._dirty = True
+                raise
+            metrics.CURSOR_PERSISTS_TOTAL += 1
+            self.persisted_bytes = len(value)
+            self.persist_error = None
+
+    async def close(self) -> None:
+        """Flush a last time and refuse further changes."""
+        if self.state is CursorState.CLOSED:
+            return
+        if self._persist_handle is not None:
+            self._persist_handle.cancel()
+            self._persist_handle = None
+        try:
+            await self.flush()
+        finally:
+            self.state = CursorState.CLOSED
+
+    def _changed(self) -> None:
+        self._dirty = True
+        if not self.durable or self._persist_handle is not None or self.state is not CursorState.ACTIVE:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop: the owner persists with flush()
+        due_s = self._last_persist_s + self._persist_interval_s - self.clock.monotonic_s()
+        self._persist_handle = loop.call_later(max(0.0, due_s), self._start_auto_flush)
+
+    def _start_auto_flush(self) -> None:
+        self._persist_handle = None
+        if self.state is CursorState.ACTIVE and self._dirty:
+            self._flush_task = asyncio.get_running_loop().create_task(self._auto_flush())
+
+    async def _auto_flush(self) -> None:
+        try:
+            await self.flush()
+        except BadVersion as exc:  # another broker wrote the cursor: we no longer own it
+            self.persist_error = exc
+            log.error("cursor %s: persist lost compare-and-set; not retrying: %s", self.name, exc)
+        except StrataError as exc:
+            self.persist_error = exc
+            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
+            log.warning("cursor %s: persist failed, retrying on the next change: %s", self.name, exc)
+            if exc.retriable:
+                self._changed()
+
+    # ---- internals -------------------------------------------------------------------------------
+
+    def _check_active(self) -> None:
+        if self.state is not CursorState.ACTIVE:
+            raise CursorClosed("cursor is closed", cursor=self.name)
+
+    def _entry_limit(self, ledger_id: int, lac: Position) -> int:
+        """One past the last entry id of `ledger_id` that can be acked (0 if unknown)."""
+        if ledger_id == lac[0]:
+            return lac[1] + 1
+        if self._entries_cache_lac_ledger != lac[0] or ledger_id not in self._entries_cache:
+            self._entries_cache = {info.ledger_id: info.entries for info in self.view.ledgers()}
+            self._entries_cache_lac_ledger = lac[0]
+        return self._entries_cache.get(ledger_id, 0)
+
+    def _is_ackable(self, position: Position, allow_before_first: bool = False) -> bool:
+        lac = self.view.last_confirmed
+        if position <= self.mark_delete_position or position > lac:
+            return False
+        if allow_before_first and position[1] == -1:
+            return True
+        return 0 <= position[1] < self._entry_limit(position[0], lac)
+
+    def _move_mark_delete(self, position: Position, allow_back: bool = False) -> None:
+        invariant(allow_back or position >= self.mark_delete_position,
+                  "mark-delete never moves back", old=self.mark_delete_position, new=position)
+        self.mark_delete_position = position
+        self._acks.drop_through(position)
+        if self._redelivery:
+            for key in [p for p in self._redelivery if p <= position]:
+                del self._redelivery[key]
+        if self.read_position <= position:
+            self.read_position = self.view.next_position(position)
+
+    def _advance(self) -> None:
+        """Move md over the contiguous acked run after it (and past trimmed ledgers)."""
+        md = self.mark_delete_position
+        floor = before(self.view.first_position)
+        if md < floor:
+            md = floor  # the entries it points into were trimmed away
+        lac = self.view.last_confirmed
+        while True:
+            following = self.view.next_position(md)
+            if following > lac:
+                break
+            bitmap = self._acks.acked.get(following[0])
+            if bitmap is None or following[1] not in bitmap:
+                break
+            md = Position(following[0], run_end(bitmap, following[1]))
+        if md != self.mark_delete_position:
+            self._move_mark_delete(md)
+
+    def _check_invariants(self) -> None:
+        md = self.mark_delete_position
+        lac = self.view.last_confirmed
+        for bounds in (self._acks.bounds(), self._acks.batch_bounds()):
+            if bounds is not None:
+                invariant(md < bounds[0] and bounds[1] <= lac,
+                          "acked set lies within (mark-delete, last confirmed]",
+                          cursor=self.name, md=md, lac=lac, lowest=bounds[0], highest=bounds[1])
+        invariant(self.read_position > md, "read position is after mark-delete",
+                  cursor=self.name, md=md, read=self.read_position)
+
+
+def _resolve_start(view: LedgerView, start: Position) -> Position:
+    """EARLIEST / LATEST / a position, clamped to [first kept entry, one past the last]."""
+    end = view.next_position(view.last_confirmed)
+    if start == EARLIEST or start[0] < 0:
+        return view.first_position
+    if start == LATEST or start >= end:
+        return end
+    return max(start, view.first_position)

@@ -1,0 +1,17 @@
+"""Process-wide cursor counters the broker's /metrics endpoint reads (plain module globals).
+
+They only ever go up; a scraper computes rates. Names follow Prometheus' `_total` convention.
+"""
+
+CURSOR_STATE_TOO_LARGE_TOTAL = 0   # persists refused because the state exceeded cursor_state_bytes_max
+CURSOR_PERSISTS_TOTAL = 0          # successful cursor writes to the metadata store
+CURSOR_PERSIST_FAILURES_TOTAL = 0  # background persists that failed (any StrataError but a lost CAS)
+
+
+def snapshot() -> dict[str, int]:
+    """The counters by metric name, for an exporter."""
+    return {
+        "strata_cursor_state_too_large_total": CURSOR_STATE_TOO_LARGE_TOTAL,
+        "strata_cursor_persists_total": CURSOR_PERSISTS_TOTAL,
+        "strata_cursor_persist_failures_total": CURSOR_PERSIST_FAILURES_TOTAL,
+    }

@@ -1,0 +1,81 @@
+"""A database that is down or locked gives a retriable MetadataUnavailable within the bound,
+never a hang; and the store works again once the database is back."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from common.config import default_config
+from common.errors import MetadataUnavailable
+from metadata import open_store
+from metadata.pg_server import free_port
+from tests.support.postgres import PostgresServerError, TestPostgres
+
+OP_TIMEOUT_MS = 2_000
+BOUND_S = OP_TIMEOUT_MS / 1000 * 2 + 1  # connect + statement, plus slack for a busy machine
+
+
+def timed_unavailable(call) -> float:
+    started = time.monotonic()
+    with pytest.raises(MetadataUnavailable) as info:
+        call()
+    assert info.value.retriable
+    return time.monotonic() - started
+
+
+def test_postgres_stopped_then_back():
+    config = default_config(metadata_op_timeout_ms=OP_TIMEOUT_MS, metadata_session_lease_ms=5_000)
+    server = TestPostgres()
+    try:
+        server.start()
+    except PostgresServerError as exc:
+        server.cleanup()
+        pytest.fail(f"could not start PostgreSQL: {exc}")
+    try:
+        store = open_store(server.url(), config=config)
+        store.put("/k", b"v")
+        server.stop()
+        for call in (lambda: store.get("/k"), lambda: store.put("/k", b"w"), lambda: store.next_id("n"),
+                     lambda: store.children("/")):
+            assert timed_unavailable(call) < BOUND_S
+        server.start()
+        deadline = time.monotonic() + 10
+        while True:  # the first call after a restart may still meet a dead pooled connection
+            try:
+                assert store.put("/k", b"back", expected_version=1) == 2
+                break
+            except MetadataUnavailable:
+                assert time.monotonic() < deadline, "store did not recover after the server came back"
+                time.sleep(0.1)
+        assert store.get("/k").value == b"back"
+        store.close()
+    finally:
+        server.cleanup()
+
+
+def test_postgres_closed_port():
+    url = f"postgresql://strata@127.0.0.1:{free_port()}/nothing"
+    config = default_config(metadata_op_timeout_ms=OP_TIMEOUT_MS)
+    assert timed_unavailable(lambda: open_store(url, config=config)) < BOUND_S
+
+
+def test_sqlite_locked_past_the_bound(tmp_path):
+    config = default_config(metadata_op_timeout_ms=500)
+    path = tmp_path / "meta.db"
+    store = open_store(f"sqlite:///{path}", config=config)
+    try:
+        store.put("/k", b"v")
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+        try:
+            assert timed_unavailable(lambda: store.put("/k", b"w")) < 0.5 + 1.5
+            assert store.get("/k").value == b"v"  # reads are not blocked by a writer (WAL)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert store.put("/k", b"w", expected_version=1) == 2
+    finally:
+        store.close()

@@ -1,8 +1,10 @@
 """Where durable cursors live: one metadata-store key per cursor.
 
-Layout: `/managed-ledgers/<ml name>/cursors/<cursor name>`, value = `cursor.codec` bytes (magic,
-version, zlib of a JSON header plus run-optimised roaring bitmaps). Names are escaped into path
-segments (`%XX` for every byte outside `[A-Za-z0-9_.:=@+-]`), so topic names with `/` fit.
+Layout: `/managed-ledgers/<ml name>/cursors/<cursor name>` (the managed ledger's own key is
+`ledger.ml_metadata.ml_path(name)`; cursors are its `cursors/` children), value = `cursor.codec`
+bytes (magic, version, zlib of a JSON header plus run-optimised roaring bitmaps). Cursor names
+are escaped into one path segment (`%XX` for every byte outside `[A-Za-z0-9_.:=@+-]`), as the
+managed ledger escapes its name, so subscription names with `/` fit.
 
 Why a metadata-store row and not a cursor ledger on bookies: the state is small by construction
 (it grows with ack holes, bounded by `cursor_state_bytes_max`, default 4 MiB, under the store's
@@ -27,10 +29,10 @@ from common.config import Config, default_config
 from common.errors import CursorNotFound, InvalidArgument, NotFound
 from cursor.codec import decode
 from cursor.managed_cursor import ManagedCursor
+from ledger.ml_metadata import ml_path
 from ledger.position import LATEST, Position
 from ledger.types import LedgerView
 
-ROOT = "/managed-ledgers"
 _SAFE = re.compile(r"[A-Za-z0-9_.:=@+-]")
 
 
@@ -67,7 +69,7 @@ class CursorStore:
     def __init__(self, metadata: Any, ml_name: str) -> None:
         self.metadata = metadata
         self.ml_name = ml_name
-        self.prefix = f"{ROOT}/{escape_segment(ml_name)}/cursors"
+        self.prefix = f"{ml_path(ml_name)}/cursors"
         self._versions: dict[str, int] = {}  # cursor name -> version last read or written
 
     def path(self, cursor_name: str) -> str:

@@ -1,10 +1,11 @@
 """Retention: which whole ledgers a topic may delete, with Pulsar's meanings of (time, size).
 
 A ledger is *passed* by a cursor when every entry of it is at or before the cursor's mark-delete.
-Only durable cursors count (a reader's non-durable cursor never holds data). The trim candidates
-are the longest prefix of kept ledgers that every durable cursor has passed, never the last
-ledger and never an OPEN one (with no durable cursor, every closed ledger but the last is a
-candidate: a topic without subscriptions keeps data only as retention allows).
+Every cursor passed in counts: the caller passes those that hold data (the broker passes its
+durable subscriptions; a reader's non-durable cursor should not pin storage). The trim candidates
+are the longest prefix of kept ledgers that every given cursor has passed, never the last ledger
+and never an OPEN one (with no cursor, every closed ledger but the last is a candidate: a topic
+without subscriptions keeps data only as retention allows).
 
 Walking the candidates oldest first, a ledger is trimmed when retention no longer holds it:
 - time: `time_minutes >= 0` and its age (now - its last publish time, or creation time when
@@ -55,11 +56,11 @@ def passes(cursor: "ManagedCursor", info: LedgerInfo) -> bool:
 
 
 def trim_candidates(view: LedgerView, cursors: Iterable["ManagedCursor"]) -> list[LedgerInfo]:
-    durable = [c for c in cursors if c.durable]
+    cursors = list(cursors)
     infos = view.ledgers()
     out = []
     for info in infos[:-1]:
-        if info.state is LedgerState.OPEN or not all(passes(c, info) for c in durable):
+        if info.state is LedgerState.OPEN or not all(passes(c, info) for c in cursors):
             break
         out.append(info)
     return out

@@ -137,7 +137,8 @@ def storage_size_bytes(view: LedgerView) -> int:
 
 def kept_ledgers(view: LedgerView, cursors: Iterable[ManagedCursor], retention: RetentionPolicy,
                  now_ms: int) -> list[KeptLedger]:
-    """Every kept ledger, oldest first, with why it is kept. Only durable cursors hold data.
+    """Every kept ledger, oldest first, with why it is kept. `cursors` are those that hold data
+    (the broker passes its durable subscriptions, not readers).
 
     Reasons (a ledger may have several; in this order):
     - "open": the ledger takes appends; it is never trimmed.
@@ -146,13 +147,13 @@ def kept_ledgers(view: LedgerView, cursors: Iterable[ManagedCursor], retention: 
     - "ack hole of S": every entry of the ledger is acked by S, yet S's mark-delete is before
       the ledger's last entry: an earlier unacked entry of S (a hole) pins it, because ledgers
       are trimmed only as a prefix, up to the slowest mark-delete.
-    - "retention": every durable cursor has passed the ledger, and the retention policy
+    - "retention": every given cursor has passed the ledger, and the retention policy
       (time and size, see cursor.retention) keeps it.
     - "last ledger": a closed ledger that is the last one (a closed managed ledger); never
       trimmed, so that a position after it stays defined.
     An empty tuple means nothing keeps the ledger: the next retention pass trims it.
     """
-    durable = [c for c in cursors if c.durable]
+    durable = list(cursors)
     infos = view.ledgers()
     lac = view.last_confirmed
     trimmed = set(ledgers_to_trim(view, durable, retention, now_ms))

@@ -68,15 +68,17 @@ class AddPipeline:
     def write_set(self, entry_id: int) -> list[int]:
         return write_set(entry_id, self.ensemble_size, self.write_quorum)
 
-    def on_ack(self, entry_id: int, bookie_index: int) -> list[PendingAdd]:
-        """Record an ack; return the adds completed by it, in entry order."""
+    def on_ack(self, entry_id: int, bookie_index: int, *, hold: bool = False) -> list[PendingAdd]:
+        """Record an ack; return the adds completed by it, in entry order. With `hold` (an
+        ensemble change is under way) the ack is recorded but nothing completes yet."""
         add = self.pending.get(entry_id)
         if add is None or bookie_index not in self.write_set(entry_id):
             return []
         add.acked.add(bookie_index)
-        return self._advance()
+        return [] if hold else self.advance()
 
-    def _advance(self) -> list[PendingAdd]:
+    def advance(self) -> list[PendingAdd]:
+        """Complete every add at the head that has its ack quorum."""
         done = []
         while True:
             add = self.pending.get(self.lac + 1)

@@ -80,3 +80,11 @@ class LedgerView(Protocol):
     def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first kept entry whose publish time is >= publish_time_ms; one past the end if none."""
         ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored entry as a managed-ledger read returns it."""
+
+    position: Position
+    data: bytes

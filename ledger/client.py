@@ -1,0 +1,117 @@
+"""`LedgerClient`: create, open, recover and delete ledgers.
+
+One per process (broker). It owns the `BookiePool` (one `BookieClient` per bookie address,
+shared by every ledger), a seeded `random.Random` for placement and writer tokens, and the
+broker-wide `EntryCache` the managed ledgers share.
+
+- `create_ledger(E, Qw, Qa)`: id from `store.next_id("ledger")`, ensemble from the registered
+  writable bookies, metadata created OPEN at `/ledgers/<id>`.
+- `open_ledger(id, recover=True)`: fence + recover + close (see `ledger.recovery`); returns a
+  handle on the closed ledger. `recover=False` opens without touching the ledger: an open
+  ledger is read up to the LAC the bookies of its last fragment report.
+- `delete_ledger(id)`: delete on every bookie that ever held it, then the metadata (so a failed
+  attempt can be retried: the metadata still names the bookies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from common.clock import SYSTEM_CLOCK, Clock
+from common.config import Config
+from common.errors import InvalidArgument, NoSuchLedger, NotFound, ShuttingDown
+from common.invariant import invariant
+from ledger import placement, recovery
+from ledger.cache import EntryCache
+from ledger.handle import ReadHandle, WriteHandle
+from ledger.ledger_metadata import Fragment, LedgerMetadata, ledger_path
+from ledger.ledger_store import BookiePool, read_metadata, write_metadata
+
+
+class LedgerClient:
+    def __init__(self, store: Any, config: Config, clock: Clock = SYSTEM_CLOCK, *,
+                 rng: random.Random | None = None) -> None:
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        self.pool = BookiePool(config, clock)
+        self.entry_cache = EntryCache(config.managed_ledger_cache_bytes_max)
+        self._closed = False
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def store(self) -> Any:
+        return self._store
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ShuttingDown("ledger client is closed")
+
+    async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int, *,
+                            properties: dict[str, str] | None = None) -> WriteHandle:
+        self._check_open()
+        if not ensemble_size >= write_quorum >= ack_quorum >= 1:
+            raise InvalidArgument("quorums must satisfy E >= Qw >= Qa >= 1",
+                                  E=ensemble_size, Qw=write_quorum, Qa=ack_quorum)
+        candidates = await placement.available_bookies(self._store)
+        ensemble = placement.choose(candidates, ensemble_size, self._rng)
+        ledger_id = await self._store.next_id("ledger")
+        meta = LedgerMetadata(ledger_id=ledger_id, ensemble_size=ensemble_size,
+                              write_quorum=write_quorum, ack_quorum=ack_quorum,
+                              fragments=(Fragment(0, tuple(ensemble)),),
+                              created_ms=self._clock.wall_ms(), properties=dict(properties or {}))
+        meta = await write_metadata(self._store, meta)
+        return WriteHandle(meta, self.pool, self._store, self._config, self._clock, self._rng)
+
+    async def open_ledger(self, ledger_id: int, *, recover: bool) -> ReadHandle:
+        self._check_open()
+        if recover:
+            meta = await recovery.recover(self._store, self.pool, ledger_id, self._config,
+                                          self._clock, self._rng)
+            invariant(meta.is_closed, "a recovered ledger is closed", ledger_id=ledger_id)
+            return ReadHandle(meta, self.pool, self._config, self._clock)
+        meta = await read_metadata(self._store, ledger_id)
+        if meta is None:
+            raise NotFound("no such ledger", ledger_id=ledger_id)
+        if meta.is_closed:
+            return ReadHandle(meta, self.pool, self._config, self._clock)
+        lac = await self._read_lac(meta)
+        return ReadHandle(meta, self.pool, self._config, self._clock, last_add_confirmed=lac)
+
+    async def _read_lac(self, meta: LedgerMetadata) -> int:
+        answers = await asyncio.gather(*(self.pool.get(b).read_lac(meta.ledger_id)
+                                         for b in meta.last_ensemble), return_exceptions=True)
+        lacs = [a[0] for a in answers if not isinstance(a, BaseException)]
+        return max(lacs, default=meta.fragments[-1].first_entry_id - 1)
+
+    async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata | None:
+        return await read_metadata(self._store, ledger_id)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the ledger everywhere. Raises (retriable) if a bookie could not be reached;
+        calling again finishes the job. Deleting a ledger that does not exist is a no-op."""
+        self._check_open()
+        meta = await read_metadata(self._store, ledger_id)
+        if meta is None:
+            return
+        answers = await asyncio.gather(*(self.pool.get(b).delete_ledger(ledger_id)
+                                         for b in sorted(meta.all_bookies())), return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(answer, NoSuchLedger):
+                raise answer
+        try:
+            await self._store.delete(ledger_path(ledger_id))
+        except NotFound:
+            pass
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.pool.close()

@@ -1,0 +1,502 @@
+"""`ManagedLedger`: one topic partition's storage — an ordered list of ledgers, the last one open.
+
+How it works
+- `open()` takes ownership of `/managed-ledgers/<name>` (a compare-and-set that fences out any
+  previous owner), recovers a ledger a previous owner left OPEN (its appends then fail on the
+  bookies), loads per-entry indexes, and creates a fresh ledger to append to (`ledger.ml_open`).
+- `append()` assigns the entry to the current ledger synchronously, so call order is position
+  order, and resolves once the ledger confirms it (Qa copies, all lower entries confirmed). The
+  entry's facts go into the ledger's `EntryIndex`, its bytes into the shared tail cache, and the
+  append listeners are called with its position, in position order.
+- Rollover (`rollover.RolloverPolicy`, checked as entries are assigned): the current ledger is
+  closed (waiting for its adds), its index blob written, its record sealed by compare-and-set,
+  then a new ledger is created and added by compare-and-set. Appends meanwhile wait in a bounded
+  FIFO and then go to the new ledger, in order. A ledger whose adds failed (no quorum in time) is
+  rolled the same way; its failed appends raise retriable errors to their callers.
+- `read()` walks positions across ledgers up to `last_confirmed`, from the cache, else from the
+  bookies through the ledger's handle.
+- `trim()` drops whole closed ledgers before a position: metadata first (compare-and-set), then
+  background deletes on the bookies (`ledger.trim.LedgerDeleter`).
+- Fencing: any failed compare-and-set on our metadata, or a fenced ledger, means another owner
+  took over: state FENCED, every later append raises ManagedLedgerFenced. Two owners never
+  interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
+
+What must hold (checked with `invariant`): positions handed out strictly increase; the LAC of
+the current ledger never goes back; trimmed ledgers never include the current one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import inspect
+import logging
+import secrets
+from collections import deque
+from typing import Any, Callable
+
+from common.clock import SYSTEM_CLOCK, Clock
+from common.config import Config
+from common.errors import (AddOutcomeUnknown, BadVersion, IllegalTransition, LedgerFenced,
+                           LimitExceeded, ManagedLedgerClosed, ManagedLedgerFenced, NotEmpty,
+                           NotFound, StrataError)
+from common.invariant import invariant
+from ledger import ml_open
+from ledger.cache import EntryCache
+from ledger.entry_index import EntryIndex
+from ledger.handle import ReadHandle, WriteHandle, WriterState
+from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, index_root, ml_path
+from ledger.position import Position
+from ledger.rollover import RolloverPolicy
+from ledger.trim import LedgerDeleter, trimmable
+from ledger.types import Entry, EntryMeta, LedgerInfo, LedgerState
+from ledger.view import KeptLedger, LedgerListView
+
+log = logging.getLogger(__name__)
+AppendListener = Callable[[Position], None]
+_READ_HANDLES_MAX = 16             # closed-ledger read handles kept open per managed ledger
+
+
+class MLState(enum.Enum):
+    READY = "ready"          # the current ledger takes appends
+    ROLLING = "rolling"      # switching to a new ledger; appends wait in the FIFO
+    NO_LEDGER = "no_ledger"  # the last attempt to get a new ledger failed; the next append retries
+    FENCED = "fenced"        # another owner took over: no more appends, ever
+    CLOSED = "closed"        # close() or delete() ran
+
+
+_ML_TRANSITIONS = {
+    MLState.READY: {MLState.ROLLING, MLState.FENCED, MLState.CLOSED},
+    MLState.ROLLING: {MLState.READY, MLState.NO_LEDGER, MLState.FENCED, MLState.CLOSED},
+    MLState.NO_LEDGER: {MLState.ROLLING, MLState.FENCED, MLState.CLOSED},
+    MLState.FENCED: {MLState.CLOSED},
+    MLState.CLOSED: set(),
+}
+
+
+class ManagedLedger:
+    def __init__(self, name: str, store: Any, client: Any, config: Config, clock: Clock,
+                 quorum: tuple[int, int, int], meta_from_entry: ml_open.MetaFromEntry | None,
+                 cache: EntryCache | None) -> None:
+        self.name = name
+        self._store = store
+        self._client = client
+        self._config = config
+        self._clock = clock
+        self._quorum = quorum                        # (E, Qw, Qa) of new ledgers
+        self._meta_from_entry = meta_from_entry
+        self._cache = cache if cache is not None else client.entry_cache
+        self._policy = RolloverPolicy.from_config(config)
+        self._owner = secrets.token_hex(8)
+        self.state = MLState.NO_LEDGER
+        self._meta = ManagedLedgerMetadata()         # as last read/written, with its version
+        self._meta_lock = asyncio.Lock()             # one read-modify-CAS of our metadata at a time
+        self._view = LedgerListView(name)
+        self._handle: WriteHandle | None = None      # current ledger's writer; None between ledgers
+        self._assigned_entries = 0                   # entries handed to the current ledger
+        self._assigned_bytes = 0
+        self._ledger_started_s = 0.0                 # monotonic time the current ledger was created
+        self._last_position = Position(-1, -1)       # last position handed out (monotonic check)
+        self._waiting: deque[tuple[bytes, int, int, asyncio.Future]] = deque()  # appends held during rollover
+        self._waiting_max = config.ledger_adds_in_flight_max
+        self._roll_task: asyncio.Task | None = None
+        self._read_handles: dict[int, ReadHandle] = {}
+        self._listeners: list[AppendListener] = []
+        self._deleter = LedgerDeleter(client, store, lambda lid: index_path(name, lid))
+
+    # --- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, name: str, store: Any, client: Any, config: Config,
+                   clock: Clock = SYSTEM_CLOCK, *, ensemble_size: int | None = None,
+                   write_quorum: int | None = None, ack_quorum: int | None = None,
+                   meta_from_entry: ml_open.MetaFromEntry | None = None,
+                   cache: EntryCache | None = None) -> "ManagedLedger":
+        if not inspect.iscoroutinefunction(getattr(store, "get", None)):
+            store = client.store                     # given the synchronous store: use the async one
+        quorum = (ensemble_size or config.ledger_ensemble_size, write_quorum or config.ledger_write_quorum,
+                  ack_quorum or config.ledger_ack_quorum)
+        ml = cls(name, store, client, config, clock, quorum, meta_from_entry, cache)
+        await ml._initialize()
+        return ml
+
+    async def _initialize(self) -> None:
+        self._meta = await ml_open.take_ownership(self._store, self.name, self._owner)
+        records = list(self._meta.ledgers)
+        empty_recovered: list[int] = []
+        for i, record in enumerate(records):
+            if not record.closed:
+                invariant(i == len(records) - 1, "only the last ledger is open", ledger=record.ledger_id)
+                handle = await self._client.open_ledger(record.ledger_id, recover=True)
+                index = await ml_open.rebuild_index(handle, self._meta_from_entry, record.created_ms)
+                await self._store.put(index_path(self.name, record.ledger_id), index.to_blob())
+                records[i] = ml_open.closed_record(record, index)
+            else:
+                index = await ml_open.load_index(self._store, self._client, self.name, record,
+                                                 self._meta_from_entry)
+            if len(index) == 0 and not record.closed:
+                empty_recovered.append(record.ledger_id)   # a crashed owner's empty ledger
+                continue
+            self._view.add(KeptLedger(record.ledger_id, LedgerState.CLOSED, record.created_ms, index))
+        records = [r for r in records if r.ledger_id not in empty_recovered]
+        await self._cas(self._meta.with_ledgers(records))
+        self._deleter.schedule(empty_recovered)
+        self._set_state(MLState.ROLLING)
+        await self._add_new_ledger()
+        self._set_state(MLState.READY)
+        lc = self._view.last_confirmed
+        self._last_position = lc if lc.entry_id >= 0 else Position(-1, -1)
+
+    # --- state -----------------------------------------------------------------------------------
+
+    def _set_state(self, state: MLState) -> None:
+        if state not in _ML_TRANSITIONS[self.state] and state is not self.state:
+            raise IllegalTransition(f"managed ledger {self.name}: {self.state.value} -> {state.value}")
+        self.state = state
+
+    def _check_appendable(self) -> None:
+        if self.state is MLState.FENCED:
+            raise ManagedLedgerFenced("another owner took over this managed ledger", name=self.name)
+        if self.state is MLState.CLOSED:
+            raise ManagedLedgerClosed("managed ledger is closed", name=self.name)
+
+    def _become_fenced(self) -> None:
+        if self.state in (MLState.FENCED, MLState.CLOSED):
+            return
+        self._set_state(MLState.FENCED)
+        self._fail_waiting(ManagedLedgerFenced("another owner took over this managed ledger",
+                                               name=self.name))
+
+    async def _cas(self, meta: ManagedLedgerMetadata) -> None:
+        """Write our metadata by compare-and-set; losing means we were fenced out."""
+        try:
+            version = await self._store.put(ml_path(self.name), meta.to_json(),
+                                            expected_version=self._meta.version)
+        except (BadVersion, NotFound):
+            self._become_fenced()
+            raise ManagedLedgerFenced("managed ledger metadata changed by another owner",
+                                      name=self.name) from None
+        self._meta = meta.with_version(version)
+
+    # --- appending -------------------------------------------------------------------------------
+
+    def add_append_listener(self, callback: AppendListener) -> None:
+        self._listeners.append(callback)
+
+    async def append(self, data: bytes, *, messages: int = 1, publish_time_ms: int = 0) -> Position:
+        """Store one entry; returns its position once it is durable (Qa copies)."""
+        self._check_appendable()
+        return await self._append_future(data, max(1, messages), publish_time_ms)
+
+    def _append_future(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+        if self.state is MLState.READY and not self._waiting:
+            try:
+                return self._submit(data, messages, publish_time_ms)
+            except StrataError:
+                if self._handle is None or self._handle.state is WriterState.WRITING:
+                    raise
+                self._start_rollover()       # the ledger failed under us: this entry goes to the next
+        if len(self._waiting) >= self._waiting_max:
+            raise LimitExceeded("appends waiting for a ledger rollover", waiting=len(self._waiting))
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((data, messages, publish_time_ms, future))
+        if self.state is MLState.NO_LEDGER:
+            self._start_rollover()
+        return future
+
+    def _submit(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+        handle = self._handle
+        invariant(handle is not None, "a READY managed ledger has a current ledger", name=self.name)
+        add = handle.add_future(data)
+        out = asyncio.get_running_loop().create_future()
+        add.add_done_callback(functools.partial(self._on_added, handle, data, messages, publish_time_ms, out))
+        self._assigned_entries += 1
+        self._assigned_bytes += len(data)
+        age_ms = int((self._clock.monotonic_s() - self._ledger_started_s) * 1000)
+        if self._policy.should_roll(self._assigned_entries, self._assigned_bytes, age_ms):
+            self._start_rollover()
+        return out
+
+    def _on_added(self, handle: WriteHandle, data: bytes, messages: int, publish_time_ms: int,
+                  out: asyncio.Future, add: asyncio.Future) -> None:
+        exc = add.exception()
+        if exc is not None:
+            if handle.state is WriterState.FENCED or isinstance(exc, (LedgerFenced, AddOutcomeUnknown)):
+                self._become_fenced()
+                exc = ManagedLedgerFenced("ledger fenced by a new owner; append outcome unknown",
+                                          name=self.name, ledger_id=handle.ledger_id)
+            elif handle is self._handle and self.state is MLState.READY:
+                self._start_rollover()       # a failed ledger is replaced for the next appends
+            if not out.done():
+                out.set_exception(exc)
+            return
+        position = Position(handle.ledger_id, add.result())
+        invariant(position > self._last_position, "positions strictly increase",
+                  position=str(position), last=str(self._last_position))
+        self._last_position = position
+        kept = self._view.find(handle.ledger_id)
+        invariant(kept is not None and kept.entries == position.entry_id,
+                  "the index grows one entry at a time", position=str(position))
+        kept.index.append(len(data), messages, publish_time_ms)
+        self._cache.put(self.name, position.ledger_id, position.entry_id, data)
+        if not out.done():
+            out.set_result(position)
+        for listener in self._listeners:
+            try:
+                listener(position)
+            except Exception:                # a listener's bug must not break the write path
+                log.exception("append listener failed on %s", self.name)
+
+    # --- rollover --------------------------------------------------------------------------------
+
+    def _start_rollover(self) -> None:
+        if self.state not in (MLState.READY, MLState.NO_LEDGER):
+            return
+        self._set_state(MLState.ROLLING)
+        self._roll_task = asyncio.ensure_future(self._rollover())
+
+    async def _rollover(self) -> None:
+        try:
+            async with self._meta_lock:
+                if self._handle is not None:
+                    await self._seal_current()
+                if self.state is MLState.ROLLING:
+                    await self._add_new_ledger()
+        except (ManagedLedgerFenced, LedgerFenced):
+            self._become_fenced()
+            return
+        except StrataError as exc:
+            log.warning("rollover of %s failed: %s", self.name, exc)
+            if self.state is MLState.ROLLING:
+                self._set_state(MLState.NO_LEDGER)
+            self._fail_waiting(exc)
+            return
+        if self.state is MLState.ROLLING:
+            self._set_state(MLState.READY)
+            self._drain_waiting()
+
+    async def _seal_current(self) -> None:
+        """Close the current ledger, persist its index, record it closed (compare-and-set)."""
+        handle = self._handle
+        invariant(handle is not None, "sealing needs a current ledger")
+        await handle.close()
+        kept = self._view.find(handle.ledger_id)
+        invariant(kept is not None and kept.entries == handle.last_add_confirmed + 1,
+                  "index matches the closed ledger", ledger_id=handle.ledger_id)
+        await self._store.put(index_path(self.name, handle.ledger_id), kept.index.to_blob())
+        records = [ml_open.closed_record(r, kept.index) if r.ledger_id == handle.ledger_id else r
+                   for r in self._meta.ledgers]
+        await self._cas(self._meta.with_ledgers(records))
+        kept.state = LedgerState.CLOSED
+        self._read_handles[handle.ledger_id] = handle
+        self._handle = None
+
+    async def _add_new_ledger(self) -> None:
+        e, qw, qa = self._quorum
+        handle = await self._client.create_ledger(e, qw, qa, properties={"managed_ledger": self.name})
+        record = LedgerRecord(handle.ledger_id, False, handle.metadata.created_ms)
+        try:
+            await self._cas(self._meta.with_ledgers(list(self._meta.ledgers) + [record]))
+        except ManagedLedgerFenced:
+            self._deleter.schedule([handle.ledger_id])   # never used: do not leak it
+            raise
+        self._view.add(KeptLedger(handle.ledger_id, LedgerState.OPEN, record.created_ms, EntryIndex()))
+        self._handle = handle
+        self._assigned_entries = 0
+        self._assigned_bytes = 0
+        self._ledger_started_s = self._clock.monotonic_s()
+
+    def _drain_waiting(self) -> None:
+        while self._waiting and self.state is MLState.READY:
+            data, messages, publish_ms, future = self._waiting.popleft()
+            if future.done():
+                continue
+            try:
+                inner = self._submit(data, messages, publish_ms)
+            except StrataError as exc:
+                future.set_exception(exc)
+                continue
+            inner.add_done_callback(functools.partial(_chain, future))
+
+    def _fail_waiting(self, exc: StrataError) -> None:
+        while self._waiting:
+            future = self._waiting.popleft()[3]
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()           # retrieved: its caller may be gone
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    async def read(self, start: Position, max_entries: int, *, max_bytes: int | None = None) -> list[Entry]:
+        """Entries at/after `start`, up to `last_confirmed`, crossing ledgers; [] if none."""
+        if self.state is MLState.CLOSED:
+            raise ManagedLedgerClosed("managed ledger is closed", name=self.name)
+        out: list[Entry] = []
+        total_bytes = 0
+        position: Position | None = Position(*start)
+        while len(out) < max_entries:
+            position = self._normalize(position)
+            if position is None:
+                break
+            kept = self._view.find(position.ledger_id)
+            invariant(kept is not None, "a normalized position is kept", position=str(position))
+            last = min(kept.entries - 1, position.entry_id + max_entries - len(out) - 1)
+            for entry_id, data in await self._read_range(kept, position.entry_id, last):
+                if max_bytes is not None and out and total_bytes + len(data) > max_bytes:
+                    return out
+                out.append(Entry(Position(kept.ledger_id, entry_id), data))
+                total_bytes += len(data)
+            position = Position(kept.ledger_id, last + 1)
+        return out
+
+    def _normalize(self, position: Position) -> Position | None:
+        """The first kept, confirmed position at/after `position`; None if there is none yet."""
+        first = self._view.first_position
+        if position < first:
+            position = first
+        last = self._view.last_confirmed
+        if last.entry_id < 0 or position > last:
+            return None
+        kept = self._view.find(position.ledger_id)
+        if kept is None or position.entry_id >= kept.entries:
+            for k in self._view.kept:
+                if k.ledger_id > position.ledger_id and k.entries:
+                    return Position(k.ledger_id, 0)
+            return None
+        return Position(position.ledger_id, max(0, position.entry_id))
+
+    async def _read_range(self, kept: KeptLedger, first: int, last: int) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        entry_id = first
+        while entry_id <= last:
+            data = self._cache.get(self.name, kept.ledger_id, entry_id)
+            if data is not None:
+                out.append((entry_id, data))
+                entry_id += 1
+                continue
+            miss_end = entry_id
+            while miss_end < last and self._cache.get(self.name, kept.ledger_id, miss_end + 1) is None:
+                miss_end += 1
+            handle = await self._reader_for(kept.ledger_id)
+            for got_id, got in await handle.read(entry_id, miss_end):
+                self._cache.put(self.name, kept.ledger_id, got_id, got)
+                out.append((got_id, got))
+            entry_id = miss_end + 1
+        return out
+
+    async def _reader_for(self, ledger_id: int) -> ReadHandle:
+        if self._handle is not None and self._handle.ledger_id == ledger_id:
+            return self._handle
+        handle = self._read_handles.get(ledger_id)
+        if handle is None:
+            handle = await self._client.open_ledger(ledger_id, recover=False)
+            if len(self._read_handles) >= _READ_HANDLES_MAX:
+                self._read_handles.pop(next(iter(self._read_handles)))
+            self._read_handles[ledger_id] = handle
+        return handle
+
+    # --- trimming --------------------------------------------------------------------------------
+
+    async def trim(self, before: Position) -> list[int]:
+        """Delete whole ledgers whose every entry is before `before` (never the current one):
+        metadata first, then the bookies in the background. Returns the trimmed ledger ids."""
+        self._check_appendable()
+        async with self._meta_lock:
+            doomed = trimmable(self._view.kept, Position(*before))
+            if self._handle is not None:
+                invariant(self._handle.ledger_id not in doomed, "never trim the current ledger",
+                          ledger_id=self._handle.ledger_id)
+            if not doomed:
+                return []
+            gone = set(doomed)
+            await self._cas(self._meta.with_ledgers([r for r in self._meta.ledgers if r.ledger_id not in gone]))
+            self._view.remove(gone)
+            for ledger_id in doomed:
+                self._cache.invalidate_ledger(self.name, ledger_id)
+                self._read_handles.pop(ledger_id, None)
+        self._deleter.schedule(doomed)
+        return doomed
+
+    async def wait_trimmed(self, timeout_s: float | None = None) -> None:
+        """Wait until every trimmed ledger is deleted from the bookies (tests, tools)."""
+        await self._deleter.wait_idle(timeout_s)
+
+    # --- closing ---------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Seal the current ledger (its appends complete first) and stop. Idempotent."""
+        if self.state is MLState.CLOSED:
+            return
+        if self._roll_task is not None and not self._roll_task.done():
+            await asyncio.gather(self._roll_task, return_exceptions=True)
+        fenced = self.state is MLState.FENCED
+        self._set_state(MLState.CLOSED)
+        self._fail_waiting(ManagedLedgerClosed("managed ledger closed", name=self.name))
+        if self._handle is not None and not fenced:
+            try:
+                async with self._meta_lock:
+                    await self._seal_current()
+            except StrataError as exc:       # fenced or store down: the next owner recovers it
+                log.warning("closing %s left its ledger open: %s", self.name, exc)
+        self._handle = None
+        self._cache.invalidate_owner(self.name)
+        await self._deleter.close()
+
+    async def delete(self) -> None:
+        """Remove the managed ledger: every ledger on the bookies, its indexes, its metadata."""
+        if self.state is not MLState.CLOSED:
+            await self.close()
+        for ledger_id in [k.ledger_id for k in self._view.kept]:
+            await self._deleter.delete_now(ledger_id)
+        self._view.remove({k.ledger_id for k in self._view.kept})
+        for child in await self._store.children(index_root(self.name)):
+            try:
+                await self._store.delete(f"{index_root(self.name)}/{child}")
+            except NotFound:
+                pass
+        try:
+            await self._store.delete(ml_path(self.name))
+        except NotEmpty:                     # cursors live below it; take them too
+            await self._store.delete_recursive(ml_path(self.name))
+        except NotFound:
+            pass
+
+    # --- LedgerView ------------------------------------------------------------------------------
+
+    def ledgers(self) -> list[LedgerInfo]:
+        return self._view.ledgers()
+
+    @property
+    def last_confirmed(self) -> Position:
+        return self._view.last_confirmed
+
+    @property
+    def first_position(self) -> Position:
+        return self._view.first_position
+
+    def next_position(self, position: Position) -> Position:
+        return self._view.next_position(Position(*position))
+
+    def entry_meta(self, position: Position) -> EntryMeta:
+        return self._view.entry_meta(Position(*position))
+
+    def entries_between(self, start: Position, end: Position) -> int:
+        return self._view.entries_between(Position(*start), Position(*end))
+
+    def position_for_publish_time(self, publish_time_ms: int) -> Position:
+        return self._view.position_for_publish_time(publish_time_ms)
+
+    @property
+    def current_ledger_id(self) -> int | None:
+        return self._handle.ledger_id if self._handle is not None else None
+
+
+def _chain(outer: asyncio.Future, inner: asyncio.Future) -> None:
+    if outer.done():
+        return
+    exc = inner.exception()
+    if exc is not None:
+        outer.set_exception(exc)
+    else:
+        outer.set_result(inner.result())

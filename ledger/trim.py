@@ -1,0 +1,81 @@
+"""Trimming: which ledgers a `trim(before)` removes, and deleting them from the bookies.
+
+`trimmable()` is pure: the ledgers, from the oldest, whose every entry lies before `before`,
+stopping at the first that does not qualify and never including the last (current) ledger.
+
+Deletion order: the managed ledger first drops the ledgers from its metadata (compare-and-set),
+so no reader is ever handed a position in them; then `LedgerDeleter` deletes each ledger's index
+blob, its entries on every bookie and its ledger metadata (`LedgerClient.delete_ledger`), in the
+background, retrying with capped exponential backoff until done. A ledger that is deleted twice
+is fine (every step is idempotent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Iterable
+
+from common.errors import NotFound, StrataError
+from ledger.position import Position
+from ledger.view import KeptLedger
+
+log = logging.getLogger(__name__)
+
+_RETRY_FIRST_S = 0.1
+_RETRY_MAX_S = 5.0
+
+
+def trimmable(kept: list[KeptLedger], before: Position) -> list[int]:
+    out = []
+    for ledger in kept[:-1]:
+        if Position(ledger.ledger_id, ledger.entries - 1) >= before:
+            break
+        out.append(ledger.ledger_id)
+    return out
+
+
+class LedgerDeleter:
+    """Background deletion of trimmed ledgers, retried until done (or until `close()`)."""
+
+    def __init__(self, client: Any, store: Any, index_path_of: Any) -> None:
+        self._client = client
+        self._store = store
+        self._index_path_of = index_path_of      # ledger id -> its index blob path
+        self._tasks: set[asyncio.Task] = set()
+        self.deleted: list[int] = []             # ledger ids fully deleted, in completion order
+
+    def schedule(self, ledger_ids: Iterable[int]) -> None:
+        for ledger_id in ledger_ids:
+            task = asyncio.ensure_future(self._delete(ledger_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _delete(self, ledger_id: int) -> None:
+        delay_s = _RETRY_FIRST_S
+        while True:
+            try:
+                await self.delete_now(ledger_id)
+                self.deleted.append(ledger_id)
+                return
+            except StrataError as exc:
+                log.warning("deleting ledger %d failed, retrying in %.1fs: %s", ledger_id, delay_s, exc)
+            await asyncio.sleep(delay_s)
+            delay_s = min(_RETRY_MAX_S, delay_s * 2)
+
+    async def delete_now(self, ledger_id: int) -> None:
+        try:
+            await self._store.delete(self._index_path_of(ledger_id))
+        except NotFound:
+            pass
+        await self._client.delete_ledger(ledger_id)
+
+    async def wait_idle(self, timeout_s: float | None = None) -> None:
+        """Wait for every scheduled deletion to finish (tests, and `ManagedLedger.delete`)."""
+        if self._tasks:
+            await asyncio.wait_for(asyncio.gather(*list(self._tasks)), timeout_s)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,516 @@
+"""The bookie's storage engine: one shared, append-only log of segment files, an in-memory index.
+
+Design (and why)
+- All ledgers share one sequence of segment files `segments/NNNNNNNNNN.seg`. Exactly one, the
+  *active* segment, is written: it is the journal. Every add, fence, ledger creation and delete
+  is a record (bookie/record.py: length + CRC32C framing) appended to it by the group-commit
+  thread (bookie/journal.py) and acknowledged only after fsync. Entries are written ONCE: the
+  journal record *is* the stored entry, and the index points straight into it. BookKeeper keeps
+  a separate journal plus entry logs so the journal can sit on its own disk; on one disk that
+  writes every byte twice, halving bandwidth, so here the journal file becomes a segment.
+  Sharing segments among ledgers keeps writes sequential however many ledgers are open, and
+  keeps the file count independent of the ledger count; the price is GC by compaction.
+- Index: (ledger, entry) -> (segment, offset, length), a dict per ledger (bookie/index.py).
+- Checkpoint = seal: the active segment is rolled (fsynced, closed, a new one opened), its
+  index is written to `NNN.idx`, then `checkpoint.json` records every ledger's state and that
+  replay starts at the new active segment. Start-up loads the .idx files of sealed segments and
+  replays only the segments after the checkpoint, record by record, stopping at the first torn
+  or invalid record and truncating it away. So the "old journal" a checkpoint retires is simply
+  a sealed segment: it is never replayed again, and GC deletes it once nothing in it is live.
+- A kill -9 at any moment: acknowledged records were fsynced before the ack, so replay finds
+  them; a torn tail fails its CRC and is cut off, never exposed.
+- GC (bookie/gc.py) deletes sealed segments with no live record and compacts sealed segments
+  whose live ratio is at or below `bookie_gc_compact_live_ratio_max` by re-appending their live
+  records to the active segment, then deleting the old file.
+
+What must hold
+- An add is acknowledged only once durable; the index holds only durable records.
+- A fenced ledger never again accepts an add without `recovery`, also across restarts.
+- A deleted ledger is unreadable at once; its bytes count as dead for GC.
+- When a write fails the bookie turns read-only and no stored record changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import errno
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import google_crc32c
+
+from bookie import recovery
+from bookie.fileio import FileSystem, OsFileSystem
+from bookie.index import (CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, encode_checkpoint,
+                          encode_idx, write_file_atomically)
+from bookie.journal import Journal, RollItem, WriteItem
+from bookie.record import (HEADER_BYTES, InvalidRecord, Record, RecordKind, decode_one, encode,
+                           encode_header)
+from bookie.types import BookieInfo, LedgerSummary
+from common.config import Config
+from common.errors import (BadRequest, BookieError, ChecksumMismatch, DiskFull, EntryTooLarge,
+                           LedgerFenced, NoSuchEntry, NoSuchLedger, ReadOnly, ShuttingDown)
+from common.invariant import invariant
+
+_crc32c = google_crc32c.value
+_ADD = int(RecordKind.ADD)
+_LOCATION_SHIFT = 80
+_FIELD_MASK = (1 << 40) - 1
+
+
+def segment_path(segments_dir: str, segment_id: int, suffix: str = ".seg") -> str:
+    return os.path.join(segments_dir, f"{segment_id:010d}{suffix}")
+
+
+class StorageMode(enum.Enum):
+    WRITABLE = "writable"          # accepts adds
+    LOW_DISK = "low_disk"          # free space < bookie_disk_free_bytes_min; re-checked, may recover
+    DISK_FULL = "disk_full"        # a write hit ENOSPC; read-only until restart
+    IO_ERROR = "io_error"          # a write or fsync failed otherwise; read-only until restart
+    CLOSED = "closed"              # close() ran; nothing accepted
+
+
+@dataclass(slots=True)
+class PendingAdds:
+    """One AddRequest in progress: per-entry outcome codes, and a future for durability."""
+
+    codes: list[int]               # 0 = accepted (durable once `durable` resolves), else error code
+    messages: dict[int, str]       # index -> error message, for refused entries
+    durable: asyncio.Future        # None when durable; raises the journal's error otherwise
+
+
+@dataclass(slots=True)
+class _AddDone:
+    future: asyncio.Future
+    # Flat: state, entry_id, offset, length, lac, payload_bytes for each accepted entry.
+    inserts: list
+
+
+@dataclass(slots=True)
+class _Done:
+    future: asyncio.Future
+
+
+class Storage:
+    """Owned by one event loop; its journal thread and reader thread never touch the index."""
+
+    def __init__(self, data_dir: str, config: Config, *, fs: FileSystem | None = None) -> None:
+        self.data_dir = data_dir
+        self.segments_dir = os.path.join(data_dir, "segments")
+        self.config = config
+        self._fs = fs or OsFileSystem()
+        self.index = Index()
+        self.mode = StorageMode.WRITABLE
+        self.mode_reason = ""
+        self.bookie_id = ""
+        self._journal: Journal | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._active_segment_id = 0
+        self._active_offset = 0   # where the next record goes in the active segment
+        self._pending_entries = 0  # adds submitted to the journal, not yet durable
+        self._room = asyncio.Event()
+        self._room.set()
+        self._seal_lock = asyncio.Lock()
+        self._seal_tasks: set[asyncio.Task] = set()
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bookie-read")
+        self._read_fds: dict[int, int] = {}  # segment id -> O_RDONLY fd; reader thread only
+        self._entry_bytes_max = config.bookie_entry_bytes_max
+        self._segment_bytes_max = config.bookie_segment_file_bytes_max
+        self.compacted_segments = 0
+        self.deleted_segments = 0
+
+    # --- start and stop -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Recover from disk (load sealed indexes, replay the rest), then start a new segment."""
+        self._loop = asyncio.get_running_loop()
+        os.makedirs(self.segments_dir, exist_ok=True)
+        self.bookie_id = _bookie_id(self.data_dir)
+        replayed = await self._loop.run_in_executor(
+            self._reader, recovery.recover, self.index, self.data_dir, self.segments_dir,
+            self._entry_bytes_max)
+        self._active_segment_id = max(self.index.segments, default=0) + 1
+        self._start_journal()
+        for segment_id in replayed:  # replayed segments are complete now: seal them
+            await self._write_idx(segment_id)
+        await self._write_checkpoint()
+
+    def _start_journal(self) -> None:
+        cfg = self.config
+        sid = self._active_segment_id
+        path = segment_path(self.segments_dir, sid)
+        self._journal = Journal(
+            fs=self._fs, directory=self.segments_dir, segment_id=sid, path=path,
+            on_done=self._on_journal_done, call_soon_threadsafe=self._loop.call_soon_threadsafe,
+            group_commit_wait_ms=cfg.bookie_journal_group_commit_wait_ms,
+            group_commit_bytes_max=cfg.bookie_journal_group_commit_bytes_max,
+            skip_fsync=cfg.bookie_unsafe_skip_fsync)
+        self._active_offset = self._journal.start_offset
+        self.index.segments[sid] = SegmentInfo(sid, size_bytes=self._active_offset)
+
+    async def close(self) -> None:
+        """Make everything pending durable, seal the active segment, stop threads. Idempotent."""
+        if self.mode is StorageMode.CLOSED or self._journal is None:
+            return
+        if self.mode is StorageMode.WRITABLE or self.mode is StorageMode.LOW_DISK:
+            await self.checkpoint()
+        self.mode, self.mode_reason = StorageMode.CLOSED, "closed"
+        journal = self._journal
+        await self._loop.run_in_executor(None, journal.stop)
+        await asyncio.sleep(0)  # let the journal's last completions run
+        await self._loop.run_in_executor(self._reader, self._close_read_fds)
+        self._reader.shutdown(wait=True)
+
+    # --- adds -----------------------------------------------------------------------------------
+
+    async def wait_for_room(self) -> None:
+        """Backpressure: wait while `bookie_add_queue_entries_max` adds await the journal."""
+        while self._pending_entries >= self.config.bookie_add_queue_entries_max:
+            self._room.clear()
+            await self._room.wait()
+
+    def refusal(self) -> BookieError | None:
+        """Why this bookie refuses writes now, or None."""
+        mode = self.mode
+        if mode is StorageMode.WRITABLE:
+            return None
+        if mode is StorageMode.DISK_FULL or mode is StorageMode.LOW_DISK:
+            return DiskFull(self.mode_reason)
+        if mode is StorageMode.CLOSED:
+            return ShuttingDown("bookie is shutting down")
+        return ReadOnly(self.mode_reason)
+
+    def add_request(self, writer_token: bytes, entries) -> PendingAdds:
+        """Validate and place every entry of one AddRequest; returns at once, durable later."""
+        future = self._loop.create_future()
+        n = len(entries)
+        codes, messages = [0] * n, {}
+        refusal = self.refusal()
+        if refusal is not None:
+            future.set_result(None)
+            return PendingAdds([refusal.code] * n, dict.fromkeys(range(n), refusal.message), future)
+        if self._active_offset >= self._segment_bytes_max:
+            self._roll()
+        buffers: list[bytes] = []
+        inserts: list = []
+        offset = self._active_offset
+        for i, entry in enumerate(entries):
+            error = self._check_add(entry, writer_token)
+            if error is not None:
+                codes[i], messages[i] = error.code, error.message
+                continue
+            ledger_id, entry_id, lac = entry.ledger_id, entry.entry_id, entry.last_add_confirmed
+            state = self.index.ledgers.get(ledger_id)
+            if state is None:
+                state = self.index.create_ledger(ledger_id, writer_token, self._active_segment_id)
+                offset += self._append_meta(buffers, RecordKind.CREATE, ledger_id, writer_token)
+            payload = entry.payload
+            payload_bytes = len(payload)
+            buffers.append(encode_header(_ADD, ledger_id, entry_id, lac, payload_bytes, entry.crc32c))
+            buffers.append(payload)
+            length = HEADER_BYTES + payload_bytes
+            inserts += (state, entry_id, offset, length, lac, payload_bytes)
+            offset += length
+        if not buffers:
+            future.set_result(None)
+            return PendingAdds(codes, messages, future)
+        self._submit(buffers, offset, _AddDone(future, inserts))
+        self._pending_entries += len(inserts) // 6
+        return PendingAdds(codes, messages, future)
+
+    def _check_add(self, entry, writer_token: bytes) -> BookieError | None:
+        payload_bytes = len(entry.payload)
+        if payload_bytes > self._entry_bytes_max:
+            return EntryTooLarge(f"entry of {payload_bytes} bytes > {self._entry_bytes_max}")
+        if _crc32c(entry.payload) != entry.crc32c:
+            return ChecksumMismatch(f"entry {entry.ledger_id}:{entry.entry_id} arrived corrupted")
+        if entry.last_add_confirmed < -1:
+            return BadRequest("last_add_confirmed below -1")
+        state = self.index.ledgers.get(entry.ledger_id)
+        if state is None or entry.recovery:
+            return None
+        if state.fenced:
+            return LedgerFenced(f"ledger {entry.ledger_id} is fenced")
+        if state.writer_token != writer_token:
+            return BadRequest(f"ledger {entry.ledger_id} belongs to another writer")
+        return None
+
+    def _append_meta(self, buffers: list, kind: RecordKind, ledger_id: int,
+                     payload: bytes = b"") -> int:
+        record = encode(kind, ledger_id, payload=payload)
+        buffers.append(record)
+        return len(record)
+
+    def _submit(self, buffers: list, end_offset: int, done) -> None:
+        nbytes = end_offset - self._active_offset
+        self._journal.submit(WriteItem(buffers, nbytes, self._active_segment_id, done))
+        self._active_offset = end_offset
+        self.index.segments[self._active_segment_id].size_bytes = end_offset
+
+    def _on_journal_done(self, batch: list, error: BaseException | None) -> None:
+        """On the loop: a journal batch is durable (error None) or failed."""
+        if error is not None:
+            self._enter_failed_mode(error)
+        exc = None if error is None else self.refusal()
+        for item in batch:
+            done = item.on_durable
+            if isinstance(done, _AddDone):
+                self._pending_entries -= len(done.inserts) // 6
+                if exc is None:
+                    self._apply_adds(item.segment_id, done.inserts)
+            if done is not None and not done.future.done():
+                if exc is None:
+                    done.future.set_result(None)
+                else:
+                    done.future.set_exception(exc)
+        if self._pending_entries < self.config.bookie_add_queue_entries_max:
+            self._room.set()
+        invariant(self._pending_entries >= 0, "pending adds never negative")
+
+    def _apply_adds(self, segment_id: int, inserts: list) -> None:
+        insert, ledgers = self.index.insert, self.index.ledgers
+        for i in range(0, len(inserts), 6):
+            state = inserts[i]
+            if ledgers.get(state.ledger_id) is not state:
+                continue  # deleted while its add was in the journal
+            insert(state, inserts[i + 1], segment_id, inserts[i + 2], inserts[i + 3],
+                   inserts[i + 4], inserts[i + 5])
+
+    def _enter_failed_mode(self, error: BaseException) -> None:
+        if self.mode in (StorageMode.DISK_FULL, StorageMode.IO_ERROR, StorageMode.CLOSED):
+            return
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            self.mode, self.mode_reason = StorageMode.DISK_FULL, f"disk full: {error}"
+        else:
+            self.mode, self.mode_reason = StorageMode.IO_ERROR, f"journal write failed: {error}"
+
+    def check_disk(self) -> None:
+        """Enter or leave LOW_DISK from the file system's free space (called periodically)."""
+        free_bytes = self.disk_free_bytes()
+        minimum = self.config.bookie_disk_free_bytes_min
+        if self.mode is StorageMode.WRITABLE and free_bytes < minimum:
+            self.mode = StorageMode.LOW_DISK
+            self.mode_reason = f"free disk {free_bytes} B < bookie_disk_free_bytes_min {minimum} B"
+        elif self.mode is StorageMode.LOW_DISK and free_bytes >= minimum:
+            self.mode, self.mode_reason = StorageMode.WRITABLE, ""
+
+    # --- fence, delete ---------------------------------------------------------------------------
+
+    async def fence(self, ledger_id: int) -> tuple[int, int]:
+        """Fence (creating the ledger fenced if unknown); durable before it returns."""
+        records: list[tuple[RecordKind, bytes]] = []
+        state = self.index.ledgers.get(ledger_id)
+        if state is None:
+            state = self.index.create_ledger(ledger_id, b"", self._active_segment_id)
+            records.append((RecordKind.CREATE, b""))
+        state.fenced = True  # refuse adds from now on, even before the record is durable
+        records.append((RecordKind.FENCE, b""))
+        await self._write_meta(ledger_id, records)
+        return state.lac, state.last_entry_id
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Forget the ledger at once (unreadable), durably. Unknown ledgers are fine."""
+        if self.index.drop_ledger(ledger_id) is None:
+            return
+        await self._write_meta(ledger_id, [(RecordKind.DELETE, b"")])
+
+    async def _write_meta(self, ledger_id: int, records: list[tuple[RecordKind, bytes]]) -> None:
+        refusal = self.refusal()
+        if refusal is not None:
+            raise refusal
+        if self._active_offset >= self._segment_bytes_max:
+            self._roll()
+        buffers: list[bytes] = []
+        end = self._active_offset
+        for kind, payload in records:
+            end += self._append_meta(buffers, kind, ledger_id, payload)
+        done = _Done(self._loop.create_future())
+        self._submit(buffers, end, done)
+        await done.future
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def ledger(self, ledger_id: int) -> LedgerState:
+        state = self.index.ledgers.get(ledger_id)
+        if state is None:
+            raise NoSuchLedger(f"no ledger {ledger_id} on this bookie")
+        return state
+
+    async def read(self, ledger_id: int, first_entry: int, last_entry: int,
+                   allow_past_lac: bool) -> tuple[list[tuple[int, bytes, int]], BookieError | None]:
+        """Entries first..last as (entry_id, payload, crc32c), and the error that cut the range
+        short (NoSuchEntry at the first missing one), or None if all were found."""
+        state = self.ledger(ledger_id)
+        if last_entry < first_entry:
+            raise BadRequest("last_entry < first_entry")
+        if last_entry - first_entry + 1 > self.config.bookie_read_entries_max:
+            raise BadRequest(f"read of more than {self.config.bookie_read_entries_max} entries")
+        if not allow_past_lac and last_entry > state.lac:
+            raise NoSuchEntry(f"entry {last_entry} of ledger {ledger_id} is past LAC {state.lac}")
+        locations = []
+        error = None
+        for entry_id in range(first_entry, last_entry + 1):
+            location = state.entries.get(entry_id)
+            if location is None:
+                error = NoSuchEntry(f"no entry {entry_id} of ledger {ledger_id} on this bookie")
+                break
+            locations.append(location)
+        if not locations:
+            raise error
+        payloads = await self._loop.run_in_executor(self._reader, self._pread_many, locations)
+        out = []
+        for entry_id, (payload, crc) in enumerate(payloads, start=first_entry):
+            if payload is None:
+                return out, ChecksumMismatch(f"stored entry {ledger_id}:{entry_id} is corrupt")
+            out.append((entry_id, payload, crc))
+        return out, error
+
+    def _pread_many(self, locations: list[int]) -> list[tuple[bytes | None, int]]:
+        """Reader thread: (payload, crc32c) per location; (None, 0) where checks fail."""
+        return [(None, 0) if r is None else (r.payload, r.payload_crc32c)
+                for r in self.pread_records(locations)]
+
+    def pread_records(self, locations: list[int]) -> list[Record | None]:
+        """Reader thread: read and verify whole records; None for one that fails its checks."""
+        out: list[Record | None] = []
+        fds = self._read_fds
+        for location in locations:
+            segment_id = location >> _LOCATION_SHIFT
+            offset, length = (location >> 40) & _FIELD_MASK, location & _FIELD_MASK
+            fd = fds.get(segment_id)
+            if fd is None:
+                fd = os.open(segment_path(self.segments_dir, segment_id), os.O_RDONLY | os.O_CLOEXEC)
+                fds[segment_id] = fd
+            data = os.pread(fd, length, offset)
+            try:
+                out.append(decode_one(data, offset, payload_bytes_max=self._entry_bytes_max))
+            except InvalidRecord:
+                out.append(None)
+        return out
+
+    def forget_segment_fd(self, segment_id: int) -> None:
+        """Reader thread: close a segment's read fd (its file is being deleted)."""
+        fd = self._read_fds.pop(segment_id, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _close_read_fds(self) -> None:
+        for segment_id in list(self._read_fds):
+            self.forget_segment_fd(segment_id)
+
+    def list_ledgers(self) -> list[LedgerSummary]:
+        return [LedgerSummary(s.ledger_id, s.last_entry_id, s.lac, s.fenced, s.payload_bytes)
+                for s in sorted(self.index.ledgers.values(), key=lambda s: s.ledger_id)]
+
+    def disk_free_bytes(self) -> int:
+        st = os.statvfs(self.data_dir)
+        return st.f_bavail * st.f_frsize
+
+    def disk_used_bytes(self) -> int:
+        """Bytes of every file of this bookie, from the file system (not from the index)."""
+        total = 0
+        for directory in (self.data_dir, self.segments_dir):
+            with os.scandir(directory) as it:
+                for entry in it:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        return total
+
+    def info(self) -> BookieInfo:
+        return BookieInfo(disk_used_bytes=self.disk_used_bytes(),
+                          disk_free_bytes=self.disk_free_bytes(),
+                          ledger_count=len(self.index.ledgers),
+                          read_only=self.mode is not StorageMode.WRITABLE,
+                          bookie_id=self.bookie_id)
+
+    # --- checkpoint (= seal the active segment) ---------------------------------------------------
+
+    def _roll(self) -> asyncio.Future:
+        """Start a new active segment; the old one is sealed (idx, checkpoint) once durable."""
+        new_id = self._active_segment_id + 1
+        done = _Done(self._loop.create_future())
+        self._journal.submit(RollItem(new_id, segment_path(self.segments_dir, new_id), done))
+        self._active_segment_id, self._active_offset = new_id, 0
+        self.index.segments[new_id] = SegmentInfo(new_id, size_bytes=0)
+        task = asyncio.ensure_future(self._seal_after(done.future, new_id - 1))
+        self._seal_tasks.add(task)
+        task.add_done_callback(self._seal_tasks.discard)
+        return task
+
+    async def _seal_after(self, rolled: asyncio.Future, segment_id: int) -> None:
+        try:
+            await rolled
+        except BookieError:
+            return  # the journal failed; the segment stays unsealed and is replayed at start
+        async with self._seal_lock:
+            await self._write_idx(segment_id)
+            await self._write_checkpoint()
+
+    async def checkpoint(self) -> None:
+        """Seal the active segment if it holds anything, so replay starts after it."""
+        if self.refusal() is not None:
+            return
+        if self._active_offset > 0:
+            await self._roll()
+        else:
+            async with self._seal_lock:
+                await self._write_checkpoint()
+
+    async def _write_idx(self, segment_id: int) -> None:
+        segment = self.index.segments.get(segment_id)
+        if segment is None or segment.sealed:
+            return
+        data = encode_idx(segment.quads)
+        path = segment_path(self.segments_dir, segment_id, ".idx")
+        await self._loop.run_in_executor(None, write_file_atomically, path, data)
+        segment.sealed, segment.quads = True, None
+
+    async def _write_checkpoint(self) -> None:
+        unsealed = [sid for sid, s in self.index.segments.items() if not s.sealed]
+        replay_from = min(unsealed, default=self._active_segment_id)
+        data = encode_checkpoint(replay_from, list(self.index.ledgers.values()))
+        path = os.path.join(self.data_dir, CHECKPOINT_NAME)
+        await self._loop.run_in_executor(None, write_file_atomically, path, data)
+
+    # --- for GC ----------------------------------------------------------------------------------
+
+    @property
+    def active_segment_id(self) -> int:
+        return self._active_segment_id
+
+    @property
+    def seal_lock(self) -> asyncio.Lock:
+        return self._seal_lock
+
+    def run_in_reader(self, fn, *args) -> asyncio.Future:
+        return self._loop.run_in_executor(self._reader, fn, *args)
+
+    def append_copy(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
+                    crc: int) -> tuple[asyncio.Future, tuple[int, int, int]]:
+        """Re-append a live entry (compaction): (future resolved once durable, new location)."""
+        refusal = self.refusal()
+        if refusal is not None:
+            raise refusal
+        if self._active_offset >= self._segment_bytes_max:
+            self._roll()
+        offset = self._active_offset
+        header = encode_header(_ADD, ledger_id, entry_id, lac, len(payload), crc)
+        length = HEADER_BYTES + len(payload)
+        done = _Done(self._loop.create_future())
+        segment_id = self._active_segment_id
+        self._submit([header, payload], offset + length, done)
+        return done.future, (segment_id, offset, length)
+
+
+def _bookie_id(data_dir: str) -> str:
+    path = os.path.join(data_dir, "BOOKIE_ID")
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        bookie_id = uuid.uuid4().hex
+        write_file_atomically(path, bookie_id.encode())
+        return bookie_id

@@ -1,0 +1,88 @@
+"""`strata bookie`: run one bookie storage node until SIGTERM or Ctrl-C.
+
+    strata bookie --data-dir D --port P [--metadata-url URL] [--config FILE] [--host 127.0.0.1]
+
+Recovers the data directory, serves the gRPC Bookie service, registers
+`/bookies/available/<host>:<port>` in the metadata store when `--metadata-url` is given, and
+prints `bookie ready <host>:<port>` on stdout once it accepts requests (tests wait for that
+line). SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and seal the journal,
+deregister, exit 0.
+
+`--inject-enospc-after-bytes N` is a test seam: the journal's file writer fails with ENOSPC
+after N bytes (bookie/fileio.py `FailingFileSystem`), to test disk-full handling end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from common.config import load_config
+from common.errors import StrataError
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="strata bookie", description="Run a bookie storage node.")
+    p.add_argument("--data-dir", required=True, help="directory for segments, indexes, checkpoint")
+    p.add_argument("--port", type=int, default=3181, help="gRPC port (0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
+    p.add_argument("--metadata-url", default=None, help="register in this metadata store")
+    p.add_argument("--config", default=None, help="TOML file of settings")
+    p.add_argument("--inject-enospc-after-bytes", type=int, default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from bookie.fileio import FailingFileSystem
+    from bookie.registration import BookieRegistration
+    from bookie.server import BookieServer
+
+    config = load_config(args.config)
+    fs = None
+    if args.inject_enospc_after_bytes is not None:
+        fs = FailingFileSystem(args.inject_enospc_after_bytes)
+    server = BookieServer(args.data_dir, config, host=args.host, port=args.port, fs=fs)
+    await server.start()
+    registration = None
+    if args.metadata_url:
+        def describe() -> dict:
+            info = server.storage.info()
+            return {"free_bytes": info.disk_free_bytes, "read_only": info.read_only,
+                    "bookie_id": info.bookie_id}
+        registration = BookieRegistration(args.metadata_url, server.address, describe,
+                                          config=config)
+        try:
+            await registration.start()
+        except StrataError:
+            await server.stop()
+            raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"bookie ready {server.address}", flush=True)
+    await stop.wait()
+    if registration is not None:
+        await registration.stop()
+    await server.stop()
+    print(f"bookie stopped {server.address}", flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s bookie %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # uvloop is optional: plain asyncio works, slower
+        runner = asyncio.run
+    try:
+        return runner(_run(args))
+    except StrataError as exc:
+        print(f"strata bookie: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,97 @@
+"""One consumer attached to a subscription: its permits and its pending entries.
+
+Permits are counted in **messages** (FLOW adds them); an entry costs its `num_messages` and the
+count may go negative for the last entry sent (the client refills). `pending` maps every entry
+delivered to this consumer and not yet acknowledged to its message count; the dispatcher uses it
+to give the entries back (close, redelivery) and Key_Shared uses it to know which hashes this
+consumer still holds.
+
+What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
+(dispatchers enforce it); `send_entry` is the only way an entry reaches the client.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from broker.codec import encode_active_consumer_change, encode_close_consumer, encode_message
+from ledger.position import Position
+
+# A consumer whose connection has this many unsent bytes counts as full until it drains.
+WRITE_BUFFER_BYTES_HIGH = 8 * 1024 * 1024
+
+
+class ConsumerLink(Protocol):
+    """What a consumer needs from its connection."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def write_buffer_bytes(self) -> int: ...
+
+    def forget_consumer(self, consumer: "Consumer") -> None: ...
+
+
+class Consumer:
+    def __init__(self, link: ConsumerLink, consumer_id: int, name: str, sub_type: int,
+                 priority: int, partition: int, label: str) -> None:
+        self.link = link
+        self.consumer_id = consumer_id
+        self.name = name                  # consumer_name from SUBSCRIBE ("" for readers)
+        self.sub_type = sub_type          # CommandSubscribe.SubType value
+        self.priority = priority          # priority_level; lower is preferred (Pulsar)
+        self.partition = partition        # partition index of the topic, -1 if not partitioned
+        self.label = label                # unique per broker process; Key_Shared ring label
+        self.permits = 0                  # messages the client can still take; may go < 0
+        self.pending: dict[Position, int] = {}   # delivered, unacked entry -> its messages
+        self.key_ranges: list[tuple[int, int]] = []   # Key_Shared STICKY ranges
+        self.subscription = None          # the Subscription this consumer is attached to
+        self.closed = False
+        self.announced = False            # SUCCESS was sent; before it, notices are held back
+        self._held_active: bool | None = None   # ACTIVE_CONSUMER_CHANGE held until announced
+        self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name!r}, id={self.consumer_id})"
+
+    def can_take(self) -> bool:
+        """True when the client has permits and the socket is not backed up."""
+        return (not self.closed and self.permits > 0
+                and self.link.write_buffer_bytes() < WRITE_BUFFER_BYTES_HIGH)
+
+    def send_entry(self, position: Position, data: bytes, messages: int,
+                   redelivery_count: int, ack_set: list[int] | None) -> None:
+        """Write one MESSAGE and record it as pending; costs `messages` permits."""
+        frame = encode_message(self.consumer_id, position.ledger_id, position.entry_id,
+                               self.partition, redelivery_count, ack_set, data)
+        self.link.write(frame)
+        self.permits -= messages
+        self.pending[position] = messages
+        self.msg_out_counter += messages
+        self.bytes_out_counter += len(data)
+
+    def set_active(self, is_active: bool) -> None:
+        """Tell a Failover consumer whether it is the active one now (after its SUCCESS)."""
+        if self.closed:
+            return
+        if not self.announced:
+            self._held_active = is_active
+            return
+        self.link.write(encode_active_consumer_change(self.consumer_id, is_active))
+
+    def announce(self) -> None:
+        """SUCCESS for the SUBSCRIBE went out: release what was held back."""
+        self.announced = True
+        if self._held_active is not None:
+            held, self._held_active = self._held_active, None
+            self.set_active(held)
+
+    def close_by_broker(self) -> None:
+        """Ask the client to re-subscribe (seek, topic unload); the connection forgets us."""
+        if not self.closed:
+            self.closed = True
+            self.link.write(encode_close_consumer(self.consumer_id, 0))
+            self.link.forget_consumer(self)
+
+    def unacked_messages(self) -> int:
+        return sum(self.pending.values())

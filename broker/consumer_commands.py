@@ -1,0 +1,143 @@
+"""Consumer-side commands of a connection: SUBSCRIBE, FLOW, ACK, REDELIVER, SEEK, UNSUBSCRIBE,
+CLOSE_CONSUMER, GET_LAST_MESSAGE_ID.
+
+Each function takes the `ServerConnection` and the command body. SUBSCRIBE creates the topic and
+the subscription on first use (durable: at Latest or Earliest by `initialPosition`; a reader's
+non-durable one at `start_message_id`, PROTOCOL.md §8.9) and replies SUCCESS before any MESSAGE
+or ACTIVE_CONSUMER_CHANGE for the new consumer. Commands naming an unknown consumer id are
+ignored, except those with a request id, which get SUCCESS (close) or ConsumerNotFound.
+
+What must hold: a consumer is in `conn.consumers` exactly while it is attached to its
+subscription; `detach` is the one way out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from broker.codec import (encode_ack_response, encode_get_last_message_id_response, encode_success,
+                          encode_error_for)
+from broker.consumer import Consumer
+from broker.names import parse_topic
+from broker.subscription import start_position
+from common.errors import ConsumerNotFound, StrataError
+from ledger.position import EARLIEST, LATEST
+from proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from broker.connection import ServerConnection
+
+_labels = itertools.count()
+
+
+def _start_of(cmd: pb.CommandSubscribe):
+    if not cmd.durable and cmd.HasField("start_message_id"):
+        return start_position(cmd.start_message_id)
+    return EARLIEST if cmd.initialPosition == pb.CommandSubscribe.Earliest else LATEST
+
+
+async def subscribe(conn: "ServerConnection", cmd: pb.CommandSubscribe) -> None:
+    if cmd.consumer_id in conn.consumers:
+        conn.write(encode_success(cmd.request_id))   # already attached: idempotent
+        return
+    key = ("c", cmd.consumer_id)
+    conn.creating.add(key)
+    try:
+        name = parse_topic(cmd.topic)
+        topic = await conn.service.get_topic(name)
+        sub = await topic.subscription(cmd.subscription, durable=cmd.durable, start=_start_of(cmd))
+        if key in conn.cancelled or conn.consumers.get(cmd.consumer_id) is not None:
+            return
+        consumer = Consumer(conn, cmd.consumer_id, cmd.consumer_name, cmd.subType,
+                            cmd.priority_level, name.partition_index, f"{cmd.consumer_name}#{next(_labels)}")
+        consumer.subscription = sub
+        meta = cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None
+        sub.add_consumer(consumer, meta)
+        conn.consumers[cmd.consumer_id] = consumer
+    finally:
+        conn.creating.discard(key)
+        conn.cancelled.discard(key)
+    conn.write(encode_success(cmd.request_id))
+    consumer.announce()
+
+
+def detach(conn: "ServerConnection", consumer: Consumer) -> None:
+    conn.forget_consumer(consumer)
+    if consumer.subscription is not None:
+        consumer.subscription.remove_consumer(consumer)
+
+
+def flow(conn: "ServerConnection", cmd: pb.CommandFlow) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    if consumer is not None:
+        consumer.subscription.flow(consumer, cmd.messagePermits)
+
+
+def ack(conn: "ServerConnection", cmd: pb.CommandAck) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    has_request = cmd.HasField("request_id")
+    try:
+        if consumer is None:
+            raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
+        consumer.subscription.ack(consumer, cmd)
+    except StrataError as exc:
+        if has_request:
+            code = exc.server_error if exc.server_error is not None else 0
+            conn.write(encode_ack_response(cmd.consumer_id, cmd.request_id, code, str(exc)))
+            return
+        raise
+    if has_request:
+        conn.write(encode_ack_response(cmd.consumer_id, cmd.request_id))
+
+
+def redeliver(conn: "ServerConnection", cmd: pb.CommandRedeliverUnacknowledgedMessages) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    if consumer is not None:
+        consumer.subscription.redeliver(consumer, list(cmd.message_ids))
+
+
+def close_consumer(conn: "ServerConnection", cmd: pb.CommandCloseConsumer) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    if consumer is not None:
+        detach(conn, consumer)
+    elif ("c", cmd.consumer_id) in conn.creating:
+        conn.cancelled.add(("c", cmd.consumer_id))
+    conn.write(encode_success(cmd.request_id))
+
+
+async def unsubscribe(conn: "ServerConnection", cmd: pb.CommandUnsubscribe) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    if consumer is None:
+        raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
+    sub = consumer.subscription
+    await sub.topic.unsubscribe(sub, consumer)
+    conn.forget_consumer(consumer)
+    conn.write(encode_success(cmd.request_id))
+
+
+async def seek(conn: "ServerConnection", cmd: pb.CommandSeek) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    if consumer is None:
+        raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
+    if cmd.HasField("message_publish_time"):
+        consumer.subscription.seek(None, cmd.message_publish_time)
+    else:
+        consumer.subscription.seek(start_position(cmd.message_id), None)
+    conn.write(encode_success(cmd.request_id))
+
+
+def get_last_message_id(conn: "ServerConnection", cmd: pb.CommandGetLastMessageId) -> None:
+    consumer = conn.consumers.get(cmd.consumer_id)
+    if consumer is None:
+        conn.write(encode_error_for(cmd.request_id, ConsumerNotFound("no such consumer", consumer_id=cmd.consumer_id)))
+        return
+    sub = consumer.subscription
+    last = sub.ml.last_confirmed
+    md = sub.cursor.mark_delete_position
+    conn.write(encode_get_last_message_id_response(
+        cmd.request_id, last.ledger_id, last.entry_id, partition=consumer.partition,
+        mark_delete=(md.ledger_id, md.entry_id)))
+
+
+

@@ -1,0 +1,180 @@
+"""What every dispatcher shares: the read position, the dispatch loop, and reading entries.
+
+A dispatcher moves entries from the managed ledger to the consumers of one subscription. It owns
+`read_position` (the next entry never yet read for this subscription; replays are kept apart by
+the subclasses) and runs at most one dispatch pass at a time: `kick()` starts a pass or, if one
+is running, asks it to run once more, so any number of triggers (FLOW, new entry, ack, consumer
+change) coalesce into at most one pending pass.
+
+Reads are asynchronous; while one is in flight the subscription may be rewound (failover switch,
+redelivery, seek). `_epoch` counts rewinds: a read that comes back after the epoch moved is
+dropped, so an entry is never delivered from a stale position.
+
+What must hold: `read_position` only moves forward except through `rewind()`; a pass never sends
+to a consumer without permits (the last entry may take permits below zero).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from broker.consumer import Consumer
+from broker.entry_facts import EntryFacts, entry_facts
+from common.errors import StrataError
+from ledger.position import Position
+
+if TYPE_CHECKING:
+    from broker.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+READ_RETRY_DELAY_S = 0.5
+
+
+class Dispatcher(abc.ABC):
+    """Base class; subclasses implement `_dispatch_pass`, consumer add/remove and redelivery."""
+
+    def __init__(self, sub: "Subscription", read_position: Position, batch_entries_max: int) -> None:
+        self.sub = sub
+        self.consumers: list[Consumer] = []
+        self.read_position = read_position
+        self.batch_entries_max = batch_entries_max
+        self._epoch = 0            # bumped by rewind(); reads from an older epoch are dropped
+        self._running = False      # a pass task is alive
+        self._again = False        # a trigger arrived during the running pass
+        self._closed = False
+        self._task: asyncio.Task | None = None
+        self._retry: asyncio.TimerHandle | None = None
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Make sure a dispatch pass runs soon (coalesces with one already running)."""
+        if self._closed:
+            return
+        if self._running:
+            self._again = True
+            return
+        self._running = True
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def _loop(self) -> None:
+        try:
+            while not self._closed:
+                self._again = False
+                await self._dispatch_pass()
+                if not self._again:
+                    break
+        except StrataError as exc:
+            log.warning("dispatch on %s failed, retrying: %s", self.sub.name, exc)
+            self._schedule_retry()
+        except Exception:
+            log.exception("dispatch on %s crashed, retrying", self.sub.name)
+            self._schedule_retry()
+        finally:
+            self._running = False
+
+    def _schedule_retry(self) -> None:
+        if self._closed or self._retry is not None:
+            return
+
+        def fire() -> None:
+            self._retry = None
+            self.kick()
+
+        self._retry = asyncio.get_running_loop().call_later(READ_RETRY_DELAY_S, fire)
+
+    @abc.abstractmethod
+    async def _dispatch_pass(self) -> None:
+        """Send what can be sent now; return when no consumer can take more or nothing is left."""
+
+    def close(self) -> None:
+        self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def has_unread(self) -> bool:
+        return self.read_position <= self.sub.ml.last_confirmed
+
+    async def read_new(self, max_entries: int) -> list | None:
+        """Entries from `read_position` on; [] at the end; None if rewound while reading."""
+        if not self.has_unread():
+            return []
+        epoch = self._epoch
+        entries = await self.sub.ml.read(self.read_position, max(1, max_entries))
+        if epoch != self._epoch or self._closed:
+            return None
+        return entries
+
+    async def read_one(self, position: Position) -> bytes | None:
+        """The stored bytes of one entry, or None if it is no longer kept."""
+        try:
+            entries = await self.sub.ml.read(position, 1)
+        except StrataError:
+            return None
+        if not entries or entries[0].position != position:
+            return None
+        return entries[0].data
+
+    def rewind(self) -> None:
+        """Restart reading right after the mark-delete position (acked holes are skipped on read)."""
+        self._epoch += 1
+        cursor = self.sub.cursor
+        self.read_position = cursor.next_unacked_from(self.sub.ml.next_position(cursor.mark_delete_position))
+
+    def seek(self, position: Position) -> None:
+        """Restart reading at `position` exactly."""
+        self._epoch += 1
+        self.read_position = position
+
+    # --- delivery helpers -------------------------------------------------------------------
+
+    def facts(self, data: bytes) -> EntryFacts:
+        return entry_facts(data)
+
+    def deliver(self, consumer: Consumer, position: Position, data: bytes, facts: EntryFacts) -> None:
+        """Send one entry to `consumer` with its redelivery count and remaining batch ack set."""
+        ack_set = self.sub.cursor.batch_ack_set(position) if facts.is_batch else None
+        consumer.send_entry(position, data, facts.messages, self.sub.cursor.redelivery_count(position),
+                            ack_set or None)
+
+    def any_can_take(self) -> bool:
+        return any(c.can_take() for c in self.consumers)
+
+    def permits_entries(self, consumer: Consumer) -> int:
+        """How many entries to read for a consumer with these permits (at least one)."""
+        return max(1, min(self.batch_entries_max, consumer.permits))
+
+    # --- interface used by the subscription -------------------------------------------------
+
+    @abc.abstractmethod
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer; raise ConsumerBusy/ConsumerAssignError to refuse it."""
+
+    @abc.abstractmethod
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; its pending entries go back for redelivery."""
+
+    @abc.abstractmethod
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Give back some (or, with None, all) of a consumer's pending entries."""
+
+    def on_acked(self, positions: list[Position]) -> None:
+        """Entries were acknowledged: drop them from whoever holds them."""
+        for consumer in self.consumers:
+            for position in positions:
+                consumer.pending.pop(position, None)
+
+    def on_acked_upto(self, position: Position) -> None:
+        """Everything at or before `position` was acknowledged."""
+        for consumer in self.consumers:
+            for pending in [p for p in consumer.pending if p <= position]:
+                del consumer.pending[pending]
+
+    def on_flow(self, consumer: Consumer) -> None:
+        self.kick()

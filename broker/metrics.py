@@ -1,0 +1,67 @@
+"""`/metrics` in Prometheus text format, with Pulsar's metric names and labels.
+
+Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
+`pulsar_in_bytes_total`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
+`pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`; per subscription (plus
+label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
+`pulsar_subscription_consumers_count`. Plus broker-wide `pulsar_topics_count`.
+Values are computed on request from the loaded topics.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.topic_stats import topic_stats
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+CLUSTER = "standalone"
+
+_TOPIC_METRICS = (
+    ("pulsar_in_messages_total", "counter", "messages stored on the topic since it was loaded",
+     lambda s: s["msgInCounter"]),
+    ("pulsar_in_bytes_total", "counter", "bytes stored on the topic since it was loaded",
+     lambda s: s["bytesInCounter"]),
+    ("pulsar_producers_count", "gauge", "connected producers", lambda s: len(s["publishers"])),
+    ("pulsar_subscriptions_count", "gauge", "subscriptions", lambda s: len(s["subscriptions"])),
+    ("pulsar_consumers_count", "gauge", "connected consumers",
+     lambda s: sum(len(x["consumers"]) for x in s["subscriptions"].values())),
+    ("pulsar_msg_backlog", "gauge", "largest subscription backlog in entries", lambda s: s["msgBacklog"]),
+    ("pulsar_storage_size", "gauge", "bytes of every ledger the topic keeps", lambda s: s["storageSize"]),
+)
+
+_SUB_METRICS = (
+    ("pulsar_subscription_back_log", "gauge", "subscription backlog in entries", lambda s: s["msgBacklog"]),
+    ("pulsar_subscription_unacked_messages", "gauge", "delivered, unacked messages",
+     lambda s: s["unackedMessages"]),
+    ("pulsar_subscription_consumers_count", "gauge", "consumers of the subscription",
+     lambda s: len(s["consumers"])),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def render(service: "BrokerService") -> str:
+    stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
+    lines = ["# TYPE pulsar_topics_count gauge", f'pulsar_topics_count{_labels(cluster=CLUSTER)} {len(stats)}']
+    for metric, kind, help_text, get in _TOPIC_METRICS:
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
+        for name, topic in stats.items():
+            ns = name.split("://", 1)[1].rsplit("/", 1)[0]
+            lines.append(f"{metric}{_labels(cluster=CLUSTER, namespace=ns, topic=name)} {get(topic)}")
+    for metric, kind, help_text, get in _SUB_METRICS:
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
+        for name, topic in stats.items():
+            ns = name.split("://", 1)[1].rsplit("/", 1)[0]
+            for sub_name, sub in topic["subscriptions"].items():
+                labels = _labels(cluster=CLUSTER, namespace=ns, topic=name, subscription=sub_name)
+                lines.append(f"{metric}{labels} {get(sub)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""The broker process: metadata session, ledger client, BrokerService, binary and admin servers.
+
+`Broker.start()` opens everything in dependency order and listens on `broker_port` (Pulsar
+binary protocol) and `broker_admin_port` (admin HTTP + /metrics); `Broker.stop()` undoes it in
+reverse: stop accepting, close connections, close topics (cursors flushed, ledgers closed),
+close the ledger client, close the metadata session (its ephemeral ownership keys go at once).
+The event loop is uvloop; the process entry (`cli`) installs it before starting the loop.
+
+What must hold: after `start()` returns, both ports accept connections; `stop()` is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from broker.admin_http import AdminServer
+from broker.connection import ServerConnection
+from broker.service import BrokerService
+from common.clock import SYSTEM_CLOCK, Clock
+from common.config import Config
+from ledger.client import LedgerClient
+from metadata import open_store
+from metadata.aio import AsyncMetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: Config, metadata_url: str, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.metadata_url = metadata_url
+        self.clock = clock
+        self.store: Any = None
+        self.astore: AsyncMetadataStore | None = None
+        self.ledger_client: LedgerClient | None = None
+        self.service: BrokerService | None = None
+        self.admin: AdminServer | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self.connections: set[ServerConnection] = set()
+        self.port = config.broker_port
+        self.admin_port = config.broker_admin_port
+        self._stopped = False
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.config.broker_advertised_host}:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.config.broker_advertised_host}:{self.admin_port}"
+
+    async def start(self) -> None:
+        c = self.config
+        self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
+        self.astore = AsyncMetadataStore(self.store)
+        self.ledger_client = LedgerClient(self.astore, c, self.clock)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, host="0.0.0.0", port=c.broker_port,
+                                                reuse_address=True, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        broker_id = f"{c.broker_advertised_host}:{self.port}"
+        self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
+                                     self.service_url, broker_id)
+        self.admin = AdminServer(self.service, c.broker_admin_port)
+        await self.admin.start()
+        self.admin_port = self.admin.port
+        log.info("broker serving %s, admin %s", self.service_url, self.admin_url)
+
+    def _new_connection(self) -> ServerConnection:
+        conn = _TrackedConnection(self.service, self.connections)
+        self.connections.add(conn)
+        return conn
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._server is not None:
+            self._server.close()
+        if self.admin is not None:
+            await self.admin.stop()
+        if self.service is not None:
+            await self.service.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self.ledger_client is not None:
+            await self.ledger_client.close()
+        if self.astore is not None:
+            await self.astore.close()
+
+
+class _TrackedConnection(ServerConnection):
+    """A connection that leaves the broker's set when it closes."""
+
+    def __init__(self, service: BrokerService, registry: set) -> None:
+        super().__init__(service)
+        self._registry = registry
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._registry.discard(self)
+        super().connection_lost(exc)

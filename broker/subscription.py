@@ -1,0 +1,230 @@
+"""A subscription: a managed cursor, a dispatcher chosen by subscription type, and consumers.
+
+The cursor (`cursor.managed_cursor.ManagedCursor`) holds what is acknowledged and persists it;
+the dispatcher decides who gets which entry. The dispatcher is created for the type of the first
+consumer and replaced only when the subscription has no consumer left, so a consumer asking for
+another type while consumers are attached is refused with ConsumerBusy (Pulsar's rule).
+
+Acks (PROTOCOL.md §8.4, §7): individual (with optional batch `ack_set`, merged by AND),
+cumulative (Exclusive/Failover), and `validation_error` (the client discarded a corrupt entry:
+treated as an ack). Non-durable subscriptions (readers) ignore acks. The cursor persists itself,
+coalesced per `cursor_persist_interval_ms`; closing a consumer flushes at once.
+
+What must hold: an ack reaches the cursor before the dispatcher forgets the entry, so a crash
+between the two can only cause a redelivery, never a loss.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import TYPE_CHECKING
+
+from broker.consumer import Consumer
+from broker.dispatch_base import Dispatcher
+from broker.dispatch_key_shared import KeySharedDispatcher
+from broker.dispatch_shared import SharedDispatcher
+from broker.dispatch_single_active import SingleActiveDispatcher
+from common.errors import ConsumerBusy, NotAllowed, StrataError
+from ledger.position import EARLIEST, LATEST, Position
+from proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+U64 = 2**64
+
+
+class SubType(enum.IntEnum):
+    EXCLUSIVE = 0
+    SHARED = 1
+    FAILOVER = 2
+    KEY_SHARED = 3
+
+
+SUB_TYPE_NAMES = {SubType.EXCLUSIVE: "Exclusive", SubType.SHARED: "Shared",
+                  SubType.FAILOVER: "Failover", SubType.KEY_SHARED: "Key_Shared"}
+
+
+def wire_position(mid: pb.MessageIdData) -> Position:
+    """A MessageIdData as a Position, reading the uint64 fields as signed (2^64-1 -> -1)."""
+    ledger, entry = mid.ledgerId, mid.entryId
+    if ledger >= 2**63:
+        ledger -= U64
+    if entry >= 2**63:
+        entry -= U64
+    return Position(ledger, entry)
+
+
+def start_position(mid: pb.MessageIdData) -> Position:
+    """SUBSCRIBE.start_message_id / SEEK.message_id: earliest and latest map to the markers."""
+    position = wire_position(mid)
+    if position.ledger_id < 0:
+        return EARLIEST
+    if position.ledger_id >= 2**63 - 1:
+        return LATEST
+    return position
+
+
+class Subscription:
+    def __init__(self, topic: "PersistentTopic", name: str, cursor, durable: bool) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.dispatcher: Dispatcher | None = None   # None until the first consumer arrives
+        self.sub_type: SubType | None = None        # type of the current dispatcher
+        self.closed = False
+
+    @property
+    def ml(self):
+        return self.topic.ml
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers if self.dispatcher is not None else []
+
+    # --- consumers ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        sub_type = SubType(consumer.sub_type)
+        if self.dispatcher is not None and self.dispatcher.consumers and sub_type != self.sub_type:
+            raise ConsumerBusy("subscription has consumers of another type", subscription=self.name,
+                               current=SUB_TYPE_NAMES[self.sub_type], asked=SUB_TYPE_NAMES[sub_type])
+        sticky = bool(key_shared_meta is not None and key_shared_meta.keySharedMode == pb.STICKY)
+        if sticky:
+            consumer.key_ranges = [(r.start, r.end) for r in key_shared_meta.hashRanges]
+        if self.dispatcher is None or not self.dispatcher.consumers:
+            self._new_dispatcher(sub_type, key_shared_meta, sticky)
+        if isinstance(self.dispatcher, KeySharedDispatcher):
+            self.dispatcher.add_consumer(consumer, sticky)
+        else:
+            self.dispatcher.add_consumer(consumer)
+
+    def _new_dispatcher(self, sub_type: SubType, meta: pb.KeySharedMeta | None, sticky: bool) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.close()
+        self.cursor.rewind()
+        start = self.cursor.read_position
+        batch = self.topic.config.broker_dispatch_batch_entries_max
+        if sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            self.dispatcher = SingleActiveDispatcher(self, start, batch, sub_type == SubType.FAILOVER,
+                                                     self.topic.name.partition_index)
+        elif sub_type == SubType.SHARED:
+            self.dispatcher = SharedDispatcher(self, start, batch)
+        else:
+            allow = bool(meta is not None and meta.allowOutOfOrderDelivery)
+            self.dispatcher = KeySharedDispatcher(self, start, batch, sticky, allow)
+        self.sub_type = sub_type
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        self.topic.service.spawn(self._flush_quietly())
+        if not self.durable and not self.consumers:
+            self.topic.drop_subscription(self)
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self.cursor.flush()
+        except StrataError as exc:
+            log.warning("flush of subscription %s failed: %s", self.name, exc)
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+        if self.dispatcher is not None:
+            self.dispatcher.on_flow(consumer)
+
+    def on_appended(self) -> None:
+        """New entries exist; dispatch if anyone can take them."""
+        dispatcher = self.dispatcher
+        if dispatcher is not None and dispatcher.consumers:
+            dispatcher.kick()
+
+    # --- acks and redelivery --------------------------------------------------------------------
+
+    def ack(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
+        if not self.durable or self.dispatcher is None or self.closed:
+            return
+        if cmd.ack_type == pb.CommandAck.Cumulative:
+            if cmd.message_id:
+                self._ack_cumulative(consumer, cmd.message_id[0])
+        else:
+            self._ack_individual(consumer, cmd)
+        self.dispatcher.kick()
+
+    def _ack_cumulative(self, consumer: Consumer, mid: pb.MessageIdData) -> None:
+        if self.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
+            raise NotAllowed("cumulative ack on a shared subscription", subscription=self.name)
+        position = wire_position(mid)
+        if any(mid.ack_set):
+            # A member of a partly acked batch: everything before the entry, plus those members.
+            upto = Position(position.ledger_id, position.entry_id - 1)
+            self.cursor.ack_cumulative(upto)
+            self._ack_batch(consumer, position, mid)
+        else:
+            upto = position
+            self.cursor.ack_cumulative(upto)
+        self.dispatcher.on_acked_upto(upto)
+
+    def _ack_individual(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
+        whole: list[Position] = []
+        corrupt = cmd.HasField("validation_error")
+        for mid in cmd.message_id:
+            position = wire_position(mid)
+            if any(mid.ack_set) and not corrupt:
+                if self._ack_batch(consumer, position, mid):
+                    whole.append(position)
+            else:
+                whole.append(position)
+        if whole:
+            self.cursor.ack(whole)
+            self.dispatcher.on_acked(whole)
+
+    def _ack_batch(self, consumer: Consumer, position: Position, mid: pb.MessageIdData) -> bool:
+        """Merge a batch-index ack; True if the whole entry is now acked."""
+        if mid.HasField("batch_size") and mid.batch_size > 0:
+            batch_size = mid.batch_size
+        else:
+            batch_size = consumer.pending.get(position) or 64 * len(mid.ack_set)
+        self.cursor.ack_batch_indexes(position, list(mid.ack_set), batch_size)
+        if self.cursor.is_acked(position):
+            self.dispatcher.on_acked([position])
+            return True
+        return False
+
+    def redeliver(self, consumer: Consumer, ids: list[pb.MessageIdData]) -> None:
+        if self.dispatcher is None or consumer not in self.dispatcher.consumers:
+            return
+        positions = [wire_position(mid) for mid in ids] if ids else None
+        self.dispatcher.redeliver(consumer, positions)
+
+    # --- seek and lifecycle ---------------------------------------------------------------------
+
+    def seek(self, position: Position | None, publish_time_ms: int | None) -> None:
+        """PROTOCOL.md §8.8: disconnect every consumer, then reset the cursor."""
+        for consumer in list(self.consumers):
+            consumer.close_by_broker()
+            self.dispatcher.remove_consumer(consumer)
+        if publish_time_ms is not None:
+            self.cursor.reset_to_publish_time(publish_time_ms)
+        else:
+            self.cursor.seek(position)
+        if self.dispatcher is not None:
+            self.dispatcher.close()
+            self.dispatcher = None
+        self.topic.service.spawn(self._flush_quietly())
+
+    def disconnect_all(self) -> None:
+        for consumer in list(self.consumers):
+            consumer.close_by_broker()
+            self.dispatcher.remove_consumer(consumer)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self.dispatcher is not None:
+            self.dispatcher.close()
+        await self.cursor.close()

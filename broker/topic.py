@@ -1,0 +1,140 @@
+"""A persistent topic (or one partition): its managed ledger, producers and subscriptions.
+
+The topic is the append path: `publish` appends an entry's bytes verbatim to the managed ledger
+and, once durable, wakes every subscription's dispatcher. Subscriptions are durable (a cursor
+persisted through `cursor.cursor_store.CursorStore`, loaded again when the topic is opened) or
+non-durable (readers: an in-memory cursor, dropped with its last consumer).
+
+What must hold: a producer name is attached at most once per topic (ProducerBusy); a
+subscription name maps to one `Subscription`; once `close()` has begun, nothing new attaches.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.names import TopicName
+from broker.producer import Producer
+from broker.subscription import Subscription
+from common.errors import ProducerBusy, ServiceNotReady, StrataError, SubscriptionNotFound, NotAllowed
+from cursor.cursor_store import CursorStore
+from cursor.managed_cursor import ManagedCursor
+from ledger.position import Position
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+
+class PersistentTopic:
+    def __init__(self, service: "BrokerService", name: TopicName, ml, cursor_store: CursorStore) -> None:
+        self.service = service
+        self.config = service.config
+        self.name = name
+        self.ml = ml
+        self.cursor_store = cursor_store
+        self.producers: dict[str, Producer] = {}          # producer name -> producer
+        self.subscriptions: dict[str, Subscription] = {}  # subscription name -> subscription
+        self.closing = False
+        self.msg_in_counter = 0      # messages stored since the topic was loaded
+        self.bytes_in_counter = 0    # entry bytes stored since the topic was loaded
+
+    @classmethod
+    async def open(cls, service: "BrokerService", name: TopicName, ml) -> "PersistentTopic":
+        store = CursorStore(service.astore, name.managed_ledger_name)
+        topic = cls(service, name, ml, store)
+        cursors = await store.load_all(ml, clock=service.clock, config=service.config)
+        for cursor_name, cursor in cursors.items():
+            topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
+        return topic
+
+    # --- append path ----------------------------------------------------------------------------
+
+    async def publish(self, entry: bytes, messages: int, publish_time_ms: int) -> Position:
+        if self.closing:
+            raise ServiceNotReady("topic is closing", topic=str(self.name))
+        position = await self.ml.append(entry, messages=messages, publish_time_ms=publish_time_ms)
+        self.msg_in_counter += messages
+        self.bytes_in_counter += len(entry)
+        for sub in list(self.subscriptions.values()):
+            sub.on_appended()
+        return position
+
+    # --- producers --------------------------------------------------------------------------------
+
+    def add_producer(self, producer: Producer) -> None:
+        if self.closing:
+            raise ServiceNotReady("topic is closing", topic=str(self.name))
+        if producer.name in self.producers:
+            raise ProducerBusy("a producer with this name is already connected",
+                               topic=str(self.name), producer=producer.name)
+        self.producers[producer.name] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        producer.close()
+
+    # --- subscriptions ------------------------------------------------------------------------------
+
+    async def subscription(self, name: str, *, durable: bool, start: Position) -> Subscription:
+        """The subscription `name`, created if needed with its cursor reading from `start`."""
+        if self.closing:
+            raise ServiceNotReady("topic is closing", topic=str(self.name))
+        sub = self.subscriptions.get(name)
+        if sub is not None:
+            return sub
+        if durable:
+            cursor = await self.cursor_store.open_cursor(self.ml, name, start=start,
+                                                         clock=self.service.clock, config=self.config)
+        else:
+            cursor = ManagedCursor.starting_at(name, self.ml, start, durable=False, clock=self.service.clock)
+        sub = self.subscriptions.get(name)   # another SUBSCRIBE may have won the await
+        if sub is None:
+            sub = Subscription(self, name, cursor, durable)
+            self.subscriptions[name] = sub
+        return sub
+
+    async def unsubscribe(self, sub: Subscription, consumer) -> None:
+        """Delete a subscription whose only consumer is `consumer` (Pulsar refuses otherwise)."""
+        others = [c for c in sub.consumers if c is not consumer]
+        if others:
+            raise NotAllowed("subscription has other consumers", subscription=sub.name)
+        if self.subscriptions.get(sub.name) is not sub:
+            raise SubscriptionNotFound("no such subscription", subscription=sub.name)
+        if consumer is not None:
+            sub.remove_consumer(consumer)
+        del self.subscriptions[sub.name]
+        sub.closed = True
+        if sub.dispatcher is not None:
+            sub.dispatcher.close()
+        if sub.durable:
+            await self.cursor_store.delete_cursor(sub.cursor)
+
+    def drop_subscription(self, sub: Subscription) -> None:
+        """A non-durable subscription lost its last consumer: forget it."""
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+            sub.closed = True
+            if sub.dispatcher is not None:
+                sub.dispatcher.close()
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Flush every cursor and close the managed ledger; clients are asked to reconnect."""
+        self.closing = True
+        for producer in list(self.producers.values()):
+            producer.close()
+        for sub in list(self.subscriptions.values()):
+            sub.disconnect_all()
+            try:
+                await sub.close()
+            except StrataError as exc:
+                log.warning("closing subscription %s of %s: %s", sub.name, self.name, exc)
+        try:
+            await self.ml.close()
+        except StrataError as exc:
+            log.warning("closing managed ledger of %s: %s", self.name, exc)

@@ -1,0 +1,69 @@
+"""`strata broker --metadata-url URL [--port P] [--admin-port A] [--config F]`: one broker.
+
+Runs the broker on uvloop until SIGINT/SIGTERM, then stops it cleanly (cursors flushed, ledgers
+closed, ownership released). Prints `service URL ...` and `admin URL ...` once both ports listen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+import uvloop
+
+from common.config import load_config
+from common.errors import StrataError
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="strata broker", description="run one Strata broker")
+    parser.add_argument("--metadata-url", required=True, help="sqlite:///abs/path or postgresql://...")
+    parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
+    parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
+    parser.add_argument("--advertised-host", default=None, help="host clients are told to use")
+    parser.add_argument("--config", default=None, help="TOML file of settings")
+    return parser.parse_args(argv)
+
+
+def build_config(args: argparse.Namespace, **extra: object):
+    overrides: dict[str, object] = dict(extra)
+    if args.port is not None:
+        overrides["broker_port"] = args.port
+    if args.admin_port is not None:
+        overrides["broker_admin_port"] = args.admin_port
+    if getattr(args, "advertised_host", None):
+        overrides["broker_advertised_host"] = args.advertised_host
+    return load_config(args.config, **overrides)
+
+
+async def serve_until_signal(broker, on_started=None) -> None:
+    """Start `broker`, announce its URLs, run until SIGINT/SIGTERM, stop it."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    print(f"service URL {broker.service_url}", flush=True)
+    print(f"admin URL {broker.admin_url}", flush=True)
+    if on_started is not None:
+        on_started()
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = build_config(args)
+    except StrataError as exc:
+        print(f"strata broker: {exc}", file=sys.stderr)
+        return 2
+    from broker.server import Broker
+    uvloop.run(serve_until_signal(Broker(config, args.metadata_url)))
+    return 0

@@ -36,57 +36,69 @@ TICK_S_MAX = 0.5
 
 
 def open_session(db: Database, session_id: str, lease_ms: int, now_ms: int) -> None:
-    with db.write("open session") as conn:
-        conn.execute(sessions.insert().values(id=session_id, lease_expiry_ms=now_ms + lease_ms,
-                                              created_ms=now_ms))
+    db.run_write("open session", lambda conn: conn.execute(sessions.insert().values(
+        id=session_id, lease_expiry_ms=now_ms + lease_ms, created_ms=now_ms)))
 
 
 def renew(db: Database, session_id: str, lease_ms: int, now_ms: int) -> bool:
     """Push this session's expiry out; False if the session no longer exists."""
-    with db.write("renew session") as conn:
+    def renew_row(conn: sa.Connection) -> bool:
         result = conn.execute(sa.update(sessions).where(sessions.c.id == session_id)
                               .values(lease_expiry_ms=now_ms + lease_ms))
         return result.rowcount == 1
 
+    return db.run_write("renew session", renew_row)
+
 
 def end_session(db: Database, session_id: str, now_ms: int) -> int:
     """Delete this session's ephemeral keys (logged) and its row; returns keys deleted."""
-    with db.write("end session") as conn:
+    def end(conn: sa.Connection) -> int:
         deleted = sql_ops.delete_where(conn, keys.c.ephemeral_owner == session_id, now_ms)
         conn.execute(sa.delete(sessions).where(sessions.c.id == session_id))
         return deleted
 
+    return db.run_write("end session", end)
+
+
+def _orphans() -> sa.ColumnElement[bool]:
+    """Ephemeral keys whose owner session row is gone."""
+    return sa.and_(keys.c.ephemeral_owner.is_not(None),
+                   keys.c.ephemeral_owner.not_in(sa.select(sessions.c.id)))
+
+
+def _anything_to_reap(conn: sa.Connection, now_ms: int) -> bool:
+    expired = conn.execute(sa.select(sessions.c.id).where(sessions.c.lease_expiry_ms < now_ms).limit(1)).first()
+    orphan = conn.execute(sa.select(keys.c.path).where(_orphans()).limit(1)).first()
+    return expired is not None or orphan is not None
+
+
+def _reap(conn: sa.Connection, now_ms: int) -> tuple[int, int]:
+    # re-checked under the write lock: a session renewed since the read above is left alone
+    dead = conn.execute(sa.select(sessions.c.id).where(sessions.c.lease_expiry_ms < now_ms)).scalars().all()
+    deleted = 0
+    if dead:
+        deleted += sql_ops.delete_where(conn, keys.c.ephemeral_owner.in_(dead), now_ms)
+        conn.execute(sa.delete(sessions).where(sessions.c.id.in_(dead)))
+    deleted += sql_ops.delete_where(conn, _orphans(), now_ms)
+    return len(dead), deleted
+
 
 def reap_expired(db: Database, now_ms: int) -> int:
     """Remove expired sessions and orphaned ephemeral keys; returns keys deleted."""
-    with db.read("find expired sessions") as conn:
-        expired = conn.execute(sa.select(sessions.c.id).where(sessions.c.lease_expiry_ms < now_ms)).first()
-        orphan = conn.execute(
-            sa.select(keys.c.path).where(keys.c.ephemeral_owner.is_not(None),
-                                         keys.c.ephemeral_owner.not_in(sa.select(sessions.c.id))).limit(1)
-        ).first()
-    if expired is None and orphan is None:
-        return 0  # the common case costs two indexed reads and no write lock
-    with db.write("reap expired sessions") as conn:
-        dead = conn.execute(
-            sa.select(sessions.c.id).where(sessions.c.lease_expiry_ms < now_ms)
-        ).scalars().all()
-        deleted = 0
-        if dead:
-            deleted += sql_ops.delete_where(conn, keys.c.ephemeral_owner.in_(dead), now_ms)
-            conn.execute(sa.delete(sessions).where(sessions.c.id.in_(dead)))
-        deleted += sql_ops.delete_where(
-            conn, sa.and_(keys.c.ephemeral_owner.is_not(None),
-                          keys.c.ephemeral_owner.not_in(sa.select(sessions.c.id))), now_ms)
-    if deleted or dead:
-        log.info("reaped %d expired session(s), %d ephemeral key(s)", len(dead), deleted)
+    if not db.run_read("find expired sessions", lambda conn: _anything_to_reap(conn, now_ms)):
+        return 0  # the common case: two indexed reads and no write lock
+    sessions_reaped, deleted = db.run_write("reap expired sessions", lambda conn: _reap(conn, now_ms))
+    if sessions_reaped or deleted:
+        log.info("reaped %d expired session(s), %d ephemeral key(s)", sessions_reaped, deleted)
     return deleted
 
 
 def prune_changes(db: Database, now_ms: int, keep_ms: int) -> int:
-    with db.write("prune change log") as conn:
+    def prune(conn: sa.Connection) -> int:
         result = conn.execute(sa.delete(changes).where(changes.c.committed_ms < now_ms - keep_ms))
         return result.rowcount or 0
+
+    return db.run_write("prune change log", prune)
 
 
 class SessionKeeper:

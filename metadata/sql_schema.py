@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -41,6 +41,9 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
 from common.errors import InvalidArgument, MetadataError, MetadataUnavailable
+from metadata.sql_watchdog import Watchdog
+
+T = TypeVar("T")
 
 # Any constant works; it only has to be the same in every Strata process on the database.
 WRITE_LOCK_KEY = 0x5354_5241_5441  # "STRATA"
@@ -111,43 +114,91 @@ def _short(exc: BaseException) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
 
 
+class _StaleConnection(Exception):
+    """A pooled connection turned out dead before anything was committed: safe to run again."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class Database:
-    """One engine plus the transaction discipline above. Thread-safe (the pool is)."""
+    """One engine plus the transaction discipline above. Thread-safe (the pool is).
+
+    `run_write(what, fn)` / `run_read(what, fn)` run `fn(conn)` in one transaction and return
+    its result. A connection found dead before commit (a server restart since it was pooled)
+    is discarded and `fn` runs once more on a fresh one; a failure at or after commit is never
+    retried (the outcome would be unknown). On PostgreSQL each transaction is armed with the
+    client-side watchdog (`metadata.sql_watchdog`) for `op_timeout_ms`."""
 
     def __init__(self, url: str, op_timeout_ms: int) -> None:
         self.url = url
         self.op_timeout_ms = op_timeout_ms
         sa_url, self.dialect = _normalise_url(url)
+        self._watchdog: Watchdog | None = None
         if self.dialect == "sqlite":
             self.engine = _sqlite_engine(sa_url, op_timeout_ms)
         else:
             self.engine = _postgres_engine(sa_url, op_timeout_ms)
+            self._watchdog = Watchdog()
 
-    @contextmanager
-    def write(self, what: str) -> Iterator[sa.Connection]:
-        """A transaction holding the single write lock; commits on normal exit."""
+    def run_write(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
+        """`fn` in a transaction holding the single write lock; commits if it returns."""
+        return self._run(what, fn, write=True)
+
+    def run_read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
+        """`fn` in a read-only transaction (no lock taken)."""
+        return self._run(what, fn, write=False)
+
+    def _run(self, what: str, fn: Callable[[sa.Connection], T], *, write: bool) -> T:
         with translate_errors(what):
-            with self.engine.connect() as conn:
-                conn.execution_options(strata_write=True)
+            try:
+                return self._attempt(fn, write)
+            except _StaleConnection:
+                pass
+            try:
+                return self._attempt(fn, write)
+            except _StaleConnection as stale:
+                raise MetadataUnavailable(f"metadata database connection lost during {what}",
+                                          cause=_short(stale.cause)) from None
+
+    def _attempt(self, fn: Callable[[sa.Connection], T], write: bool) -> T:
+        with self.engine.connect() as conn:
+            token = None
+            if self._watchdog is not None:
+                try:
+                    fd = conn.connection.dbapi_connection.pgconn.socket  # type: ignore[union-attr]
+                except Exception as exc:  # psycopg: the pooled connection is already closed
+                    conn.invalidate()
+                    raise _StaleConnection(exc) from exc
+                token = self._watchdog.arm(fd, self.op_timeout_ms / 1000)
+            committing = fired = False
+            try:
+                conn.execution_options(strata_write=write)
                 with conn.begin():
-                    if self.dialect == "postgresql":
+                    if write and self.dialect == "postgresql":
                         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
-                    yield conn
-
-    @contextmanager
-    def read(self, what: str) -> Iterator[sa.Connection]:
-        """A read-only transaction (no lock taken)."""
-        with translate_errors(what):
-            with self.engine.connect() as conn:
-                with conn.begin():
-                    yield conn
+                    result = fn(conn)
+                    committing = True
+                return result
+            except sa_exc.DBAPIError as exc:
+                if token is not None:
+                    fired = self._watchdog.disarm(token)  # type: ignore[union-attr]
+                    token = None
+                if exc.connection_invalidated and not committing and not fired:
+                    raise _StaleConnection(exc) from exc
+                raise
+            finally:
+                if token is not None and self._watchdog.disarm(token):  # type: ignore[union-attr]
+                    conn.invalidate()  # cut just as it finished: never hand it out again
 
     def create_schema(self) -> None:
         """Create the tables if missing; safe when several processes start at once."""
-        with self.write("create schema") as conn:
-            schema.create_all(conn, checkfirst=True)
+        self.run_write("create schema", lambda conn: schema.create_all(conn, checkfirst=True))
 
     def dispose(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stop()
         self.engine.dispose()
 
 
@@ -207,5 +258,5 @@ def _postgres_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
             "keepalives_count": 3, "tcp_user_timeout": op_timeout_ms,
         },
         pool_size=POOL_CONNECTIONS, max_overflow=POOL_OVERFLOW_MAX,
-        pool_timeout=op_timeout_ms / 1000, pool_pre_ping=True,
+        pool_timeout=op_timeout_ms / 1000,
     )

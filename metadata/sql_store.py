@@ -17,6 +17,8 @@ import threading
 import uuid
 from typing import Callable
 
+import sqlalchemy as sa
+
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
 from common.errors import InvalidArgument, SessionExpired, ShuttingDown
@@ -77,14 +79,12 @@ class SqlMetadataStore:
     def get(self, path: str) -> Versioned | None:
         self._check_open()
         path = check_path(path)
-        with self._db.read("get") as conn:
-            return sql_ops.get(conn, path)
+        return self._db.run_read("get", lambda conn: sql_ops.get(conn, path))
 
     def children(self, path: str) -> list[str]:
         self._check_open()
         path = check_prefix(path)
-        with self._db.read("children") as conn:
-            return sql_ops.children(conn, path)
+        return self._db.run_read("children", lambda conn: sql_ops.children(conn, path))
 
     def list_prefix(self, path: str, *, limit: int = LIST_PREFIX_KEYS_MAX) -> list[tuple[str, Versioned]]:
         """`(path, Versioned)` for `path` itself and every key below it, sorted by path, at most
@@ -92,8 +92,7 @@ class SqlMetadataStore:
         self._check_open()
         path = check_prefix(path)
         limit = max(1, min(int(limit), LIST_PREFIX_KEYS_MAX))
-        with self._db.read("list_prefix") as conn:
-            return sql_ops.list_prefix(conn, path, limit)
+        return self._db.run_read("list_prefix", lambda conn: sql_ops.list_prefix(conn, path, limit))
 
     # --- writes --------------------------------------------------------------------------------
 
@@ -104,10 +103,14 @@ class SqlMetadataStore:
         now_ms = self._clock.wall_ms()
         if ephemeral and self._session_expired:
             raise SessionExpired("this store's session has expired", session=self.session_id)
-        with self._db.write("create") as conn:
-            if ephemeral:
-                sql_ops.check_session_alive(conn, self.session_id, now_ms)
-            version = sql_ops.create(conn, path, value, self.session_id if ephemeral else None, now_ms)
+        owner = self.session_id if ephemeral else None
+
+        def create(conn: sa.Connection) -> int:
+            if owner is not None:
+                sql_ops.check_session_alive(conn, owner, now_ms)
+            return sql_ops.create(conn, path, value, owner, now_ms)
+
+        version = self._db.run_write("create", create)
         self._watches.wake()
         return version
 
@@ -116,8 +119,8 @@ class SqlMetadataStore:
         path = check_path(path)
         value = check_value(value, self._config.metadata_value_bytes_max)
         expected = check_expected_version(expected_version)
-        with self._db.write("put") as conn:
-            version = sql_ops.put(conn, path, value, expected, self._clock.wall_ms())
+        now_ms = self._clock.wall_ms()
+        version = self._db.run_write("put", lambda conn: sql_ops.put(conn, path, value, expected, now_ms))
         self._watches.wake()
         return version
 
@@ -125,8 +128,8 @@ class SqlMetadataStore:
         self._check_open()
         path = check_path(path)
         expected = check_expected_version(expected_version)
-        with self._db.write("delete") as conn:
-            sql_ops.delete(conn, path, expected, self._clock.wall_ms())
+        now_ms = self._clock.wall_ms()
+        self._db.run_write("delete", lambda conn: sql_ops.delete(conn, path, expected, now_ms))
         self._watches.wake()
 
     def delete_recursive(self, path: str) -> int:
@@ -134,16 +137,16 @@ class SqlMetadataStore:
         logged); returns how many keys were deleted (0 if none existed)."""
         self._check_open()
         path = check_prefix(path)
-        with self._db.write("delete_recursive") as conn:
-            deleted = sql_ops.delete_where(conn, sql_ops.subtree(path), self._clock.wall_ms())
+        now_ms = self._clock.wall_ms()
+        deleted = self._db.run_write(
+            "delete_recursive", lambda conn: sql_ops.delete_where(conn, sql_ops.subtree(path), now_ms))
         self._watches.wake()
         return deleted
 
     def next_id(self, name: str) -> int:
         self._check_open()
         name = check_id_name(name)
-        with self._db.write("next_id") as conn:
-            return sql_ops.next_id(conn, name)
+        return self._db.run_write("next_id", lambda conn: sql_ops.next_id(conn, name))
 
     # --- watches and lifecycle -----------------------------------------------------------------
 

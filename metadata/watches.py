@@ -74,8 +74,7 @@ class WatchPoller:
         with self._lock:
             if len(self._watches) >= WATCHES_MAX:
                 raise LimitExceeded("too many watches on this store", max=WATCHES_MAX)
-            with self._db.read("start watch") as conn:
-                start = _max_seq(conn)
+            start = self._db.run_read("start watch", _max_seq)
             if not self._watches:
                 self._cursor = start  # nobody needs older rows
             watch = _Watch(self, prefix, callback, start)
@@ -118,12 +117,11 @@ class WatchPoller:
         with self._lock:
             if not self._watches:
                 return 0
-            with self._db.read("poll change log") as conn:
-                rows = conn.execute(
-                    sa.select(changes.c.seq, changes.c.path, changes.c.kind, changes.c.version,
-                              changes.c.value)
-                    .where(changes.c.seq > self._cursor).order_by(changes.c.seq).limit(ROWS_PER_POLL_MAX)
-                ).all()
+            cursor = self._cursor
+            rows = self._db.run_read("poll change log", lambda conn: conn.execute(
+                sa.select(changes.c.seq, changes.c.path, changes.c.kind, changes.c.version, changes.c.value)
+                .where(changes.c.seq > cursor).order_by(changes.c.seq).limit(ROWS_PER_POLL_MAX)
+            ).all())
             if rows:
                 self._cursor = int(rows[-1].seq)
             watches = list(self._watches)

@@ -3,7 +3,10 @@ never a hang; and the store works again once the database is back."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
 import time
 
 import pytest
@@ -54,6 +57,40 @@ def test_postgres_stopped_then_back():
         store.close()
     finally:
         server.cleanup()
+
+
+def server_pids(server: TestPostgres) -> list[int]:
+    with open(os.path.join(server.data_dir, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout
+    return [postmaster] + [int(p) for p in children.split()]
+
+
+def test_postgres_hung_server_does_not_hang_us(pg_server):
+    """A frozen server (SIGSTOP: it accepts TCP but never answers) must not block a call."""
+    config = default_config(metadata_op_timeout_ms=1_000, metadata_session_lease_ms=60_000)
+    store = open_store(pg_server.fresh_database_url("hung"), config=config)
+    pids = server_pids(pg_server)
+    try:
+        store.put("/k", b"v")
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            assert timed_unavailable(lambda: store.put("/k", b"w")) < 1.0 + 1.0
+            assert timed_unavailable(lambda: store.get("/k")) < 1.0 + 2.0 + 1.0  # + connect bound
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert store.get("/k").value in (b"v", b"w")
+                break
+            except MetadataUnavailable:
+                assert time.monotonic() < deadline, "store did not recover after the server resumed"
+                time.sleep(0.1)
+    finally:
+        store.close()
 
 
 def test_postgres_closed_port():

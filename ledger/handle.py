@@ -206,11 +206,13 @@ class WriteHandle(ReadHandle):
         fut.add_done_callback(functools.partial(self._on_copy_done, add, index, address))
 
     def _on_copy_done(self, add: PendingAdd, index: int, address: str, fut: asyncio.Future) -> None:
-        if self.state is not WriterState.WRITING or fut.cancelled():
+        if fut.cancelled():
+            return
+        exc = fut.exception()             # always retrieved, even when no longer needed
+        if self.state is not WriterState.WRITING:
             return
         if self.metadata.last_ensemble[index] != address:
             return                        # answer from a bookie replaced since: not counted
-        exc = fut.exception()
         if exc is None:
             self._resolve(self._pipeline.on_ack(add.entry_id, index, hold=self._changing))
         elif isinstance(exc, LedgerFenced):

@@ -124,7 +124,6 @@ class ManagedLedger:
     async def _initialize(self) -> None:
         self._meta = await ml_open.take_ownership(self._store, self.name, self._owner)
         records = list(self._meta.ledgers)
-        empty_recovered: list[int] = []
         for i, record in enumerate(records):
             if not record.closed:
                 invariant(i == len(records) - 1, "only the last ledger is open", ledger=record.ledger_id)
@@ -135,13 +134,10 @@ class ManagedLedger:
             else:
                 index = await ml_open.load_index(self._store, self._client, self.name, record,
                                                  self._meta_from_entry)
-            if len(index) == 0 and not record.closed:
-                empty_recovered.append(record.ledger_id)   # a crashed owner's empty ledger
-                continue
+            # An empty recovered ledger is kept (trimmed later like any other): deleting it now
+            # would drop its fence on the bookies while the old owner may still try to add.
             self._view.add(KeptLedger(record.ledger_id, LedgerState.CLOSED, record.created_ms, index))
-        records = [r for r in records if r.ledger_id not in empty_recovered]
         await self._cas(self._meta.with_ledgers(records))
-        self._deleter.schedule(empty_recovered)
         self._set_state(MLState.ROLLING)
         await self._add_new_ledger()
         self._set_state(MLState.READY)

@@ -123,24 +123,35 @@ class ManagedCursor:
     def ack(self, positions: Iterable[Position]) -> None:
         """Individual acks. Positions may come in any order; duplicates are harmless."""
         self._check_active()
-        groups: dict[int, list[int]] = {}
-        for ledger_id, entry_id in positions:
-            group = groups.get(ledger_id)
-            if group is None:
-                groups[ledger_id] = [entry_id]
-            else:
-                group.append(entry_id)
-        if self._ack_groups(groups):
-            self._advance()
-            self._changed()
-            self._check_invariants()
-
-    def _ack_groups(self, groups: Mapping[int, list[int]]) -> bool:
-        md_ledger, md_entry = self.mark_delete_position
         lac = self.view.last_confirmed
+        if type(positions) in (tuple, list) and len(positions) == 1:  # type: ignore[arg-type]
+            ledger_id, entry_id = positions[0]  # type: ignore[index]
+            md_ledger, md_entry = self.mark_delete_position
+            changed = (md_ledger <= ledger_id <= lac[0]
+                       and self._ack_one(ledger_id, entry_id, md_ledger, md_entry, lac))
+        else:
+            groups: dict[int, list[int]] = {}
+            for ledger_id, entry_id in positions:
+                group = groups.get(ledger_id)
+                if group is None:
+                    groups[ledger_id] = [entry_id]
+                else:
+                    group.append(entry_id)
+            changed = self._ack_groups(groups, lac)
+        if changed:
+            self._advance(lac)
+            self._changed()
+            self._check_invariants(lac)
+
+    def _ack_groups(self, groups: Mapping[int, list[int]], lac: Position | None = None) -> bool:
+        md_ledger, md_entry = self.mark_delete_position
+        lac = self.view.last_confirmed if lac is None else lac
         changed = False
         for ledger_id, entry_ids in groups.items():
             if ledger_id < md_ledger or ledger_id > lac[0]:
+                continue
+            if len(entry_ids) == 1:  # the common single ack: no temporary bitmap
+                changed |= self._ack_one(ledger_id, entry_ids[0], md_ledger, md_entry, lac)
                 continue
             try:
                 bitmap = BitMap64(entry_ids)
@@ -157,6 +168,25 @@ class ManagedCursor:
             self._acks.add(ledger_id, bitmap)
             changed = True
         return changed
+
+    def _ack_one(self, ledger_id: int, entry_id: int, md_ledger: int, md_entry: int,
+                 lac: Position) -> bool:
+        if (ledger_id == md_ledger and entry_id <= md_entry) or entry_id < 0:
+            return False
+        if entry_id >= self._entry_limit(ledger_id, lac):
+            return False
+        bitmap = self._acks.acked.get(ledger_id)
+        if bitmap is None:
+            self._acks.acked[ledger_id] = BitMap64((entry_id,))
+        elif entry_id in bitmap:
+            return False
+        else:
+            bitmap.add(entry_id)
+        if self._acks.batches:
+            self._acks.batches.pop(Position(ledger_id, entry_id), None)
+        if self._redelivery:
+            self._redelivery.pop(Position(ledger_id, entry_id), None)
+        return True
 
     def ack_cumulative(self, position: Position) -> None:
         """Everything at or before `position` is acked."""
@@ -448,34 +478,51 @@ class ManagedCursor:
         if self.read_position <= position:
             self.read_position = self.view.next_position(position)
 
-    def _advance(self) -> None:
+    def _advance(self, lac: Position | None = None) -> None:
         """Move md over the contiguous acked run after it (and past trimmed ledgers)."""
         md = self.mark_delete_position
-        floor = before(self.view.first_position)
-        if md < floor:
-            md = floor  # the entries it points into were trimmed away
-        lac = self.view.last_confirmed
+        first = self.view.first_position
+        if md[0] < first[0] or (md[0] == first[0] and md[1] < first[1] - 1):
+            md = before(first)  # the entries it points into were trimmed away
+        lac = self.view.last_confirmed if lac is None else lac
+        acked = self._acks.acked
         while True:
+            ledger_id, entry_id = md
+            bitmap = acked.get(ledger_id)
+            if bitmap is not None and entry_id + 1 in bitmap:  # the run goes on in this ledger
+                md = Position(ledger_id, run_end(bitmap, entry_id + 1))
+                continue
+            if entry_id + 1 < self._entry_limit(ledger_id, lac):
+                break  # the next entry is in this ledger and not acked
             following = self.view.next_position(md)
-            if following > lac:
+            if following > lac or following[0] == ledger_id:
                 break
-            bitmap = self._acks.acked.get(following[0])
+            bitmap = acked.get(following[0])
             if bitmap is None or following[1] not in bitmap:
                 break
             md = Position(following[0], run_end(bitmap, following[1]))
         if md != self.mark_delete_position:
             self._move_mark_delete(md)
 
-    def _check_invariants(self) -> None:
+    def _check_invariants(self, lac: Position | None = None) -> None:
+        """Checked after every change; written so the passing case builds no context."""
         md = self.mark_delete_position
-        lac = self.view.last_confirmed
-        for bounds in (self._acks.bounds(), self._acks.batch_bounds()):
-            if bounds is not None:
-                invariant(md < bounds[0] and bounds[1] <= lac,
-                          "acked set lies within (mark-delete, last confirmed]",
-                          cursor=self.name, md=md, lac=lac, lowest=bounds[0], highest=bounds[1])
-        invariant(self.read_position > md, "read position is after mark-delete",
-                  cursor=self.name, md=md, read=self.read_position)
+        lac = self.view.last_confirmed if lac is None else lac
+        acked, batches = self._acks.acked, self._acks.batches
+        if acked:
+            lo, hi = min(acked), max(acked)
+            lowest, highest = (lo, acked[lo].min()), (hi, acked[hi].max())
+            if not (md < lowest and highest <= lac):
+                invariant(False, "acked entries lie within (mark-delete, last confirmed]",
+                          cursor=self.name, md=md, lac=lac, lowest=lowest, highest=highest)
+        if batches:
+            lowest, highest = min(batches), max(batches)
+            if not (md < lowest and highest <= lac):
+                invariant(False, "partial batches lie within (mark-delete, last confirmed]",
+                          cursor=self.name, md=md, lac=lac, lowest=lowest, highest=highest)
+        if not self.read_position > md:
+            invariant(False, "read position is after mark-delete", cursor=self.name, md=md,
+                      read=self.read_position)
 
 
 def _resolve_start(view: LedgerView, start: Position) -> Position:

@@ -37,7 +37,7 @@ import google_crc32c
 from google.protobuf.message import DecodeError, EncodeError
 
 from common.errors import InvariantViolation, MalformedFrame, FrameTooLarge, PulsarServerError, StrataError
-from broker.entry_format import verify_entry_checksum  # noqa: F401  (re-exported)
+from broker.entry_format import crc32c_from, verify_entry_checksum  # noqa: F401  (re-exported)
 from proto import pulsar_api_pb2 as pb
 
 BaseCommand = pb.BaseCommand
@@ -209,7 +209,7 @@ def _decode_entry(view: memoryview, pos: int, end: int, may_have_bem: bool) -> t
         if md_size > end - pos - _ENTRY_HEAD_BYTES:
             raise MalformedFrame("metadata size exceeds frame", md_size=md_size)
         entry = bytes(view[pos:end])
-        ok = google_crc32c.value(entry[6:]) == _U32.unpack_from(entry, 2)[0]
+        ok = crc32c_from(entry, 6) == _U32.unpack_from(entry, 2)[0]
         return entry, ok
     if end - pos < 4:
         raise MalformedFrame("payload frame without metadata", size=max(end - pos, 0))

@@ -157,6 +157,7 @@ class Storage:
             return
         if self.mode is StorageMode.WRITABLE or self.mode is StorageMode.LOW_DISK:
             await self.checkpoint()
+        await self.wait_sealed()
         self.mode, self.mode_reason = StorageMode.CLOSED, "closed"
         journal = self._journal
         await self._loop.run_in_executor(None, journal.stop)
@@ -448,6 +449,11 @@ class Storage:
         async with self._seal_lock:
             await self._write_idx(segment_id)
             await self._write_checkpoint()
+
+    async def wait_sealed(self) -> None:
+        """Wait until every rolled segment so far is sealed (idx and checkpoint written)."""
+        while self._seal_tasks:
+            await asyncio.gather(*list(self._seal_tasks), return_exceptions=True)
 
     async def checkpoint(self) -> None:
         """Seal the active segment if it holds anything, so replay starts after it."""

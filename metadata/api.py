@@ -6,7 +6,9 @@ one suite of conformance tests that every backend (SQLite, PostgreSQL) must pass
 
 Paths look like `/ledgers/00000000000000000042`: they start with `/`, have no empty segment and
 no trailing `/`, and use only `[A-Za-z0-9_.:=@+%-]` in segments. A key's `version` starts at 1
-on create and goes up by one on every put; compare-and-set compares it.
+on create and goes up by one on every put; compare-and-set compares it. Parents are implicit
+(as in Pulsar): `/a/b/c` may exist without `/a/b`, and `children("/a")` is then `["b"]`; the
+root `/` is a valid prefix for `children`, `list_prefix`, `delete_recursive` and `watch`.
 
 What must hold:
 - A version is won at most once: two puts with the same expected version cannot both succeed.
@@ -66,12 +68,21 @@ class MetadataStore(Protocol):
 
     def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int:
         """Write `path`. With `expected_version`, compare-and-set: raises BadVersion if the stored
-        version differs (or NotFound if absent). Without it, create or overwrite. Returns the new
-        version."""
+        version differs (or NotFound if absent); `expected_version=-1` means "must not exist yet"
+        (BadVersion if it does). Without it, create or overwrite. Returns the new version."""
         ...
 
     def delete(self, path: str, *, expected_version: int | None = None) -> None:
-        """Delete `path`; raises NotFound if absent, BadVersion on a version mismatch."""
+        """Delete `path`; raises NotFound if absent, BadVersion on a version mismatch, NotEmpty
+        if keys exist below it."""
+        ...
+
+    def delete_recursive(self, path: str) -> int:
+        """Delete `path` and every key below it in one transaction; returns how many."""
+        ...
+
+    def list_prefix(self, path: str, *, limit: int = 100_000) -> list[tuple[str, Versioned]]:
+        """`(path, Versioned)` of `path` and every key below it, sorted, at most `limit`."""
         ...
 
     def children(self, path: str) -> list[str]:

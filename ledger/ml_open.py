@@ -1,9 +1,8 @@
 """Opening a managed ledger: take ownership, recover what a previous owner left, load indexes.
 
 1. `take_ownership`: read (or create) `/managed-ledgers/<name>` and write it back with a fresh
-   owner token by compare-and-set. That bumps its version, so the previous owner's next
-   compare-and-set fails (it is fenced out of the metadata); losing this race to a concurrent
-   opener is ManagedLedgerFenced.
+   owner token by compare-and-set (retrying lost races). That bumps its version, so the
+   previous owner's next compare-and-set fails: it is fenced out of the metadata.
 2. `recover_last`: if the last ledger is still OPEN (its owner crashed or is being taken over),
    recover it (fence + close, `LedgerClient.open_ledger(recover=True)`): the old owner's appends
    now fail on the bookies. Its per-entry index is rebuilt by reading the ledger back.
@@ -20,6 +19,7 @@ after a crash or takeover, and bounded by the rollover size.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Callable
 
 from common.errors import AlreadyExists, BadVersion, ManagedLedgerFenced
@@ -29,25 +29,27 @@ from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, 
 
 MetaFromEntry = Callable[[bytes], tuple[int, int]]
 _REBUILD_READ_CHUNK = 500
+_TAKEOVER_ATTEMPTS_MAX = 20
 
 
 async def take_ownership(store: Any, name: str, owner: str) -> ManagedLedgerMetadata:
+    """Write our owner token by compare-and-set. A race with the old owner's own update (a
+    rollover, a trim) is retried: opening always wins over the owner being replaced."""
     path = ml_path(name)
-    got = await store.get(path)
-    if got is None:
-        fresh = ManagedLedgerMetadata(owner=owner)
+    for attempt in range(_TAKEOVER_ATTEMPTS_MAX):
+        got = await store.get(path)
+        if got is None:
+            fresh = ManagedLedgerMetadata(owner=owner)
+            try:
+                return fresh.with_version(await store.create(path, fresh.to_json()))
+            except AlreadyExists:
+                continue
+        meta = ManagedLedgerMetadata.from_json(got.value, got.version).with_owner(owner)
         try:
-            return fresh.with_version(await store.create(path, fresh.to_json()))
-        except AlreadyExists:
-            got = await store.get(path)
-            if got is None:
-                raise ManagedLedgerFenced("managed ledger deleted while opening", name=name) from None
-    meta = ManagedLedgerMetadata.from_json(got.value, got.version).with_owner(owner)
-    try:
-        return meta.with_version(await store.put(path, meta.to_json(), expected_version=got.version))
-    except BadVersion:
-        raise ManagedLedgerFenced("another owner opened the managed ledger at the same time",
-                                  name=name) from None
+            return meta.with_version(await store.put(path, meta.to_json(), expected_version=got.version))
+        except BadVersion:
+            await asyncio.sleep(0.01 * (attempt + 1))
+    raise ManagedLedgerFenced("could not take ownership: the metadata kept changing", name=name)
 
 
 async def rebuild_index(handle: ReadHandle, meta_from_entry: MetaFromEntry | None,

@@ -1,0 +1,160 @@
+"""The managed ledger on real bookies: append/read across ledgers, rollover, trim freeing bookie
+disk, reopen after a crash (index rebuilt through the meta_from_entry hook), two owners."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from common.errors import InvalidPosition, ManagedLedgerFenced
+from ledger.managed_ledger import ManagedLedger
+from ledger.position import EARLIEST, Position
+from ledger.types import LedgerState
+from tests.ledger.conftest import run, shutdown
+
+NAME = "public/default/persistent/ml-test"
+
+
+def _meta_hook(data: bytes) -> tuple[int, int]:
+    # test entries are b"<messages>:<publish_ms>:..." so the hook can recompute their facts
+    messages, publish, _ = data.split(b":", 2)
+    return int(messages), int(publish)
+
+
+def _entry(i: int) -> bytes:
+    return b"%d:%d:payload-%d" % (1 + i % 3, 10_000 + i, i)
+
+
+async def _append_all(ml: ManagedLedger, first: int, count: int) -> list[Position]:
+    return list(await asyncio.gather(*(
+        ml.append(_entry(i), messages=1 + i % 3, publish_time_ms=10_000 + i)
+        for i in range(first, first + count))))
+
+
+def test_rollover_read_trim_and_disk_freed(env):
+    env.start_bookies(3)
+
+    async def body():
+        config = env.config(managed_ledger_rollover_entries=100, managed_ledger_rollover_min_age_ms=0)
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=2, write_quorum=2, ack_quorum=2)
+        seen: list[Position] = []
+        ml.add_append_listener(seen.append)
+        positions = await _append_all(ml, 0, 450)
+        assert positions == sorted(positions) and seen == positions
+        infos = ml.ledgers()
+        assert [i.entries for i in infos] == [100, 100, 100, 100, 50]
+        assert [i.state for i in infos] == [LedgerState.CLOSED] * 4 + [LedgerState.OPEN]
+        assert infos[0].messages == sum(1 + i % 3 for i in range(100))
+        assert infos[0].size_bytes == sum(len(_entry(i)) for i in range(100))
+        assert ml.last_confirmed == positions[-1] and ml.first_position == positions[0]
+        assert ml.entries_between(positions[10], positions[210]) == 200
+        assert ml.position_for_publish_time(10_250) == positions[250]
+        assert ml.entry_meta(positions[7]).messages == 1 + 7 % 3
+        client.entry_cache.invalidate_owner(ml.name)          # force reads from the bookies
+        got = await ml.read(EARLIEST, 1000)
+        assert [e.data for e in got] == [_entry(i) for i in range(450)]
+        got = await ml.read(positions[95], 10, max_bytes=len(_entry(95)) * 3)
+        assert [e.position for e in got] == positions[95:98]
+        assert await ml.read(ml.next_position(ml.last_confirmed), 10) == []
+
+        trimmed_ids = [i.ledger_id for i in infos[:2]]
+        assert await ml.trim(positions[250]) == trimmed_ids
+        assert [i.ledger_id for i in ml.ledgers()] == [i.ledger_id for i in infos[2:]]
+        assert ml.first_position == positions[200]
+        with pytest.raises(InvalidPosition):
+            ml.entry_meta(positions[0])
+        assert (await ml.read(EARLIEST, 1))[0].position == positions[200]
+        assert await ml.trim(Position(10**12, 0)) == [i.ledger_id for i in infos[2:4]]   # never the open one
+        assert ml.ledgers()[-1].state is LedgerState.OPEN
+        await ml.wait_trimmed(30)
+        for bookie in env.bookies:
+            on_disk = {s.ledger_id for s in await client.pool.get(bookie.address).list_ledgers()}
+            assert not on_disk & {i.ledger_id for i in infos[:4]}
+            assert await client.ledger_metadata(infos[0].ledger_id) is None
+        await ml.close()
+        await shutdown(store, client)
+    run(body())
+
+
+def test_reopen_after_crash_recovers_and_rebuilds_index(env):
+    env.start_bookies(3)
+
+    async def body():
+        config = env.config(managed_ledger_rollover_entries=200, managed_ledger_rollover_min_age_ms=0)
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=3, write_quorum=2, ack_quorum=2)
+        positions = await _append_all(ml, 0, 300)
+        # "crash": never close ml; a new owner (another client) opens with the broker's hook
+        store2, client2 = await env.open(config, seed=7)
+        ml2 = await ManagedLedger.open(NAME, store2, client2, config, ensemble_size=3, write_quorum=2,
+                                       ack_quorum=2, meta_from_entry=_meta_hook)
+        assert ml2.last_confirmed == positions[-1]
+        for i in (0, 199, 200, 299):                         # closed-by-owner and recovered ledgers
+            meta = ml2.entry_meta(positions[i])
+            assert (meta.messages, meta.publish_time_ms, meta.size_bytes) == (1 + i % 3, 10_000 + i, len(_entry(i)))
+        more = await _append_all(ml2, 300, 50)
+        assert more[0] > positions[-1] and more[0].ledger_id > positions[-1].ledger_id
+        with pytest.raises(ManagedLedgerFenced):
+            await ml.append(b"stale owner")
+        got = await ml2.read(EARLIEST, 1000)
+        assert [e.data for e in got] == [_entry(i) for i in range(350)]
+        await ml2.close()
+        await ml.close()
+        ml3 = await ManagedLedger.open(NAME, store2, client2, config)
+        assert [e.data for e in await ml3.read(EARLIEST, 1000)] == [_entry(i) for i in range(350)]
+        await ml3.delete()
+        assert await store2.get("/managed-ledgers/" + NAME.replace("/", "%2F")) is None
+        await shutdown(store2, client2)
+        await shutdown(store, client)
+    run(body())
+
+
+def test_two_owners_never_interleave(env):
+    """Owner A appends continuously; owner B opens mid-way. After B's open, A's appends fail;
+    every entry acknowledged to either reads back in position order with no gap."""
+    env.start_bookies(3)
+
+    async def body():
+        config = env.config(managed_ledger_rollover_entries=150, managed_ledger_rollover_min_age_ms=0)
+        store_a, client_a = await env.open(config, seed=1)
+        store_b, client_b = await env.open(config, seed=2)
+        a = await ManagedLedger.open(NAME, store_a, client_a, config, ensemble_size=3, write_quorum=2, ack_quorum=2)
+        acked: dict[Position, bytes] = {}
+        stop = asyncio.Event()
+
+        async def writer_a():
+            i = 0
+            while not stop.is_set():
+                batch = [(b"A%d" % (i + k)) for k in range(20)]
+                outcomes = await asyncio.gather(*(a.append(d) for d in batch), return_exceptions=True)
+                for d, out in zip(batch, outcomes):
+                    if isinstance(out, Position):
+                        acked[out] = d
+                    else:
+                        assert isinstance(out, ManagedLedgerFenced), out
+                        return
+                i += 20
+
+        task = asyncio.ensure_future(writer_a())
+        await asyncio.sleep(1.0)
+        b = await ManagedLedger.open(NAME, store_b, client_b, config, ensemble_size=3, write_quorum=2, ack_quorum=2)
+        await asyncio.wait_for(task, 30)                     # A stops: fenced
+        a_last = max(acked)
+        with pytest.raises(ManagedLedgerFenced):
+            await a.append(b"after takeover")
+        for i in range(100):
+            pos = await b.append(b"B%d" % i)
+            assert pos > a_last
+            acked[pos] = b"B%d" % i
+        got = await b.read(EARLIEST, 100_000)
+        assert [e.position for e in got] == sorted(acked)     # in order, no gap, nothing extra
+        assert all(acked[e.position] == e.data for e in got)
+        assert b.entries_between(Position(-1, -1), b.last_confirmed) == len(acked)
+        stop.set()
+        await b.close()
+        await a.close()
+        await shutdown(store_a, client_a)
+        await shutdown(store_b, client_b)
+    run(body())

@@ -1,0 +1,100 @@
+"""Readers (non-durable subscriptions) and seek, with the official client."""
+
+from __future__ import annotations
+
+import time
+
+import pulsar
+
+from tests.acceptance.conftest import assert_no_more, receive_all
+
+
+def _produce(client: pulsar.Client, topic: str, count: int) -> list[pulsar.MessageId]:
+    producer = client.create_producer(topic)
+    ids = [producer.send(f"m{i}".encode()) for i in range(count)]
+    producer.close()
+    return ids
+
+
+def _read(reader: pulsar.Reader, count: int) -> list[bytes]:
+    return [reader.read_next(10_000).data() for _ in range(count)]
+
+
+def test_reader_from_earliest_reads_everything(client: pulsar.Client, topic: str) -> None:
+    _produce(client, topic, 5)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert _read(reader, 5) == [f"m{i}".encode() for i in range(5)]
+    assert not reader.has_message_available()
+    reader.close()
+
+
+def test_reader_from_latest_reads_only_new(client: pulsar.Client, topic: str) -> None:
+    _produce(client, topic, 3)
+    reader = client.create_reader(topic, pulsar.MessageId.latest)
+    producer = client.create_producer(topic)
+    producer.send(b"new")
+    assert _read(reader, 1) == [b"new"]
+    reader.close()
+
+
+def test_reader_from_message_id_exclusive_and_inclusive(client: pulsar.Client, topic: str) -> None:
+    ids = _produce(client, topic, 6)
+    after = client.create_reader(topic, ids[2])
+    assert _read(after, 3) == [b"m3", b"m4", b"m5"]
+    inclusive = client.create_reader(topic, ids[2], start_message_id_inclusive=True)
+    assert _read(inclusive, 4) == [b"m2", b"m3", b"m4", b"m5"]
+    after.close()
+    inclusive.close()
+
+
+def test_readers_leave_no_subscription_behind(standalone, client: pulsar.Client, topic: str) -> None:
+    import json
+    import urllib.request
+    _produce(client, topic, 2)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    _read(reader, 2)
+    reader.close()
+    local = topic.split("://", 1)[1]
+    deadline = time.monotonic() + 5
+    while True:
+        with urllib.request.urlopen(f"{standalone.admin_url}/admin/v2/persistent/{local}/stats") as resp:
+            stats = json.load(resp)
+        if not stats["subscriptions"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert stats["subscriptions"] == {}
+
+
+def test_seek_by_message_id_replays_from_there(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    ids = _produce(client, topic, 10)
+    receive_all(consumer, 10)
+    consumer.seek(ids[4])
+    got = receive_all(consumer, 5)
+    assert [m.data() for m in got] == [f"m{i}".encode() for i in range(5, 10)]
+    assert_no_more(consumer)
+
+
+def test_seek_to_earliest_and_by_time(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    _produce(client, topic, 4)
+    time.sleep(0.05)
+    boundary_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    producer = client.create_producer(topic)
+    for i in range(4, 8):
+        producer.send(f"m{i}".encode())
+    receive_all(consumer, 8)
+    consumer.seek(boundary_ms)
+    assert [m.data() for m in receive_all(consumer, 4)] == [f"m{i}".encode() for i in range(4, 8)]
+    consumer.seek(pulsar.MessageId.earliest)
+    assert [m.data() for m in receive_all(consumer, 8)] == [f"m{i}".encode() for i in range(8)]
+    assert_no_more(consumer)
+
+
+def test_has_message_available_on_empty_topic(client: pulsar.Client, topic: str) -> None:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert not reader.has_message_available()
+    _produce(client, topic, 1)
+    assert reader.has_message_available()
+    assert _read(reader, 1) == [b"m0"]

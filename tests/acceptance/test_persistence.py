@@ -1,0 +1,93 @@
+"""Restarts and crashes of the whole standalone lose nothing that was acknowledged.
+
+Each test runs its own standalone (it restarts or kills it), with the official client.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pulsar
+import pytest
+
+from tests.acceptance.conftest import assert_no_more, make_client, receive_all
+from tests.support.standalone_proc import StandaloneProcess
+
+TOPIC = "persistent://public/default/persistence"
+ACK_FLUSH_WAIT_S = 2.5   # client ack grouping (100 ms) + cursor_persist_interval_ms (1 s), with margin
+
+
+@pytest.fixture
+def standalone(tmp_path):
+    with StandaloneProcess.start(tmp_path / "data") as sa:
+        yield sa
+
+
+def test_consumption_resumes_exactly_after_the_last_ack_across_restart(standalone: StandaloneProcess) -> None:
+    client = make_client(standalone.service_url)
+    consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(TOPIC)
+    for i in range(20):
+        producer.send(f"m{i}".encode())
+    got = receive_all(consumer, 20, ack=False)
+    for msg in got[:10] + [got[12], got[15]]:
+        consumer.acknowledge(msg)
+    client.close()  # closing flushes pending acks
+    standalone.restart()
+    client = make_client(standalone.service_url)
+    consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    again = sorted(int(m.data()[1:]) for m in receive_all(consumer, 8))
+    assert again == [10, 11, 13, 14, 16, 17, 18, 19]
+    assert_no_more(consumer, 1000)
+    producer = client.create_producer(TOPIC)
+    producer.send(b"after-restart")
+    assert consumer.receive(10_000).data() == b"after-restart"
+    client.close()
+
+
+def test_kill9_during_production_loses_no_acknowledged_message_and_no_ack(standalone: StandaloneProcess) -> None:
+    client = make_client(standalone.service_url)
+    consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Exclusive)
+    producer = client.create_producer(TOPIC, send_timeout_millis=60_000)
+    for i in range(50):
+        producer.send(f"m{i}".encode())
+    receive_all(consumer, 50)
+    time.sleep(ACK_FLUSH_WAIT_S)
+
+    confirmed: set[bytes] = set()
+    lock = threading.Lock()
+
+    def on_sent(result, msg_id, payload) -> None:
+        if result == pulsar.Result.Ok:
+            with lock:
+                confirmed.add(payload)
+
+    sent: list[bytes] = []
+    for i in range(50, 5000):
+        payload = f"m{i}".encode()
+        sent.append(payload)
+        producer.send_async(payload, lambda r, m, p=payload: on_sent(r, m, p))
+        if i % 50 == 0:
+            time.sleep(0.01)
+        with lock:
+            if len(confirmed) >= 300:
+                break
+    standalone.kill9()
+    with lock:
+        confirmed_at_crash = set(confirmed)
+    assert len(confirmed_at_crash) >= 300
+    standalone.launch()
+    client.close()
+
+    client = make_client(standalone.service_url)
+    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    stored: list[bytes] = []
+    while reader.has_message_available():
+        stored.append(reader.read_next(10_000).data())
+    assert confirmed_at_crash <= set(stored)
+    assert set(stored) <= {f"m{i}".encode() for i in range(50)} | set(sent)
+    consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Exclusive)
+    first = consumer.receive(10_000)
+    assert int(first.data()[1:]) >= 50, "an ack flushed before the crash was lost"
+    client.close()

@@ -36,7 +36,7 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     # --- metadata store ---
-    Setting("metadata_value_bytes_max", int, 1 * MIB, 1, 64 * MIB, "largest value one key may hold"),
+    Setting("metadata_value_bytes_max", int, 8 * MIB, 1, 64 * MIB, "largest value one key may hold"),
     Setting("metadata_session_lease_ms", int, 10_000, 500, 600_000, "ephemeral keys vanish this long after the owner stops renewing"),
     Setting("metadata_watch_poll_ms", int, 100, 10, 5_000, "how often watchers poll the change log"),
     Setting("metadata_op_timeout_ms", int, 5_000, 100, 120_000, "bound on one metadata operation, including a database that is down"),
@@ -169,6 +169,8 @@ def _check_relations(v: Mapping[str, Any]) -> None:
         raise ConfigError("bookie_entry_bytes_max must be at least broker_max_message_bytes")
     if v["managed_ledger_rollover_min_age_ms"] > v["managed_ledger_rollover_age_ms"]:
         raise ConfigError("managed_ledger_rollover_min_age_ms must not exceed managed_ledger_rollover_age_ms")
+    if v["cursor_state_bytes_max"] > v["metadata_value_bytes_max"]:
+        raise ConfigError("cursor_state_bytes_max must not exceed metadata_value_bytes_max")
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
     if (rt == 0 and rs > 0) or (rs == 0 and rt > 0):
         raise ConfigError("retention: 0 paired with a positive value is invalid", time=rt, size=rs)

@@ -58,6 +58,8 @@ _MESSAGE_OVERHEAD_BYTES = 4 * MIB
 # How often an open add stream checks its oldest request against the add deadline, as a
 # fraction of that deadline.
 _WATCHDOG_FRACTION = 0.1
+_RECONNECT_BACKOFF_MS_MIN = 100
+_RECONNECT_BACKOFF_MS_MAX = 1000
 
 _crc32c = google_crc32c.value
 
@@ -68,6 +70,11 @@ def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", message_bytes_max),
         ("grpc.max_receive_message_length", message_bytes_max),
+        # A restarted bookie is reachable again within ~0.1-1 s, not after gRPC's default
+        # backoff of up to 2 minutes; calls meanwhile fail fast with BookieUnavailable.
+        ("grpc.initial_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS_MIN),
+        ("grpc.min_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS_MIN),
+        ("grpc.max_reconnect_backoff_ms", _RECONNECT_BACKOFF_MS_MAX),
     ]
 
 
@@ -377,6 +384,16 @@ class BookieClient:
                                                       options=grpc_channel_options(self._config))
             self._stub = pb_grpc.BookieStub(self._channel)
         return self._stub
+
+    async def wait_reachable(self, timeout_s: float) -> None:
+        """Wait until a connection to the bookie is up (e.g. after it restarted), at most
+        `timeout_s`; raises BookieUnavailable if it is not."""
+        self._ensure_stub()
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout_s)
+        except asyncio.TimeoutError:
+            raise BookieUnavailable("bookie not reachable", address=self.address,
+                                    timeout_s=timeout_s) from None
 
     async def close(self) -> None:
         """Fail adds not yet answered (BookieUnavailable) and close the channel. Idempotent."""

@@ -1,0 +1,111 @@
+"""Admin HTTP (Pulsar paths and field names) and /metrics, against a real standalone."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pulsar
+import pytest
+
+from tests.acceptance.conftest import receive_all
+
+
+def http(method: str, url: str, body: object = None) -> tuple[int, object]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as resp:
+            raw = resp.read()
+            return resp.status, (json.loads(raw) if raw else None)
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        return exc.code, (json.loads(raw) if raw else None)
+
+
+def _path(topic: str) -> str:
+    return topic.split("://", 1)[1]
+
+
+def test_partitioned_topic_create_and_read(standalone, client: pulsar.Client, topic: str) -> None:
+    base = f"{standalone.admin_url}/admin/v2/persistent/{_path(topic)}/partitions"
+    assert http("PUT", base, 3)[0] == 204
+    assert http("GET", base) == (200, {"partitions": 3})
+    assert http("PUT", base, 3)[0] == 409
+    assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic)
+    for i in range(9):
+        producer.send(f"p{i}".encode())
+    got = receive_all(consumer, 9)
+    assert sorted(m.data() for m in got) == sorted(f"p{i}".encode() for i in range(9))
+    assert {m.message_id().partition() for m in got} == {0, 1, 2}
+    status, listed = http("GET", f"{standalone.admin_url}/admin/v2/persistent/public/default/partitioned")
+    assert status == 200 and topic in listed
+
+
+@pytest.mark.parametrize("count", [0, -1, "x", 100_000])
+def test_bad_partition_count_is_refused(standalone, topic: str, count: object) -> None:
+    status, body = http("PUT", f"{standalone.admin_url}/admin/v2/persistent/{_path(topic)}/partitions", count)
+    assert status in (400, 412)
+    assert "reason" in body
+
+
+def test_namespace_deduplication_switch(standalone) -> None:
+    url = f"{standalone.admin_url}/admin/v2/namespaces/public/default/deduplication"
+    assert http("POST", url, True)[0] == 204
+    assert http("GET", url) == (200, True)
+    assert http("POST", url, False)[0] == 204
+    assert http("GET", url) == (200, False)
+    assert http("POST", url, "maybe")[0] == 400
+
+
+def test_topic_stats_use_pulsar_field_names(standalone, client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic)
+    for i in range(10):
+        producer.send(b"x" * 100)
+    got = receive_all(consumer, 10, ack=False)
+    for msg in got[:4]:
+        consumer.acknowledge(msg)
+    consumer.close()  # flushes the acks
+    client.subscribe(topic, "other", consumer_type=pulsar.ConsumerType.Exclusive)
+    status, stats = http("GET", f"{standalone.admin_url}/admin/v2/persistent/{_path(topic)}/stats")
+    assert status == 200
+    assert stats["msgInCounter"] == 10
+    assert stats["storageSize"] > 1000
+    assert len(stats["publishers"]) == 1
+    sub = stats["subscriptions"]["sub"]
+    assert sub["msgBacklog"] == 6
+    assert sub["backlogSize"] > 600
+    assert sub["type"] == "Shared"
+    assert sub["consumers"] == []
+    assert stats["subscriptions"]["other"]["msgBacklog"] == 0
+    assert stats["subscriptions"]["other"]["type"] == "Exclusive"
+    assert len(stats["subscriptions"]["other"]["consumers"]) == 1
+    for name in ("unackedMessages", "msgRateOut", "msgBacklogNoDelayed"):
+        assert name in sub
+
+
+def test_unknown_topic_stats_is_404(standalone, topic: str) -> None:
+    assert http("GET", f"{standalone.admin_url}/admin/v2/persistent/{_path(topic)}/stats")[0] == 404
+
+
+def test_list_topics_of_namespace(standalone, client: pulsar.Client, topic: str) -> None:
+    client.create_producer(topic).send(b"x")
+    status, topics = http("GET", f"{standalone.admin_url}/admin/v2/persistent/public/default")
+    assert status == 200 and topic in topics
+
+
+def test_metrics_use_pulsar_names(standalone, client: pulsar.Client, topic: str) -> None:
+    client.create_producer(topic).send(b"x")
+    client.subscribe(topic, "sub")
+    with urllib.request.urlopen(f"{standalone.admin_url}/metrics", timeout=20) as resp:
+        text = resp.read().decode()
+    lines = [line for line in text.splitlines() if f'topic="{topic}"' in line]
+    names = {line.split("{", 1)[0] for line in lines}
+    assert {"pulsar_in_messages_total", "pulsar_msg_backlog", "pulsar_storage_size",
+            "pulsar_subscription_back_log"} <= names
+    assert any(line.startswith("pulsar_in_messages_total") and line.endswith(" 1") for line in lines)

@@ -201,3 +201,23 @@ def test_cumulative_ack_on_exclusive(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub", consumer_type=Exclusive)
     assert [m.data() for m in receive_all(consumer, 3)] == [b"m7", b"m8", b"m9"]
     assert_no_more(consumer)
+
+
+def test_failover_on_partitioned_topic_spreads_partitions_by_pulsar_rule(standalone, client: pulsar.Client,
+                                                                         topic: str) -> None:
+    import json
+    import urllib.request
+    request = urllib.request.Request(f"{standalone.admin_url}/admin/v2/persistent/{topic.split('://')[1]}/partitions",
+                                     data=json.dumps(2).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=20).close()
+    a = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="a")
+    b = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="b")
+    producer = client.create_producer(topic, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    _send(producer, 20)
+    partitions = {}
+    for name, consumer in (("a", a), ("b", b)):
+        got = receive_all(consumer, 10)
+        partitions[name] = {m.message_id().partition() for m in got}
+    # sorted consumers [a, b]: partition 0 -> a, partition 1 -> b
+    assert partitions == {"a": {0}, "b": {1}}

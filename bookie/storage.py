@@ -73,6 +73,17 @@ class StorageMode(enum.Enum):
     CLOSED = "closed"              # close() ran; nothing accepted
 
 
+_MODE_TRANSITIONS: dict[StorageMode, frozenset[StorageMode]] = {
+    StorageMode.WRITABLE: frozenset({StorageMode.LOW_DISK, StorageMode.DISK_FULL,
+                                     StorageMode.IO_ERROR, StorageMode.CLOSED}),
+    StorageMode.LOW_DISK: frozenset({StorageMode.WRITABLE, StorageMode.DISK_FULL,
+                                     StorageMode.IO_ERROR, StorageMode.CLOSED}),
+    StorageMode.DISK_FULL: frozenset({StorageMode.CLOSED}),
+    StorageMode.IO_ERROR: frozenset({StorageMode.CLOSED}),
+    StorageMode.CLOSED: frozenset(),
+}
+
+
 @dataclass(slots=True)
 class PendingAdds:
     """One AddRequest in progress: per-entry outcome codes, and a future for durability."""
@@ -158,7 +169,7 @@ class Storage:
         if self.mode is StorageMode.WRITABLE or self.mode is StorageMode.LOW_DISK:
             await self.checkpoint()
         await self.wait_sealed()
-        self.mode, self.mode_reason = StorageMode.CLOSED, "closed"
+        self._set_mode(StorageMode.CLOSED, "closed")
         journal = self._journal
         await self._loop.run_in_executor(None, journal.stop)
         await asyncio.sleep(0)  # let the journal's last completions run
@@ -284,19 +295,25 @@ class Storage:
         if self.mode in (StorageMode.DISK_FULL, StorageMode.IO_ERROR, StorageMode.CLOSED):
             return
         if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            self.mode, self.mode_reason = StorageMode.DISK_FULL, f"disk full: {error}"
+            self._set_mode(StorageMode.DISK_FULL, f"disk full: {error}")
         else:
-            self.mode, self.mode_reason = StorageMode.IO_ERROR, f"journal write failed: {error}"
+            self._set_mode(StorageMode.IO_ERROR, f"journal write failed: {error}")
+
+    def _set_mode(self, mode: StorageMode, reason: str) -> None:
+        """The one place the mode changes; refuses transitions the table does not allow."""
+        invariant(mode in _MODE_TRANSITIONS[self.mode], "legal storage mode transition",
+                  old=self.mode.value, new=mode.value)
+        self.mode, self.mode_reason = mode, reason
 
     def check_disk(self) -> None:
         """Enter or leave LOW_DISK from the file system's free space (called periodically)."""
         free_bytes = self.disk_free_bytes()
         minimum = self.config.bookie_disk_free_bytes_min
         if self.mode is StorageMode.WRITABLE and free_bytes < minimum:
-            self.mode = StorageMode.LOW_DISK
-            self.mode_reason = f"free disk {free_bytes} B < bookie_disk_free_bytes_min {minimum} B"
+            self._set_mode(StorageMode.LOW_DISK,
+                           f"free disk {free_bytes} B < bookie_disk_free_bytes_min {minimum} B")
         elif self.mode is StorageMode.LOW_DISK and free_bytes >= minimum:
-            self.mode, self.mode_reason = StorageMode.WRITABLE, ""
+            self._set_mode(StorageMode.WRITABLE, "")
 
     # --- fence, delete ---------------------------------------------------------------------------
 

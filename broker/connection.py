@@ -10,7 +10,7 @@ with CONNECTED; anything else first, a second CONNECT, an unparseable or oversiz
 the connection (PROTOCOL.md §2, §10). A failed request is answered with ERROR (or the
 request's own failure form) carrying the error's ServerError code; the connection stays up.
 
-Keepalive: every `KEEPALIVE_INTERVAL_S` the broker sends PING if it heard nothing in the last
+Keepalive: every `broker_keepalive_interval_ms` the broker sends PING if it heard nothing in the last
 interval, and closes the connection if the interval after that stays silent too.
 
 Backpressure: a producer with `broker_pending_sends_max` SENDs awaiting receipts stops the
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KEEPALIVE_INTERVAL_S = 30.0
 SERVER_VERSION = "Strata-0.1.0"
 
 
@@ -64,7 +63,7 @@ _TRANSITIONS = {
 
 
 class ServerConnection(asyncio.Protocol):
-    def __init__(self, service: "BrokerService", keepalive_interval_s: float = KEEPALIVE_INTERVAL_S) -> None:
+    def __init__(self, service: "BrokerService") -> None:
         self.service = service
         self.config = service.config
         self.state = ConnState.AWAIT_CONNECT
@@ -77,7 +76,7 @@ class ServerConnection(asyncio.Protocol):
         self.cancelled: set[tuple[str, int]] = set()  # closed by the client while being created
         self._backlogged: set[Producer] = set()       # producers holding reads paused
         self._tasks: set[asyncio.Task] = set()
-        self._keepalive_s = keepalive_interval_s
+        self._keepalive_s = self.config.broker_keepalive_interval_ms / 1000
         self._heard = True                            # something arrived since the last tick
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None

@@ -77,6 +77,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_max_message_bytes", int, 5 * MIB, 1 * KIB, 64 * MIB, "largest message, told to clients in CONNECTED"),
     Setting("broker_frame_bytes_max", int, 5 * MIB + 10 * KIB + 1024, 2 * KIB, 65 * MIB, "largest frame read off the wire"),
     Setting("broker_pending_sends_max", int, 1_000, 1, 1_000_000, "SENDs in flight per producer before the connection stops reading"),
+    Setting("broker_keepalive_interval_ms", int, 30_000, 100, 3_600_000, "PING a silent client after this long; close it after twice this long"),
     Setting("broker_dispatch_batch_entries_max", int, 100, 1, 10_000, "entries read for dispatch in one go"),
     Setting("broker_partitions_max", int, 1_000, 1, 100_000, "most partitions a partitioned topic may have"),
     Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),

@@ -184,3 +184,21 @@ def test_fuzz_random_bytes_never_take_the_server_down(standalone: StandaloneProc
         probe.connect()
     finally:
         probe.close()
+
+
+def test_keepalive_pings_a_silent_client_and_drops_it_if_it_never_answers(tmp_path) -> None:
+    env = {"STRATA_BROKER_KEEPALIVE_INTERVAL_MS": "300"}
+    with StandaloneProcess.start(tmp_path / "data", env=env) as sa:
+        answering = RawClient(sa.port)
+        answering.connect()
+        silent = RawClient(sa.port)
+        silent.connect()
+        assert silent.next_command().type == T.PING
+        for _ in range(3):  # the answering client stays connected across several intervals
+            assert answering.next_command().type == T.PING
+            answering.send(pb.BaseCommand(type=T.PONG, pong=pb.CommandPong()))
+        assert silent.is_closed_by_broker()
+        answering.send(pb.BaseCommand(type=T.PING, ping=pb.CommandPing()))
+        while (reply := answering.next_command()).type == T.PING:
+            answering.send(pb.BaseCommand(type=T.PONG, pong=pb.CommandPong()))
+        assert reply.type == T.PONG

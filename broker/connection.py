@@ -14,7 +14,8 @@ Keepalive: every `broker_keepalive_interval_ms` the broker sends PING if it hear
 interval, and closes the connection if the interval after that stays silent too.
 
 Backpressure: a producer with `broker_pending_sends_max` SENDs awaiting receipts stops the
-connection from reading until it drains; consumers stop receiving while the socket's write
+connection from reading — and from routing frames already decoded, which wait in `_held` (at
+most one socket read's worth) — until it drains below half; consumers stop receiving while the socket's write
 buffer is over `WRITE_BUFFER_BYTES_HIGH` and resume when it drains.
 
 What must hold: producers/consumers are keyed by the client's ids and released when the
@@ -24,6 +25,7 @@ connection closes; nothing is written after CLOSED.
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
@@ -75,6 +77,8 @@ class ServerConnection(asyncio.Protocol):
         self.creating: set[tuple[str, int]] = set()   # ("p"|"c", id) whose creation is under way
         self.cancelled: set[tuple[str, int]] = set()  # closed by the client while being created
         self._backlogged: set[Producer] = set()       # producers holding reads paused
+        self._held: collections.deque = collections.deque()  # decoded frames not yet routed (paused)
+        self._processing = False                      # _process_held is on the stack
         self._tasks: set[asyncio.Task] = set()
         self._keepalive_s = self.config.broker_keepalive_interval_ms / 1000
         self._heard = True                            # something arrived since the last tick
@@ -102,22 +106,31 @@ class ServerConnection(asyncio.Protocol):
         self._heard = True
         self._ping_outstanding = False
         try:
-            frames = self.decoder.feed(data)
+            self._held.extend(self.decoder.feed(data))
         except StrataError as exc:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
             return
-        for frame in frames:
-            if self.state is ConnState.CLOSED:
-                return
-            try:
-                self._route(frame)
-            except StrataError as exc:
-                log.info("command from %s refused: %s", self.peer, exc)
-            except Exception:
-                log.exception("command from %s crashed; closing", self.peer)
-                self.close()
-                return
+        self._process_held()
+
+    def _process_held(self) -> None:
+        """Route decoded frames in order until done or a producer backlog pauses us."""
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            while self._held and not self._backlogged and self.state is not ConnState.CLOSED:
+                frame = self._held.popleft()
+                try:
+                    self._route(frame)
+                except StrataError as exc:
+                    log.info("command from %s refused: %s", self.peer, exc)
+                except Exception:
+                    log.exception("command from %s crashed; closing", self.peer)
+                    self.close()
+                    return
+        finally:
+            self._processing = False
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is ConnState.CLOSED:
@@ -166,6 +179,14 @@ class ServerConnection(asyncio.Protocol):
         if self._backlogged and not was_paused:
             self.transport.pause_reading()
         elif was_paused and not self._backlogged:
+            asyncio.get_running_loop().call_soon(self._resume)
+
+    def _resume(self) -> None:
+        """Producers drained: route the frames held back, then read again if still clear."""
+        if self.state is ConnState.CLOSED or self._backlogged:
+            return
+        self._process_held()
+        if not self._backlogged and self.state is not ConnState.CLOSED:
             self.transport.resume_reading()
 
     def close(self) -> None:

@@ -202,3 +202,18 @@ def test_keepalive_pings_a_silent_client_and_drops_it_if_it_never_answers(tmp_pa
         while (reply := answering.next_command()).type == T.PING:
             answering.send(pb.BaseCommand(type=T.PONG, pong=pb.CommandPong()))
         assert reply.type == T.PONG
+
+
+def test_send_burst_past_pending_limit_is_paused_not_dropped(tmp_path) -> None:
+    env = {"STRATA_BROKER_PENDING_SENDS_MAX": "4"}
+    with StandaloneProcess.start(tmp_path / "data", env=env) as sa:
+        client = RawClient(sa.port)
+        client.connect()
+        name = client.producer(TOPIC, producer_id=1, request_id=1).producer_success.producer_name
+        for seq in range(300):
+            client.send_message(1, seq, b"x" * 100, producer_name=name)
+        receipts = [client.next_command() for _ in range(300)]
+        assert [r.type for r in receipts] == [T.SEND_RECEIPT] * 300
+        assert [r.send_receipt.sequence_id for r in receipts] == list(range(300))
+        positions = [(r.send_receipt.message_id.ledgerId, r.send_receipt.message_id.entryId) for r in receipts]
+        assert positions == sorted(positions) and len(set(positions)) == 300

@@ -109,3 +109,21 @@ def test_metrics_use_pulsar_names(standalone, client: pulsar.Client, topic: str)
     assert {"pulsar_in_messages_total", "pulsar_msg_backlog", "pulsar_storage_size",
             "pulsar_subscription_back_log"} <= names
     assert any(line.startswith("pulsar_in_messages_total") and line.endswith(" 1") for line in lines)
+
+
+def test_strata_admin_cli(standalone, topic: str, capsys) -> None:
+    from cli.admin_cmd import main
+    url = ["--admin-url", standalone.admin_url]
+    local = topic.rsplit("/", 1)[1]
+    assert main(url + ["topics", "create-partitioned-topic", local, "-p", "2"]) == 0
+    assert main(url + ["topics", "get-partitioned-topic-metadata", local]) == 0
+    assert json.loads(capsys.readouterr().out) == {"partitions": 2}
+    assert main(url + ["topics", "create-partitioned-topic", local, "-p", "2"]) == 1
+    assert "HTTP 409" in capsys.readouterr().err
+    assert main(url + ["namespaces", "set-deduplication", "public/default", "--enable"]) == 0
+    assert main(url + ["namespaces", "get-deduplication", "public/default"]) == 0
+    assert json.loads(capsys.readouterr().out) is True
+    assert main(url + ["namespaces", "set-deduplication", "public/default", "--disable"]) == 0
+    assert main(url + ["topics", "list-partitioned-topics", "public/default"]) == 0
+    assert topic in json.loads(capsys.readouterr().out)
+    assert main(url + ["topics", "stats", "bad//name"]) == 2

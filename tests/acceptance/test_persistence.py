@@ -91,3 +91,23 @@ def test_kill9_during_production_loses_no_acknowledged_message_and_no_ack(standa
     first = consumer.receive(10_000)
     assert int(first.data()[1:]) >= 50, "an ack flushed before the crash was lost"
     client.close()
+
+
+def test_consumption_crosses_ledger_rollovers_and_restarts(tmp_path) -> None:
+    env = {"STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "7", "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0"}
+    with StandaloneProcess.start(tmp_path / "data", env=env) as sa:
+        client = make_client(sa.service_url)
+        consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Failover)
+        producer = client.create_producer(TOPIC)
+        ids = [producer.send(f"m{i}".encode()) for i in range(40)]
+        assert len({m.ledger_id() for m in ids}) >= 5
+        assert [m.data() for m in receive_all(consumer, 25)] == [f"m{i}".encode() for i in range(25)]
+        client.close()
+        sa.restart()
+        client = make_client(sa.service_url)
+        consumer = client.subscribe(TOPIC, "sub", consumer_type=pulsar.ConsumerType.Failover)
+        assert [m.data() for m in receive_all(consumer, 15)] == [f"m{i}".encode() for i in range(25, 40)]
+        assert_no_more(consumer)
+        reader = client.create_reader(TOPIC, ids[10])
+        assert reader.read_next(10_000).data() == b"m11"
+        client.close()

@@ -44,7 +44,7 @@ from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.pending import AddPipeline, PendingAdd
 from ledger.striping import read_chunks, write_set
 
-_READ_PARALLEL = 8                 # runs of one read() in flight at once
+_READ_PARALLEL = 32                # runs of one read() in flight at once (Qw < E: runs are short)
 _ENSEMBLE_RETRY_S = 0.2            # wait between attempts to find a replacement bookie
 
 

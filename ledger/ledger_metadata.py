@@ -41,8 +41,8 @@ class LedgerStatus(enum.Enum):
     CLOSED = "CLOSED"              # sealed: last_entry_id and length_bytes are final
 
 
-# state -> states it may move to. IN_RECOVERY -> IN_RECOVERY lets a second recoverer take over
-# from one that died half way (it bumps the version, so the dead one's close would fail).
+# state -> states it may move to. IN_RECOVERY -> IN_RECOVERY is allowed (a recoverer may re-mark
+# a ledger whose recoverer died), though ledger.recovery leaves an IN_RECOVERY ledger as it is.
 _TRANSITIONS: dict[LedgerStatus, frozenset[LedgerStatus]] = {
     LedgerStatus.OPEN: frozenset({LedgerStatus.IN_RECOVERY, LedgerStatus.CLOSED}),
     LedgerStatus.IN_RECOVERY: frozenset({LedgerStatus.IN_RECOVERY, LedgerStatus.CLOSED}),

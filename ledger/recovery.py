@@ -2,8 +2,9 @@
 make that entry and all before it fully replicated, and close the ledger by compare-and-set.
 
 Steps (BookKeeper's protocol):
-1. Mark the metadata IN_RECOVERY by compare-and-set (a second recoverer re-marks it, bumping the
-   version, so whichever closes first wins and the other re-reads the winner's result).
+1. Mark the metadata IN_RECOVERY by compare-and-set (a ledger already IN_RECOVERY is left as
+   is: racing recoverers all close from the same version, so exactly one close wins and the
+   others re-read the winner's result; a recoverer that died half way is simply redone).
 2. Fence the ledger on every bookie of the last fragment. Once a bookie is fenced it refuses the
    old writer's adds, so the set of entries can no longer grow behind our back. We need
    *ack-quorum coverage* of answers (`striping.coverage_met`): then every entry the writer could
@@ -38,25 +39,26 @@ from ledger.striping import absent_decided, coverage_met, write_set
 
 _RECOVERY_READ_BATCH = 64          # entries past the LAC probed at once
 _LENGTH_READ_CHUNK = 1_000         # entries per read when summing the length
-_RECOVERY_ATTEMPTS_MAX = 5         # lost compare-and-set races before giving up (retriable)
+_RECOVERY_ATTEMPTS_MAX = 10        # lost compare-and-set races before giving up (retriable)
 
 
 async def recover(store: Any, pool: BookiePool, ledger_id: int, config: Config, clock: Clock,
                   rng: random.Random) -> LedgerMetadata:
     """Return the CLOSED metadata of `ledger_id`, recovering it first if it is not closed."""
-    for _ in range(_RECOVERY_ATTEMPTS_MAX):
+    for attempt in range(_RECOVERY_ATTEMPTS_MAX):
         meta = await read_metadata(store, ledger_id)
         if meta is None:
             raise NotFound("no such ledger", ledger_id=ledger_id)
         if meta.is_closed:
             return meta
         try:
-            meta = await write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
+            if meta.state is LedgerStatus.OPEN:   # already IN_RECOVERY: do not bump the version,
+                meta = await write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
             last, length = await _find_end(pool, meta, config, clock, rng)
             closed = meta.with_state(LedgerStatus.CLOSED, last_entry_id=last, length_bytes=length)
             return await write_metadata(store, closed)
-        except BadVersion:
-            continue                      # another recoverer moved it: re-read and look again
+        except BadVersion:                # another recoverer moved it: re-read and look again
+            await asyncio.sleep(rng.uniform(0.01, 0.05) * (attempt + 1))
     raise NotEnoughBookies("ledger recovery kept losing races", ledger_id=ledger_id)
 
 

@@ -70,9 +70,7 @@ async def shutdown(store: AsyncMetadataStore, client: LedgerClient) -> None:
 @pytest.fixture
 def env(tmp_path: Path):
     cfg = tmp_path / "bookie.toml"
-    cfg.write_text("bookie_gc_interval_ms = 300\nbookie_checkpoint_interval_ms = 300\n"
-                   "metadata_session_lease_ms = 2000\nbookie_gc_compact_live_ratio_max = 0.9\n"
-                   "bookie_segment_file_bytes_max = 1048576\n")
+    cfg.write_text("bookie_gc_interval_ms = 500\nmetadata_session_lease_ms = 2000\n")
     e = LedgerEnv(tmp_path, f"sqlite:///{tmp_path}/meta.db", cfg)
     try:
         yield e

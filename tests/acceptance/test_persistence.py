@@ -111,3 +111,32 @@ def test_consumption_crosses_ledger_rollovers_and_restarts(tmp_path) -> None:
         reader = client.create_reader(TOPIC, ids[10])
         assert reader.read_next(10_000).data() == b"m11"
         client.close()
+
+
+def test_three_bookie_standalone_uses_3_2_2_ledgers_and_survives_restart(tmp_path) -> None:
+    from cli.standalone import quorums
+    assert quorums(1) == (1, 1, 1) and quorums(3) == (3, 2, 2)
+    with StandaloneProcess.start(tmp_path / "data", bookies=3) as sa:
+        client = make_client(sa.service_url)
+        consumer = client.subscribe(TOPIC, "sub")
+        producer = client.create_producer(TOPIC)
+        for i in range(30):
+            producer.send(f"m{i}".encode())
+        receive_all(consumer, 10)
+        client.close()
+        sa.restart()
+        client = make_client(sa.service_url)
+        consumer = client.subscribe(TOPIC, "sub")
+        assert [m.data() for m in receive_all(consumer, 20)] == [f"m{i}".encode() for i in range(10, 30)]
+        client.close()
+    from ledger.ledger_metadata import LedgerMetadata
+    from metadata import open_store
+    store = open_store(f"sqlite:///{tmp_path / 'data' / 'metadata.db'}")
+    try:
+        ledger_ids = store.children("/ledgers")
+        assert ledger_ids
+        for name in ledger_ids:
+            meta = LedgerMetadata.from_json(store.get(f"/ledgers/{name}").value)
+            assert (meta.ensemble_size, meta.write_quorum, meta.ack_quorum) == (3, 2, 2)
+    finally:
+        store.close()

@@ -217,3 +217,32 @@ def test_send_burst_past_pending_limit_is_paused_not_dropped(tmp_path) -> None:
         assert [r.send_receipt.sequence_id for r in receipts] == list(range(300))
         positions = [(r.send_receipt.message_id.ledgerId, r.send_receipt.message_id.entryId) for r in receipts]
         assert positions == sorted(positions) and len(set(positions)) == 300
+
+
+def test_ack_with_request_id_gets_ack_response_and_bad_cumulative_is_refused(standalone: StandaloneProcess) -> None:
+    topic = TOPIC + "-ack-receipts"
+    client = RawClient(standalone.port)
+    client.connect()
+    client.send(pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+        topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=1)))
+    assert client.next_command().type == T.SUCCESS
+    client.send(pb.BaseCommand(type=T.FLOW, flow=pb.CommandFlow(consumer_id=1, messagePermits=10)))
+    name = client.producer(topic, producer_id=1, request_id=2).producer_success.producer_name
+    client.send_message(1, 0, b"hello", producer_name=name)
+    kinds = {}
+    for _ in range(2):
+        cmd = client.next_command()
+        kinds[cmd.type] = cmd
+    message = kinds[T.MESSAGE].message
+    assert message.message_id.partition == -1 and message.redelivery_count == 0
+    mid = pb.MessageIdData(ledgerId=message.message_id.ledgerId, entryId=message.message_id.entryId)
+    client.send(pb.BaseCommand(type=T.ACK, ack=pb.CommandAck(
+        consumer_id=1, ack_type=pb.CommandAck.Cumulative, message_id=[mid], request_id=9)))
+    refused = client.next_command()
+    assert refused.type == T.ACK_RESPONSE and refused.ackResponse.request_id == 9
+    assert refused.ackResponse.error == PulsarServerError.NotAllowedError
+    client.send(pb.BaseCommand(type=T.ACK, ack=pb.CommandAck(
+        consumer_id=1, ack_type=pb.CommandAck.Individual, message_id=[mid], request_id=10)))
+    ok = client.next_command()
+    assert ok.type == T.ACK_RESPONSE and ok.ackResponse.request_id == 10
+    assert not ok.ackResponse.HasField("error")

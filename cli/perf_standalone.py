@@ -1,0 +1,134 @@
+"""A real `strata standalone` subprocess for the perf tools: free ports, temp data dir, cleanup.
+
+    with LocalStandalone.start() as sa:        # waits for "admin URL" and a listening port
+        sa.service_url, sa.admin_url, sa.pid
+
+The process runs in its own session (process group) with its bookies as children; `stop()`
+sends SIGTERM (clean stop, as Ctrl-C), SIGKILLs the group if it does not stop in time, and
+removes the temp data dir it created. Output goes to `<data dir>.log`, whose tail is included in
+the error when a start fails. Every wait is bounded.
+
+The same logic as tests/support/standalone_proc.py (tests may not be imported by product code).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common.errors import StrataError, TimeoutExpired
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalStandalone:
+    """One `strata standalone` process on free loopback ports.
+
+    owns_dir: the data dir is a temp dir this object created and deletes on stop.
+    """
+
+    def __init__(self, data_dir: Path, owns_dir: bool, bookies: int = 1) -> None:
+        self.data_dir = data_dir
+        self.owns_dir = owns_dir
+        self.bookies = bookies
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.proc: subprocess.Popen | None = None  # None = not running
+        self.log_path = Path(str(data_dir) + ".log")
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @classmethod
+    def start(cls, data_dir: str | None = None, bookies: int = 1) -> "LocalStandalone":
+        if data_dir is None:
+            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies)
+        else:
+            sa = cls(Path(data_dir), False, bookies)
+        try:
+            sa._launch()
+        except BaseException:
+            sa.stop()
+            raise
+        return sa
+
+    def _launch(self) -> None:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir),
+               "--port", str(self.port), "--admin-port", str(self.admin_port),
+               "--bookies", str(self.bookies)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        marker = f"admin URL http://127.0.0.1:{self.admin_port}"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise StrataError("standalone exited during start-up", returncode=self.proc.returncode,
+                                  log=self.log_tail())
+            if marker in self.log_path.read_text(errors="replace") and self._listening():
+                return
+            time.sleep(0.1)
+        raise TimeoutExpired("standalone not ready", timeout_s=READY_TIMEOUT_S, log=self.log_tail())
+
+    def _listening(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """SIGTERM, bounded wait, SIGKILL of the whole group; then remove an owned temp dir."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # bookies left behind, or a hung broker
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self.proc = None
+        if self.owns_dir:
+            shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+
+    def __enter__(self) -> "LocalStandalone":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

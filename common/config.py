@@ -81,6 +81,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_dispatch_batch_entries_max", int, 100, 1, 10_000, "entries read for dispatch in one go"),
     Setting("broker_partitions_max", int, 1_000, 1, 100_000, "most partitions a partitioned topic may have"),
     Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),
+    Setting("broker_delayed_delivery_entries_max", int, 100_000, 1, 10_000_000, "delayed entries a subscription indexes before it stops reading ahead"),
     Setting("broker_dedup_snapshot_interval_entries", int, 1_000, 1, 10_000_000, "entries between dedup snapshots"),
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),

@@ -39,8 +39,15 @@ standalone: setup
 test: setup
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
-bench: setup
-	$(VPY) -m bench.run
+# The bench extra (peer clients, matplotlib) and the peers themselves (Debian packages, only
+# when missing: bench/install-peers.sh, also run by bench.run) are installed only for `make bench`.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+	@touch $@
+
+bench: setup $(BENCH_STAMP)
+	$(VPY) -m bench.run $(BENCH_ARGS)
 
 clean-data:
 	rm -rf ./data

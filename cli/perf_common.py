@@ -27,6 +27,8 @@ import math
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 import time
 import traceback
 import urllib.request
@@ -204,7 +206,11 @@ def server_from_args(args: argparse.Namespace) -> Iterator[Server]:
         return
     from cli.perf_standalone import LocalStandalone
     with LocalStandalone.start(bookies=args.bookies) as sa:
-        yield Server(sa.service_url, sa.admin_url, ServerCpu([sa.pid]), started_here=True)
+        try:
+            yield Server(sa.service_url, sa.admin_url, ServerCpu([sa.pid]), started_here=True)
+        except StrataError:  # the log goes with the temp dir: show its end while it is there
+            print(f"--- end of the standalone's log ---\n{sa.log_tail()}", file=sys.stderr)
+            raise
 
 
 def create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:
@@ -410,3 +416,12 @@ def producer_kwargs(args: argparse.Namespace, server: Server, topic: str, proces
              "rate": (rate / processes) if rate else None, "max_pending": args.max_pending,
              "compression": args.compression, "batch_delay_ms": args.batch_delay_ms}
             for share in split(args.messages, processes) if share]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def install_sigterm_cleanup() -> None:
+    """SIGTERM acts like Ctrl-C, so the started standalone and the workers are stopped on the way out."""
+    signal.signal(signal.SIGTERM, _interrupt)

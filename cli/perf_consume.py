@@ -31,6 +31,7 @@ import sys
 
 from cli.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
 from cli.perf_common import (MB, WorkerPool, add_load_args, check_load_args, cpu_per_message_us,
+                             install_sigterm_cleanup,
                              merge_histograms, prepare_topic, print_report, producer_kwargs,
                              server_from_args, throughput, worker_main)
 from cli.perf_produce import driver_module
@@ -134,6 +135,7 @@ def report(args: argparse.Namespace, topic: str, fill: dict, results: list[dict]
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    install_sigterm_cleanup()
     problem = check_load_args(args) or (None if args.consumers >= 1 and args.receiver_queue >= 1
                                         else "--consumers and --receiver-queue must be >= 1")
     if problem:
@@ -144,6 +146,9 @@ def main(argv: list[str]) -> int:
     except StrataError as exc:
         print(f"strata perf consume: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the context managers stopped everything
+        print("strata perf consume: interrupted", file=sys.stderr)
+        return 130
     print_report("strata perf consume", result, args.json)
     ok = result["all_accounted"] and not result["verify_errors"]
     return 0 if ok else 1

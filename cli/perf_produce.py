@@ -29,6 +29,7 @@ import multiprocessing
 import sys
 
 from cli.perf_common import (MB, WorkerPool, add_load_args, check_load_args, cpu_per_message_us,
+                             install_sigterm_cleanup,
                              merge_histograms, prepare_topic, print_report, producer_kwargs,
                              server_from_args, throughput, worker_main)
 from common.errors import StrataError
@@ -116,6 +117,7 @@ def report(args: argparse.Namespace, topic: str, results: list[dict], e2e_result
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    install_sigterm_cleanup()
     problem = check_load_args(args) or (None if args.producers >= 1 else "--producers must be >= 1")
     if problem:
         print(f"strata perf produce: {problem}", file=sys.stderr)
@@ -125,5 +127,8 @@ def main(argv: list[str]) -> int:
     except StrataError as exc:
         print(f"strata perf produce: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the context managers stopped everything
+        print("strata perf produce: interrupted", file=sys.stderr)
+        return 130
     print_report("strata perf produce", result, args.json)
     return 0 if result.get("all_accounted", True) else 1

@@ -5,7 +5,8 @@
 
 The process runs in its own session (process group) with its bookies as children; `stop()`
 sends SIGTERM (clean stop, as Ctrl-C), SIGKILLs the group if it does not stop in time, and
-removes the temp data dir it created. Output goes to `<data dir>.log`, whose tail is included in
+removes the temp data dir it created; if the perf process dies without stopping it, the
+standalone gets SIGTERM from the kernel (PR_SET_PDEATHSIG). Output goes to `<data dir>.log`, whose tail is included in
 the error when a start fails. Every wait is bounded.
 
 The same logic as tests/support/standalone_proc.py (tests may not be imported by product code).
@@ -13,6 +14,7 @@ The same logic as tests/support/standalone_proc.py (tests may not be imported by
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -25,9 +27,18 @@ from pathlib import Path
 
 from common.errors import StrataError, TimeoutExpired
 
+PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _stop_with_parent() -> None:
+    """In the child: SIGTERM (a clean stop, bookies included) when the perf process dies."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def free_port() -> int:
@@ -84,7 +95,8 @@ class LocalStandalone:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                         preexec_fn=_stop_with_parent)
         deadline = time.monotonic() + READY_TIMEOUT_S
         marker = f"admin URL http://127.0.0.1:{self.admin_port}"
         while time.monotonic() < deadline:

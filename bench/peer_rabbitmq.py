@@ -30,6 +30,7 @@ RABBIT_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBIT_USER = "rabbitmq"
 START_WAIT_S = 120.0
 CONSUMER_QUEUE_MAX = 20_000
+INITIAL_CREDIT_CHUNKS = 1000  # chunks the server may send ahead (rstream: 10), each refilled on delivery
 SUBSCRIBER = "bench"
 ACK_SEMANTICS = ("RabbitMQ stream (3.10, one node): a publish confirm is sent once the chunk is written "
                  "to the stream's segment file and replicated to a quorum (here the node alone); streams "
@@ -139,7 +140,7 @@ class RabbitDriver(Driver):
         from rstream import ConsumerOffsetSpecification, OffsetType
         inbox = _Inbox(topic)
         inbox.sub_id = await self.consumer.subscribe(
-            topic, inbox.on_message, subscriber_name=SUBSCRIBER,
+            topic, inbox.on_message, subscriber_name=SUBSCRIBER, initial_credit=INITIAL_CREDIT_CHUNKS,
             offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None))
         return inbox
 

@@ -2,8 +2,9 @@
 
 Ratios: every row gets `Strata/this` for its workload, with Strata = the 1-bookie standalone
 driven by the native driver (`REFERENCE`): msg/s of Strata ÷ msg/s of the row for throughput
-workloads (above 1: Strata is faster), and p99 of the row ÷ p99 of Strata for `e2e-5k` (above 1:
-Strata's tail is lower). The disk line gives each produce row's MB/s ÷ the disk's group-commit
+workloads (above 1: Strata is faster), p99 of the row ÷ p99 of Strata for `e2e-5k` (above 1:
+Strata's tail is lower), RSS growth per topic of the row ÷ Strata's for `topics-1000` (above 1:
+Strata needs less memory per topic). The disk line gives each produce row's MB/s ÷ the disk's group-commit
 bandwidth (bench/disk.py): how close a durable log gets to the physical limit.
 """
 
@@ -30,6 +31,9 @@ def ratio(rows: list[dict], row: dict) -> float | None:
         return None
     if row["workload"] == "e2e-5k":
         return row["p99_ms"] / ref["p99_ms"] if row["p99_ms"] and ref["p99_ms"] else None
+    if row["workload"] == "topics-1000":
+        mine, theirs = ref["extra"]["rss_kb_per_topic"], row["extra"]["rss_kb_per_topic"]
+        return theirs / mine if mine > 0 else None
     return ref["msgs_per_s"] / row["msgs_per_s"] if row["msgs_per_s"] else None
 
 
@@ -44,7 +48,7 @@ def _f(value, digits: int = 1) -> str:
 def table(result: dict) -> str:
     rows = result["rows"]
     disk_mb = result["disk"]["mb_per_s"]
-    lines = [f"Strata benchmark {result['started']}, scale {result['scale']}, "
+    lines = [f"Strata benchmark {result['started']} (commit {result.get('commit')}), scale {result['scale']}, "
              f"{result['machine']['cpus']} cores ({result['machine']['cpu_model']}), "
              f"{result['machine']['note']}",
              f"Disk limit (fsync, group commit): {disk_mb:.0f} MB/s = {disk_mb * 1e6 / 1024:,.0f} msg/s of 1 KiB; "
@@ -92,7 +96,7 @@ def draw_chart(result: dict, path: Path) -> None:
     systems = list(dict.fromkeys(r["system"] for r in rows))
     fig, axes = plt.subplots(1, 3, figsize=(18, 6))
     _bars(axes[0], rows, systems, THROUGHPUT, "msgs_per_s", "msg/s (1 KiB)")
-    axes[0].axhline(result["disk"]["mb_per_s"] * 1e6 / 1024, color="red", linestyle="--", label="disk limit")
+    axes[0].axhline(result["disk"]["mb_per_s"] * 1e6 / 1024, color="red", linestyle="--", label="disk limit (produce)")
     axes[0].legend(fontsize=7)
     _bars(axes[1], rows, systems, ("e2e-5k",), "p99_ms", "end-to-end p99 ms at 5k msg/s", log=True)
     _bars(axes[2], rows, systems, ("produce-1x1", "consume-backlog"), "server_cpu_us_per_msg",

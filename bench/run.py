@@ -129,6 +129,18 @@ def run_systems(keys: list[str], scale: Scale, workloads: set[str], tmp_root: Pa
     return rows, systems
 
 
+def commit() -> str | None:
+    """The Strata commit measured: $STRATA_BENCH_COMMIT (a run from an exported tree), else git's HEAD."""
+    if os.environ.get("STRATA_BENCH_COMMIT"):
+        return os.environ["STRATA_BENCH_COMMIT"]
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH_DIR, capture_output=True,
+                              text=True, timeout=10)
+        return done.stdout.strip() or None
+    except (subprocess.SubprocessError, OSError):
+        return None
+
+
 def machine() -> dict:
     cpu = ""
     try:
@@ -166,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {disk_limit.mb_per_s:.0f} MB/s best group commit, {disk_limit.fsyncs_per_s:.0f} fsyncs/s", flush=True)
         rows, systems = run_systems(keys, scale, workloads, tmp_root, Path(args.out) / "logs")
     result = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)),
-              "seconds": round(time.time() - started, 1), "scale": factor, "machine": machine(),
+              "seconds": round(time.time() - started, 1), "scale": factor, "commit": commit(), "machine": machine(),
               "disk": disk_limit.to_dict(), "systems": systems, "install_error": install_error,
               "rows": [r.to_dict() for r in rows]}
     paths = report.write(result, Path(args.out), chart=not args.no_chart)

@@ -12,6 +12,10 @@ bytes, while the cache allows — and the pass carries on with later entries. Wi
 a slot is parked every later entry of that slot is parked too, and replays are tried before new
 entries in position order, so entries of one slot always leave in position order.
 
+Delayed entries (deliver_at_time in the future) wait in the delayed index of the Shared base and
+join the replay set when due; they do not park their slot, so later entries of the same key go
+out before them (Pulsar's behaviour too: a delay is an explicit reordering).
+
 What must hold: for every slot, all pending entries of it sit at one consumer; for every slot,
 entries are sent in position order (except explicit redeliveries, which Pulsar also reorders).
 """
@@ -88,19 +92,28 @@ class KeySharedDispatcher(SharedDispatcher):
         return owner
 
     async def _dispatch_pass(self) -> None:
+        self._release_due()
         parked: set[int] = set()
-        await self._dispatch_parked(parked)
+        try:
+            await self._dispatch_parked(parked)
+            await self._dispatch_new_keyed(parked)
+        finally:
+            self._schedule_wake()
+
+    async def _dispatch_new_keyed(self, parked: set[int]) -> None:
         while len(self.replay) < REPLAY_ENTRIES_MAX and self.any_can_take():
-            entries = await self.read_new(self.batch_entries_max)
+            budget = self._read_budget()
+            if budget == 0:
+                return
+            entries = await self.read_new(budget)
             if entries is None:
                 continue
             if not entries:
                 return
             for entry in entries:
-                self.read_position = self.sub.ml.next_position(entry.position)
-                if self.sub.cursor.is_acked(entry.position):
+                facts = self._screen(entry)
+                if facts is None:
                     continue
-                facts = self.facts(entry.data)
                 consumer = self._eligible(facts.slot, parked)
                 if consumer is None:
                     self._add_replay(entry.position, entry.data)

@@ -2,7 +2,8 @@
 
 `entry_facts(data)` parses the entry's MessageMetadata once (via `broker.entry_format`) and
 returns how many permits it costs (`messages`), whether it is a client batch (then a batch ack
-set may apply), its Key_Shared hash slot, and its publish time. Stored bytes are never modified.
+set may apply), its Key_Shared hash slot, its publish time and its delayed-delivery time.
+Stored bytes are never modified.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class EntryFacts:
     is_batch: bool         # metadata has num_messages_in_batch (batch-index acks apply)
     slot: int              # Key_Shared hash slot 0..65535 of the sticky key
     publish_time_ms: int
+    deliver_at_ms: int | None = None   # MessageMetadata.deliver_at_time; None: not delayed
 
 
 def entry_facts(data: bytes) -> EntryFacts:
@@ -28,4 +30,5 @@ def entry_facts(data: bytes) -> EntryFacts:
         is_batch=parsed.is_batch,
         slot=key_slot(parsed.sticky_key),
         publish_time_ms=parsed.publish_time_ms,
+        deliver_at_ms=parsed.deliver_at_time_ms,
     )

@@ -1,15 +1,26 @@
 """Exclusive and Failover: one active consumer gets every entry, in order.
 
 Exclusive admits one consumer; a second is refused with ConsumerBusy. Failover admits many and
-picks the active one by Pulsar's rule: consumers sorted by (priority_level, consumer_name, arrival);
-partition i of a partitioned topic goes to sorted[i mod n], a non-partitioned topic to sorted[0].
+picks the active one by the rule of Pulsar 3.x/4.x (`AbstractDispatcherSingleActiveConsumer.
+pickAndScheduleActiveConsumer`): consumers are sorted by (priority_level, consumer_name) — arrival
+breaks ties — and only the highest-priority group (lowest priority_level) is eligible.
+- partition i of a partitioned topic → eligible[i mod n];
+- a non-partitioned topic → a consistent-hash ring (apache/pulsar#19502): each eligible consumer
+  puts 100 points `murmur3(consumer_name + str(j)) & 0x7FFFFFFF` on the ring (a later consumer wins
+  a collision) and the topic takes the first point at or after `murmur3(topic name) & 0x7FFFFFFF`
+  (wrapping). A consumer joining therefore takes over only if one of its points captures the topic
+  (about 1 in n), and a consumer that leaves hands over only if it was the active one: no
+  needless switches, while many topics subscribed with the same consumer names spread over the
+  consumers. (Pulsar 2.4–2.11 picked the first-connected consumer instead; that ignores
+  priority_level and puts every topic of a regex subscription on one consumer.)
 Whenever the active consumer changes, every consumer whose role changed is told with
 ACTIVE_CONSUMER_CHANGE and the subscription is rewound to just after the mark-delete position, so
 the new active consumer receives everything the old one left unacknowledged (acked holes are
 skipped as they are read).
 
 What must hold: only the active consumer ever receives entries; after a switch nothing the old
-active consumer left unacked is lost (it is re-read from the cursor).
+active consumer left unacked is lost (it is re-read from the cursor); the choice depends only on
+the set of consumers (names, priorities, arrival order for equal names), not on history.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
 from broker.dispatch_base import Dispatcher
+from broker.murmur3 import murmur3_x86_32
 from common.errors import ConsumerBusy
 from ledger.position import Position
 
@@ -26,6 +38,34 @@ if TYPE_CHECKING:
     from broker.subscription import Subscription
 
 _arrival = itertools.count()
+
+RING_POINTS_PER_CONSUMER = 100   # Pulsar's CONSUMER_CONSISTENT_HASH_REPLICAS
+
+
+def _hash31(data: bytes) -> int:
+    """Pulsar's Murmur3_32Hash.makeHash: murmur3 x86 32 (seed 0), sign bit cleared."""
+    return murmur3_x86_32(data) & 0x7FFFFFFF
+
+
+def ring_pick(topic_name: str, names: list[str]) -> int:
+    """Index into `names` (eligible consumers, in sorted order) that Pulsar's consistent-hash ring
+    gives a non-partitioned topic."""
+    ring: dict[int, int] = {}
+    for index, name in enumerate(names):
+        for point in range(RING_POINTS_PER_CONSUMER):
+            ring[_hash31(f"{name}{point}".encode())] = index
+    target = _hash31(topic_name.encode())
+    at_or_after = [h for h in ring if h >= target]
+    return ring[min(at_or_after)] if at_or_after else ring[min(ring)]
+
+
+def pick_active_index(topic_name: str, partition_index: int, ordered: list[Consumer]) -> int:
+    """Pulsar's choice among consumers already sorted by (priority, name, arrival)."""
+    top = ordered[0].priority
+    eligible = sum(1 for c in ordered if c.priority == top)
+    if partition_index >= 0:
+        return partition_index % eligible
+    return ring_pick(topic_name, [c.name for c in ordered[:eligible]])
 
 
 class SingleActiveDispatcher(Dispatcher):
@@ -63,8 +103,10 @@ class SingleActiveDispatcher(Dispatcher):
         ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name, self._arrival[c]))
         if not ordered:
             new = None
+        elif not self.failover:
+            new = ordered[0]
         else:
-            new = ordered[max(0, self.partition_index) % len(ordered)]
+            new = ordered[pick_active_index(str(self.sub.topic.name), self.partition_index, ordered)]
         old = self.active
         if new is old:
             return False

@@ -7,6 +7,7 @@ import collections
 import pulsar
 import pytest
 
+from broker.dispatch_single_active import ring_pick
 from broker.murmur3 import key_slot
 from tests.acceptance.conftest import assert_no_more, receive_all
 
@@ -37,9 +38,18 @@ def test_exclusive_refuses_a_second_consumer(client: pulsar.Client, topic: str) 
     second.close()
 
 
+def _failover_pair(client: pulsar.Client, topic: str, names: tuple[str, str]):
+    """Subscribe two Failover consumers; return (active, standby) as Pulsar's hash ring picks."""
+    consumers = {name: client.subscribe(topic, "sub", consumer_type=Failover, consumer_name=name)
+                 for name in names}
+    ordered = sorted(names)
+    chosen = ordered[ring_pick(topic, ordered)]
+    other = next(n for n in names if n != chosen)
+    return consumers[chosen], consumers[other]
+
+
 def test_failover_switches_active_and_unacked_go_to_next(client: pulsar.Client, topic: str) -> None:
-    active = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="a-first")
-    standby = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="b-second")
+    active, standby = _failover_pair(client, topic, ("a-first", "b-second"))
     producer = client.create_producer(topic)
     payloads = _send(producer, 10)
     got = receive_all(active, 10, ack=False)
@@ -51,6 +61,32 @@ def test_failover_switches_active_and_unacked_go_to_next(client: pulsar.Client, 
     rest = receive_all(standby, 7)
     assert [m.data() for m in rest] == payloads[3:]
     assert_no_more(standby)
+
+
+def test_failover_non_partitioned_newcomer_takes_over_only_when_the_ring_says_so(
+        client: pulsar.Client, topic: str) -> None:
+    """Pulsar 3.x rule: a joining consumer does not displace the active one unless it owns the
+    topic's point on the consistent-hash ring; the active consumer never changes needlessly."""
+    first = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="c0")
+    producer = client.create_producer(topic)
+    producer.send(b"before")
+    first.acknowledge(first.receive(10_000))
+    names, consumers = ["c0"], {"c0": first}
+    for i in range(1, 4):
+        name = f"c{i}"
+        consumers[name] = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name=name)
+        names.append(name)
+        ordered = sorted(names)
+        expected = ordered[ring_pick(topic, ordered)]
+        producer.send(name.encode())
+        while True:   # a switch may replay what the old active had not acked yet (at-least-once)
+            msg = consumers[expected].receive(10_000)
+            consumers[expected].acknowledge(msg)
+            if msg.data() == name.encode():
+                break
+        for other in names:
+            if other != expected:
+                assert_no_more(consumers[other], 200)
 
 
 def test_shared_round_robin_and_closing_consumer_unacked_go_to_others(client: pulsar.Client, topic: str) -> None:

@@ -1,16 +1,28 @@
 """Admin HTTP API (aiohttp) with Pulsar's paths and JSON field names, plus `/metrics`.
 
-Routes:
-- `PUT  /admin/v2/persistent/{tenant}/{ns}/{topic}/partitions` body N → 204; 409 if it exists.
-- `GET  /admin/v2/persistent/{tenant}/{ns}/{topic}/partitions` → `{"partitions": N}`.
-- `GET  /admin/v2/persistent/{tenant}/{ns}/{topic}/stats` → topic stats (Pulsar's names).
-- `GET  /admin/v2/persistent/{tenant}/{ns}` → `["persistent://t/ns/x", ...]`.
-- `GET  /admin/v2/persistent/{tenant}/{ns}/partitioned` → partitioned topic names.
-- `POST /admin/v2/namespaces/{tenant}/{ns}/deduplication` body true/false → 204; `GET` → bool.
-- `GET  /metrics` → Prometheus text (`broker.metrics`).
+Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
+- `PUT    /admin/v2/persistent/{t}/{ns}/{topic}/partitions` body N → 204; 409 if it exists.
+- `POST   /admin/v2/persistent/{t}/{ns}/{topic}/partitions` body N → 204: raise the count
+  (409 if not larger, 404 if not partitioned).
+- `GET    /admin/v2/persistent/{t}/{ns}/{topic}/partitions` → `{"partitions": N}`.
+- `DELETE /admin/v2/persistent/{t}/{ns}/{topic}/partitions[?force=true]` → 204: delete a
+  partitioned topic and every partition's data; 412 while clients are attached (unless force).
+- `DELETE /admin/v2/persistent/{t}/{ns}/{topic}[?force=true]` → 204: delete a topic.
+- `GET    /admin/v2/persistent/{t}/{ns}/{topic}/stats` → topic stats (Pulsar's names).
+- `GET    /admin/v2/persistent/{t}/{ns}/{topic}/partitioned-stats[?perPartition=false]` →
+  the partitions' stats summed, plus `metadata.partitions` and `partitions.{name}`.
+- `GET    /admin/v2/persistent/{t}/{ns}` → `["persistent://t/ns/x", ...]`.
+- `GET    /admin/v2/persistent/{t}/{ns}/partitioned` → partitioned topic names.
+- `POST   /admin/v2/namespaces/{t}/{ns}/deduplication` body true/false → 204; `GET` → bool.
+- `POST   /admin/v2/persistent/{t}/{ns}/{topic}/deduplicationEnabled` body true/false → 204;
+  `GET` → the topic's own setting (null if unset; `?applied=true`: the effective one);
+  `DELETE` → 204, the namespace's setting applies again.
+- `GET    /metrics` → Prometheus text (`broker.metrics`).
 
-Errors are JSON `{"reason": ...}` with Pulsar's status codes: 400 bad input, 404 unknown topic,
-409 conflict, 412 bad partition count, 503 not ready.
+A dedup switch is applied to the topics loaded on this broker before the reply (other brokers
+follow through their policy watch). Errors are JSON `{"reason": ...}` with Pulsar's status
+codes: 400 bad input (a body of the wrong type), 404 unknown topic, 409 conflict, 412 a
+partition count out of range or a delete refused while clients are attached, 503 not ready.
 """
 
 from __future__ import annotations
@@ -24,7 +36,8 @@ from aiohttp import web
 from broker import metrics, policies
 from broker.names import TopicName, parse_namespace, parse_topic
 from broker.topic_stats import topic_stats
-from common.errors import (AlreadyExists, InvalidArgument, InvalidTopicName, NotFound,
+from broker.topic_stats import partitioned_stats
+from common.errors import (AlreadyExists, InvalidArgument, InvalidTopicName, NotAllowed, NotFound,
                            ServiceNotReady, ShuttingDown, StrataError)
 
 if TYPE_CHECKING:
@@ -33,6 +46,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BODY_BYTES_MAX = 64 * 1024
+
+
+class _BadBody(InvalidArgument):
+    """A request body of the wrong type (HTTP 400)."""
 
 
 def _error(status: int, reason: str) -> web.Response:
@@ -51,7 +68,25 @@ async def _body_json(request: web.Request) -> object:
     try:
         return json.loads(raw.decode() or "null")
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise InvalidArgument("request body is not JSON") from None
+        raise _BadBody("request body is not JSON") from None
+
+
+async def _body_bool(request: web.Request, what: str) -> bool:
+    value = await _body_json(request)
+    if not isinstance(value, bool):
+        raise _BadBody(f"{what} body must be true or false")
+    return value
+
+
+async def _body_partitions(request: web.Request) -> int:
+    count = await _body_json(request)
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise _BadBody("partition count must be an integer")
+    return count
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
 
 
 @web.middleware
@@ -66,8 +101,12 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
         return _error(404, str(exc))
     except (ServiceNotReady, ShuttingDown) as exc:
         return _error(503, str(exc))
+    except _BadBody as exc:
+        return _error(400, str(exc))
     except InvalidArgument as exc:
         return _error(412 if "partition" in str(exc) else 400, str(exc))
+    except NotAllowed as exc:
+        return _error(412, str(exc))
     except StrataError as exc:
         log.warning("admin %s %s failed: %s", request.method, request.path, exc)
         return _error(500, str(exc))
@@ -83,10 +122,17 @@ class AdminServer:
         app = web.Application(middlewares=[_errors], client_max_size=BODY_BYTES_MAX)
         base = "/admin/v2/persistent/{tenant}/{ns}"
         app.router.add_put(base + "/{topic}/partitions", self.create_partitions)
+        app.router.add_post(base + "/{topic}/partitions", self.update_partitions)
         app.router.add_get(base + "/{topic}/partitions", self.get_partitions)
+        app.router.add_delete(base + "/{topic}/partitions", self.delete_partitioned)
         app.router.add_get(base + "/{topic}/stats", self.stats)
+        app.router.add_get(base + "/{topic}/partitioned-stats", self.stats_partitioned)
+        app.router.add_post(base + "/{topic}/deduplicationEnabled", self.set_topic_dedup)
+        app.router.add_get(base + "/{topic}/deduplicationEnabled", self.get_topic_dedup)
+        app.router.add_delete(base + "/{topic}/deduplicationEnabled", self.remove_topic_dedup)
         app.router.add_get(base + "/partitioned", self.list_partitioned)
         app.router.add_get(base, self.list_topics)
+        app.router.add_delete(base + "/{topic}", self.delete_topic)
         app.router.add_post("/admin/v2/namespaces/{tenant}/{ns}/deduplication", self.set_dedup)
         app.router.add_get("/admin/v2/namespaces/{tenant}/{ns}/deduplication", self.get_dedup)
         app.router.add_get("/metrics", self.metrics)
@@ -109,11 +155,44 @@ class AdminServer:
 
     async def create_partitions(self, request: web.Request) -> web.Response:
         name = _topic(request)
-        count = await _body_json(request)
-        if isinstance(count, bool) or not isinstance(count, int):
-            raise InvalidArgument("partition count must be an integer")
+        count = await _body_partitions(request)
         await policies.create_partitioned(self.service.astore, name, count,
                                           self.service.config.broker_partitions_max)
+        return web.Response(status=204)
+
+    async def update_partitions(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        count = await _body_partitions(request)
+        await policies.update_partitioned(self.service.astore, name, count,
+                                          self.service.config.broker_partitions_max)
+        return web.Response(status=204)
+
+    async def delete_partitioned(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        count = await self.service.partitions(name)
+        if count == 0:
+            raise NotFound("partitioned topic not found", topic=str(name))
+        force = _flag(request, "force")
+        if not force:
+            for i in range(count):
+                loaded = self.service.topics.get(str(name.partition(i)))
+                if loaded is not None and loaded.has_clients():
+                    raise NotAllowed("partitioned topic has connected producers or consumers",
+                                     topic=str(name))
+        for i in range(count):
+            try:
+                await self.service.delete_topic(name.partition(i), force=force)
+            except NotFound:
+                pass  # a partition nobody ever used has nothing stored
+        await policies.delete_partitioned(self.service.astore, name)
+        await policies.set_topic_policy(self.service.astore, name, policies.DEDUP_KEY, None)
+        return web.Response(status=204)
+
+    async def delete_topic(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        if await self.service.partitions(name) > 0:
+            raise NotAllowed("a partitioned topic is deleted through .../partitions", topic=str(name))
+        await self.service.delete_topic(name, force=_flag(request, "force"))
         return web.Response(status=204)
 
     async def get_partitions(self, request: web.Request) -> web.Response:
@@ -129,6 +208,18 @@ class AdminServer:
         topic = await self.service.get_topic(name)
         return web.json_response(topic_stats(topic))
 
+    async def stats_partitioned(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        count = await self.service.partitions(name)
+        if count == 0:
+            raise NotFound("partitioned topic not found", topic=str(name))
+        per_partition = {}
+        for i in range(count):
+            partition = name.partition(i)
+            per_partition[str(partition)] = topic_stats(await self.service.get_topic(partition))
+        include = request.query.get("perPartition", "true").lower() != "false"
+        return web.json_response(partitioned_stats(count, per_partition, include))
+
     async def list_topics(self, request: web.Request) -> web.Response:
         tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
         return web.json_response(await self.service.topics_of_namespace(tenant, ns))
@@ -140,16 +231,36 @@ class AdminServer:
 
     async def set_dedup(self, request: web.Request) -> web.Response:
         tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
-        enabled = await _body_json(request)
-        if not isinstance(enabled, bool):
-            raise InvalidArgument("deduplication body must be true or false")
-        await policies.set_namespace_policy(self.service.astore, tenant, ns, "deduplicationEnabled", enabled)
+        enabled = await _body_bool(request, "deduplication")
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.DEDUP_KEY, enabled)
+        await self.service.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns))
         return web.Response(status=204)
 
     async def get_dedup(self, request: web.Request) -> web.Response:
         tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
         found = await policies.namespace_policies(self.service.astore, tenant, ns)
-        return web.json_response(bool(found.get("deduplicationEnabled", False)))
+        return web.json_response(bool(found.get(policies.DEDUP_KEY, False)))
+
+    async def set_topic_dedup(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        enabled = await _body_bool(request, "deduplicationEnabled")
+        await self._set_topic_dedup(name, enabled)
+        return web.Response(status=204)
+
+    async def remove_topic_dedup(self, request: web.Request) -> web.Response:
+        await self._set_topic_dedup(_topic(request), None)
+        return web.Response(status=204)
+
+    async def _set_topic_dedup(self, name: TopicName, enabled: bool | None) -> None:
+        await policies.set_topic_policy(self.service.astore, name, policies.DEDUP_KEY, enabled)
+        base = name.base.path
+        await self.service.apply_dedup_policy(lambda n: n.base.path == base)
+
+    async def get_topic_dedup(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        if _flag(request, "applied"):
+            return web.json_response(await policies.dedup_enabled(self.service.astore, name))
+        return web.json_response((await policies.topic_policies(self.service.astore, name)).get(policies.DEDUP_KEY))
 
     async def metrics(self, request: web.Request) -> web.Response:
         text = metrics.render(self.service)

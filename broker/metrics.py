@@ -1,7 +1,8 @@
 """`/metrics` in Prometheus text format, with Pulsar's metric names and labels.
 
 Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
-`pulsar_in_bytes_total`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
+`pulsar_in_bytes_total`, `pulsar_rate_in`, `pulsar_rate_out`, `pulsar_throughput_in`,
+`pulsar_throughput_out`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
 `pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`; per subscription (plus
 label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
 `pulsar_subscription_consumers_count`. Plus broker-wide `pulsar_topics_count`.
@@ -24,6 +25,10 @@ _TOPIC_METRICS = (
      lambda s: s["msgInCounter"]),
     ("pulsar_in_bytes_total", "counter", "bytes stored on the topic since it was loaded",
      lambda s: s["bytesInCounter"]),
+    ("pulsar_rate_in", "gauge", "messages/s stored (sliding window)", lambda s: s["msgRateIn"]),
+    ("pulsar_rate_out", "gauge", "messages/s dispatched (sliding window)", lambda s: s["msgRateOut"]),
+    ("pulsar_throughput_in", "gauge", "bytes/s stored (sliding window)", lambda s: s["msgThroughputIn"]),
+    ("pulsar_throughput_out", "gauge", "bytes/s dispatched (sliding window)", lambda s: s["msgThroughputOut"]),
     ("pulsar_producers_count", "gauge", "connected producers", lambda s: len(s["publishers"])),
     ("pulsar_subscriptions_count", "gauge", "subscriptions", lambda s: len(s["subscriptions"])),
     ("pulsar_consumers_count", "gauge", "connected consumers",

@@ -4,11 +4,14 @@ Layout (every value is JSON):
 - `/admin/partitioned-topics/<tenant>/<ns>/<topic>` = `{"partitions": N}` — PARTITIONED_METADATA
   answers N; absent means "not partitioned" (0).
 - `/admin/policies/<tenant>/<ns>` = `{"deduplicationEnabled": bool, ...}` — namespace policies.
+- `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool}` — topic
+  policies; a field set here overrides the namespace's. A partitioned topic's policies apply to
+  every partition (looked up by the base name).
 - `/topics/<tenant>/<ns>/<topic>` = `{"created_ms": t}` — every (partition) topic ever created,
   so a restarted broker and the admin API can list them without loading them.
 
 Topic name parts are valid path segments by construction (`broker.names`).
-What must hold: a partition count, once written, is in 1..broker_partitions_max.
+What must hold: a partition count, once written, is in 1..broker_partitions_max and only grows.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound
 
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 POLICIES_ROOT = "/admin/policies"
+TOPIC_POLICIES_ROOT = "/admin/topic-policies"
+DEDUP_KEY = "deduplicationEnabled"
 TOPICS_ROOT = "/topics"
 
 
@@ -45,6 +50,29 @@ async def create_partitioned(astore: Any, name: TopicName, partitions: int, part
     await astore.create(_partitioned_path(name), json.dumps({"partitions": partitions}).encode())
 
 
+async def update_partitioned(astore: Any, name: TopicName, partitions: int, partitions_max: int) -> int:
+    """Raise the partition count of a partitioned topic (never lower it); returns the old count.
+    NotFound if it is not partitioned; AlreadyExists (a conflict) if `partitions` is not larger."""
+    if not 1 <= partitions <= partitions_max:
+        raise InvalidArgument("partition count out of range", partitions=partitions, max=partitions_max)
+    path = _partitioned_path(name)
+    for _ in range(10):
+        found = await astore.get(path)
+        if found is None:
+            raise NotFound("partitioned topic not found", topic=str(name))
+        old = int(json.loads(found.value)["partitions"])
+        if partitions <= old:
+            raise AlreadyExists("the new partition count must be larger than the current one",
+                                topic=str(name), current=old, asked=partitions)
+        try:
+            await astore.put(path, json.dumps({"partitions": partitions}).encode(),
+                             expected_version=found.version)
+            return old
+        except (BadVersion, NotFound):
+            continue
+    raise InvalidArgument("partition count changed concurrently too often", topic=str(name))
+
+
 async def delete_partitioned(astore: Any, name: TopicName) -> None:
     await astore.delete(_partitioned_path(name))
 
@@ -60,12 +88,36 @@ async def namespace_policies(astore: Any, tenant: str, namespace: str) -> dict:
 
 async def set_namespace_policy(astore: Any, tenant: str, namespace: str, key: str, value: object) -> None:
     """Set one policy field with compare-and-set, retrying if another writer raced us."""
-    path = f"{POLICIES_ROOT}/{tenant}/{namespace}"
+    await _set_field(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", key, value)
+
+
+async def topic_policies(astore: Any, name: TopicName) -> dict:
+    found = await astore.get(f"{TOPIC_POLICIES_ROOT}/{name.base.path}")
+    return json.loads(found.value) if found is not None else {}
+
+
+async def set_topic_policy(astore: Any, name: TopicName, key: str, value: object) -> None:
+    """Set (or with value None, remove) one topic policy field of `name` (its base topic)."""
+    await _set_field(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", key, value)
+
+
+async def dedup_enabled(astore: Any, name: TopicName) -> bool:
+    """Effective dedup switch: the topic's policy if set, else the namespace's, else off."""
+    topic_level = (await topic_policies(astore, name)).get(DEDUP_KEY)
+    if topic_level is not None:
+        return bool(topic_level)
+    return bool((await namespace_policies(astore, name.tenant, name.namespace)).get(DEDUP_KEY, False))
+
+
+async def _set_field(astore: Any, path: str, key: str, value: object) -> None:
     for _ in range(10):
         found = await astore.get(path)
-        policies = json.loads(found.value) if found is not None else {}
-        policies[key] = value
-        data = json.dumps(policies).encode()
+        fields = json.loads(found.value) if found is not None else {}
+        if value is None:
+            fields.pop(key, None)
+        else:
+            fields[key] = value
+        data = json.dumps(fields).encode()
         try:
             if found is None:
                 await astore.create(path, data)
@@ -74,7 +126,7 @@ async def set_namespace_policy(astore: Any, tenant: str, namespace: str, key: st
             return
         except (AlreadyExists, NotFound, BadVersion):
             continue  # another writer raced us: read again
-    raise InvalidArgument("namespace policies changed concurrently too often", namespace=f"{tenant}/{namespace}")
+    raise InvalidArgument("policies changed concurrently too often", path=path)
 
 
 async def register_topic(astore: Any, name: TopicName, now_ms: int) -> None:

@@ -10,7 +10,16 @@ completed with its error, so SEND_ERROR is ordered like any receipt.
 `pending` is bounded by `broker_pending_sends_max`: past it the connection stops reading (TCP
 backpressure reaches the client) until the producer has drained below half.
 
-What must hold: a SEND_RECEIPT implies its entry is durable; replies leave in SEND order.
+Deduplication (`broker.dedup`, when enabled for the topic): a SEND is checked before it is
+appended. A duplicate takes a slot completed at once with position (-1, -1) — a receipt, nothing
+stored; one whose sequence id is still in flight takes a slot completed with a retriable
+ServiceNotReady (SEND_ERROR: the C++ client reconnects and resends, as with Pulsar). The topic
+records a high mark only once its entry is durable. After a failed append, this producer refuses
+every later SEND (SEND_ERROR) until the client reconnects, so a later entry can never be stored
+ahead of the failed one's retry (which dedup would otherwise drop, apache/pulsar#5218).
+
+What must hold: a SEND_RECEIPT implies its entry is durable (or, for a duplicate, that an entry
+with that sequence id is); replies leave in SEND order.
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from broker.codec import encode_send_error, encode_send_receipt
-from broker.entry_format import parse_entry
-from common.errors import ChecksumError, MessageTooLarge, PulsarServerError, StrataError
+from broker.dedup import Verdict
+from broker.entry_format import EntryInfo, parse_entry
+from common.errors import (ChecksumError, MessageTooLarge, PulsarServerError, ServiceNotReady,
+                           StrataError)
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -32,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # Headers a full-size message may carry on top of max_message_size (PROTOCOL.md §1.2).
 ENTRY_HEADER_SLACK_BYTES = 10 * 1024
+# Where a duplicate's receipt points (PROTOCOL.md §8.2).
+DUPLICATE_POSITION = Position(-1, -1)
 
 
 class ProducerLink(Protocol):
@@ -64,6 +77,7 @@ class Producer:
         self.entry_bytes_max = max_message_bytes + ENTRY_HEADER_SLACK_BYTES
         self.backlogged = False     # the connection paused reading because of this producer
         self.closed = False
+        self.failed_write: str | None = None   # why an append failed; later SENDs are refused
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
 
@@ -73,27 +87,44 @@ class Producer:
         if not checksum_ok:
             self._fail(slot, ChecksumError("checksum mismatch in SEND", sequence_id=sequence_id))
         elif len(entry) > self.entry_bytes_max:
-            self._fail(slot, MessageTooLarge("entry exceeds max_message_size", size=len(entry)))
+            self._fail(slot, MessageTooLarge("entry exceeds max_message_size", size=len(entry),
+                                             max=self.entry_bytes_max))
+        elif self.failed_write is not None:
+            self._fail(slot, ServiceNotReady("an earlier write of this producer failed; reconnect",
+                                             reason=self.failed_write))
         else:
             try:
                 meta = parse_entry(entry)
             except StrataError as exc:
                 self._fail(slot, exc)
             else:
-                task = asyncio.ensure_future(self.topic.publish(
-                    entry, max(1, meta.num_messages), meta.publish_time_ms))
-                task.add_done_callback(lambda t, s=slot, n=max(1, meta.num_messages), b=len(entry):
-                                       self._appended(s, t, n, b))
+                self._store(slot, entry, meta)
         if len(self.pending) >= self.pending_max and not self.backlogged:
             self.backlogged = True
             self.link.producer_backlogged(self, True)
+
+    def _store(self, slot: _Slot, entry: bytes, meta: EntryInfo) -> None:
+        verdict = self.topic.dedup.check(meta)
+        if verdict is Verdict.DUPLICATE:
+            slot.position = DUPLICATE_POSITION
+            slot.done = True
+            self._drain()
+            return
+        if verdict is Verdict.IN_FLIGHT:
+            self._fail(slot, ServiceNotReady("a message with this sequence id is still being stored",
+                                             producer=self.name, sequence_id=meta.sequence_id))
+            return
+        messages = max(1, meta.num_messages)
+        task = asyncio.ensure_future(self.topic.publish(entry, messages, meta.publish_time_ms))
+        task.add_done_callback(lambda t: self._appended(slot, t, meta, messages, len(entry)))
 
     def _fail(self, slot: _Slot, error: StrataError) -> None:
         slot.error = error
         slot.done = True
         self._drain()
 
-    def _appended(self, slot: _Slot, task: asyncio.Future, messages: int, size: int) -> None:
+    def _appended(self, slot: _Slot, task: asyncio.Future, meta: EntryInfo, messages: int,
+                  size: int) -> None:
         if task.cancelled():
             slot.error = StrataError("append cancelled")
         elif task.exception() is not None:
@@ -102,8 +133,12 @@ class Producer:
             log.warning("append to %s failed: %s", self.topic.name, exc)
         else:
             slot.position = task.result()
+            self.topic.dedup.on_stored(meta, slot.position)
             self.msg_in_counter += messages
             self.bytes_in_counter += size
+        if slot.error is not None:
+            self.failed_write = str(slot.error)
+            self.topic.dedup.on_failed(meta)
         slot.done = True
         self._drain()
 

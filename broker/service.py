@@ -10,6 +10,13 @@ A broker restarted at the same advertised address takes over ownership keys its 
 incarnation left behind (their session has not expired yet); a key held by a different broker is
 respected (ServiceNotReady).
 
+Policies: the dedup switch of loaded topics follows the namespace and topic policies. The admin
+API applies a change to this broker's topics at once (`apply_dedup_policy`); a watch on
+`/admin` applies changes made through any other broker within about a second.
+
+Stats: every `broker_stats_sample_interval_ms` the counters of every loaded topic are sampled
+(`broker.topic_stats.sample_topic`) so the admin API can report rates.
+
 What must hold: at most one `PersistentTopic` per name per process; a topic is served only while
 this broker holds its ownership key.
 """
@@ -20,13 +27,14 @@ import asyncio
 import logging
 from typing import Any, Coroutine
 
-from broker import policies
+from broker import policies, topic_stats
 from broker.entry_format import parse_entry
 from broker.names import TopicName
 from broker.topic import PersistentTopic
 from common.clock import Clock
 from common.config import Config
-from common.errors import AlreadyExists, NotFound, ServiceNotReady, ShuttingDown, StrataError
+from common.errors import (AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown,
+                           StrataError)
 from ledger.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
@@ -48,6 +56,8 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._background_started = False   # policy watch and stats sampler (started lazily)
+        self._policy_watch: Any = None
         self.closing = False
 
     # --- background work --------------------------------------------------------------------------
@@ -78,6 +88,9 @@ class BrokerService:
         """The loaded topic, loading (and creating) it if needed; ServiceNotReady if slow."""
         if self.closing:
             raise ShuttingDown("broker is shutting down")
+        if not self._background_started:
+            self._background_started = True
+            self.spawn(self._start_background())
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None:
@@ -144,6 +157,51 @@ class BrokerService:
         except StrataError:
             pass
 
+    async def delete_topic(self, name: TopicName, *, force: bool) -> None:
+        """Delete a (partition) topic and everything it stores. Without `force`, NotAllowed while
+        producers or consumers are attached; with it, they are told to go (CLOSE_*)."""
+        known = {str(n) for n in await policies.topics_of_namespace(self.astore, name.tenant, name.namespace)}
+        if str(name) not in known and str(name) not in self.topics:
+            raise NotFound("topic not found", topic=str(name))
+        topic = await self.get_topic(name)
+        if topic.has_clients() and not force:
+            raise NotAllowed("topic has connected producers or consumers", topic=str(name))
+        if self.topics.get(str(name)) is topic:
+            del self.topics[str(name)]
+        await topic.delete()
+        await policies.unregister_topic(self.astore, name)
+        try:
+            await self.astore.delete(f"{OWNERSHIP_ROOT}/{name.path}")
+        except StrataError:
+            pass
+
+    async def apply_dedup_policy(self, match: Any) -> None:
+        """Re-read the dedup switch of every loaded topic for which `match(name)` holds."""
+        for topic in list(self.topics.values()):
+            if match(topic.name) and not topic.closing:
+                topic.dedup.set_enabled(await policies.dedup_enabled(self.astore, topic.name))
+
+    async def _start_background(self) -> None:
+        self.spawn(self._sample_stats())
+        self._policy_watch = await self.astore.watch("/admin", self._policy_changed)
+
+    def _policy_changed(self, event: Any) -> None:
+        path = event.path
+        if path.startswith(policies.POLICIES_ROOT + "/"):
+            tenant, _, ns = path[len(policies.POLICIES_ROOT) + 1:].partition("/")
+            self.spawn(self.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
+        elif path.startswith(policies.TOPIC_POLICIES_ROOT + "/"):
+            base = path[len(policies.TOPIC_POLICIES_ROOT) + 1:]
+            self.spawn(self.apply_dedup_policy(lambda n: n.base.path == base))
+
+    async def _sample_stats(self) -> None:
+        interval_s = self.config.broker_stats_sample_interval_ms / 1000
+        while not self.closing:
+            now = self.clock.monotonic_s()
+            for topic in list(self.topics.values()):
+                topic_stats.sample_topic(topic, now)
+            await asyncio.sleep(interval_s)
+
     async def partitions(self, name: TopicName) -> int:
         return await policies.partition_count(self.astore, name)
 
@@ -164,6 +222,8 @@ class BrokerService:
                 await self.release(topic)
             except StrataError as exc:
                 log.warning("closing topic %s: %s", topic.name, exc)
+        if self._policy_watch is not None:
+            self._policy_watch.cancel()
         for task in list(self._tasks):
             task.cancel()
 

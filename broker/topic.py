@@ -3,7 +3,9 @@
 The topic is the append path: `publish` appends an entry's bytes verbatim to the managed ledger
 and, once durable, wakes every subscription's dispatcher. Subscriptions are durable (a cursor
 persisted through `cursor.cursor_store.CursorStore`, loaded again when the topic is opened) or
-non-durable (readers: an in-memory cursor, dropped with its last consumer).
+non-durable (readers: an in-memory cursor, dropped with its last consumer). `dedup`
+(`broker.dedup.Deduplication`) is restored before the topic is served, so the first PRODUCER
+already sees the right `last_sequence_id`.
 
 What must hold: a producer name is attached at most once per topic (ProducerBusy); a
 subscription name maps to one `Subscription`; once `close()` has begun, nothing new attaches.
@@ -14,6 +16,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from broker import policies
+from broker.codec import encode_close_producer
+from broker.dedup import Deduplication
 from broker.names import TopicName
 from broker.producer import Producer
 from broker.subscription import Subscription
@@ -38,6 +43,7 @@ class PersistentTopic:
         self.producers: dict[str, Producer] = {}          # producer name -> producer
         self.subscriptions: dict[str, Subscription] = {}  # subscription name -> subscription
         self.closing = False
+        self.dedup = Deduplication(ml, service.astore, service.config, service.clock, service.spawn)
         self.msg_in_counter = 0      # messages stored since the topic was loaded
         self.bytes_in_counter = 0    # entry bytes stored since the topic was loaded
 
@@ -48,6 +54,7 @@ class PersistentTopic:
         cursors = await store.load_all(ml, clock=service.clock, config=service.config)
         for cursor_name, cursor in cursors.items():
             topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
+        await topic.dedup.load(await policies.dedup_enabled(service.astore, name))
         return topic
 
     # --- append path ----------------------------------------------------------------------------
@@ -76,6 +83,14 @@ class PersistentTopic:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
         producer.close()
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """PRODUCER_SUCCESS.last_sequence_id: the persisted dedup mark, -1 if none or dedup off."""
+        return self.dedup.last_sequence_id(producer_name)
+
+    def has_clients(self) -> bool:
+        """Producers or consumers are attached (a delete without force is refused then)."""
+        return bool(self.producers) or any(s.consumers for s in self.subscriptions.values())
 
     # --- subscriptions ------------------------------------------------------------------------------
 
@@ -128,13 +143,22 @@ class PersistentTopic:
         self.closing = True
         for producer in list(self.producers.values()):
             producer.close()
+            producer.link.write(encode_close_producer(producer.producer_id, 0))
         for sub in list(self.subscriptions.values()):
             sub.disconnect_all()
             try:
                 await sub.close()
             except StrataError as exc:
                 log.warning("closing subscription %s of %s: %s", sub.name, self.name, exc)
+        await self.dedup.close()
         try:
             await self.ml.close()
         except StrataError as exc:
             log.warning("closing managed ledger of %s: %s", self.name, exc)
+
+    async def delete(self) -> None:
+        """Close, then remove everything stored: ledgers, cursors, dedup snapshot (all under the
+        managed ledger's metadata)."""
+        if not self.closing:
+            await self.close()
+        await self.ml.delete()

@@ -4,11 +4,21 @@ Field names follow Pulsar's TopicStats / SubscriptionStats / ConsumerStats / Pub
 `msgInCounter`, `bytesInCounter`, `msgBacklog`, `backlogSize`, `storageSize`, `publishers`,
 `subscriptions.{name}.{msgBacklog, msgBacklogNoDelayed, unackedMessages, consumers, type,
 msgRateOut, ...}`. Backlog and storage numbers come from the cursor arithmetic
-(`cursor.stats`); rates are not sampled here and read 0.0.
+(`cursor.stats`). `partitioned_stats` sums the partitions' stats (Pulsar's
+PartitionedTopicStats) and lists each under `partitions`.
+
+Rates (`msgRateIn/Out` in messages/s, `msgThroughputIn/Out` in bytes/s): the broker samples every
+cumulative counter (topic, producer, subscription, consumer) every
+`broker_stats_sample_interval_ms` with its injected clock (`sample_topic`); a rate is the
+counter's growth over the last `broker_stats_rate_window_ms` of samples (`RateWindow`). A counter
+that goes down (a subscription's sum when a consumer leaves) is treated as restarting, never as
+a negative rate. Objects without samples yet report 0.0.
 """
 
 from __future__ import annotations
 
+import collections
+import weakref
 from typing import TYPE_CHECKING
 
 from broker.subscription import SUB_TYPE_NAMES, SubType
@@ -19,6 +29,100 @@ if TYPE_CHECKING:
     from broker.topic import PersistentTopic
 
 
+class RateWindow:
+    """Growth rate per second of a cumulative counter over the last `window_s` of samples."""
+
+    __slots__ = ("window_s", "samples", "_last_raw", "_offset")
+
+    def __init__(self, window_s: float, samples_max: int) -> None:
+        self.window_s = window_s
+        self.samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=max(2, samples_max))
+        self._last_raw: int | None = None   # the counter as last sampled
+        self._offset = 0                    # added so a counter that went down stays monotonic
+
+    def sample(self, now_s: float, raw: int) -> None:
+        if self._last_raw is not None and raw < self._last_raw:
+            self._offset += self._last_raw - raw
+        self._last_raw = raw
+        self.samples.append((now_s, raw + self._offset))
+        while len(self.samples) > 2 and now_s - self.samples[1][0] >= self.window_s:
+            self.samples.popleft()
+
+    def rate(self) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        (t0, v0), (t1, v1) = self.samples[0], self.samples[-1]
+        return (v1 - v0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+class TrafficMeter:
+    """Message and byte rates of one object's counters."""
+
+    __slots__ = ("messages", "bytes", "__weakref__")
+
+    def __init__(self, window_s: float, samples_max: int) -> None:
+        self.messages = RateWindow(window_s, samples_max)
+        self.bytes = RateWindow(window_s, samples_max)
+
+    def sample(self, now_s: float, messages: int, size: int) -> None:
+        self.messages.sample(now_s, messages)
+        self.bytes.sample(now_s, size)
+
+
+# object (topic, producer, subscription, consumer) -> its meter; gone with the object.
+_meters: "weakref.WeakKeyDictionary[object, TrafficMeter]" = weakref.WeakKeyDictionary()
+
+
+def _sample(obj: object, config, now_s: float, messages: int, size: int) -> None:
+    meter = _meters.get(obj)
+    if meter is None:
+        window_s = config.broker_stats_rate_window_ms / 1000
+        samples_max = config.broker_stats_rate_window_ms // config.broker_stats_sample_interval_ms + 2
+        meter = _meters[obj] = TrafficMeter(window_s, samples_max)
+    meter.sample(now_s, messages, size)
+
+
+def rates(obj: object) -> tuple[float, float]:
+    """(messages/s, bytes/s) of `obj`; zeros until it has been sampled twice."""
+    meter = _meters.get(obj)
+    if meter is None:
+        return 0.0, 0.0
+    return meter.messages.rate(), meter.bytes.rate()
+
+
+def sample_topic(topic: "PersistentTopic", now_s: float) -> None:
+    """Sample every counter of `topic` (called periodically by the broker)."""
+    c = topic.config
+    _sample(topic, c, now_s, topic.msg_in_counter, topic.bytes_in_counter)
+    for p in list(topic.producers.values()):
+        _sample(p, c, now_s, p.msg_in_counter, p.bytes_in_counter)
+    out_msgs = out_bytes = 0
+    for sub in list(topic.subscriptions.values()):
+        consumers = list(sub.consumers)
+        for consumer in consumers:
+            _sample(consumer, c, now_s, consumer.msg_out_counter, consumer.bytes_out_counter)
+        msgs = sum(x.msg_out_counter for x in consumers)
+        size = sum(x.bytes_out_counter for x in consumers)
+        _sample(sub, c, now_s, msgs, size)
+        out_msgs += msgs
+        out_bytes += size
+    _sample(_OutKey.of(topic), c, now_s, out_msgs, out_bytes)
+
+
+class _OutKey:
+    """The topic's outgoing meter lives on a companion object kept alive by the topic."""
+
+    __slots__ = ("__weakref__",)
+    _by_topic: "weakref.WeakKeyDictionary[object, _OutKey]" = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, topic: object) -> "_OutKey":
+        key = cls._by_topic.get(topic)
+        if key is None:
+            key = cls._by_topic[topic] = cls()
+        return key
+
+
 def _consumer_stats(consumer) -> dict:
     return {
         "consumerName": consumer.name,
@@ -26,8 +130,8 @@ def _consumer_stats(consumer) -> dict:
         "unackedMessages": consumer.unacked_messages(),
         "msgOutCounter": consumer.msg_out_counter,
         "bytesOutCounter": consumer.bytes_out_counter,
-        "msgRateOut": 0.0,
-        "msgThroughputOut": 0.0,
+        "msgRateOut": rates(consumer)[0],
+        "msgThroughputOut": rates(consumer)[1],
         "priorityLevel": consumer.priority,
     }
 
@@ -43,8 +147,8 @@ def subscription_json(sub: "Subscription") -> dict:
         "unackedMessages": sum(c.unacked_messages() for c in consumers),
         "type": sub_type,
         "isDurable": sub.durable,
-        "msgRateOut": 0.0,
-        "msgThroughputOut": 0.0,
+        "msgRateOut": rates(sub)[0],
+        "msgThroughputOut": rates(sub)[1],
         "msgOutCounter": sum(c.msg_out_counter for c in consumers),
         "bytesOutCounter": sum(c.bytes_out_counter for c in consumers),
         "markDeletePosition": str(stats.mark_delete_position),
@@ -57,11 +161,13 @@ def topic_stats(topic: "PersistentTopic") -> dict:
     subs = {name: subscription_json(sub) for name, sub in topic.subscriptions.items()}
     durable = [s for s in topic.subscriptions.values() if s.durable]
     backlog = max((subs[s.name]["msgBacklog"] for s in durable), default=0)
+    rate_in, throughput_in = rates(topic)
+    rate_out, throughput_out = rates(_OutKey.of(topic))
     return {
-        "msgRateIn": 0.0,
-        "msgThroughputIn": 0.0,
-        "msgRateOut": 0.0,
-        "msgThroughputOut": 0.0,
+        "msgRateIn": rate_in,
+        "msgThroughputIn": throughput_in,
+        "msgRateOut": rate_out,
+        "msgThroughputOut": throughput_out,
         "msgInCounter": topic.msg_in_counter,
         "bytesInCounter": topic.bytes_in_counter,
         "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
@@ -69,10 +175,45 @@ def topic_stats(topic: "PersistentTopic") -> dict:
         "msgBacklog": backlog,
         "backlogSize": max((subs[s.name]["backlogSize"] for s in durable), default=0),
         "storageSize": storage_size_bytes(topic.ml),
-        "publishers": [
-            {"producerName": p.name, "producerId": p.producer_id, "msgRateIn": 0.0,
-             "msgThroughputIn": 0.0, "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter}
-            for p in topic.producers.values()
-        ],
+        "publishers": [_publisher_stats(p) for p in topic.producers.values()],
         "subscriptions": subs,
     }
+
+
+def _publisher_stats(p) -> dict:
+    rate_in, throughput_in = rates(p)
+    return {"producerName": p.name, "producerId": p.producer_id, "msgRateIn": rate_in,
+            "msgThroughputIn": throughput_in, "msgInCounter": p.msg_in_counter,
+            "bytesInCounter": p.bytes_in_counter}
+
+
+# Topic fields that add up across partitions (the rest are merged or taken per partition).
+_SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
+           "bytesInCounter", "msgOutCounter", "bytesOutCounter", "msgBacklog", "backlogSize",
+           "storageSize")
+_SUB_SUMMED = ("msgBacklog", "msgBacklogNoDelayed", "backlogSize", "unackedMessages", "msgRateOut",
+               "msgThroughputOut", "msgOutCounter", "bytesOutCounter")
+
+
+def partitioned_stats(partitions: int, per_partition: dict[str, dict], include_partitions: bool) -> dict:
+    """Pulsar's PartitionedTopicStats: the partitions' stats summed, publishers and consumers
+    listed, plus `metadata.partitions` and (if asked) each partition's stats under `partitions`."""
+    out: dict = {key: 0 for key in _SUMMED}
+    for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut"):
+        out[key] = 0.0
+    out["publishers"] = []
+    subs: dict[str, dict] = {}
+    for stats in per_partition.values():
+        for key in _SUMMED:
+            out[key] += stats[key]
+        out["publishers"] += stats["publishers"]
+        for name, sub in stats["subscriptions"].items():
+            merged = subs.setdefault(name, {**{k: 0 for k in _SUB_SUMMED}, "type": sub["type"],
+                                            "isDurable": sub["isDurable"], "consumers": []})
+            for key in _SUB_SUMMED:
+                merged[key] += sub[key]
+            merged["consumers"] += sub["consumers"]
+    out["subscriptions"] = subs
+    out["metadata"] = {"partitions": partitions}
+    out["partitions"] = per_partition if include_partitions else {}
+    return out

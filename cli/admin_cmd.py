@@ -2,7 +2,14 @@
 
     strata admin [--admin-url http://127.0.0.1:8080] topics create-partitioned-topic TOPIC -p N
     strata admin topics get-partitioned-topic-metadata TOPIC
+    strata admin topics update-partitioned-topic TOPIC -p N
+    strata admin topics delete-partitioned-topic TOPIC [--force]
+    strata admin topics delete TOPIC [--force]
     strata admin topics stats TOPIC
+    strata admin topics partitioned-stats TOPIC
+    strata admin topics set-deduplication TOPIC (--enable | --disable)
+    strata admin topics get-deduplication TOPIC
+    strata admin topics remove-deduplication TOPIC
     strata admin topics list TENANT/NS
     strata admin topics list-partitioned-topics TENANT/NS
     strata admin namespaces set-deduplication TENANT/NS (--enable | --disable)
@@ -31,11 +38,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--admin-url", default="http://127.0.0.1:8080", help="broker admin HTTP URL")
     groups = p.add_subparsers(dest="group", required=True)
     topics = groups.add_parser("topics").add_subparsers(dest="action", required=True)
-    create = topics.add_parser("create-partitioned-topic")
-    create.add_argument("topic")
-    create.add_argument("-p", "--partitions", type=int, required=True)
-    for action in ("get-partitioned-topic-metadata", "stats"):
+    for action in ("create-partitioned-topic", "update-partitioned-topic"):
+        create = topics.add_parser(action)
+        create.add_argument("topic")
+        create.add_argument("-p", "--partitions", type=int, required=True)
+    for action in ("delete-partitioned-topic", "delete"):
+        delete = topics.add_parser(action)
+        delete.add_argument("topic")
+        delete.add_argument("--force", action="store_true")
+    for action in ("get-partitioned-topic-metadata", "stats", "partitioned-stats",
+                   "get-deduplication", "remove-deduplication"):
         topics.add_parser(action).add_argument("topic")
+    topic_dedup = topics.add_parser("set-deduplication")
+    topic_dedup.add_argument("topic")
+    topic_switch = topic_dedup.add_mutually_exclusive_group(required=True)
+    topic_switch.add_argument("--enable", action="store_true")
+    topic_switch.add_argument("--disable", action="store_true")
     for action in ("list", "list-partitioned-topics"):
         topics.add_parser(action).add_argument("namespace")
     namespaces = groups.add_parser("namespaces").add_subparsers(dest="action", required=True)
@@ -64,11 +82,19 @@ def _route(args: argparse.Namespace) -> tuple[str, str, object]:
         return "GET", f"/admin/v2/persistent/{tenant}/{ns}{suffix}", None
     if args.group == "topics":
         path = f"/admin/v2/persistent/{parse_topic(args.topic).path}"
-        if args.action == "create-partitioned-topic":
-            return "PUT", path + "/partitions", args.partitions
-        if args.action == "get-partitioned-topic-metadata":
-            return "GET", path + "/partitions", None
-        return "GET", path + "/stats", None
+        force = "?force=true" if getattr(args, "force", False) else ""
+        routes = {
+            "create-partitioned-topic": lambda: ("PUT", path + "/partitions", args.partitions),
+            "update-partitioned-topic": lambda: ("POST", path + "/partitions", args.partitions),
+            "delete-partitioned-topic": lambda: ("DELETE", path + "/partitions" + force, None),
+            "delete": lambda: ("DELETE", path + force, None),
+            "get-partitioned-topic-metadata": lambda: ("GET", path + "/partitions", None),
+            "partitioned-stats": lambda: ("GET", path + "/partitioned-stats", None),
+            "set-deduplication": lambda: ("POST", path + "/deduplicationEnabled", bool(args.enable)),
+            "get-deduplication": lambda: ("GET", path + "/deduplicationEnabled", None),
+            "remove-deduplication": lambda: ("DELETE", path + "/deduplicationEnabled", None),
+        }
+        return routes.get(args.action, lambda: ("GET", path + "/stats", None))()
     tenant, ns = parse_namespace(args.namespace)
     path = f"/admin/v2/namespaces/{tenant}/{ns}/deduplication"
     if args.action == "set-deduplication":

@@ -1,0 +1,220 @@
+"""Deduplication state (broker.dedup): verdicts, high marks only after durability, chunks, batches,
+snapshots every N entries or after a time (ManualClock), restore by snapshot + replay, switching."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.dedup import DedupState, Deduplication, Verdict, entry_high_mark, snapshot_path
+from broker.entry_format import build_entry, parse_entry
+from common.clock import ManualClock
+from common.config import default_config
+from common.errors import NotFound
+from ledger.position import Position
+from ledger.types import Entry
+from proto import pulsar_api_pb2 as pb
+
+
+def entry(name: str, seq: int, *, batch: int | None = None, chunk: tuple[int, int] | None = None,
+          highest: int | None = None) -> bytes:
+    md = pb.MessageMetadata(producer_name=name, sequence_id=seq, publish_time=1)
+    if batch is not None:
+        md.num_messages_in_batch = batch
+    if highest is not None:
+        md.highest_sequence_id = highest
+    if chunk is not None:
+        md.uuid = f"{name}-{seq}"
+        md.chunk_id, md.num_chunks_from_msg = chunk
+        md.total_chunk_msg_size = 10
+    return build_entry(md, b"payload")
+
+
+def info(*args, **kwargs):
+    return parse_entry(entry(*args, **kwargs))
+
+
+class FakeStore:
+    """The few AsyncMetadataStore calls dedup makes, in memory."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+        self.puts = 0
+
+    async def get(self, path):
+        value = self.values.get(path)
+        return None if value is None else type("V", (), {"value": value, "version": 1})()
+
+    async def put(self, path, value, expected_version=None):
+        self.values[path] = value
+        self.puts += 1
+        return 1
+
+    async def delete(self, path, expected_version=None):
+        if self.values.pop(path, None) is None:
+            raise NotFound("absent")
+
+
+class FakeLedger:
+    """An append-only list of entries in ledger 1."""
+
+    name = "public/default/persistent/t"
+
+    def __init__(self) -> None:
+        self.entries: list[bytes] = []
+
+    @property
+    def last_confirmed(self) -> Position:
+        return Position(1, len(self.entries) - 1)
+
+    def next_position(self, p: Position) -> Position:
+        return Position(1, p.entry_id + 1)
+
+    async def read(self, start: Position, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        first = max(0, start.entry_id)
+        return [Entry(Position(1, i), self.entries[i])
+                for i in range(first, min(len(self.entries), first + max_entries))]
+
+    def store(self, data: bytes) -> Position:
+        self.entries.append(data)
+        return self.last_confirmed
+
+
+def test_verdicts_follow_pushed_and_persisted_marks() -> None:
+    s = DedupState(100)
+    assert s.check("p", 0, 0) is Verdict.ACCEPT
+    assert s.check("p", 0, 0) is Verdict.IN_FLIGHT      # not yet durable: the client must retry
+    s.on_persisted("p", 0)
+    assert s.check("p", 0, 0) is Verdict.DUPLICATE
+    assert s.check("p", 1, 1) is Verdict.ACCEPT
+    assert s.check("q", 0, 0) is Verdict.ACCEPT         # names are independent
+    assert s.last_sequence_id("p") == 0 and s.last_sequence_id("nobody") == -1
+
+
+def test_failed_write_rolls_back_pushed_so_the_retry_is_stored() -> None:
+    s = DedupState(100)
+    s.check("p", 0, 0)
+    s.on_persisted("p", 0)
+    assert s.check("p", 1, 1) is Verdict.ACCEPT
+    s.on_failed("p")                                    # the write of 1 failed (apache/pulsar#5218)
+    assert s.check("p", 1, 1) is Verdict.ACCEPT
+    s.on_persisted("p", 1)
+    assert s.check("p", 1, 1) is Verdict.DUPLICATE
+
+
+def test_marks_are_bounded_least_recently_used_first() -> None:
+    s = DedupState(2)
+    for name in ("a", "b", "c"):
+        s.check(name, 5, 5)
+        s.on_persisted(name, 5)
+    assert set(s.persisted) == {"b", "c"} and set(s.pushed) == {"b", "c"}
+
+
+def test_high_mark_of_batches_chunks_and_explicit_highest() -> None:
+    assert entry_high_mark(info("p", 10)) == 10
+    assert entry_high_mark(info("p", 10, batch=5)) == 14       # C++ numbers members consecutively
+    assert entry_high_mark(info("p", 10, batch=5, highest=20)) == 20
+    assert entry_high_mark(info("p", 10, chunk=(2, 3))) == 10
+
+
+def make_dedup(ml: FakeLedger, store: FakeStore, clock: ManualClock, **settings) -> Deduplication:
+    config = default_config(**settings)
+    return Deduplication(ml, store, config, clock, asyncio.ensure_future)
+
+
+async def publish(d: Deduplication, ml: FakeLedger, data: bytes) -> Verdict:
+    meta = parse_entry(data)
+    verdict = d.check(meta)
+    if verdict in (Verdict.ACCEPT, Verdict.UNCHECKED):
+        d.on_stored(meta, ml.store(data))
+    await asyncio.sleep(0)
+    return verdict
+
+
+def test_only_the_last_chunk_is_checked_and_recorded() -> None:
+    async def run() -> None:
+        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
+        d = make_dedup(ml, store, clock)
+        await d.load(True)
+        assert await publish(d, ml, entry("p", 0, chunk=(0, 2))) is Verdict.UNCHECKED
+        assert d.last_sequence_id("p") == -1
+        assert await publish(d, ml, entry("p", 0, chunk=(1, 2))) is Verdict.ACCEPT
+        assert d.last_sequence_id("p") == 0
+        assert await publish(d, ml, entry("p", 0, chunk=(0, 2))) is Verdict.UNCHECKED  # a resend
+        assert await publish(d, ml, entry("p", 0, chunk=(1, 2))) is Verdict.DUPLICATE
+    asyncio.run(run())
+
+
+def test_snapshot_every_n_entries_and_after_the_interval() -> None:
+    async def run() -> None:
+        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
+        d = make_dedup(ml, store, clock, broker_dedup_snapshot_interval_entries=3,
+                       broker_dedup_snapshot_interval_ms=5_000)
+        await d.load(True)
+        base = store.puts                                    # the snapshot taken when enabled
+        for seq in range(2):
+            await publish(d, ml, entry("p", seq))
+        await asyncio.sleep(0)
+        assert store.puts == base
+        await publish(d, ml, entry("p", 2))
+        await asyncio.sleep(0.01)
+        assert store.puts == base + 1
+        await publish(d, ml, entry("p", 3))
+        clock.advance_s(6)
+        await publish(d, ml, entry("p", 4))
+        await asyncio.sleep(0.01)
+        assert store.puts == base + 2
+    asyncio.run(run())
+
+
+def test_restart_restores_snapshot_and_replays_the_tail() -> None:
+    async def run() -> None:
+        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
+        d = make_dedup(ml, store, clock, broker_dedup_snapshot_interval_entries=4)
+        await d.load(True)
+        for seq in range(10):
+            await publish(d, ml, entry("p", seq))
+        await publish(d, ml, entry("q", 100, batch=3))
+        await asyncio.sleep(0.01)
+        # "kill -9": no close(), the snapshot is behind the stored entries
+        again = make_dedup(ml, store, clock)
+        await again.load(True)
+        assert again.last_sequence_id("p") == 9
+        assert again.last_sequence_id("q") == 102
+        assert again.check(parse_entry(entry("p", 9))) is Verdict.DUPLICATE
+        assert again.check(parse_entry(entry("p", 10))) is Verdict.ACCEPT
+    asyncio.run(run())
+
+
+def test_switching_off_drops_marks_and_snapshot_on_starts_at_the_end() -> None:
+    async def run() -> None:
+        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
+        d = make_dedup(ml, store, clock)
+        await d.load(False)
+        assert await publish(d, ml, entry("p", 0)) is Verdict.UNCHECKED
+        d.set_enabled(True)                                  # mid-stream: starts at the end
+        await asyncio.sleep(0.01)
+        assert store.values[snapshot_path(ml.name)]
+        assert d.last_sequence_id("p") == -1
+        assert await publish(d, ml, entry("p", 0)) is Verdict.ACCEPT   # stored before: not known
+        assert await publish(d, ml, entry("p", 0)) is Verdict.DUPLICATE
+        d.set_enabled(False)
+        await asyncio.sleep(0.01)
+        assert snapshot_path(ml.name) not in store.values
+        assert await publish(d, ml, entry("p", 0)) is Verdict.UNCHECKED  # off: everything stored
+        assert d.last_sequence_id("p") == -1
+        await d.close()
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_load_without_snapshot(enabled: bool) -> None:
+    async def run() -> None:
+        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
+        ml.store(entry("p", 7))
+        d = make_dedup(ml, store, clock)
+        await d.load(enabled)
+        assert d.last_sequence_id("p") == -1                 # history before enabling is not known
+        assert (snapshot_path(ml.name) in store.values) is enabled
+    asyncio.run(run())

@@ -1,0 +1,55 @@
+"""Rates from sampled cumulative counters (broker.topic_stats.RateWindow), driven by a manual clock."""
+
+from __future__ import annotations
+
+from broker.topic_stats import RateWindow, partitioned_stats
+from common.clock import ManualClock
+
+
+def test_rate_over_the_window_then_decays_to_zero() -> None:
+    clock = ManualClock()
+    window = RateWindow(window_s=5.0, samples_max=20)
+    assert window.rate() == 0.0
+    counter = 0
+    for _ in range(10):                  # 100 per second for 10 s
+        window.sample(clock.monotonic_s(), counter)
+        clock.advance_s(1)
+        counter += 100
+    assert window.rate() == 100.0
+    assert len(window.samples) <= 7      # old samples leave the window
+    for _ in range(6):                   # then silence
+        window.sample(clock.monotonic_s(), counter)
+        clock.advance_s(1)
+    assert window.rate() == 0.0
+
+
+def test_counter_going_down_is_not_a_negative_rate() -> None:
+    clock = ManualClock()
+    window = RateWindow(window_s=10.0, samples_max=20)
+    for value in (0, 50, 100, 20, 70):   # a consumer left: the sum fell from 100 to 20
+        window.sample(clock.monotonic_s(), value)
+        clock.advance_s(1)
+    assert window.rate() == 150 / 4
+
+
+def test_samples_are_bounded() -> None:
+    window = RateWindow(window_s=1e9, samples_max=5)
+    for t in range(100):
+        window.sample(float(t), t)
+    assert len(window.samples) == 5 and window.rate() == 1.0
+
+
+def test_partitioned_stats_sums_and_merges() -> None:
+    def part(n: int) -> dict:
+        sub = {"msgBacklog": n, "msgBacklogNoDelayed": n, "backlogSize": 10 * n, "unackedMessages": 0,
+               "msgRateOut": 1.0, "msgThroughputOut": 2.0, "msgOutCounter": n, "bytesOutCounter": n,
+               "type": "Shared", "isDurable": True, "consumers": [{"consumerName": f"c{n}"}]}
+        return {"msgRateIn": 1.5, "msgThroughputIn": 3.0, "msgRateOut": 1.0, "msgThroughputOut": 2.0,
+                "msgInCounter": n, "bytesInCounter": 10 * n, "msgOutCounter": n, "bytesOutCounter": n,
+                "msgBacklog": n, "backlogSize": 10 * n, "storageSize": 100 * n,
+                "publishers": [{"producerName": f"p{n}"}], "subscriptions": {"s": sub}}
+    out = partitioned_stats(2, {"t-partition-0": part(1), "t-partition-1": part(2)}, True)
+    assert out["msgInCounter"] == 3 and out["storageSize"] == 300 and out["msgRateIn"] == 3.0
+    assert out["subscriptions"]["s"]["msgBacklog"] == 3
+    assert len(out["subscriptions"]["s"]["consumers"]) == 2 and len(out["publishers"]) == 2
+    assert out["metadata"] == {"partitions": 2} and set(out["partitions"]) == {"t-partition-0", "t-partition-1"}

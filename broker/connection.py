@@ -298,9 +298,13 @@ class ServerConnection(asyncio.Protocol):
 
     async def _producer(self, cmd: pb.CommandProducer) -> None:
         existing = self.producers.get(cmd.producer_id)
-        if existing is not None:
-            self.write(encode_producer_success(cmd.request_id, existing.name, -1))
+        if existing is not None and not existing.closed:
+            self.write(encode_producer_success(cmd.request_id, existing.name,
+                                               existing.topic.last_sequence_id(existing.name)))
             return
+        if existing is not None:  # closed by the broker (topic unloaded or deleted): start afresh
+            self.producers.pop(cmd.producer_id, None)
+            self._backlogged.discard(existing)
         key = ("p", cmd.producer_id)
         self.creating.add(key)
         try:
@@ -318,7 +322,8 @@ class ServerConnection(asyncio.Protocol):
         finally:
             self.creating.discard(key)
             self.cancelled.discard(key)
-        self.write(encode_producer_success(cmd.request_id, producer_name, -1))
+        self.write(encode_producer_success(cmd.request_id, producer_name,
+                                           topic.last_sequence_id(producer_name)))
 
     def _send(self, send: pb.CommandSend, frame: Any) -> None:
         producer = self.producers.get(send.producer_id)

@@ -166,7 +166,7 @@ def test_restart_keeps_pending_delayed_messages_delayed(tmp_path) -> None:
         consumer = client.subscribe(topic, "sub", consumer_type=Shared)
         producer = client.create_producer(topic)
         start = now_ms()
-        due = {b"d-early": start + 9_000, b"d-late": start + 13_000}
+        due = {b"d-early": start + 7_000, b"d-late": start + 10_000}
         producer.send(b"d-late", deliver_at=due[b"d-late"])
         producer.send(b"d-early", deliver_at=due[b"d-early"])
         for i in range(3):
@@ -176,11 +176,13 @@ def test_restart_keeps_pending_delayed_messages_delayed(tmp_path) -> None:
         sa.restart()
         client = make_client(sa.service_url)
         consumer = client.subscribe(topic, "sub", consumer_type=Shared)
+        subscribed = now_ms()
         got = receive_timed(consumer, 2, timeout_ms=20_000)
         assert [p for p, _ in got] == [b"d-early", b"d-late"]
         for payload, at in got:
             assert at >= due[payload], f"{payload!r} released early after restart"
-        assert got[1][1] - got[0][1] >= 3_000, "restart released the delayed messages at once"
-        check_on_time(got, due)
+            assert at - max(due[payload], subscribed) <= LATE_MS_MAX, f"{payload!r} late after restart"
+        assert subscribed < due[b"d-late"] - 1_000, "restart too slow for this test to mean anything"
+        assert got[1][1] - got[0][1] >= 2_000, "restart released the delayed messages at once"
         assert_no_more(consumer)
         client.close()

@@ -234,6 +234,8 @@ class AdminServer:
         enabled = await _body_bool(request, "deduplication")
         await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.DEDUP_KEY, enabled)
         await self.service.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns))
+        if not enabled:
+            await self.service.drop_unloaded_dedup_snapshots(tenant, ns, lambda n: True)
         return web.Response(status=204)
 
     async def get_dedup(self, request: web.Request) -> web.Response:
@@ -255,6 +257,9 @@ class AdminServer:
         await policies.set_topic_policy(self.service.astore, name, policies.DEDUP_KEY, enabled)
         base = name.base.path
         await self.service.apply_dedup_policy(lambda n: n.base.path == base)
+        if not enabled:
+            await self.service.drop_unloaded_dedup_snapshots(name.tenant, name.namespace,
+                                                             lambda n: n.base.path == base)
 
     async def get_topic_dedup(self, request: web.Request) -> web.Response:
         name = _topic(request)

@@ -27,7 +27,7 @@ import asyncio
 import logging
 from typing import Any, Coroutine
 
-from broker import policies, topic_stats
+from broker import dedup, policies, topic_stats
 from broker.entry_format import parse_entry
 from broker.names import TopicName
 from broker.topic import PersistentTopic
@@ -180,6 +180,19 @@ class BrokerService:
         for topic in list(self.topics.values()):
             if match(topic.name) and not topic.closing:
                 topic.dedup.set_enabled(await policies.dedup_enabled(self.astore, topic.name))
+
+    async def drop_unloaded_dedup_snapshots(self, tenant: str, namespace: str, match: Any) -> None:
+        """Dedup went off for topics nobody has loaded: delete their snapshots now, so switching
+        on again later starts afresh at the end instead of replaying from a stale snapshot."""
+        for name in await policies.topics_of_namespace(self.astore, tenant, namespace):
+            if not match(name) or str(name) in self.topics:
+                continue
+            if await policies.dedup_enabled(self.astore, name):
+                continue
+            try:
+                await self.astore.delete(dedup.snapshot_path(name.managed_ledger_name))
+            except NotFound:
+                pass
 
     async def _start_background(self) -> None:
         self.spawn(self._sample_stats())

@@ -4,10 +4,14 @@ replay), switching on and off mid-stream (nothing stored is lost), in-flight dup
 
 from __future__ import annotations
 
+import time
+
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
+from broker.codec import CommandType as T, encode_payload_command
+from broker.entry_format import build_entry
+from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
@@ -122,19 +126,23 @@ def test_new_producer_gets_last_sequence_id_only_while_enabled(sa, topic: str) -
     client.close()
 
 
+def _send_frame(seq: int, payload: bytes) -> bytes:
+    md = pb.MessageMetadata(producer_name="raw-inflight", sequence_id=seq, publish_time=int(time.time() * 1000))
+    cmd = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=1, sequence_id=seq))
+    return encode_payload_command(cmd, build_entry(md, payload))
+
+
 def test_in_flight_duplicate_gets_send_error_then_receipt(sa, topic: str) -> None:
     assert http("POST", _dedup_url(sa, topic), True)[0] == 204
     raw = RawClient(sa.port)
     try:
         raw.connect()
         assert raw.producer(topic).type == T.PRODUCER_SUCCESS
-        raw.send_message(1, 7, b"first", producer_name="raw-inflight")
-        raw.send_message(1, 7, b"second", producer_name="raw-inflight")   # same socket write batch
+        raw.send_bytes(_send_frame(7, b"first") + _send_frame(7, b"second"))   # one socket write
         first, second = raw.next_command(), raw.next_command()
         assert first.type == T.SEND_RECEIPT and first.send_receipt.message_id.entryId == 0
-        assert second.type in (T.SEND_ERROR, T.SEND_RECEIPT)
-        if second.type == T.SEND_RECEIPT:       # the first was durable before the second arrived
-            assert second.send_receipt.message_id.entryId == 2**64 - 1
+        assert second.type == T.SEND_ERROR and second.send_error.sequence_id == 7
+        assert second.send_error.error == pb.ServiceNotReady
         raw.send_message(1, 7, b"third", producer_name="raw-inflight")
         third = raw.next_command()
         assert third.type == T.SEND_RECEIPT and third.send_receipt.message_id.ledgerId == 2**64 - 1
@@ -153,4 +161,20 @@ def test_oversize_message_without_chunking_is_refused_and_nothing_is_lost(sa, to
     producer.send(b"after")
     assert [m.data() for m in receive_all(consumer, 2)] == [b"before", b"after"]
     assert_no_more(consumer)
+    client.close()
+
+
+def test_switched_off_while_unloaded_starts_afresh_when_on_again(sa, topic: str) -> None:
+    url = _dedup_url(sa, topic)
+    assert http("POST", url, True)[0] == 204
+    client = make_client(sa.service_url)
+    producer = client.create_producer(topic, producer_name="afresh")
+    for _ in range(3):
+        producer.send(b"x")
+    client.close()
+    sa.restart()                                       # nobody has loaded the topic since
+    assert http("POST", url, False)[0] == 204
+    assert http("POST", url, True)[0] == 204
+    client = make_client(sa.service_url)
+    assert client.create_producer(topic, producer_name="afresh").last_sequence_id() == -1
     client.close()

@@ -10,6 +10,14 @@ cumulative (Exclusive/Failover), and `validation_error` (the client discarded a 
 treated as an ack). Non-durable subscriptions (readers) ignore acks. The cursor persists itself,
 coalesced per `cursor_persist_interval_ms`; closing a consumer flushes at once.
 
+Redelivery (PROTOCOL.md §8.5): REDELIVER_UNACKNOWLEDGED_MESSAGES goes to the dispatcher; ids the
+consumer does not hold (unknown, acked, another consumer's, garbage) are ignored, each id costs
+O(1), and the per-entry redelivery counts live in the cursor only for unacked entries after
+mark-delete, so a nack storm is bounded by the backlog, not by the number of nacks. Seek
+(§8.8): every consumer is disconnected, the cursor reset (a position or publish time past the end
+means "at the end": no error, nothing deleted), and the dispatcher dropped; the next consumer gets
+a fresh one reading from the new position, which also rebuilds the delayed-delivery index.
+
 What must hold: an ack reaches the cursor before the dispatcher forgets the entry, so a crash
 between the two can only cause a redelivery, never a loss.
 """

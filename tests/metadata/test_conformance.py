@@ -186,13 +186,13 @@ def test_bad_input_is_refused(store):
 
 
 def test_value_size_limit(store_url, fast_config):
-    small = fast_config.replace(metadata_value_bytes_max=1_000)
+    small = fast_config.replace(metadata_value_bytes_max=2_000, cursor_state_bytes_max=1_024)
     s = open_store(store_url, config=small)
     try:
-        s.put("/v", b"x" * 1_000)
+        s.put("/v", b"x" * 2_000)
         with pytest.raises(ValueTooLarge):
-            s.put("/v", b"x" * 1_001)
-        assert len(s.get("/v").value) == 1_000
+            s.put("/v", b"x" * 2_001)
+        assert len(s.get("/v").value) == 2_000
     finally:
         s.close()
 

@@ -2,11 +2,16 @@
 
 How it works
 - Adds go over ONE long-lived `AddEntries` stream per client. `submit_add()` only appends the
-  add to `_queued` and, if not already done, schedules `_flush()` with `call_soon`; so every add
-  made in one event-loop iteration is coalesced into as few `AddRequest`s as possible (split per
-  writer token and at `_REQUEST_PAYLOAD_BYTES_MAX`). Each request gets a `request_id`; the
+  add to the stream's `unsent` queue and wakes its sender task. The sender builds a request from
+  everything unsent when it is free (split per writer token and at `_REQUEST_PAYLOAD_BYTES_MAX`),
+  so while one write is in progress the adds behind it gather into the next request: the busier
+  the client, the fewer and bigger the gRPC messages. Each request gets a `request_id`; the
   bookie answers each request once, in order, with one result per entry, matched by position.
-- A sender task writes requests to the stream in order; a receiver task resolves futures.
+- Requests are encoded by hand (`encode_add_request`) as valid `AddRequest` protobuf bytes:
+  protobuf encodes only the small fields of each entry and the payloads are spliced in, so a
+  payload is copied once into the message instead of into a protobuf message and again by its
+  serializer. The bookie parses them as ordinary `AddRequest`s.
+- A receiver task resolves futures from the responses.
 - If the stream breaks (transport error, bookie restart, unexpected end), every add in flight on
   it fails with `BookieUnavailable` and the next add opens a new stream. An add in flight longer
   than `ledger_add_timeout_ms` fails with `TimeoutExpired` and resets the stream (the bookie is
@@ -62,6 +67,9 @@ _RECONNECT_BACKOFF_MS_MIN = 100
 _RECONNECT_BACKOFF_MS_MAX = 1000
 
 _crc32c = google_crc32c.value
+_ADD_ENTRIES_METHOD = "/strata.bookie.Bookie/AddEntries"
+_ENTRIES_TAG = b"\x1a"  # AddRequest.entries: field 3, length-delimited
+_PAYLOAD_TAG = b"\x22"  # AddEntry.payload: field 4, length-delimited
 
 
 def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
@@ -93,14 +101,41 @@ class _Inflight:
 
 @dataclass
 class _AddStream:
-    """One AddEntries stream: its call, its tasks, and its requests in flight (in send order)."""
+    """One AddEntries stream: its call, its tasks, adds not yet sent, requests in flight."""
 
     call: grpc.aio.StreamStreamCall
-    send_queue: asyncio.Queue
+    # Adds submitted and not yet in a request, in submission order:
+    # (ledger_id, entry_id, payload, lac, writer_token, recovery, future).
+    unsent: deque = field(default_factory=deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)  # set when `unsent` gained adds
     inflight: dict[int, _Inflight] = field(default_factory=dict)
     state: _StreamState = _StreamState.OPEN
     tasks: list[asyncio.Task] = field(default_factory=list)
     watchdog: asyncio.TimerHandle | None = None
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
+    """The protobuf bytes of an `AddRequest` of `adds` ((ledger_id, entry_id, payload, lac,
+    recovery) each): protobuf encodes each entry without its payload, the payload field is
+    appended by hand (field order does not matter to a protobuf parser), and everything is
+    joined once."""
+    parts = [pb.AddRequest(request_id=request_id, writer_token=writer_token).SerializeToString()]
+    for ledger_id, entry_id, payload, lac, recovery in adds:
+        head = pb.AddEntry(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
+                           crc32c=_crc32c(payload), recovery=recovery).SerializeToString()
+        payload_len = _varint(len(payload))
+        entry_bytes = len(head) + 1 + len(payload_len) + len(payload)
+        parts += (_ENTRIES_TAG, _varint(entry_bytes), head, _PAYLOAD_TAG, payload_len, payload)
+    return b"".join(parts)
 
 
 class BookieClient:
@@ -116,10 +151,6 @@ class BookieClient:
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BookieStub | None = None
         self._stream: _AddStream | None = None
-        # Adds submitted in this loop iteration, not yet put in a request:
-        # (ledger_id, entry_id, payload, lac, writer_token, recovery, future).
-        self._queued: deque[tuple] = deque()
-        self._flush_scheduled = False
         self._next_request_id = 1
         self._closed = False
 
@@ -148,64 +179,51 @@ class BookieClient:
             fut.set_exception(InvalidArgument("ids must be >= 0 and LAC >= -1",
                                               ledger_id=ledger_id, entry_id=entry_id))
             return fut
-        self._queued.append((ledger_id, entry_id, payload, last_add_confirmed, writer_token,
-                             recovery, fut))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
+        stream = self._stream
+        if stream is None:
+            try:
+                stream = self._open_stream()
+            except StrataError as exc:
+                fut.set_exception(exc)
+                return fut
+        stream.unsent.append((ledger_id, entry_id, payload, last_add_confirmed, writer_token,
+                              recovery, fut))
+        stream.wakeup.set()
         return fut
 
-    def _flush(self) -> None:
-        """Turn every queued add into AddRequests and hand them to the stream's sender."""
-        self._flush_scheduled = False
-        if not self._queued:
-            return
-        if self._closed:
-            self._fail_queued(ShuttingDown("bookie client is closed", address=self.address))
-            return
-        stream = self._stream if self._stream is not None else self._open_stream()
-        queued, self._queued = self._queued, deque()
-        request = None
-        futures: list[asyncio.Future] = []
+    def _take_request(self, stream: _AddStream) -> bytes | None:
+        """Move the oldest unsent adds (one writer token, up to `_REQUEST_PAYLOAD_BYTES_MAX`)
+        into one request, registered in flight; None if every one of them was cancelled."""
+        unsent = stream.unsent
+        adds, futures = [], []
+        token = b""
         request_bytes = 0
-        token = None
-        for ledger_id, entry_id, payload, lac, writer_token, recovery, fut in queued:
+        while unsent:
+            ledger_id, entry_id, payload, lac, writer_token, recovery, fut = unsent[0]
+            if futures and (writer_token != token
+                            or request_bytes + len(payload) > _REQUEST_PAYLOAD_BYTES_MAX):
+                break
+            unsent.popleft()
             if fut.done():  # cancelled by its caller before it was sent
                 continue
-            if request is not None and (writer_token != token
-                                        or request_bytes + len(payload) > _REQUEST_PAYLOAD_BYTES_MAX):
-                self._send(stream, request, futures)
-                request, futures, request_bytes = None, [], 0
-            if request is None:
-                token = writer_token
-                request = pb.AddRequest(request_id=self._next_request_id, writer_token=writer_token)
-                self._next_request_id += 1
-            request.entries.add(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
-                                payload=payload, crc32c=_crc32c(payload), recovery=recovery)
+            token = writer_token
+            adds.append((ledger_id, entry_id, payload, lac, recovery))
             futures.append(fut)
             request_bytes += len(payload)
-        if request is not None:
-            self._send(stream, request, futures)
-
-    def _fail_queued(self, exc: StrataError) -> None:
-        queued, self._queued = self._queued, deque()
-        for *_, fut in queued:
-            if not fut.done():
-                fut.set_exception(exc)
-
-    def _send(self, stream: _AddStream, request: pb.AddRequest, futures: list) -> None:
-        if stream.state is not _StreamState.OPEN:
-            for fut in futures:
-                if not fut.done():
-                    fut.set_exception(BookieUnavailable("add stream broke", address=self.address))
-            return
+        if not futures:
+            return None
+        request_id = self._next_request_id
+        self._next_request_id += 1
         deadline_s = self._clock.monotonic_s() + self._add_timeout_s
-        stream.inflight[request.request_id] = _Inflight(futures, deadline_s)
-        stream.send_queue.put_nowait(request)
+        stream.inflight[request_id] = _Inflight(futures, deadline_s)
+        return encode_add_request(request_id, token, adds)
 
     def _open_stream(self) -> _AddStream:
-        stub = self._ensure_stub()
-        stream = _AddStream(call=stub.AddEntries(), send_queue=asyncio.Queue())
+        self._ensure_stub()
+        call = self._channel.stream_stream(
+            _ADD_ENTRIES_METHOD, request_serializer=None,  # requests arrive encoded
+            response_deserializer=pb.AddResponse.FromString)()
+        stream = _AddStream(call=call)
         stream.tasks.append(asyncio.ensure_future(self._sender(stream)))
         stream.tasks.append(asyncio.ensure_future(self._receiver(stream)))
         self._stream = stream
@@ -215,8 +233,13 @@ class BookieClient:
     async def _sender(self, stream: _AddStream) -> None:
         try:
             while True:
-                request = await stream.send_queue.get()
-                await stream.call.write(request)
+                if not stream.unsent:
+                    stream.wakeup.clear()
+                    await stream.wakeup.wait()
+                    continue
+                request = self._take_request(stream)
+                if request is not None:
+                    await stream.call.write(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # grpc.aio errors, or writing to a finished call
@@ -286,6 +309,10 @@ class BookieClient:
                 if not fut.done():
                     fut.set_exception(error)
         stream.inflight.clear()
+        while stream.unsent:
+            fut = stream.unsent.popleft()[-1]
+            if not fut.done():
+                fut.set_exception(exc)
         if stream.watchdog is not None:
             stream.watchdog.cancel()
         current = asyncio.current_task()
@@ -400,7 +427,6 @@ class BookieClient:
         if self._closed:
             return
         self._closed = True
-        self._fail_queued(ShuttingDown("bookie client is closed", address=self.address))
         if self._stream is not None:
             stream = self._stream
             self._fail_stream(stream, BookieUnavailable("bookie client closed", address=self.address))

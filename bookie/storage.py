@@ -210,7 +210,8 @@ class Storage:
         inserts: list = []
         offset = self._active_offset
         for i, entry in enumerate(entries):
-            error = self._check_add(entry, writer_token)
+            payload = entry.payload  # a protobuf bytes field is copied on every access: once
+            error = self._check_add(entry, payload, writer_token)
             if error is not None:
                 codes[i], messages[i] = error.code, error.message
                 continue
@@ -219,7 +220,6 @@ class Storage:
             if state is None:
                 state = self.index.create_ledger(ledger_id, writer_token, self._active_segment_id)
                 offset += self._append_meta(buffers, RecordKind.CREATE, ledger_id, writer_token)
-            payload = entry.payload
             payload_bytes = len(payload)
             buffers.append(encode_header(_ADD, ledger_id, entry_id, lac, payload_bytes, entry.crc32c))
             buffers.append(payload)
@@ -233,11 +233,11 @@ class Storage:
         self._pending_entries += len(inserts) // 6
         return PendingAdds(codes, messages, future)
 
-    def _check_add(self, entry, writer_token: bytes) -> BookieError | None:
-        payload_bytes = len(entry.payload)
+    def _check_add(self, entry, payload: bytes, writer_token: bytes) -> BookieError | None:
+        payload_bytes = len(payload)
         if payload_bytes > self._entry_bytes_max:
             return EntryTooLarge(f"entry of {payload_bytes} bytes > {self._entry_bytes_max}")
-        if _crc32c(entry.payload) != entry.crc32c:
+        if _crc32c(payload) != entry.crc32c:
             return ChecksumMismatch(f"entry {entry.ledger_id}:{entry.entry_id} arrived corrupted")
         if entry.last_add_confirmed < -1:
             return BadRequest("last_add_confirmed below -1")

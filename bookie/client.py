@@ -16,7 +16,12 @@ How it works
   it fails with `BookieUnavailable` and the next add opens a new stream. An add in flight longer
   than `ledger_add_timeout_ms` fails with `TimeoutExpired` and resets the stream (the bookie is
   stuck; later adds on that stream would wait behind it).
-- Reads, LAC, fence, delete, list and info are plain calls with a deadline
+- Reads go over ONE long-lived `ReadEntriesStream` per client (a call per read cost the
+  broker more than the read itself): each read gets a `request_id` and a future, a sender task
+  writes the requests, a receiver task hands each response to its read, the one marked `last`
+  completes it. A read not answered within `ledger_read_timeout_ms` fails with
+  `BookieUnavailable` and resets the stream, like a broken stream does for every read on it.
+- LAC, fence, delete, list and info are plain calls with a deadline
   (`ledger_read_timeout_ms`; fence and delete use `ledger_add_timeout_ms`).
 
 What must hold
@@ -138,6 +143,28 @@ def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
     return b"".join(parts)
 
 
+@dataclass
+class _PendingRead:
+    """One read sent on the read stream and not yet completed."""
+
+    ledger_id: int
+    expected: int                 # the next entry id its responses must carry
+    last: int                     # the last entry id asked for
+    out: list                     # (entry_id, payload) read so far
+    future: asyncio.Future        # None once every entry arrived; a StrataError otherwise
+
+
+@dataclass
+class _ReadStream:
+    """One ReadEntriesStream: its call, its tasks, its reads in flight by request id."""
+
+    call: grpc.aio.StreamStreamCall
+    send_queue: asyncio.Queue
+    pending: dict[int, _PendingRead] = field(default_factory=dict)
+    state: _StreamState = _StreamState.OPEN
+    tasks: list[asyncio.Task] = field(default_factory=list)
+
+
 class BookieClient:
     """Client of one bookie at `address` ("host:port")."""
 
@@ -151,6 +178,7 @@ class BookieClient:
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BookieStub | None = None
         self._stream: _AddStream | None = None
+        self._read_stream: _ReadStream | None = None
         self._next_request_id = 1
         self._closed = False
 
@@ -338,30 +366,106 @@ class BookieClient:
 
     async def _read_chunk(self, ledger_id: int, first: int, last: int, allow_past_lac: bool,
                           out: list[tuple[int, bytes]]) -> None:
-        request = pb.ReadRequest(ledger_id=ledger_id, first_entry=first, last_entry=last,
-                                 allow_past_lac=allow_past_lac)
-        expected = first
+        stream = self._read_stream if self._read_stream is not None else self._open_read_stream()
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        loop = asyncio.get_running_loop()
+        pending = _PendingRead(ledger_id, first, last, out, loop.create_future())
+        stream.pending[request_id] = pending
+        stream.send_queue.put_nowait(pb.ReadRequest(
+            ledger_id=ledger_id, first_entry=first, last_entry=last,
+            allow_past_lac=allow_past_lac, request_id=request_id))
+        timer = loop.call_later(self._read_timeout_s, self._read_timed_out, stream, request_id)
         try:
-            call = self._ensure_stub().ReadEntries(request, timeout=self._read_timeout_s)
-            async for response in call:
-                if response.error_code:
-                    raise error_from_code(response.error_code, response.error_message)
-                for entry in response.entries:
-                    payload = entry.payload
-                    if entry.entry_id != expected:
-                        raise NoSuchEntry("bookie skipped an entry", ledger_id=ledger_id,
-                                          expected=expected, got=entry.entry_id)
-                    if _crc32c(payload) != entry.crc32c:
-                        raise ChecksumMismatch("entry read does not match its CRC32C",
-                                               ledger_id=ledger_id, entry_id=entry.entry_id,
-                                               address=self.address)
-                    out.append((expected, payload))
-                    expected += 1
-        except grpc.aio.AioRpcError as exc:
-            raise _unavailable(self.address, exc) from None
-        if expected != last + 1:
-            raise NoSuchEntry("bookie returned fewer entries than asked", ledger_id=ledger_id,
-                              missing_entry_id=expected)
+            await pending.future
+        finally:
+            timer.cancel()
+            stream.pending.pop(request_id, None)
+
+    def _open_read_stream(self) -> _ReadStream:
+        stub = self._ensure_stub()
+        stream = _ReadStream(call=stub.ReadEntriesStream(), send_queue=asyncio.Queue())
+        stream.tasks.append(asyncio.ensure_future(self._read_sender(stream)))
+        stream.tasks.append(asyncio.ensure_future(self._read_receiver(stream)))
+        self._read_stream = stream
+        return stream
+
+    async def _read_sender(self, stream: _ReadStream) -> None:
+        try:
+            while True:
+                await stream.call.write(await stream.send_queue.get())
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # grpc.aio errors, or writing to a finished call
+            self._fail_read_stream(stream, BookieUnavailable(f"read stream write failed: {exc!r}",
+                                                             address=self.address))
+
+    async def _read_receiver(self, stream: _ReadStream) -> None:
+        try:
+            while True:
+                response = await stream.call.read()
+                if response is grpc.aio.EOF:
+                    raise BookieUnavailable("bookie ended the read stream", address=self.address)
+                pending = stream.pending.get(response.request_id)
+                if pending is None or pending.future.done():
+                    continue  # its reader gave up (cancelled)
+                try:
+                    self._take_read_response(pending, response)
+                except StrataError as exc:
+                    pending.future.set_exception(exc)
+        except asyncio.CancelledError:
+            raise
+        except StrataError as exc:
+            self._fail_read_stream(stream, exc)
+        except Exception as exc:  # grpc.aio.AioRpcError and friends
+            self._fail_read_stream(stream, BookieUnavailable(f"read stream failed: {exc!r}",
+                                                             address=self.address))
+
+    def _take_read_response(self, pending: _PendingRead, response: pb.ReadResponse) -> None:
+        """Check and collect one response's entries; complete the read on its last response."""
+        if response.error_code:
+            raise error_from_code(response.error_code, response.error_message)
+        ledger_id, out, expected = pending.ledger_id, pending.out, pending.expected
+        for entry in response.entries:
+            payload = entry.payload
+            if entry.entry_id != expected:
+                raise NoSuchEntry("bookie skipped an entry", ledger_id=ledger_id,
+                                  expected=expected, got=entry.entry_id)
+            if _crc32c(payload) != entry.crc32c:
+                raise ChecksumMismatch("entry read does not match its CRC32C",
+                                       ledger_id=ledger_id, entry_id=entry.entry_id,
+                                       address=self.address)
+            out.append((expected, payload))
+            expected += 1
+        pending.expected = expected
+        if response.last:
+            if expected != pending.last + 1:
+                raise NoSuchEntry("bookie returned fewer entries than asked",
+                                  ledger_id=ledger_id, missing_entry_id=expected)
+            pending.future.set_result(None)
+
+    def _read_timed_out(self, stream: _ReadStream, request_id: int) -> None:
+        if request_id in stream.pending:  # reads are answered in order: the stream is stuck
+            self._fail_read_stream(stream, BookieUnavailable(
+                "read not answered within ledger_read_timeout_ms; read stream reset",
+                address=self.address, timeout_s=self._read_timeout_s))
+
+    def _fail_read_stream(self, stream: _ReadStream, exc: StrataError) -> None:
+        """Fail every read on `stream` and retire it; the next read opens a new stream."""
+        if stream.state is _StreamState.FAILED:
+            return
+        stream.state = _StreamState.FAILED
+        if self._read_stream is stream:
+            self._read_stream = None
+        for pending in stream.pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(exc)
+        stream.pending.clear()
+        current = asyncio.current_task()
+        for task in stream.tasks:
+            if task is not current:
+                task.cancel()
+        stream.call.cancel()
 
     async def read_lac(self, ledger_id: int) -> tuple[int, int]:
         """(last_add_confirmed, last_entry_id) of the ledger on this bookie; -1 = none."""
@@ -431,6 +535,11 @@ class BookieClient:
             stream = self._stream
             self._fail_stream(stream, BookieUnavailable("bookie client closed", address=self.address))
             await asyncio.gather(*stream.tasks, return_exceptions=True)
+        if self._read_stream is not None:
+            read_stream = self._read_stream
+            self._fail_read_stream(read_stream, BookieUnavailable("bookie client closed",
+                                                                  address=self.address))
+            await asyncio.gather(*read_stream.tasks, return_exceptions=True)
         if self._channel is not None:
             await self._channel.close()
             self._channel = None

@@ -5,6 +5,8 @@ How it works
   queue is full (backpressure: the stream simply stops being read, HTTP/2 flow control pushes
   back on the writer), hands each to `Storage.add_request` and queues the pending result; the
   handler itself writes responses in request order, each once its adds are durable.
+- Reads: `ReadEntriesStream` answers the reads of one long-lived stream in order, each like a
+  `ReadEntries` call (which remains for single reads), so a reader pays no call set-up per read.
 - Every other rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
 - `BookieServer` also runs the periodic work: checkpoint (`bookie_checkpoint_interval_ms`),
@@ -70,6 +72,22 @@ class BookieServicer(pb_grpc.BookieServicer):
             pending.put_nowait(_END)
 
     async def ReadEntries(self, request, context):
+        async for response in self._read_responses(request):
+            yield response
+
+    async def ReadEntriesStream(self, request_iterator, context):
+        async for request in request_iterator:
+            previous = None
+            async for response in self._read_responses(request):
+                if previous is not None:
+                    await context.write(previous)
+                response.request_id = request.request_id
+                previous = response
+            previous.last = True  # _read_responses always yields at least one response
+            await context.write(previous)
+
+    async def _read_responses(self, request):
+        """The responses to one ReadRequest: entries in chunks, or one error response."""
         try:
             entries, error = await self._storage.read(request.ledger_id, request.first_entry,
                                                       request.last_entry, request.allow_past_lac)

@@ -7,10 +7,10 @@ How it works
   so while one write is in progress the adds behind it gather into the next request: the busier
   the client, the fewer and bigger the gRPC messages. Each request gets a `request_id`; the
   bookie answers each request once, in order, with one result per entry, matched by position.
-- Requests are encoded by hand (`encode_add_request`) as valid `AddRequest` protobuf bytes:
-  protobuf encodes only the small fields of each entry and the payloads are spliced in, so a
-  payload is copied once into the message instead of into a protobuf message and again by its
-  serializer. The bookie parses them as ordinary `AddRequest`s.
+- Requests are encoded by `encode_add_request` as valid `AddRequest` protobuf bytes: large
+  payloads are spliced in by hand, so such a payload is copied once into the message instead
+  of into a protobuf message and again by its serializer. The bookie parses ordinary
+  `AddRequest`s.
 - A receiver task resolves futures from the responses.
 - If the stream breaks (transport error, bookie restart, unexpected end), every add in flight on
   it fails with `BookieUnavailable` and the next add opens a new stream. An add in flight longer
@@ -75,6 +75,9 @@ _crc32c = google_crc32c.value
 _ADD_ENTRIES_METHOD = "/strata.bookie.Bookie/AddEntries"
 _ENTRIES_TAG = b"\x1a"  # AddRequest.entries: field 3, length-delimited
 _PAYLOAD_TAG = b"\x22"  # AddEntry.payload: field 4, length-delimited
+# Payloads at least this big are spliced into a request instead of copied through protobuf
+# (below it protobuf's per-entry cost is lower than splicing's).
+_SPLICE_PAYLOAD_BYTES_MIN = 16 * 1024
 
 
 def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
@@ -130,16 +133,27 @@ def _varint(value: int) -> bytes:
 
 def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
     """The protobuf bytes of an `AddRequest` of `adds` ((ledger_id, entry_id, payload, lac,
-    recovery) each): protobuf encodes each entry without its payload, the payload field is
-    appended by hand (field order does not matter to a protobuf parser), and everything is
-    joined once."""
+    recovery) each). A protobuf message may be concatenated from pieces (a repeated field's
+    elements append in order), so runs of small entries are encoded by protobuf in one go, and
+    each large entry is encoded without its payload, the payload field spliced in by hand:
+    everything is joined once, so a large payload is copied once."""
     parts = [pb.AddRequest(request_id=request_id, writer_token=writer_token).SerializeToString()]
+    run = pb.AddRequest()  # small entries not yet encoded: only its `entries` are used
     for ledger_id, entry_id, payload, lac, recovery in adds:
+        if len(payload) < _SPLICE_PAYLOAD_BYTES_MIN:
+            run.entries.add(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
+                            payload=payload, crc32c=_crc32c(payload), recovery=recovery)
+            continue
+        if run.entries:
+            parts.append(run.SerializeToString())
+            run = pb.AddRequest()
         head = pb.AddEntry(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
                            crc32c=_crc32c(payload), recovery=recovery).SerializeToString()
         payload_len = _varint(len(payload))
         entry_bytes = len(head) + 1 + len(payload_len) + len(payload)
         parts += (_ENTRIES_TAG, _varint(entry_bytes), head, _PAYLOAD_TAG, payload_len, payload)
+    if run.entries:
+        parts.append(run.SerializeToString())
     return b"".join(parts)
 
 

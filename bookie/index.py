@@ -185,7 +185,22 @@ class Index:
                     segment.live_bytes -= location & _FIELD_MASK
             state.entries.clear()
             state.payload_bytes = 0
+            self._forget_in_open_segments(ledger_id)
         return state
+
+    def _forget_in_open_segments(self, ledger_id: int) -> None:
+        """Drop the ledger's quads from segments not yet sealed. Their .idx is written from the
+        quads at sealing, and a later incarnation of the same id created in the same segment
+        would otherwise take the dead entries back on the next start."""
+        for segment in self.segments.values():
+            quads = segment.quads
+            if quads is None or ledger_id not in quads[0::4]:
+                continue
+            kept = array("q")
+            for i in range(0, len(quads), 4):
+                if quads[i] != ledger_id:
+                    kept.extend(quads[i:i + 4])
+            segment.quads = kept
 
     def insert(self, state: LedgerState, entry_id: int, segment_id: int, offset: int,
                length: int, lac: int, payload_bytes: int) -> None:

@@ -1,7 +1,11 @@
-"""A real `strata standalone` subprocess for the perf tools: free ports, temp data dir, cleanup.
+"""A real `strata standalone` subprocess: free ports, a data dir, bounded waits, cleanup.
+
+Used by the perf tools and, through tests/support/standalone_proc.py, by the tests:
 
     with LocalStandalone.start() as sa:        # waits for "admin URL" and a listening port
         sa.service_url, sa.admin_url, sa.pid
+        sa.kill9()                             # crash: the whole process group, bookies too
+        sa.restart()                           # same data dir and ports
 
 The process runs in its own session (process group) with its bookies as children; `stop()`
 sends SIGTERM (clean stop, as Ctrl-C), SIGKILLs the group if it does not stop in time, and
@@ -9,7 +13,6 @@ removes the temp data dir it created; if the perf process dies without stopping 
 standalone gets SIGTERM from the kernel (PR_SET_PDEATHSIG). Output goes to `<data dir>.log`, whose tail is included in
 the error when a start fails. Every wait is bounded.
 
-The same logic as tests/support/standalone_proc.py (tests may not be imported by product code).
 """
 
 from __future__ import annotations
@@ -51,16 +54,19 @@ class LocalStandalone:
     """One `strata standalone` process on free loopback ports.
 
     owns_dir: the data dir is a temp dir this object created and deletes on stop.
+    proc: the running process, None when stopped.
     """
 
-    def __init__(self, data_dir: Path, owns_dir: bool, bookies: int = 1) -> None:
-        self.data_dir = data_dir
+    def __init__(self, data_dir: Path, owns_dir: bool, bookies: int = 1,
+                 env: dict[str, str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
         self.owns_dir = owns_dir
         self.bookies = bookies
+        self.env = dict(env or {})
         self.port = free_port()
         self.admin_port = free_port()
-        self.proc: subprocess.Popen | None = None  # None = not running
-        self.log_path = Path(str(data_dir) + ".log")
+        self.proc: subprocess.Popen | None = None
+        self.log_path = Path(str(self.data_dir) + ".log")
 
     @property
     def service_url(self) -> str:
@@ -75,37 +81,47 @@ class LocalStandalone:
         return self.proc.pid
 
     @classmethod
-    def start(cls, data_dir: str | None = None, bookies: int = 1) -> "LocalStandalone":
+    def start(cls, data_dir: str | Path | None = None, bookies: int = 1,
+              env: dict[str, str] | None = None) -> "LocalStandalone":
         if data_dir is None:
-            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies)
+            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies, env)
         else:
-            sa = cls(Path(data_dir), False, bookies)
+            sa = cls(Path(data_dir), False, bookies, env)
         try:
-            sa._launch()
+            sa.launch()
         except BaseException:
             sa.stop()
             raise
         return sa
 
-    def _launch(self) -> None:
+    def launch(self) -> None:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir),
                "--port", str(self.port), "--admin-port", str(self.admin_port),
                "--bookies", str(self.bookies)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                                          preexec_fn=_stop_with_parent)
+        self._wait_ready(log_offset)
+
+    def _wait_ready(self, log_offset: int) -> None:
+        """Wait for this launch's "admin URL" line (after `log_offset`) and a listening port."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         marker = f"admin URL http://127.0.0.1:{self.admin_port}"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise StrataError("standalone exited during start-up", returncode=self.proc.returncode,
                                   log=self.log_tail())
-            if marker in self.log_path.read_text(errors="replace") and self._listening():
+            with open(self.log_path, "rb") as log:
+                log.seek(log_offset)
+                text = log.read().decode(errors="replace")
+            if marker in text and self._listening():
                 return
             time.sleep(0.1)
+        self.kill9()
         raise TimeoutExpired("standalone not ready", timeout_s=READY_TIMEOUT_S, log=self.log_tail())
 
     def _listening(self) -> bool:
@@ -115,27 +131,56 @@ class LocalStandalone:
         except OSError:
             return False
 
-    def log_tail(self, lines: int = 40) -> str:
+    def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
 
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # bookies left behind, or a hung broker
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill9(self) -> None:
+        """Crash: SIGKILL the whole process group (broker and bookies)."""
+        if self.proc is None:
+            return
+        self._kill_group()
+        self.proc.wait(timeout=STOP_TIMEOUT_S)
+        self.proc = None
+
+    def terminate(self) -> int:
+        """Clean stop (SIGTERM, as Ctrl-C); SIGKILL of the group if it does not stop in time,
+        which is an error. Returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise TimeoutExpired("standalone did not stop on SIGTERM", log=self.log_tail()) from None
+        self._kill_group()  # any bookie left behind
+        self.proc = None
+        return code
+
+    def restart(self, *, crash: bool = False) -> None:
+        """Stop (cleanly, or by kill -9 with crash=True) and start again on the same dir and ports."""
+        if crash:
+            self.kill9()
+        else:
+            self.terminate()
+        self.launch()
+
     def stop(self) -> None:
-        """SIGTERM, bounded wait, SIGKILL of the whole group; then remove an owned temp dir."""
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # bookies left behind, or a hung broker
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-            self.proc = None
+        """Terminate (SIGKILL if it hangs); then remove an owned temp dir. Never raises."""
+        try:
+            self.terminate()
+        except StrataError:
+            pass
         if self.owns_dir:
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
 

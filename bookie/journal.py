@@ -11,9 +11,10 @@ How it works
   covers every add that arrived while the previous fsync ran, and the event loop keeps
   accepting adds while the disk works.
 - A `RollItem` seals the current file (fsync, close) and opens the next one (fsync dir).
-- A write or fsync error (ENOSPC, EIO) truncates the file back to its last durable size,
-  fails the batch and every later item with that error, and leaves the journal FAILED for
-  good: the bookie turns read-only and nothing torn is ever acknowledged or exposed.
+- A write or fsync error (ENOSPC, EIO), or any other exception while writing a batch (a bug),
+  truncates the file back to its last durable size, fails the batch and every later item with
+  that error, and leaves the journal FAILED for good: the bookie turns read-only and nothing
+  torn is ever acknowledged or exposed.
 
 What must hold: an item is reported done without error only after its bytes are fsynced
 (unless the UNSAFE `bookie_unsafe_skip_fsync` is set); items complete in submission order.
@@ -155,7 +156,9 @@ class Journal:
                 buffers.extend(item.buffers)
             self._flush(buffers)
             return None
-        except OSError as exc:
+        except BaseException as exc:  # noqa: BLE001 - not only OSError: a bug (an invariant, a
+            # TypeError) must fail the journal too, or this thread dies silently and every
+            # pending add and wait_for_room() waits forever while the bookie looks writable.
             self._fail(exc, durable_size)
             return exc
 
@@ -176,7 +179,7 @@ class Journal:
         self._fs.fsync_dir(self._directory)
         self._segment_id = item.segment_id
 
-    def _fail(self, exc: OSError, durable_size: int) -> None:
+    def _fail(self, exc: BaseException, durable_size: int) -> None:
         self.error = exc
         self.state = JournalState.FAILED
         try:

@@ -8,7 +8,7 @@ import threading
 from array import array
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bookie.fileio import FailingFileSystem, OsFileSystem
@@ -89,6 +89,25 @@ def test_enospc_truncates_the_torn_batch_and_fails_everything_after(tmp_path):
     assert (tmp_path / "1.seg").read_bytes() == b"12345678"  # torn bytes cut off
 
 
+def test_a_non_os_error_fails_the_journal_instead_of_killing_its_thread(tmp_path):
+    class Buggy(OsFileSystem):
+        def open_append(self, path):
+            f = super().open_append(path)
+            f.write_all = lambda buffers: 1 / 0  # a bug in the writer, not a disk error
+            return f
+
+    j, c = _journal(tmp_path, fs=Buggy(), wait_ms=0)
+    c.expect = 2
+    j.submit(WriteItem([b"abc"], 3, 1, "first"))
+    j.submit(WriteItem([b"def"], 3, 1, "second"))
+    assert c.all_done.wait(10)
+    j.stop()
+    assert [d for d, _ in c.done] == ["first", "second"]
+    assert all(isinstance(e, ZeroDivisionError) for _, e in c.done)
+    assert j.state is JournalState.FAILED
+
+
+@settings(deadline=None)
 @given(st.integers(0, 2**30), st.integers(0, 2**40 - 1), st.integers(0, 2**40 - 1))
 def test_location_packing_round_trips(segment_id, offset, length):
     assert unpack_location(pack_location(segment_id, offset, length)) == (segment_id, offset, length)

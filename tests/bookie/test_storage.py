@@ -8,8 +8,9 @@ import os
 import pytest
 
 from bookie.storage import StorageMode
+from bookie.fileio import OsAppendFile, OsFileSystem
 from common.errors import (BadRequest, ChecksumMismatch, DiskFull, EntryTooLarge, LedgerFenced,
-                           NoSuchEntry, NoSuchLedger)
+                           NoSuchEntry, NoSuchLedger, ReadOnly)
 
 from tests.bookie.storage_helpers import add, config, crash, entry, opened, read_all
 
@@ -155,6 +156,38 @@ def test_disk_full_turns_read_only_without_corrupting_stored_entries(tmp_path):
         s = await opened(tmp_path)  # a healthy disk again: every acked entry, nothing torn
         assert await read_all(s, 1) == acked
         assert await add(s, [entry(1, len(acked), b"later")]) == [0]
+        await s.close()
+    run(go())
+
+
+class _BuggyAppendFile(OsAppendFile):
+    """Writes `good_writes` batches, then raises a non-OSError (a bug, not a disk error)."""
+
+    good_writes = 1
+
+    def write_all(self, buffers: list[bytes]) -> None:
+        if _BuggyAppendFile.good_writes <= 0:
+            raise RuntimeError("injected bug in the writer")
+        _BuggyAppendFile.good_writes -= 1
+        super().write_all(buffers)
+
+
+class _BuggyFileSystem(OsFileSystem):
+    def open_append(self, path: str):
+        return _BuggyAppendFile(path)
+
+
+def test_a_non_os_error_in_the_journal_turns_read_only_and_fails_pending_adds(tmp_path):
+    async def go():
+        _BuggyAppendFile.good_writes = 1
+        s = await opened(tmp_path, fs=_BuggyFileSystem())
+        assert await add(s, [entry(1, 0, b"ok")]) == [0]
+        codes = await asyncio.wait_for(add(s, [entry(1, 1, b"lost")]), 10)
+        assert codes == [ReadOnly.code]  # a typed error, not a hang
+        assert s.mode is StorageMode.IO_ERROR and s.info().read_only
+        assert await add(s, [entry(1, 1, b"later")]) == [ReadOnly.code]
+        await asyncio.wait_for(s.wait_for_room(), 1)
+        assert await read_all(s, 1) == [b"ok"]
         await s.close()
     run(go())
 

@@ -22,6 +22,7 @@ def _encode_all(records):
     return [encode(k, l, e, lac, p) for k, l, e, lac, p in records]
 
 
+@settings(deadline=None)
 @given(records_st, st.integers(1, 97))
 def test_scanner_round_trips_any_chunking(records, chunk_bytes):
     blobs = _encode_all(records)
@@ -40,6 +41,7 @@ def test_scanner_round_trips_any_chunking(records, chunk_bytes):
     assert all(r.payload_crc32c == google_crc32c.value(r.payload) for r in got)
 
 
+@settings(deadline=None)
 @given(records_st, st.data())
 def test_torn_tail_yields_exactly_the_complete_prefix(records, data):
     blobs = _encode_all(records)
@@ -57,7 +59,7 @@ def test_torn_tail_yields_exactly_the_complete_prefix(records, data):
     assert scanner.end_offset == end
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(records_st, st.data())
 def test_any_flipped_byte_stops_the_scan_at_that_record(records, data):
     blobs = _encode_all(records)

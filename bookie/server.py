@@ -194,7 +194,10 @@ class BookieServer:
 
     async def start(self) -> None:
         await self.storage.open()
-        self._server = grpc.aio.server(options=grpc_channel_options(self.config))
+        # No SO_REUSEPORT: gRPC sets it by default, so a second bookie on a taken port would
+        # silently share it (and half the adds would go to the other bookie); fail loudly.
+        options = [*grpc_channel_options(self.config), ("grpc.so_reuseport", 0)]
+        self._server = grpc.aio.server(options=options)
         pb_grpc.add_BookieServicer_to_server(BookieServicer(self.storage), self._server)
         self.port = self._server.add_insecure_port(f"{self._host}:{self._requested_port}")
         if self.port == 0:

@@ -242,3 +242,19 @@ def test_add_to_a_stalled_bookie_times_out_then_recovers(tmp_path):
         asyncio.run(go())
     finally:
         bookie.close()
+
+
+def test_a_second_bookie_on_a_taken_port_fails_loudly(tmp_path):
+    from bookie.server import BookieServer
+
+    async def go():
+        first = BookieServer(str(tmp_path / "a"), CONFIG)
+        await first.start()
+        second = BookieServer(str(tmp_path / "b"), CONFIG, port=first.port)
+        try:
+            with pytest.raises(RuntimeError):  # no SO_REUSEPORT: bind fails, no silent sharing
+                await second.start()
+        finally:
+            await second.storage.close()
+            await first.stop()
+    asyncio.run(go())

@@ -11,7 +11,11 @@ Why a metadata-store row and not a cursor ledger on bookies: the state is small 
 `metadata_value_bytes_max` when that is raised to match), one row is one atomic write, and
 compare-and-set on its version fences a stale broker: every save passes the version it last
 read or wrote, so a broker that lost the topic gets `BadVersion` instead of overwriting the new
-owner's acks. Deleting a managed ledger's key requires deleting its cursors first (`delete_all`).
+owner's acks. A lost compare-and-set is not taken at face value, though: the key is re-read, and
+if its mark-delete is not ahead of ours (a rewrite of the same state, an admin touch, our own
+earlier write whose reply was lost), we take its version and write once more; only a stored
+mark-delete ahead of ours (another owner moved on) or a second loss raises `BadVersion`.
+Deleting a managed ledger's key requires deleting its cursors first (`delete_all`).
 
 The store may be the synchronous `MetadataStore` (calls run in a worker thread) or an async one
 whose methods are coroutines (awaited directly).
@@ -21,17 +25,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from typing import Any
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
-from common.errors import CursorNotFound, InvalidArgument, NotFound
+from common.errors import BadVersion, CursorNotFound, InvalidArgument, NotFound
+from cursor import metrics
 from cursor.codec import decode
 from cursor.managed_cursor import ManagedCursor
 from ledger.ml_metadata import ml_path
 from ledger.position import LATEST, Position
 from ledger.types import LedgerView
+
+log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[A-Za-z0-9_.:=@+-]")
 
@@ -95,8 +103,27 @@ class CursorStore:
         path = self.path(cursor_name)
         if version is None:
             self._versions[cursor_name] = await self._call("create", path, value)
-        else:
+            return
+        try:
             self._versions[cursor_name] = await self._call("put", path, value, expected_version=version)
+        except BadVersion as lost:
+            metrics.CURSOR_PERSIST_CONFLICTS_TOTAL += 1
+            version = await self._version_to_overwrite(cursor_name, value, lost)
+            self._versions[cursor_name] = await self._call("put", path, value, expected_version=version)
+
+    async def _version_to_overwrite(self, cursor_name: str, value: bytes, lost: BadVersion) -> int:
+        """After a lost compare-and-set: the stored version, if the stored state is not ahead of
+        `value` (same or older mark-delete); else re-raise `lost`, we are not the owner."""
+        found = await self._call("get", self.path(cursor_name))
+        if found is None:
+            raise lost  # deleted behind us: never re-create a dropped subscription
+        stored_md, our_md = decode(found.value).mark_delete, decode(value).mark_delete
+        if stored_md > our_md:
+            raise lost
+        log.warning("cursor %s/%s: version moved behind us (%s), stored mark-delete %s is not "
+                    "ahead of ours %s: writing once more over version %d",
+                    self.ml_name, cursor_name, lost, stored_md, our_md, found.version)
+        return found.version
 
     async def delete(self, cursor_name: str) -> None:
         try:

@@ -434,9 +434,11 @@ class ManagedCursor:
     async def _auto_flush(self) -> None:
         try:
             await self.flush()
-        except BadVersion as exc:  # another broker wrote the cursor: we no longer own it
+        except BadVersion as exc:  # the store re-read and still lost: likely not our cursor now
             self.persist_error = exc
-            log.error("cursor %s: persist lost compare-and-set; not retrying: %s", self.name, exc)
+            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
+            log.error("cursor %s: persist lost compare-and-set (stored state is ahead or changed "
+                      "again); still dirty, tried again on the next change: %s", self.name, exc)
         except StrataError as exc:
             self.persist_error = exc
             metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1

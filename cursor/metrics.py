@@ -5,7 +5,8 @@ They only ever go up; a scraper computes rates. Names follow Prometheus' `_total
 
 CURSOR_STATE_TOO_LARGE_TOTAL = 0   # persists refused because the state exceeded cursor_state_bytes_max
 CURSOR_PERSISTS_TOTAL = 0          # successful cursor writes to the metadata store
-CURSOR_PERSIST_FAILURES_TOTAL = 0  # background persists that failed (any StrataError but a lost CAS)
+CURSOR_PERSIST_FAILURES_TOTAL = 0  # background persists that failed (any StrataError, a lost CAS too)
+CURSOR_PERSIST_CONFLICTS_TOTAL = 0  # saves that lost compare-and-set (re-read, maybe written again)
 
 
 def snapshot() -> dict[str, int]:
@@ -14,4 +15,5 @@ def snapshot() -> dict[str, int]:
         "strata_cursor_state_too_large_total": CURSOR_STATE_TOO_LARGE_TOTAL,
         "strata_cursor_persists_total": CURSOR_PERSISTS_TOTAL,
         "strata_cursor_persist_failures_total": CURSOR_PERSIST_FAILURES_TOTAL,
+        "strata_cursor_persist_conflicts_total": CURSOR_PERSIST_CONFLICTS_TOTAL,
     }

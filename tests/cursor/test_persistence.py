@@ -144,6 +144,48 @@ def test_lost_compare_and_set_is_reported(store):
     asyncio.run(go())
 
 
+def test_a_version_bumped_behind_the_cursor_does_not_stop_persisting(store):
+    async def go():
+        view = view_with(10)
+        cursor = await CursorStore(store, "t").open_cursor(view, "s", start=EARLIEST)
+        cursor.ack([Position(1, 0)])
+        await cursor.flush()
+        path = CursorStore(store, "t").path("s")
+        found = store.get(path)
+        store.put(path, found.value, expected_version=found.version)  # same state, new version
+        conflicts = metrics.CURSOR_PERSIST_CONFLICTS_TOTAL
+        cursor.ack([Position(1, 1), Position(1, 2)])
+        await cursor.flush()
+        assert cursor.persist_error is None
+        assert metrics.CURSOR_PERSIST_CONFLICTS_TOTAL == conflicts + 1
+        cursor.ack([Position(1, 3)])
+        await cursor.flush()                       # and it keeps persisting after that
+        loaded = await CursorStore(store, "t").load_cursor(view, "s")
+        assert loaded.mark_delete_position == Position(1, 3)
+    asyncio.run(go())
+
+
+def test_a_lost_compare_and_set_in_the_background_is_reported_and_retried(store):
+    async def go():
+        view = view_with(10)
+        clock = ManualClock()
+        mine = await CursorStore(store, "t").open_cursor(view, "s", start=EARLIEST, clock=clock)
+        theirs = await CursorStore(store, "t").open_cursor(view, "s", start=EARLIEST)
+        theirs.ack([Position(1, 0), Position(1, 1)])
+        await theirs.flush()                       # another owner is ahead: never overwritten
+        failures = metrics.CURSOR_PERSIST_FAILURES_TOTAL
+        mine.ack([Position(1, 0)])
+        await mine._auto_flush()
+        assert isinstance(mine.persist_error, BadVersion)
+        assert metrics.CURSOR_PERSIST_FAILURES_TOTAL == failures + 1
+        loaded = await CursorStore(store, "t").load_cursor(view, "s")
+        assert loaded.mark_delete_position == Position(1, 1)
+        mine.ack([Position(1, 2)])                 # still dirty: the next change tries again
+        assert mine._persist_handle is not None
+        mine._persist_handle.cancel()
+    asyncio.run(go())
+
+
 def test_delete_cursor_and_list(store):
     async def go():
         view = view_with(3)

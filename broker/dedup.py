@@ -48,7 +48,7 @@ from typing import Any, Callable, Coroutine
 from broker.entry_format import EntryInfo, parse_entry
 from common.clock import Clock
 from common.config import Config
-from common.errors import NotFound, StrataError
+from common.errors import BadVersion, NotFound, StrataError
 from ledger.ml_metadata import ml_path
 from ledger.position import Position
 
@@ -155,6 +155,9 @@ class Deduplication:
         self.snapshot_at_s = clock.monotonic_s()
         self._want: str | None = None            # "write" | "delete": snapshot work still to do
         self._worker: asyncio.Task | None = None
+        # Version of the snapshot key as last read or written (compare-and-set, so a stale owner
+        # cannot overwrite the new one's marks unnoticed); -1 = absent; None = not read yet.
+        self._snapshot_version: int | None = None
 
     # --- loading ---------------------------------------------------------------------------------
 
@@ -165,6 +168,7 @@ class Deduplication:
             await self._delete_snapshot()
             return
         found = await self.astore.get(self.path)
+        self._snapshot_version = -1 if found is None else found.version
         if found is None:
             self.position = self.ml.last_confirmed
             await self._write_snapshot()
@@ -267,13 +271,28 @@ class Deduplication:
         position = self.position if self.position is not None else self.ml.last_confirmed
         data = json.dumps({"position": list(position), "marks": self.state.marks(),
                            "taken_ms": self.clock.wall_ms()}).encode()
-        await self.astore.put(self.path, data)
+        if self._snapshot_version is None:
+            await self._reload_snapshot_version()
+        try:
+            self._snapshot_version = await self.astore.put(
+                self.path, data, expected_version=self._snapshot_version)
+        except (BadVersion, NotFound) as exc:  # written or deleted behind us: re-read, once
+            log.warning("dedup snapshot of %s lost compare-and-set (%s); re-reading, retrying once",
+                        self.ml.name, exc)
+            await self._reload_snapshot_version()
+            self._snapshot_version = await self.astore.put(
+                self.path, data, expected_version=self._snapshot_version)
+
+    async def _reload_snapshot_version(self) -> None:
+        found = await self.astore.get(self.path)
+        self._snapshot_version = -1 if found is None else found.version
 
     async def _delete_snapshot(self) -> None:
         try:
             await self.astore.delete(self.path)
         except NotFound:
             pass
+        self._snapshot_version = -1
 
     async def close(self) -> None:
         """Topic close: wait for snapshot work, then take a last snapshot if enabled."""

@@ -11,7 +11,7 @@ from broker.dedup import DedupState, Deduplication, Verdict, entry_high_mark, sn
 from broker.entry_format import build_entry, parse_entry
 from common.clock import ManualClock
 from common.config import default_config
-from common.errors import NotFound
+from common.errors import BadVersion, NotFound
 from ledger.position import Position
 from ledger.types import Entry
 from proto import pulsar_api_pb2 as pb
@@ -36,22 +36,33 @@ def info(*args, **kwargs):
 
 
 class FakeStore:
-    """The few AsyncMetadataStore calls dedup makes, in memory."""
+    """The few AsyncMetadataStore calls dedup makes, in memory, with compare-and-set."""
 
     def __init__(self) -> None:
         self.values: dict[str, bytes] = {}
+        self.versions: dict[str, int] = {}
         self.puts = 0
 
     async def get(self, path):
         value = self.values.get(path)
-        return None if value is None else type("V", (), {"value": value, "version": 1})()
+        return None if value is None else type("V", (), {"value": value, "version": self.versions[path]})()
 
     async def put(self, path, value, expected_version=None):
+        current = self.versions.get(path)
+        if expected_version == -1 and current is not None:
+            raise BadVersion("exists", path=path)
+        if expected_version is not None and expected_version >= 0:
+            if current is None:
+                raise NotFound("absent", path=path)
+            if current != expected_version:
+                raise BadVersion("version mismatch", path=path)
         self.values[path] = value
+        self.versions[path] = (current or 0) + 1
         self.puts += 1
-        return 1
+        return self.versions[path]
 
     async def delete(self, path, expected_version=None):
+        self.versions.pop(path, None)
         if self.values.pop(path, None) is None:
             raise NotFound("absent")
 
@@ -205,6 +216,28 @@ def test_switching_off_drops_marks_and_snapshot_on_starts_at_the_end() -> None:
         assert await publish(d, ml, entry("p", 0)) is Verdict.UNCHECKED  # off: everything stored
         assert d.last_sequence_id("p") == -1
         await d.close()
+    asyncio.run(run())
+
+
+def test_snapshot_is_compare_and_set_and_retried_once_after_a_write_behind_it() -> None:
+    async def run() -> None:
+        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
+        d = make_dedup(ml, store, clock, broker_dedup_snapshot_interval_entries=1)
+        await d.load(True)
+        path = snapshot_path(ml.name)
+        await store.put(path, store.values[path])            # another writer bumps the version
+        await publish(d, ml, entry("p", 0))
+        await asyncio.sleep(0.01)
+        assert b'"p": 0' in store.values[path] and store.versions[path] == 3
+        calls = []
+
+        async def always_loses(path_, value, expected_version=None):
+            calls.append(expected_version)
+            raise BadVersion("someone else keeps writing", path=path_)
+        store.put = always_loses
+        with pytest.raises(BadVersion):                      # surfaced, after one retry
+            await d._write_snapshot()
+        assert calls == [3, 3]
     asyncio.run(run())
 
 

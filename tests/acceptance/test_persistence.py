@@ -15,12 +15,15 @@ from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.support.standalone_proc import StandaloneProcess
 
 TOPIC = "persistent://public/default/persistence"
-ACK_FLUSH_WAIT_S = 2.5   # client ack grouping (100 ms) + cursor_persist_interval_ms (1 s), with margin
+# Cursors persist every 100 ms here (not 1 s), so waiting for the acks to reach the store before a
+# kill -9 is short but not a race: client ack grouping (100 ms) + 100 ms, with a wide margin.
+FAST_CURSOR_PERSIST_ENV = {"STRATA_CURSOR_PERSIST_INTERVAL_MS": "100"}
+ACK_FLUSH_WAIT_S = 1.0
 
 
 @pytest.fixture
 def standalone(tmp_path):
-    with StandaloneProcess.start(tmp_path / "data") as sa:
+    with StandaloneProcess.start(tmp_path / "data", env=FAST_CURSOR_PERSIST_ENV) as sa:
         yield sa
 
 

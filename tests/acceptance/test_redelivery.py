@@ -23,7 +23,8 @@ from tests.support.standalone_proc import StandaloneProcess
 Shared = pulsar.ConsumerType.Shared
 KeyShared = pulsar.ConsumerType.KeyShared
 NACK_DELAY_MS = 200
-PERSIST_WAIT_S = 2.0   # cursor_persist_interval_ms (1 s) with margin
+FAST_CURSOR_PERSIST_ENV = {"STRATA_CURSOR_PERSIST_INTERVAL_MS": "100"}
+PERSIST_WAIT_S = 1.0   # cursor_persist_interval_ms (100 ms with FAST_CURSOR_PERSIST_ENV), wide margin
 
 
 @pytest.mark.parametrize("sub_type", [Shared, KeyShared], ids=["shared", "key_shared"])
@@ -134,7 +135,7 @@ def test_redelivery_count_survives_a_broker_crash(tmp_path) -> None:
     """The count lives in the cursor, persisted within cursor_persist_interval_ms: even a kill -9
     (no flush on close) keeps it, and MESSAGE carries it after the restart."""
     topic = "persistent://public/default/redelivery-restart"
-    with StandaloneProcess.start(tmp_path / "data") as sa:
+    with StandaloneProcess.start(tmp_path / "data", env=FAST_CURSOR_PERSIST_ENV) as sa:
         client = make_client(sa.service_url)
         consumer = client.subscribe(topic, "sub", consumer_type=Shared,
                                     negative_ack_redelivery_delay_ms=NACK_DELAY_MS)

@@ -85,8 +85,19 @@ def test_partitioned_stats_sum_the_partitions_with_rates(sa, client, topic: str)
         sent += 1
         time.sleep(0.01)
     receive_all(consumer, sent)
-    time.sleep(0.5)
-    status, stats = http("GET", _base(sa, topic) + "/partitioned-stats")
+    # Rates come from counters sampled every broker_stats_sample_interval_ms (1 s), and acks reach
+    # the broker after the client's ack grouping: poll until both are visible instead of guessing
+    # the sampler's phase.
+    deadline = time.monotonic() + 8.0
+    while True:
+        status, stats = http("GET", _base(sa, topic) + "/partitioned-stats")
+        one = http("GET", _base(sa, topic + "-partition-0") + "/stats")[1]
+        rates = [stats["msgRateIn"], stats["msgThroughputIn"], stats["msgRateOut"],
+                 stats["msgThroughputOut"], one["msgRateIn"], one["publishers"][0]["msgRateIn"]]
+        settled = all(r > 0 for r in rates) and stats["subscriptions"]["sub"]["msgBacklog"] == 0
+        if status != 200 or settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert status == 200
     assert stats["metadata"] == {"partitions": 2}
     assert set(stats["partitions"]) == {f"{topic}-partition-{i}" for i in range(2)}
@@ -98,7 +109,6 @@ def test_partitioned_stats_sum_the_partitions_with_rates(sa, client, topic: str)
     assert stats["msgRateOut"] > 0 and stats["msgThroughputOut"] > 0
     assert stats["subscriptions"]["sub"]["msgBacklog"] == 0
     assert len(stats["publishers"]) == 2
-    one = http("GET", _base(sa, topic + "-partition-0") + "/stats")[1]
     assert one["msgRateIn"] > 0 and one["publishers"][0]["msgRateIn"] > 0
     assert http("GET", _base(sa, topic) + "/partitioned-stats?perPartition=false")[1]["partitions"] == {}
     assert http("GET", _base(sa, topic + "-plain") + "/partitioned-stats")[0] == 404

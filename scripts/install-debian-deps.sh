@@ -2,6 +2,7 @@
 # Install the Debian packages Strata's tests and tools need, only when they are missing.
 # - postgresql: the tests start a real PostgreSQL server from its binaries (initdb, pg_ctl).
 # - default-jre-headless: Spark (PySpark) needs a JVM; Java 17 is usually there already.
+# - python3-venv: Debian's python3 ships without ensurepip, so `python3 -m venv .venv` fails.
 set -euo pipefail
 need=()
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
@@ -9,6 +10,9 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
 fi
 if ! command -v java >/dev/null 2>&1; then
   need+=(default-jre-headless)
+fi
+if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  need+=(python3-venv)
 fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

@@ -38,9 +38,9 @@ from typing import Any, Callable
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
-from common.errors import (AddOutcomeUnknown, BadVersion, IllegalTransition, LedgerFenced,
-                           LimitExceeded, ManagedLedgerClosed, ManagedLedgerFenced, NotEmpty,
-                           NotFound, StrataError)
+from common.errors import (AddOutcomeUnknown, BadVersion, IllegalTransition, InvariantViolation,
+                           LedgerFenced, LimitExceeded, ManagedLedgerClosed, ManagedLedgerFenced,
+                           NotEmpty, NotFound, StrataError)
 from common.invariant import invariant
 from ledger import ml_open
 from ledger.cache import EntryCache
@@ -63,13 +63,17 @@ class MLState(enum.Enum):
     ROLLING = "rolling"      # switching to a new ledger; appends wait in the FIFO
     NO_LEDGER = "no_ledger"  # the last attempt to get a new ledger failed; the next append retries
     FENCED = "fenced"        # another owner took over: no more appends, ever
+    FAILED = "failed"        # an invariant broke on the write path (a bug): no more appends;
+                             # reopening the managed ledger recovers from what is stored
     CLOSED = "closed"        # close() or delete() ran
 
 
 _ML_TRANSITIONS = {
-    MLState.READY: {MLState.ROLLING, MLState.FENCED, MLState.CLOSED},
-    MLState.ROLLING: {MLState.READY, MLState.NO_LEDGER, MLState.FENCED, MLState.CLOSED},
-    MLState.NO_LEDGER: {MLState.ROLLING, MLState.FENCED, MLState.CLOSED},
+    MLState.READY: {MLState.ROLLING, MLState.FENCED, MLState.FAILED, MLState.CLOSED},
+    MLState.ROLLING: {MLState.READY, MLState.NO_LEDGER, MLState.FENCED, MLState.FAILED,
+                      MLState.CLOSED},
+    MLState.NO_LEDGER: {MLState.ROLLING, MLState.FENCED, MLState.FAILED, MLState.CLOSED},
+    MLState.FAILED: {MLState.FENCED, MLState.CLOSED},
     MLState.FENCED: {MLState.CLOSED},
     MLState.CLOSED: set(),
 }
@@ -156,6 +160,9 @@ class ManagedLedger:
             raise ManagedLedgerFenced("another owner took over this managed ledger", name=self.name)
         if self.state is MLState.CLOSED:
             raise ManagedLedgerClosed("managed ledger is closed", name=self.name)
+        if self.state is MLState.FAILED:
+            raise InvariantViolation("managed ledger stopped taking appends after an internal "
+                                     "error; reopen it", name=self.name)
 
     def _become_fenced(self) -> None:
         if self.state in (MLState.FENCED, MLState.CLOSED):
@@ -227,14 +234,21 @@ class ManagedLedger:
             if not out.done():
                 out.set_exception(exc)
             return
-        position = Position(handle.ledger_id, add.result())
-        invariant(position > self._last_position, "positions strictly increase",
-                  position=str(position), last=str(self._last_position))
+        try:
+            position = Position(handle.ledger_id, add.result())
+            invariant(position > self._last_position, "positions strictly increase",
+                      position=str(position), last=str(self._last_position))
+            kept = self._view.find(handle.ledger_id)
+            invariant(kept is not None and kept.entries == position.entry_id,
+                      "the index grows one entry at a time", position=str(position))
+            kept.index.append(len(data), messages, publish_time_ms)
+        except Exception as exc:  # noqa: BLE001 - raised in a done-callback, asyncio would only
+            # log it and `out` would never resolve: the producer would wait forever.
+            self._fail_appends(exc)
+            if not out.done():
+                out.set_exception(exc)
+            return
         self._last_position = position
-        kept = self._view.find(handle.ledger_id)
-        invariant(kept is not None and kept.entries == position.entry_id,
-                  "the index grows one entry at a time", position=str(position))
-        kept.index.append(len(data), messages, publish_time_ms)
         self._cache.put(self.name, position.ledger_id, position.entry_id, data)
         if not out.done():
             out.set_result(position)
@@ -243,6 +257,14 @@ class ManagedLedger:
                 listener(position)
             except Exception:                # a listener's bug must not break the write path
                 log.exception("append listener failed on %s", self.name)
+
+    def _fail_appends(self, exc: Exception) -> None:
+        """A bug on the write path: stop taking appends rather than build on a broken index."""
+        log.error("managed ledger %s stops taking appends: %s", self.name, exc, exc_info=exc)
+        if self.state in (MLState.READY, MLState.ROLLING, MLState.NO_LEDGER):
+            self._set_state(MLState.FAILED)
+        self._fail_waiting(InvariantViolation("managed ledger stopped taking appends after an "
+                                              "internal error", name=self.name))
 
     # --- rollover --------------------------------------------------------------------------------
 

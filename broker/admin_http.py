@@ -17,12 +17,18 @@ Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
 - `POST   /admin/v2/persistent/{t}/{ns}/{topic}/deduplicationEnabled` body true/false → 204;
   `GET` → the topic's own setting (null if unset; `?applied=true`: the effective one);
   `DELETE` → 204, the namespace's setting applies again.
+- `POST   /admin/v2/namespaces/{t}/{ns}/retention` body `{"retentionTimeInMinutes": m,
+  "retentionSizeInMB": s}` → 204 (412 if invalid: below -1, or 0 paired with a positive value); `GET` →
+  the same object (the config's default when the namespace has none).
+- `POST   /admin/v2/namespaces/{t}/{ns}/messageTTL` body seconds (int >= 0, 0 = off) → 204 (412
+  if negative); `GET` → the namespace's TTL (the config's default when unset). The retention task
+  (`broker.retention_task`) applies both on its next pass.
 - `GET    /metrics` → Prometheus text (`broker.metrics`).
 
 A dedup switch is applied to the topics loaded on this broker before the reply (other brokers
 follow through their policy watch). Errors are JSON `{"reason": ...}` with Pulsar's status
 codes: 400 bad input (a body of the wrong type), 404 unknown topic, 409 conflict, 412 a
-partition count out of range or a delete refused while clients are attached, 503 not ready.
+partition count out of range, an invalid retention or TTL, or a delete refused while clients are attached, 503 not ready.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ from broker import metrics, policies
 from broker.names import TopicName, parse_namespace, parse_topic
 from broker.topic_stats import topic_stats
 from broker.topic_stats import partitioned_stats
-from common.errors import (AlreadyExists, InvalidArgument, InvalidTopicName, NotAllowed, NotFound,
-                           ServiceNotReady, ShuttingDown, StrataError)
+from common.errors import (AlreadyExists, InvalidArgument, InvalidRetention, InvalidTopicName,
+                           NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError)
+from cursor.retention import RetentionPolicy
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -105,7 +112,7 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
         return _error(400, str(exc))
     except InvalidArgument as exc:
         return _error(412 if "partition" in str(exc) else 400, str(exc))
-    except NotAllowed as exc:
+    except (NotAllowed, InvalidRetention) as exc:
         return _error(412, str(exc))
     except StrataError as exc:
         log.warning("admin %s %s failed: %s", request.method, request.path, exc)
@@ -135,6 +142,10 @@ class AdminServer:
         app.router.add_delete(base + "/{topic}", self.delete_topic)
         app.router.add_post("/admin/v2/namespaces/{tenant}/{ns}/deduplication", self.set_dedup)
         app.router.add_get("/admin/v2/namespaces/{tenant}/{ns}/deduplication", self.get_dedup)
+        app.router.add_post("/admin/v2/namespaces/{tenant}/{ns}/retention", self.set_retention)
+        app.router.add_get("/admin/v2/namespaces/{tenant}/{ns}/retention", self.get_retention)
+        app.router.add_post("/admin/v2/namespaces/{tenant}/{ns}/messageTTL", self.set_ttl)
+        app.router.add_get("/admin/v2/namespaces/{tenant}/{ns}/messageTTL", self.get_ttl)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         return app
@@ -266,6 +277,42 @@ class AdminServer:
         if _flag(request, "applied"):
             return web.json_response(await policies.dedup_enabled(self.service.astore, name))
         return web.json_response((await policies.topic_policies(self.service.astore, name)).get(policies.DEDUP_KEY))
+
+    async def set_retention(self, request: web.Request) -> web.Response:
+        tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
+        body = await _body_json(request)
+        fields = ("retentionTimeInMinutes", "retentionSizeInMB")
+        if not isinstance(body, dict) or not all(k in body for k in fields):
+            raise _BadBody('retention body must be {"retentionTimeInMinutes": m, "retentionSizeInMB": s}')
+        values = [body[k] for k in fields]
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+            raise _BadBody("retentionTimeInMinutes and retentionSizeInMB must be integers")
+        policy = RetentionPolicy(*values)     # InvalidRetention (412) if the pair is invalid
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY,
+                                            {fields[0]: policy.time_minutes, fields[1]: policy.size_mb})
+        return web.Response(status=204)
+
+    async def get_retention(self, request: web.Request) -> web.Response:
+        tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
+        found = await policies.namespace_policies(self.service.astore, tenant, ns)
+        policy = policies.retention_of(found, self.service.config)
+        return web.json_response({"retentionTimeInMinutes": policy.time_minutes,
+                                  "retentionSizeInMB": policy.size_mb})
+
+    async def set_ttl(self, request: web.Request) -> web.Response:
+        tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
+        seconds = await _body_json(request)
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            raise _BadBody("messageTTL body must be an integer number of seconds")
+        if seconds < 0:
+            raise NotAllowed("invalid messageTTL: must be >= 0 seconds (0 = off)", seconds=seconds)
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.TTL_KEY, seconds)
+        return web.Response(status=204)
+
+    async def get_ttl(self, request: web.Request) -> web.Response:
+        tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
+        found = await policies.namespace_policies(self.service.astore, tenant, ns)
+        return web.json_response(policies.ttl_seconds_of(found, self.service.config))
 
     async def metrics(self, request: web.Request) -> web.Response:
         text = metrics.render(self.service)

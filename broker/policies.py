@@ -3,7 +3,9 @@
 Layout (every value is JSON):
 - `/admin/partitioned-topics/<tenant>/<ns>/<topic>` = `{"partitions": N}` — PARTITIONED_METADATA
   answers N; absent means "not partitioned" (0).
-- `/admin/policies/<tenant>/<ns>` = `{"deduplicationEnabled": bool, ...}` — namespace policies.
+- `/admin/policies/<tenant>/<ns>` = `{"deduplicationEnabled": bool, "retention_policies":
+  {"retentionTimeInMinutes": m, "retentionSizeInMB": s}, "message_ttl_in_seconds": n}` — namespace
+  policies; an absent retention or TTL field means the broker config's default applies.
 - `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool}` — topic
   policies; a field set here overrides the namespace's. A partitioned topic's policies apply to
   every partition (looked up by the base name).
@@ -21,11 +23,14 @@ from typing import Any
 
 from broker.names import TopicName
 from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound
+from cursor.retention import RetentionPolicy
 
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 POLICIES_ROOT = "/admin/policies"
 TOPIC_POLICIES_ROOT = "/admin/topic-policies"
 DEDUP_KEY = "deduplicationEnabled"
+RETENTION_KEY = "retention_policies"     # {"retentionTimeInMinutes": m, "retentionSizeInMB": s}
+TTL_KEY = "message_ttl_in_seconds"       # int seconds, 0 = off
 TOPICS_ROOT = "/topics"
 
 
@@ -107,6 +112,20 @@ async def dedup_enabled(astore: Any, name: TopicName) -> bool:
     if topic_level is not None:
         return bool(topic_level)
     return bool((await namespace_policies(astore, name.tenant, name.namespace)).get(DEDUP_KEY, False))
+
+
+def retention_of(ns_policies: dict, config: Any) -> RetentionPolicy:
+    """Effective retention of a namespace: its policy if set, else the config's default."""
+    found = ns_policies.get(RETENTION_KEY)
+    if found is None:
+        return RetentionPolicy(config.retention_time_minutes, config.retention_size_mb)
+    return RetentionPolicy(int(found["retentionTimeInMinutes"]), int(found["retentionSizeInMB"]))
+
+
+def ttl_seconds_of(ns_policies: dict, config: Any) -> int:
+    """Effective message TTL of a namespace in seconds (0 = off): its policy, else the config's."""
+    found = ns_policies.get(TTL_KEY)
+    return int(config.ttl_seconds if found is None else found)
 
 
 async def _set_field(astore: Any, path: str, key: str, value: object) -> None:

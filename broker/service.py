@@ -14,6 +14,9 @@ Policies: the dedup switch of loaded topics follows the namespace and topic poli
 API applies a change to this broker's topics at once (`apply_dedup_policy`); a watch on
 `/admin` applies changes made through any other broker within about a second.
 
+Retention: `broker.retention_task.RetentionTask` applies TTL and retention to every loaded topic
+every `broker_retention_check_interval_ms` (started with the other background work).
+
 Stats: every `broker_stats_sample_interval_ms` the counters of every loaded topic are sampled
 (`broker.topic_stats.sample_topic`) so the admin API can report rates.
 
@@ -28,6 +31,7 @@ import logging
 from typing import Any, Coroutine
 
 from broker import dedup, policies, topic_stats
+from broker.retention_task import RetentionTask
 from broker.entry_format import parse_entry
 from broker.names import TopicName
 from broker.topic import PersistentTopic
@@ -58,6 +62,7 @@ class BrokerService:
         self._tasks: set[asyncio.Task] = set()
         self._background_started = False   # policy watch and stats sampler (started lazily)
         self._policy_watch: Any = None
+        self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
         self.closing = False
 
     # --- background work --------------------------------------------------------------------------
@@ -196,6 +201,7 @@ class BrokerService:
 
     async def _start_background(self) -> None:
         self.spawn(self._sample_stats())
+        self.retention.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)
 
     def _policy_changed(self, event: Any) -> None:
@@ -225,6 +231,7 @@ class BrokerService:
     async def close(self) -> None:
         """Close every topic (flushing cursors); stop background work."""
         self.closing = True
+        await self.retention.stop()
         for task in list(self._loading.values()):
             try:
                 await asyncio.wait_for(asyncio.shield(task), TOPIC_LOAD_WAIT_S)

@@ -86,6 +86,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_dedup_snapshot_interval_ms", int, 60_000, 100, 86_400_000, "longest time stored entries wait for a dedup snapshot (checked as entries are stored)"),
     Setting("broker_dedup_producers_max", int, 10_000, 1, 10_000_000, "producer names whose dedup marks a topic keeps; the least recently used go first"),
     Setting("broker_stats_sample_interval_ms", int, 1_000, 10, 600_000, "how often message/byte counters are sampled for rates"),
+    Setting("broker_retention_check_interval_ms", int, 60_000, 10, 86_400_000, "how often each loaded topic's TTL and retention are applied"),
     Setting("broker_stats_rate_window_ms", int, 10_000, 100, 3_600_000, "msgRateIn/Out and msgThroughputIn/Out average over this window"),
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),

@@ -416,11 +416,25 @@ class ManagedLedger:
 
     # --- trimming --------------------------------------------------------------------------------
 
-    async def trim(self, before: Position) -> list[int]:
+    async def trim(self, before: Position,
+                   recheck: Callable[[], Position | None] | None = None) -> list[int]:
         """Delete whole ledgers whose every entry is before `before` (never the current one):
-        metadata first, then the bookies in the background. Returns the trimmed ledger ids."""
+        metadata first, then the bookies in the background. Returns the trimmed ledger ids.
+
+        `before` is computed by the caller, and waiting for the metadata lock (a rollover may
+        hold it) can let a cursor move back meanwhile: a seek/reset, or a new subscription at
+        earliest. `recheck`, when given, is called once the lock is held, with no await between it
+        and choosing the ledgers: it recomputes the trim point from the cursors as they are now
+        (None = trim nothing) and the earlier of the two is used, so a cursor that moved back
+        before this point keeps its ledgers. A move after it is ordered after the trim (as if
+        the seek came later: it lands on the first ledger still kept)."""
         self._check_appendable()
         async with self._meta_lock:
+            if recheck is not None:
+                again = recheck()
+                if again is None:
+                    return []
+                before = min(Position(*before), Position(*again))
             doomed = trimmable(self._view.kept, Position(*before))
             if self._handle is not None:
                 invariant(self._handle.ledger_id not in doomed, "never trim the current ledger",

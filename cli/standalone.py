@@ -69,14 +69,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def bookie_ports(data_dir: Path, count: int) -> list[int]:
-    """The bookie ports recorded for this data dir, extended with free ones if needed."""
+def bookie_ports(data_dir: Path, count: int, avoid: set[int] = frozenset()) -> list[int]:
+    """The bookie ports recorded for this data dir, extended with free ones if needed.
+
+    `avoid` holds the broker and admin ports: they are not bound yet when bookies start, and the
+    OS readily hands a just-released port (the one a caller probed to pick them) out again."""
     state_path = data_dir / "standalone.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     ports = list(state.get("bookie_ports", []))
     while len(ports) < count:
         port = free_port()
-        if port not in ports:
+        if port not in ports and port not in avoid:
             ports.append(port)
     state["bookie_ports"] = ports
     state_path.write_text(json.dumps(state))
@@ -162,7 +165,7 @@ def main(argv: list[str]) -> int:
     except StrataError as exc:
         print(f"strata standalone: {exc}", file=sys.stderr)
         return 2
-    ports = bookie_ports(data_dir, args.bookies)
+    ports = bookie_ports(data_dir, args.bookies, {config.broker_port, config.broker_admin_port})
     bookies: list[BookieProcess] = []
     signal.signal(signal.SIGTERM, _interrupt)  # before the loop runs, SIGTERM acts like Ctrl-C
     try:

@@ -29,7 +29,9 @@ def check_row(row: dict) -> None:
     name = f"{row['system']} {row['workload']}"
     assert row["error"] is None, f"{name}: {row['error']}"
     assert row["messages"] > 0 and row["msgs_per_s"] > 0 and row["mb_per_s"] > 0, name
-    assert row["server_cpu_us_per_msg"] and row["server_cpu_us_per_msg"] > 0, name
+    # /proc counts CPU in 10 ms ticks: a smoke-sized workload can finish inside one tick, so one
+    # row may read 0; the rows together must not (checked in the test).
+    assert row["server_cpu_us_per_msg"] is not None and row["server_cpu_us_per_msg"] >= 0, name
     assert row["server_rss_mb"] > 10, name  # a broker and a bookie process at least
     expected = row["extra"].get("sent", row["extra"].get("expected"))
     if row["workload"] == "e2e-5k":
@@ -46,6 +48,7 @@ def test_bench_smoke_strata_alone(tmp_path: Path) -> None:
     for row in rows:
         assert row["system"] == "strata 1/1/1 (native)"
         check_row(row)
+    assert sum(r["server_cpu_us_per_msg"] for r in rows) > 0
     e2e = next(r for r in rows if r["workload"] == "e2e-5k")
     assert e2e["messages"] == int(5000 * 2.0) and e2e["p99_ms"] is not None
     produce = next(r for r in rows if r["workload"] == "produce-1x1")

@@ -19,6 +19,7 @@ accounted for. Every wait is bounded by the caller's deadline.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import struct
 import time
@@ -59,8 +60,8 @@ def stamp_age_ms(payload: bytes, now_ns: int) -> float:
     return (now_ns - STAMP.unpack_from(payload)[0]) / 1e6
 
 
-class Driver:
-    """Base class: subclasses set the class attributes and implement the primitives."""
+class Driver(abc.ABC):
+    """Base class: subclasses set the class attributes and implement the abstract primitives."""
 
     name = "?"            # row label, e.g. "redis (everysec)"
     system = "?"          # "strata", "redis", "nats", "rabbitmq"
@@ -71,15 +72,18 @@ class Driver:
     last_extra: dict = {}   # anything driver-specific the last produce() wants in the row
 
     # --- servers (sync) -------------------------------------------------------------------
+    @abc.abstractmethod
     def start(self, workdir: Path) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def session_ids(self) -> list[int]:
         """Session ids of this system's server processes (for procstat)."""
-        raise NotImplementedError
+        ...
 
     # --- client (async) -------------------------------------------------------------------
     async def connect(self) -> None:
@@ -88,25 +92,30 @@ class Driver:
     async def close(self) -> None:
         pass
 
+    @abc.abstractmethod
     async def create_topics(self, topics: list[str], partitioned_as: str | None = None) -> None:
         """Create topics and their subscription; `partitioned_as`: they are partitions of this topic."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def open_producer(self, topic: str) -> Any:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def send(self, producer: Any, payloads: list[bytes]) -> Awaitable[None]:
-        raise NotImplementedError
+        ...
 
     async def close_producer(self, producer: Any) -> None:
         pass
 
+    @abc.abstractmethod
     async def open_consumer(self, topic: str) -> Any:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def receive(self, consumer: Any, max_n: int, timeout_s: float,
                       want_payloads: bool) -> tuple[int, list[bytes]]:
-        raise NotImplementedError
+        ...
 
     async def close_consumer(self, consumer: Any) -> None:
         pass

@@ -7,8 +7,9 @@ port, ERL_EPMD_PORT), the `rabbitmq_stream` plugin enabled through RABBITMQ_ENAB
 Mnesia and stream data in the temp dir.
 
 A topic is a stream queue. A producer batch is one `send_batch` (one publish frame), done when
-every publishing id of the batch is confirmed. One rstream Producer and one Consumer carry all
-topics (rstream opens more connections past 200 publishers/subscribers on one). A consumer
+every publishing id of the batch is confirmed. rstream Producers and Consumers carry the
+topics up to PER_CLIENT_MAX publishers or subscriptions each (rstream refuses a 200th); more are
+spread over further Producer / Consumer instances. A consumer
 subscribes from the first offset; its
 handler hands messages to a bounded queue (a full queue holds up the connection: backpressure)
 and `receive` stores the consumer's offset once per batch, the stream equivalent of an ack.
@@ -30,6 +31,7 @@ RABBIT_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBIT_USER = "rabbitmq"
 START_WAIT_S = 120.0
 CONSUMER_QUEUE_MAX = 20_000
+PER_CLIENT_MAX = 150  # rstream refuses a 200th publisher on one Producer, subscription on one Consumer
 INITIAL_CREDIT_CHUNKS = 1000  # chunks the server may send ahead (rstream: 10), each refilled on delivery
 SUBSCRIBER = "bench"
 ACK_SEMANTICS = ("RabbitMQ stream (3.10, one node): a publish confirm is sent once the chunk is written "
@@ -65,7 +67,9 @@ class RabbitDriver(Driver):
         self.epmd: ServerProcess | None = None
         self.node: ServerProcess | None = None
         self.producer = None
-        self.consumer = None
+        # [rstream client, publishers/subscriptions opened on it (never decremented)]
+        self.consumers: list[list] = []
+        self.producers: list[list] = []
 
     def start(self, workdir: Path) -> None:
         base = workdir / "rabbitmq"
@@ -109,37 +113,47 @@ class RabbitDriver(Driver):
 
     async def connect(self) -> None:
         from rstream import Producer
-        from rstream import Consumer
-        self.producer = Producer(**self._client_args())
-        await self.producer.start()
-        self.consumer = Consumer(**self._client_args())
-        await self.consumer.start()
+        self.producer = await self._client_with_room(Producer, self.producers)
 
     async def close(self) -> None:
-        for client in (self.consumer, self.producer):
-            if client is not None:
-                await client.close()
-        self.producer = self.consumer = None
+        for client, _ in [*self.consumers, *self.producers]:
+            await client.close()
+        self.producer = None
+        self.consumers, self.producers = [], []
+
+    async def _client_with_room(self, cls: type, pool: list) -> Any:
+        """The newest client of `pool` ([client, uses] pairs) with room for one more use, or a new one."""
+        if not pool or pool[-1][1] >= PER_CLIENT_MAX:
+            client = cls(**self._client_args())
+            await client.start()
+            pool.append([client, 0])
+        pool[-1][1] += 1
+        return pool[-1][0]
 
     async def create_topics(self, topics: list[str], partitioned_as: str | None = None) -> None:
         for topic in topics:
             await self.producer.create_stream(topic, exists_ok=True)
 
     async def open_producer(self, topic: str) -> Any:
-        return _Confirms(topic)
+        from rstream import Producer
+        confirms = _Confirms(topic)
+        confirms.client = await self._client_with_room(Producer, self.producers)
+        return confirms
 
     async def send(self, producer: Any, payloads: list[bytes]) -> asyncio.Future:
         confirms: _Confirms = producer
         done = asyncio.get_running_loop().create_future()
         # one callback object per producer: rstream scans its waiting callbacks on every confirm frame
-        ids = await self.producer.send_batch(confirms.topic, payloads, on_publish_confirm=confirms.on_confirm)
+        ids = await confirms.client.send_batch(confirms.topic, payloads, on_publish_confirm=confirms.on_confirm)
         confirms.track(ids, done)
         return done
 
     async def open_consumer(self, topic: str) -> Any:
         from rstream import ConsumerOffsetSpecification, OffsetType
         inbox = _Inbox(topic)
-        inbox.sub_id = await self.consumer.subscribe(
+        from rstream import Consumer
+        inbox.client = await self._client_with_room(Consumer, self.consumers)
+        inbox.sub_id = await inbox.client.subscribe(
             topic, inbox.on_message, subscriber_name=SUBSCRIBER, initial_credit=INITIAL_CREDIT_CHUNKS,
             offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None))
         return inbox
@@ -156,11 +170,11 @@ class RabbitDriver(Driver):
         taken, inbox.messages = inbox.messages[:max_n], inbox.messages[max_n:]
         if len(inbox.messages) < CONSUMER_QUEUE_MAX:
             inbox.room.set()
-        await self.consumer.store_offset(inbox.topic, SUBSCRIBER, inbox.last_offset)
+        await inbox.client.store_offset(inbox.topic, SUBSCRIBER, inbox.last_offset)
         return len(taken), taken
 
     async def close_consumer(self, consumer: Any) -> None:
-        await self.consumer.unsubscribe(consumer.sub_id)
+        await consumer.client.unsubscribe(consumer.sub_id)
 
 
 class _Inbox:
@@ -169,6 +183,7 @@ class _Inbox:
     def __init__(self, topic: str) -> None:
         self.topic = topic
         self.sub_id = -1
+        self.client: Any = None           # the rstream Consumer holding this subscription
         self.messages: list[bytes] = []   # at most CONSUMER_QUEUE_MAX (+ one chunk)
         self.last_offset = 0              # offset of the newest delivered message
         self.arrived = asyncio.Event()
@@ -189,6 +204,7 @@ class _Confirms:
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
+        self.client: Any = None  # the rstream Producer publishing to this topic
         self.batch_of: dict[int, list] = {}
 
     def track(self, ids: list[int], done: asyncio.Future) -> None:

@@ -68,6 +68,7 @@ def table(result: dict) -> str:
                      f"| {_f(row['server_rss_mb'], 0)} | {_f(row['server_cpu_us_per_msg'])} "
                      f"| {_f(r, 2)} | {_f(vs_disk, 2)} |")
     lines += _topics_table(rows)
+    lines += [f"Note: {note}" for note in result.get("notes", [])]
     skipped = {k: v["skipped"] for k, v in result["systems"].items() if "skipped" in v}
     if skipped:
         lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())]

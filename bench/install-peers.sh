@@ -2,9 +2,9 @@
 # Install the peers `make bench` compares Strata against, from Debian packages, only when missing:
 # - redis-server + redis-tools: Redis 7 streams and the C `redis-benchmark`.
 # - nats-server: NATS with JetStream (Debian ships 2.9.x).
-# - rabbitmq-server: RabbitMQ 3.10 with the stream plugin (enabled per node by the harness via
-#   RABBITMQ_ENABLED_PLUGINS_FILE, and also here with rabbitmq-plugins --offline for the default
-#   node, which the harness never starts).
+# - rabbitmq-server: RabbitMQ 3.10 with the stream plugin, which the harness enables for its own
+#   node through RABBITMQ_ENABLED_PLUGINS_FILE (`rabbitmq-plugins enable rabbitmq_stream` would
+#   need a running node, and `--offline` leaves an epmd daemon behind).
 # Services are never started by this script; the harness starts each peer on loopback itself.
 set -euo pipefail
 need=()
@@ -26,7 +26,4 @@ if [ ${#need[@]} -gt 0 ]; then
   for svc in redis-server nats-server rabbitmq-server; do
     $SUDO service "$svc" stop >/dev/null 2>&1 || true
   done
-fi
-if command -v rabbitmq-plugins >/dev/null 2>&1; then
-  rabbitmq-plugins --offline enable rabbitmq_stream >/dev/null 2>&1 || true
 fi

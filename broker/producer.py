@@ -144,8 +144,11 @@ class Producer:
 
     def _drain(self) -> None:
         pending = self.pending
+        stored = False
         while pending and pending[0].done:
             slot = pending.popleft()
+            if slot.error is None and slot.position != DUPLICATE_POSITION:
+                stored = True
             if self.closed:
                 continue
             if slot.error is None:
@@ -156,6 +159,9 @@ class Producer:
                 if code is None:
                     code = PulsarServerError.UnknownError
                 self.link.write(encode_send_error(self.producer_id, slot.sequence_id, code, str(slot.error)))
+        if stored:
+            # Receipts first, then dispatch: see Topic.notify_appended.
+            self.topic.notify_appended()
         if self.backlogged and len(pending) <= self.pending_max // 2:
             self.backlogged = False
             self.link.producer_backlogged(self, False)

@@ -1,7 +1,8 @@
 """A persistent topic (or one partition): its managed ledger, producers and subscriptions.
 
 The topic is the append path: `publish` appends an entry's bytes verbatim to the managed ledger
-and, once durable, wakes every subscription's dispatcher. Subscriptions are durable (a cursor
+and, once durable, the producer writes the receipt and then wakes every subscription's dispatcher
+(`notify_appended`). Subscriptions are durable (a cursor
 persisted through `cursor.cursor_store.CursorStore`, loaded again when the topic is opened) or
 non-durable (readers: an in-memory cursor, dropped with its last consumer). `dedup`
 (`broker.dedup.Deduplication`) is restored before the topic is served, so the first PRODUCER
@@ -65,9 +66,15 @@ class PersistentTopic:
         position = await self.ml.append(entry, messages=messages, publish_time_ms=publish_time_ms)
         self.msg_in_counter += messages
         self.bytes_in_counter += len(entry)
+        return position
+
+    def notify_appended(self) -> None:
+        """Wake the dispatchers: new durable entries exist. The producer calls this after it has
+        written the SEND_RECEIPT, so a client never sees a message dispatched before its own
+        producer's receipt for it (the C++ client's dead-letter producer relies on that order: a
+        consumer closed between the two crashed pulsar-client 3.13.0)."""
         for sub in list(self.subscriptions.values()):
             sub.on_appended()
-        return position
 
     # --- producers --------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from common.clock import Clock
 from common.config import Config
 from common.errors import (AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown,
                            StrataError)
+from cursor.cursor_writer import CursorWriter
 from ledger.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class BrokerService:
         self.config = config
         self.store = store                  # synchronous MetadataStore (the managed ledger's)
         self.astore = astore                # AsyncMetadataStore over the same store
+        self.cursor_writer = CursorWriter(astore)  # one group commit for every cursor's persists
         self.ledger_client = ledger_client
         self.clock = clock
         self.advertised_url = advertised_url

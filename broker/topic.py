@@ -50,7 +50,7 @@ class PersistentTopic:
 
     @classmethod
     async def open(cls, service: "BrokerService", name: TopicName, ml) -> "PersistentTopic":
-        store = CursorStore(service.astore, name.managed_ledger_name)
+        store = CursorStore(service.astore, name.managed_ledger_name, service.cursor_writer)
         topic = cls(service, name, ml, store)
         cursors = await store.load_all(ml, clock=service.clock, config=service.config)
         for cursor_name, cursor in cursors.items():

@@ -15,7 +15,9 @@ owner's acks. A lost compare-and-set is not taken at face value, though: the key
 if its mark-delete is not ahead of ours (a rewrite of the same state, an admin touch, our own
 earlier write whose reply was lost), we take its version and write once more; only a stored
 mark-delete ahead of ours (another owner moved on) or a second loss raises `BadVersion`.
-Deleting a managed ledger's key requires deleting its cursors first (`delete_all`).
+Deleting a managed ledger's key requires deleting its cursors first (`delete_all`). Given a
+`cursor.cursor_writer.CursorWriter`, saves of existing keys ride its group transactions (same
+compare-and-set per key, one commit for many cursors).
 
 The store may be the synchronous `MetadataStore` (calls run in a worker thread) or an async one
 whose methods are coroutines (awaited directly).
@@ -34,6 +36,7 @@ from common.config import Config, default_config
 from common.errors import BadVersion, CursorNotFound, InvalidArgument, NotFound
 from cursor import metrics
 from cursor.codec import decode
+from cursor.cursor_writer import CursorWriter
 from cursor.managed_cursor import ManagedCursor
 from ledger.ml_metadata import ml_path
 from ledger.position import LATEST, Position
@@ -74,9 +77,10 @@ def unescape_segment(segment: str) -> str:
 class CursorStore:
     """Load, save and delete the cursors of one managed ledger."""
 
-    def __init__(self, metadata: Any, ml_name: str) -> None:
+    def __init__(self, metadata: Any, ml_name: str, writer: CursorWriter | None = None) -> None:
         self.metadata = metadata
         self.ml_name = ml_name
+        self.writer = writer  # group commit shared by the broker's cursors; None: one put each
         self.prefix = f"{ml_path(ml_name)}/cursors"
         self._versions: dict[str, int] = {}  # cursor name -> version last read or written
 
@@ -105,11 +109,16 @@ class CursorStore:
             self._versions[cursor_name] = await self._call("create", path, value)
             return
         try:
-            self._versions[cursor_name] = await self._call("put", path, value, expected_version=version)
+            self._versions[cursor_name] = await self._put(path, value, version)
         except BadVersion as lost:
             metrics.CURSOR_PERSIST_CONFLICTS_TOTAL += 1
             version = await self._version_to_overwrite(cursor_name, value, lost)
-            self._versions[cursor_name] = await self._call("put", path, value, expected_version=version)
+            self._versions[cursor_name] = await self._put(path, value, version)
+
+    async def _put(self, path: str, value: bytes, version: int) -> int:
+        if self.writer is not None:
+            return await self.writer.put(path, value, version)
+        return await self._call("put", path, value, expected_version=version)
 
     async def _version_to_overwrite(self, cursor_name: str, value: bytes, lost: BadVersion) -> int:
         """After a lost compare-and-set: the stored version, if the stored state is not ahead of

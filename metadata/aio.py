@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+from common.errors import StrataError
 
 from metadata.api import MetadataStore, Versioned, Watch, WatchEvent
 
@@ -48,6 +50,9 @@ class AsyncMetadataStore:
 
     async def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int:
         return await self._call(self.sync.put, path, value, expected_version=expected_version)
+
+    async def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
+        return await self._call(self.sync.put_many, ops)
 
     async def delete(self, path: str, *, expected_version: int | None = None) -> None:
         await self._call(self.sync.delete, path, expected_version=expected_version)

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
+
+from common.errors import StrataError
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class MetadataStore(Protocol):
         """Write `path`. With `expected_version`, compare-and-set: raises BadVersion if the stored
         version differs (or NotFound if absent); `expected_version=-1` means "must not exist yet"
         (BadVersion if it does). Without it, create or overwrite. Returns the new version."""
+        ...
+
+    def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
+        """Several `put(path, value, expected_version=...)` in one transaction (one commit): each
+        op is checked on its own, so one op's BadVersion/NotFound is returned in its slot, leaves
+        that key untouched, and does not undo the others. Results are in the order of `ops`."""
         ...
 
     def delete(self, path: str, *, expected_version: int | None = None) -> None:

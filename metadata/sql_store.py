@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Callable
+from typing import Callable, Sequence
 
 import sqlalchemy as sa
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
-from common.errors import InvalidArgument, SessionExpired, ShuttingDown
+from common.errors import (BadVersion, InvalidArgument, NotFound, SessionExpired, ShuttingDown,
+                           StrataError)
 from metadata import sql_ops
 from metadata.api import Versioned, Watch, WatchEvent
 from metadata.paths import (check_expected_version, check_id_name, check_path, check_prefix,
@@ -31,6 +32,7 @@ from metadata.sql_schema import Database
 from metadata.watches import WatchPoller
 
 LIST_PREFIX_KEYS_MAX = 100_000  # list_prefix() bound; ask for less, or page by sub-prefix
+PUT_MANY_OPS_MAX = 10_000  # put_many() bound: one transaction holds the write lock this long
 
 
 class SqlMetadataStore:
@@ -123,6 +125,27 @@ class SqlMetadataStore:
         version = self._db.run_write("put", lambda conn: sql_ops.put(conn, path, value, expected, now_ms))
         self._watches.wake()
         return version
+
+    def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
+        self._check_open()
+        if len(ops) > PUT_MANY_OPS_MAX:
+            raise InvalidArgument("too many ops in one put_many", ops=len(ops), max=PUT_MANY_OPS_MAX)
+        checked = [(check_path(path), check_value(value, self._config.metadata_value_bytes_max),
+                    check_expected_version(expected)) for path, value, expected in ops]
+        now_ms = self._clock.wall_ms()
+
+        def put_each(conn: sa.Connection) -> list[int | StrataError]:
+            out: list[int | StrataError] = []
+            for path, value, expected in checked:
+                try:  # a failed check raises before its statement writes anything
+                    out.append(sql_ops.put(conn, path, value, expected, now_ms))
+                except (BadVersion, NotFound) as exc:
+                    out.append(exc)
+            return out
+
+        results = self._db.run_write("put_many", put_each)
+        self._watches.wake()
+        return results
 
     def delete(self, path: str, *, expected_version: int | None = None) -> None:
         self._check_open()

@@ -16,10 +16,14 @@ from pyroaring import BitMap64
 
 import metadata
 from common.clock import ManualClock
-from common.errors import BadVersion, CursorClosed, CursorStateTooLarge, InvalidArgument
+from common.config import default_config
+from common.errors import (BadVersion, CursorClosed, CursorStateTooLarge, InvalidArgument,
+                           MetadataUnavailable)
 from cursor import codec, metrics
 from cursor.ack_state import AckState
 from cursor.cursor_store import CursorStore, escape_segment, unescape_segment
+from cursor.cursor_writer import CursorWriter
+from metadata.aio import AsyncMetadataStore
 from cursor.managed_cursor import ManagedCursor
 from ledger.position import EARLIEST, Position
 from tests.support.ledger_view import MemoryLedgerView
@@ -75,6 +79,44 @@ def test_names_escape_reversibly():
         assert segment not in (".", "..") and "/" not in segment
     with pytest.raises(InvalidArgument):
         escape_segment("")
+
+
+def test_writer_group_commits_many_cursors_each_with_its_own_compare_and_set(store):
+    """A thousand cursors flushing at once ride a few put_many transactions, not a thousand
+    commits; one cursor's lost compare-and-set (another owner moved on) fails only that cursor."""
+    async def go():
+        view = view_with(100)
+        writer = CursorWriter(AsyncMetadataStore(store))
+        stores = [CursorStore(store, f"t{i}", writer) for i in range(1_000)]
+        quiet = default_config(cursor_persist_interval_ms=60_000)  # no auto-flush: we flush
+        cursors = [await s.open_cursor(view, "s", start=EARLIEST, config=quiet) for s in stores]
+        for i, cursor in enumerate(cursors):
+            cursor.ack_cumulative(Position(1, i % 100))
+        # Another owner moved cursor 7 ahead behind our back: our save must lose.
+        theirs = await CursorStore(store, "t7").load_cursor(view, "s", config=quiet)
+        theirs.ack_cumulative(Position(1, 99))
+        await theirs.flush()
+        results = await asyncio.gather(*(c.flush() for c in cursors), return_exceptions=True)
+        assert isinstance(results[7], BadVersion)
+        assert all(r is None for i, r in enumerate(results) if i != 7)
+        assert writer.saves == 1_000 and writer.transactions <= 10, (writer.saves, writer.transactions)
+        for i in (0, 1, 500, 999):
+            again = await CursorStore(store, f"t{i}").load_cursor(view, "s")
+            assert again.mark_delete_position == Position(1, i % 100)
+    asyncio.run(go())
+
+
+def test_writer_fails_every_save_of_a_failed_transaction():
+    class DownStore:
+        async def put_many(self, ops):
+            raise MetadataUnavailable("database down")
+
+    async def go():
+        writer = CursorWriter(DownStore())
+        results = await asyncio.gather(*(writer.put(f"/k{i}", b"v", 1) for i in range(5)),
+                                       return_exceptions=True)
+        assert all(isinstance(r, MetadataUnavailable) for r in results)
+    asyncio.run(go())
 
 
 def test_state_over_limit_is_an_error_and_a_metric(store):

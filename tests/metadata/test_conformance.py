@@ -50,6 +50,27 @@ def test_put_compare_and_set(store):
         store.put("/new", b"y", expected_version=-1)
 
 
+def test_put_many_checks_each_op_and_commits_the_rest(store):
+    store.create("/many/a", b"a1")
+    store.create("/many/b", b"b1")
+    seen: list[WatchEvent] = []
+    store.watch("/many", seen.append)
+    results = store.put_many([("/many/a", b"a2", 1), ("/many/b", b"lost", 7),
+                              ("/many/absent", b"x", 1), ("/many/c", b"c1", -1), ("/many/a", b"a3", 2)])
+    assert results[0] == 2 and results[3] == 1 and results[4] == 3
+    assert isinstance(results[1], BadVersion) and isinstance(results[2], NotFound)
+    assert store.get("/many/a") == Versioned(b"a3", 3, None)
+    assert store.get("/many/b") == Versioned(b"b1", 1, None)   # the failed op wrote nothing
+    assert store.get("/many/absent") is None
+    deadline = time.monotonic() + 5
+    while len(seen) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [(e.path, e.version) for e in seen] == [("/many/a", 2), ("/many/c", 1), ("/many/a", 3)]
+    assert store.put_many([]) == []
+    with pytest.raises(InvalidPath):
+        store.put_many([("no-slash", b"x", None)])
+
+
 def test_delete_compare_and_set(store):
     store.create("/d", b"x")
     store.put("/d", b"y")

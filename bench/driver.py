@@ -122,9 +122,12 @@ class Driver(abc.ABC):
 
     # --- generic loops ----------------------------------------------------------------------
     async def produce(self, topics: list[str], n_per_topic: int, payloads: Payloads, deadline: float,
-                      rate_per_s: float | None = None) -> list[tuple[float, int]]:
-        """Send n_per_topic to each topic; returns (ack latency s, messages) per batch."""
-        producers = [await self.open_producer(t) for t in topics]
+                      rate_per_s: float | None = None, producers: list[Any] | None = None
+                      ) -> list[tuple[float, int]]:
+        """Send n_per_topic to each topic; returns (ack latency s, messages) per batch. Opens a
+        producer per topic unless given `producers` (opened before a timed window); closes them."""
+        if producers is None:
+            producers = [await self.open_producer(t) for t in topics]
         latencies: list[tuple[float, int]] = []
         try:
             if rate_per_s is None:

@@ -21,8 +21,7 @@ import sqlalchemy as sa
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
-from common.errors import (BadVersion, InvalidArgument, NotFound, SessionExpired, ShuttingDown,
-                           StrataError)
+from common.errors import InvalidArgument, SessionExpired, ShuttingDown, StrataError
 from metadata import sql_ops
 from metadata.api import Versioned, Watch, WatchEvent
 from metadata.paths import (check_expected_version, check_id_name, check_path, check_prefix,
@@ -134,16 +133,9 @@ class SqlMetadataStore:
                     check_expected_version(expected)) for path, value, expected in ops]
         now_ms = self._clock.wall_ms()
 
-        def put_each(conn: sa.Connection) -> list[int | StrataError]:
-            out: list[int | StrataError] = []
-            for path, value, expected in checked:
-                try:  # a failed check raises before its statement writes anything
-                    out.append(sql_ops.put(conn, path, value, expected, now_ms))
-                except (BadVersion, NotFound) as exc:
-                    out.append(exc)
-            return out
-
-        results = self._db.run_write("put_many", put_each)
+        if not checked:
+            return []
+        results = self._db.run_write("put_many", lambda conn: sql_ops.put_many(conn, checked, now_ms))
         self._watches.wake()
         return results
 

@@ -15,8 +15,10 @@ How it works
   rolled the same way; its failed appends raise retriable errors to their callers.
 - `read()` walks positions across ledgers up to `last_confirmed`, from the cache, else from the
   bookies through the ledger's handle.
-- `trim()` drops whole closed ledgers before a position: metadata first (compare-and-set), then
-  background deletes on the bookies (`ledger.trim.LedgerDeleter`).
+- `trim()` drops whole closed ledgers before a position: metadata first (compare-and-set, moving
+  them to the record's `deleting` list), then background deletes on the bookies
+  (`ledger.trim.LedgerDeleter`); the next compare-and-set drops the finished ones from
+  `deleting`, and a new owner finishes any left there, so a crash in between leaks nothing.
 - Fencing: any failed compare-and-set on our metadata, or a fenced ledger, means another owner
   took over: state FENCED, every later append raises ManagedLedgerFenced. Two owners never
   interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
@@ -142,6 +144,10 @@ class ManagedLedger:
             # would drop its fence on the bookies while the old owner may still try to add.
             self._view.add(KeptLedger(record.ledger_id, LedgerState.CLOSED, record.created_ms, index))
         await self._cas(self._meta.with_ledgers(records))
+        if self._meta.deleting:  # trimmed by an earlier owner that stopped before deleting them
+            log.info("%s: deleting %d ledger(s) an earlier owner trimmed: %s", self.name,
+                     len(self._meta.deleting), list(self._meta.deleting))
+            self._deleter.schedule(self._meta.deleting)
         self._set_state(MLState.ROLLING)
         await self._add_new_ledger()
         self._set_state(MLState.READY)
@@ -172,7 +178,11 @@ class ManagedLedger:
                                                name=self.name))
 
     async def _cas(self, meta: ManagedLedgerMetadata) -> None:
-        """Write our metadata by compare-and-set; losing means we were fenced out."""
+        """Write our metadata by compare-and-set; losing means we were fenced out. Ledgers the
+        deleter has finished with leave `deleting` on the way (no write of their own)."""
+        done = self._deleter.deleted & set(meta.deleting)
+        if done:
+            meta = meta.with_deleting(set(meta.deleting) - done)
         try:
             version = await self._store.put(ml_path(self.name), meta.to_json(),
                                             expected_version=self._meta.version)
@@ -181,6 +191,7 @@ class ManagedLedger:
             raise ManagedLedgerFenced("managed ledger metadata changed by another owner",
                                       name=self.name) from None
         self._meta = meta.with_version(version)
+        self._deleter.deleted.difference_update(done)
 
     # --- appending -------------------------------------------------------------------------------
 
@@ -442,7 +453,8 @@ class ManagedLedger:
             if not doomed:
                 return []
             gone = set(doomed)
-            await self._cas(self._meta.with_ledgers([r for r in self._meta.ledgers if r.ledger_id not in gone]))
+            await self._cas(self._meta.with_ledgers([r for r in self._meta.ledgers if r.ledger_id not in gone])
+                            .with_deleting(set(self._meta.deleting) | gone))
             self._view.remove(gone)
             for ledger_id in doomed:
                 self._cache.invalidate_ledger(self.name, ledger_id)

@@ -10,7 +10,8 @@ Names like `public/default/persistent/my-topic` become one path segment: every c
 `[A-Za-z0-9_.:=@+-]` (including `%` itself and `/`) is percent-encoded, so the encoding is
 reversible and two names never share a key.
 
-What must hold: ledger ids in the list strictly increase; only the last may be OPEN.
+What must hold: ledger ids in the list strictly increase; only the last may be OPEN; a ledger id
+is in `ledgers` or in `deleting`, never both.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class ManagedLedgerMetadata:
     owner: str = ""              # token of the instance that opened it last ("" = never opened)
     properties: dict[str, str] = field(default_factory=dict)
     version: int = 0             # store version it was read at; 0 = not stored yet
+    # Ledgers trimmed from `ledgers` whose deletion from the bookies is not known to be done.
+    # Written in the same compare-and-set that drops them, so a crash between the two steps
+    # leaves a to-do list, not a leak: the next owner deletes them again (deletes are idempotent).
+    deleting: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         ids = [r.ledger_id for r in self.ledgers]
@@ -88,6 +93,9 @@ class ManagedLedgerMetadata:
 
     def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> "ManagedLedgerMetadata":
         return replace(self, ledgers=tuple(ledgers))
+
+    def with_deleting(self, ledger_ids) -> "ManagedLedgerMetadata":
+        return replace(self, deleting=tuple(sorted(set(ledger_ids))))
 
     def with_owner(self, owner: str) -> "ManagedLedgerMetadata":
         return replace(self, owner=owner)
@@ -98,6 +106,8 @@ class ManagedLedgerMetadata:
     def to_json(self) -> bytes:
         doc = {"format": _FORMAT, "owner": self.owner, "properties": self.properties,
                "ledgers": [r.to_doc() for r in self.ledgers]}
+        if self.deleting:
+            doc["deleting"] = list(self.deleting)
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -105,4 +115,5 @@ class ManagedLedgerMetadata:
         doc = json.loads(raw)
         invariant(doc.get("format") == _FORMAT, "known managed ledger format", format=doc.get("format"))
         return cls(tuple(LedgerRecord.from_doc(d) for d in doc["ledgers"]), str(doc.get("owner", "")),
-                   {str(k): str(v) for k, v in doc.get("properties", {}).items()}, version)
+                   {str(k): str(v) for k, v in doc.get("properties", {}).items()}, version,
+                   tuple(int(i) for i in doc.get("deleting", ())))

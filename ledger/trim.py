@@ -7,7 +7,8 @@ Deletion order: the managed ledger first drops the ledgers from its metadata (co
 so no reader is ever handed a position in them; then `LedgerDeleter` deletes each ledger's index
 blob, its entries on every bookie and its ledger metadata (`LedgerClient.delete_ledger`), in the
 background, retrying with capped exponential backoff until done. A ledger that is deleted twice
-is fine (every step is idempotent).
+is fine (every step is idempotent). The managed ledger's record lists trimmed ledgers under
+`deleting` until a later compare-and-set sees them in `deleted` and drops them from both.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class LedgerDeleter:
         self._store = store
         self._index_path_of = index_path_of      # ledger id -> its index blob path
         self._tasks: set[asyncio.Task] = set()
-        self.deleted: list[int] = []             # ledger ids fully deleted, in completion order
+        self.deleted: set[int] = set()           # fully deleted, not yet cleared from `deleting`
 
     def schedule(self, ledger_ids: Iterable[int]) -> None:
         for ledger_id in ledger_ids:
@@ -56,7 +57,7 @@ class LedgerDeleter:
         while True:
             try:
                 await self.delete_now(ledger_id)
-                self.deleted.append(ledger_id)
+                self.deleted.add(ledger_id)
                 return
             except StrataError as exc:
                 log.warning("deleting ledger %d failed, retrying in %.1fs: %s", ledger_id, delay_s, exc)

@@ -9,6 +9,7 @@ import pytest
 
 from common.errors import InvalidPosition, InvariantViolation, ManagedLedgerFenced
 from ledger.managed_ledger import ManagedLedger
+from ledger.ml_metadata import ManagedLedgerMetadata, ml_path
 from ledger.position import EARLIEST, Position
 from ledger.types import LedgerState
 from tests.ledger.conftest import run, shutdown
@@ -106,6 +107,42 @@ def test_reopen_after_crash_recovers_and_rebuilds_index(env):
         assert [e.data for e in await ml3.read(EARLIEST, 1000)] == [_entry(i) for i in range(350)]
         await ml3.delete()
         assert await store2.get("/managed-ledgers/" + NAME.replace("/", "%2F")) is None
+        await shutdown(store2, client2)
+        await shutdown(store, client)
+    run(body())
+
+
+def test_a_trim_interrupted_before_the_bookie_deletes_is_finished_by_the_next_owner(env):
+    """Trim moves ledgers to the record's `deleting` list in the same compare-and-set that drops
+    them; if the owner dies before the bookies deleted them, the next owner deletes them."""
+    bookies = env.start_bookies(2)
+
+    async def body():
+        config = env.config(managed_ledger_rollover_entries=50, managed_ledger_rollover_min_age_ms=0)
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=2, write_quorum=2, ack_quorum=2)
+        positions = await _append_all(ml, 0, 160)
+        doomed_ids = [i.ledger_id for i in ml.ledgers()[:2]]
+        for bookie in bookies:                 # the deletes cannot reach the bookies...
+            bookie.kill9()
+        assert await ml.trim(positions[120]) == doomed_ids
+        record = ManagedLedgerMetadata.from_json((await store.get(ml_path(NAME))).value, 0)
+        assert list(record.deleting) == doomed_ids
+        await ml._deleter.close()              # ...and the owner dies before they could
+        for bookie in bookies:
+            bookie.restart()
+        store2, client2 = await env.open(config, seed=3)
+        ml2 = await ManagedLedger.open(NAME, store2, client2, config, ensemble_size=2, write_quorum=2,
+                                       ack_quorum=2)
+        await ml2.wait_trimmed(30)
+        for bookie in bookies:
+            on_disk = {s.ledger_id for s in await client2.pool.get(bookie.address).list_ledgers()}
+            assert not on_disk & set(doomed_ids)
+        for ledger_id in doomed_ids:
+            assert await client2.ledger_metadata(ledger_id) is None
+        await ml2.close()                      # its next compare-and-set clears the to-do list
+        record = ManagedLedgerMetadata.from_json((await store2.get(ml_path(NAME))).value, 0)
+        assert record.deleting == ()
         await shutdown(store2, client2)
         await shutdown(store, client)
     run(body())

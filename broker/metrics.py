@@ -5,7 +5,10 @@ Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
 `pulsar_throughput_out`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
 `pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`; per subscription (plus
 label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
-`pulsar_subscription_consumers_count`. Plus broker-wide `pulsar_topics_count`.
+`pulsar_subscription_consumers_count`. Plus broker-wide `pulsar_topics_count` and Strata's own
+counters (label `cluster`): cursor persists (`strata_cursor_*_total`, from `cursor.metrics`), the
+cursor writer's group transactions, and the retention task's passes, errors, TTL-expired cursors
+and trimmed ledgers (`strata_retention_*_total`).
 Values are computed on request from the loaded topics.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.topic_stats import topic_stats
+from cursor import metrics as cursor_metrics
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -54,9 +58,27 @@ def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
 
+def _broker_counters(service: "BrokerService") -> dict[str, tuple[str, int]]:
+    out = {name: ("cursor persistence counter", value) for name, value in cursor_metrics.snapshot().items()}
+    writer = service.cursor_writer
+    out["strata_cursor_writer_transactions_total"] = ("group transactions carrying cursor persists",
+                                                      writer.transactions)
+    out["strata_cursor_writer_saves_total"] = ("cursor persists carried by group transactions", writer.saves)
+    retention = service.retention
+    out["strata_retention_passes_total"] = ("completed TTL/retention passes over the loaded topics",
+                                            retention.passes)
+    out["strata_retention_errors_total"] = ("topic checks of the TTL/retention task that failed", retention.errors)
+    out["strata_retention_expired_cursors_total"] = ("cursors moved forward by TTL", retention.expired_cursors)
+    out["strata_retention_trimmed_ledgers_total"] = ("ledgers deleted by retention", retention.trimmed_ledgers)
+    return out
+
+
 def render(service: "BrokerService") -> str:
     stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
     lines = ["# TYPE pulsar_topics_count gauge", f'pulsar_topics_count{_labels(cluster=CLUSTER)} {len(stats)}']
+    for metric, (help_text, value) in _broker_counters(service).items():
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
+                  f"{metric}{_labels(cluster=CLUSTER)} {value}"]
     for metric, kind, help_text, get in _TOPIC_METRICS:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         for name, topic in stats.items():

@@ -23,6 +23,11 @@ Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
 - `POST   /admin/v2/namespaces/{t}/{ns}/messageTTL` body seconds (int >= 0, 0 = off) → 204 (412
   if negative); `GET` → the namespace's TTL (the config's default when unset). The retention task
   (`broker.retention_task`) applies both on its next pass.
+- `POST   /admin/v2/persistent/{t}/{ns}/{topic}/retention` (same body as the namespace's) and
+  `POST .../{topic}/messageTTL?messageTTL=n` (or the seconds as the body) → 204: topic-level
+  policies, which override the namespace's (a partitioned topic's apply to every partition);
+  `GET` → the topic's own value (null if unset; `?applied=true`: the effective one); `DELETE` →
+  204, the namespace's value applies again.
 - `GET    /metrics` → Prometheus text (`broker.metrics`).
 
 A dedup switch is applied to the topics loaded on this broker before the reply (other brokers
@@ -146,6 +151,12 @@ class AdminServer:
         app.router.add_get("/admin/v2/namespaces/{tenant}/{ns}/retention", self.get_retention)
         app.router.add_post("/admin/v2/namespaces/{tenant}/{ns}/messageTTL", self.set_ttl)
         app.router.add_get("/admin/v2/namespaces/{tenant}/{ns}/messageTTL", self.get_ttl)
+        app.router.add_post(base + "/{topic}/retention", self.set_topic_retention)
+        app.router.add_get(base + "/{topic}/retention", self.get_topic_retention)
+        app.router.add_delete(base + "/{topic}/retention", self.remove_topic_retention)
+        app.router.add_post(base + "/{topic}/messageTTL", self.set_topic_ttl)
+        app.router.add_get(base + "/{topic}/messageTTL", self.get_topic_ttl)
+        app.router.add_delete(base + "/{topic}/messageTTL", self.remove_topic_ttl)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         return app
@@ -196,7 +207,7 @@ class AdminServer:
             except NotFound:
                 pass  # a partition nobody ever used has nothing stored
         await policies.delete_partitioned(self.service.astore, name)
-        await policies.set_topic_policy(self.service.astore, name, policies.DEDUP_KEY, None)
+        await policies.delete_topic_policies(self.service.astore, name)
         return web.Response(status=204)
 
     async def delete_topic(self, request: web.Request) -> web.Response:
@@ -280,16 +291,51 @@ class AdminServer:
 
     async def set_retention(self, request: web.Request) -> web.Response:
         tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
-        body = await _body_json(request)
-        fields = ("retentionTimeInMinutes", "retentionSizeInMB")
-        if not isinstance(body, dict) or not all(k in body for k in fields):
-            raise _BadBody('retention body must be {"retentionTimeInMinutes": m, "retentionSizeInMB": s}')
-        values = [body[k] for k in fields]
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-            raise _BadBody("retentionTimeInMinutes and retentionSizeInMB must be integers")
-        policy = RetentionPolicy(*values)     # InvalidRetention (412) if the pair is invalid
         await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY,
-                                            {fields[0]: policy.time_minutes, fields[1]: policy.size_mb})
+                                            await _body_retention(request))
+        return web.Response(status=204)
+
+    async def set_topic_retention(self, request: web.Request) -> web.Response:
+        await policies.set_topic_policy(self.service.astore, _topic(request), policies.RETENTION_KEY,
+                                        await _body_retention(request))
+        return web.Response(status=204)
+
+    async def get_topic_retention(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        own = await policies.topic_policies(self.service.astore, name)
+        if not _flag(request, "applied"):
+            return web.json_response(own.get(policies.RETENTION_KEY))
+        ns_policies = await policies.namespace_policies(self.service.astore, name.tenant, name.namespace)
+        policy = policies.retention_of(ns_policies, self.service.config, own)
+        return web.json_response({"retentionTimeInMinutes": policy.time_minutes,
+                                  "retentionSizeInMB": policy.size_mb})
+
+    async def remove_topic_retention(self, request: web.Request) -> web.Response:
+        await policies.set_topic_policy(self.service.astore, _topic(request), policies.RETENTION_KEY, None)
+        return web.Response(status=204)
+
+    async def set_topic_ttl(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        if "messageTTL" in request.query:          # what pulsar-admin sends
+            try:
+                seconds: object = int(request.query["messageTTL"])
+            except ValueError:
+                raise _BadBody("messageTTL must be an integer number of seconds") from None
+        else:
+            seconds = await _body_json(request)
+        await policies.set_topic_policy(self.service.astore, name, policies.TTL_KEY, _ttl_seconds(seconds))
+        return web.Response(status=204)
+
+    async def get_topic_ttl(self, request: web.Request) -> web.Response:
+        name = _topic(request)
+        own = await policies.topic_policies(self.service.astore, name)
+        if not _flag(request, "applied"):
+            return web.json_response(own.get(policies.TTL_KEY))
+        ns_policies = await policies.namespace_policies(self.service.astore, name.tenant, name.namespace)
+        return web.json_response(policies.ttl_seconds_of(ns_policies, self.service.config, own))
+
+    async def remove_topic_ttl(self, request: web.Request) -> web.Response:
+        await policies.set_topic_policy(self.service.astore, _topic(request), policies.TTL_KEY, None)
         return web.Response(status=204)
 
     async def get_retention(self, request: web.Request) -> web.Response:
@@ -301,11 +347,7 @@ class AdminServer:
 
     async def set_ttl(self, request: web.Request) -> web.Response:
         tenant, ns = parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
-        seconds = await _body_json(request)
-        if isinstance(seconds, bool) or not isinstance(seconds, int):
-            raise _BadBody("messageTTL body must be an integer number of seconds")
-        if seconds < 0:
-            raise NotAllowed("invalid messageTTL: must be >= 0 seconds (0 = off)", seconds=seconds)
+        seconds = _ttl_seconds(await _body_json(request))
         await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.TTL_KEY, seconds)
         return web.Response(status=204)
 
@@ -317,3 +359,24 @@ class AdminServer:
     async def metrics(self, request: web.Request) -> web.Response:
         text = metrics.render(self.service)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+async def _body_retention(request: web.Request) -> dict:
+    """A retention body, checked (400 wrong types, 412 an invalid pair), as stored."""
+    body = await _body_json(request)
+    fields = ("retentionTimeInMinutes", "retentionSizeInMB")
+    if not isinstance(body, dict) or not all(k in body for k in fields):
+        raise _BadBody('retention body must be {"retentionTimeInMinutes": m, "retentionSizeInMB": s}')
+    values = [body[k] for k in fields]
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+        raise _BadBody("retentionTimeInMinutes and retentionSizeInMB must be integers")
+    policy = RetentionPolicy(*values)     # InvalidRetention (412) if the pair is invalid
+    return {fields[0]: policy.time_minutes, fields[1]: policy.size_mb}
+
+
+def _ttl_seconds(seconds: object) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, int):
+        raise _BadBody("messageTTL must be an integer number of seconds")
+    if seconds < 0:
+        raise NotAllowed("invalid messageTTL: must be >= 0 seconds (0 = off)", seconds=seconds)
+    return seconds

@@ -6,9 +6,10 @@ Layout (every value is JSON):
 - `/admin/policies/<tenant>/<ns>` = `{"deduplicationEnabled": bool, "retention_policies":
   {"retentionTimeInMinutes": m, "retentionSizeInMB": s}, "message_ttl_in_seconds": n}` — namespace
   policies; an absent retention or TTL field means the broker config's default applies.
-- `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool}` — topic
-  policies; a field set here overrides the namespace's. A partitioned topic's policies apply to
-  every partition (looked up by the base name).
+- `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool,
+  "retention_policies": {...}, "message_ttl_in_seconds": n}` — topic policies; a field set here
+  overrides the namespace's, which overrides the broker config. A partitioned topic's policies
+  apply to every partition (looked up by the base name).
 - `/topics/<tenant>/<ns>/<topic>` = `{"created_ms": t}` — every (partition) topic ever created,
   so a restarted broker and the admin API can list them without loading them.
 
@@ -114,18 +115,37 @@ async def dedup_enabled(astore: Any, name: TopicName) -> bool:
     return bool((await namespace_policies(astore, name.tenant, name.namespace)).get(DEDUP_KEY, False))
 
 
-def retention_of(ns_policies: dict, config: Any) -> RetentionPolicy:
-    """Effective retention of a namespace: its policy if set, else the config's default."""
-    found = ns_policies.get(RETENTION_KEY)
+def retention_of(ns_policies: dict, config: Any, topic_policies: dict | None = None) -> RetentionPolicy:
+    """Effective retention: the topic's policy if set, else the namespace's, else the config's."""
+    found = (topic_policies or {}).get(RETENTION_KEY)
+    if found is None:
+        found = ns_policies.get(RETENTION_KEY)
     if found is None:
         return RetentionPolicy(config.retention_time_minutes, config.retention_size_mb)
     return RetentionPolicy(int(found["retentionTimeInMinutes"]), int(found["retentionSizeInMB"]))
 
 
-def ttl_seconds_of(ns_policies: dict, config: Any) -> int:
-    """Effective message TTL of a namespace in seconds (0 = off): its policy, else the config's."""
-    found = ns_policies.get(TTL_KEY)
+def ttl_seconds_of(ns_policies: dict, config: Any, topic_policies: dict | None = None) -> int:
+    """Effective message TTL in seconds (0 = off): the topic's, else the namespace's, else the
+    config's."""
+    found = (topic_policies or {}).get(TTL_KEY)
+    if found is None:
+        found = ns_policies.get(TTL_KEY)
     return int(config.ttl_seconds if found is None else found)
+
+
+async def namespace_topic_policies(astore: Any, tenant: str, namespace: str) -> dict[str, dict]:
+    """Every topic-level policy record of a namespace, by base topic local name (one read)."""
+    prefix = f"{TOPIC_POLICIES_ROOT}/{tenant}/{namespace}"
+    return {path.rsplit("/", 1)[1]: json.loads(found.value)
+            for path, found in await astore.list_prefix(prefix) if path != prefix}
+
+
+async def delete_topic_policies(astore: Any, name: TopicName) -> None:
+    try:
+        await astore.delete(f"{TOPIC_POLICIES_ROOT}/{name.base.path}")
+    except NotFound:
+        pass
 
 
 async def _set_field(astore: Any, path: str, key: str, value: object) -> None:

@@ -3,10 +3,12 @@
 Every `broker_retention_check_interval_ms` (measured from the end of one pass to the start of the
 next, so passes never overlap) each topic loaded on this broker is checked once, in turn:
 
-1. TTL (`policies.TTL_KEY` of the namespace, else config `ttl_seconds`; 0 = off): every durable
+1. TTL (`policies.TTL_KEY` of the topic, else of the namespace, else config `ttl_seconds`;
+   0 = off): every durable
    subscription's cursor acks what was published more than TTL ago (`ManagedCursor.expire`). Its
    dispatcher forgets those entries. TTL deletes nothing.
-2. Retention (`policies.RETENTION_KEY`, else config `retention_time_minutes`/`retention_size_mb`):
+2. Retention (`policies.RETENTION_KEY` of the topic, else of the namespace, else config
+   `retention_time_minutes`/`retention_size_mb`):
    `cursor.retention.apply_retention` with the DURABLE subscriptions' cursors only (a reader's
    cursor does not pin storage), which trims whole ledgers every such cursor has passed.
 
@@ -15,7 +17,8 @@ the trim point is recomputed from the durable cursors as they are then, and the 
 is used, so a seek/reset or a new subscription that moved a cursor back while the trim waited for
 the lock keeps its ledgers.
 
-Bounds: one pass at a time; each namespace's policies are read once per pass; the event loop is
+Bounds: one pass at a time; each namespace's policies, and all its topic-level policies, are read
+once per pass (one get and one prefix listing); the event loop is
 yielded between topics. A failing topic (metadata down, ledger fenced, a bad stored policy) is
 logged and counted in `errors` and the pass goes on; nothing but cancellation ends the task.
 """
@@ -89,6 +92,7 @@ class RetentionTask:
     async def check_all(self) -> None:
         """One pass over the loaded topics; never raises but for cancellation."""
         ns_policies: dict[tuple[str, str], dict] = {}
+        topic_level: dict[tuple[str, str], dict[str, dict]] = {}
         for topic in list(self.service.topics.values()):
             if topic.closing or self.service.closing:
                 continue
@@ -96,7 +100,8 @@ class RetentionTask:
                 key = (topic.name.tenant, topic.name.namespace)
                 if key not in ns_policies:
                     ns_policies[key] = await policies.namespace_policies(self.service.astore, *key)
-                await self.check_topic(topic, ns_policies[key])
+                    topic_level[key] = await policies.namespace_topic_policies(self.service.astore, *key)
+                await self.check_topic(topic, ns_policies[key], topic_level[key].get(topic.name.base.local))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:         # one topic's failure must not stop the others
@@ -105,11 +110,12 @@ class RetentionTask:
             await asyncio.sleep(0)
         self.passes += 1
 
-    async def check_topic(self, topic: "PersistentTopic", ns_policies: dict) -> list[int]:
+    async def check_topic(self, topic: "PersistentTopic", ns_policies: dict,
+                          topic_policies: dict | None = None) -> list[int]:
         """Apply TTL, then retention, to one topic; returns the ids of the ledgers trimmed."""
         config = self.service.config
         now_ms = self.service.clock.wall_ms()
-        ttl_seconds = policies.ttl_seconds_of(ns_policies, config)
+        ttl_seconds = policies.ttl_seconds_of(ns_policies, config, topic_policies)
         if ttl_seconds > 0:
             for sub in [s for s in list(topic.subscriptions.values()) if s.durable and not s.closed]:
                 if sub.cursor.expire(ttl_seconds, now_ms):
@@ -118,7 +124,7 @@ class RetentionTask:
                         sub.dispatcher.on_acked_upto(sub.cursor.mark_delete_position)
         if topic.closing:
             return []
-        policy = policies.retention_of(ns_policies, config)
+        policy = policies.retention_of(ns_policies, config, topic_policies)
         ledger = _RecheckedTrim(topic, policy, now_ms)
         await apply_retention(ledger, topic.ml, durable_cursors(topic), policy, now_ms)
         self.trimmed_ledgers += len(ledger.trimmed)

@@ -10,10 +10,23 @@
     strata admin topics set-deduplication TOPIC (--enable | --disable)
     strata admin topics get-deduplication TOPIC
     strata admin topics remove-deduplication TOPIC
+    strata admin topics set-retention TOPIC --time 3h --size 10G      (-1: unlimited, 0: none)
+    strata admin topics get-retention TOPIC [--applied]
+    strata admin topics remove-retention TOPIC
+    strata admin topics set-message-ttl TOPIC --ttl 3600               (seconds, 0 = off)
+    strata admin topics get-message-ttl TOPIC [--applied]
+    strata admin topics remove-message-ttl TOPIC
     strata admin topics list TENANT/NS
     strata admin topics list-partitioned-topics TENANT/NS
     strata admin namespaces set-deduplication TENANT/NS (--enable | --disable)
     strata admin namespaces get-deduplication TENANT/NS
+    strata admin namespaces set-retention TENANT/NS --time 3h --size 10G
+    strata admin namespaces get-retention TENANT/NS
+    strata admin namespaces set-message-ttl TENANT/NS --ttl 3600
+    strata admin namespaces get-message-ttl TENANT/NS
+
+Times take pulsar-admin's units (`30s`, `10m`, `3h`, `2d`, `1w`; a bare number is minutes for
+retention), sizes too (`500K`, `10M`, `2G`, `1T`; a bare number is MB); `-1` means unlimited.
 
 Topic names may be short (`my-topic` → `persistent://public/default/my-topic`). Prints the JSON
 the broker answers; exits 1 with the broker's `reason` on an HTTP error, 2 on bad arguments.
@@ -31,6 +44,48 @@ from broker.names import parse_namespace, parse_topic
 from common.errors import StrataError
 
 TIMEOUT_S = 30.0
+
+
+_TIME_UNITS_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+_SIZE_UNITS_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def retention_minutes(text: str) -> int:
+    """`--time` of set-retention in minutes: -1, a bare number of minutes, or 30s/10m/3h/2d/1w."""
+    text = text.strip().lower()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if len(text) < 2 or text[-1] not in _TIME_UNITS_S or not text[:-1].isdigit():
+        raise argparse.ArgumentTypeError(f"bad retention time {text!r}: use -1, minutes, or 30s/10m/3h/2d/1w")
+    return int(text[:-1]) * _TIME_UNITS_S[text[-1]] // 60
+
+
+def retention_mb(text: str) -> int:
+    """`--size` of set-retention in MB: -1, a bare number of MB, or 500K/10M/2G/1T."""
+    text = text.strip().lower()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if len(text) < 2 or text[-1] not in _SIZE_UNITS_MB or not text[:-1].isdigit():
+        raise argparse.ArgumentTypeError(f"bad retention size {text!r}: use -1, MB, or 500K/10M/2G/1T")
+    return int(int(text[:-1]) * _SIZE_UNITS_MB[text[-1]])
+
+
+def _policy_commands(group: argparse._SubParsersAction, target: str, topic_level: bool) -> None:
+    retention = group.add_parser("set-retention")
+    retention.add_argument(target)
+    retention.add_argument("-t", "--time", type=retention_minutes, required=True)
+    retention.add_argument("-s", "--size", type=retention_mb, required=True)
+    ttl = group.add_parser("set-message-ttl")
+    ttl.add_argument(target)
+    ttl.add_argument("-t", "--ttl", "--messageTTL", dest="ttl", type=int, required=True)
+    for action in ("get-retention", "get-message-ttl"):
+        getter = group.add_parser(action)
+        getter.add_argument(target)
+        if topic_level:
+            getter.add_argument("--applied", action="store_true", help="the effective value")
+    if topic_level:
+        for action in ("remove-retention", "remove-message-ttl"):
+            group.add_parser(action).add_argument(target)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     topic_switch.add_argument("--disable", action="store_true")
     for action in ("list", "list-partitioned-topics"):
         topics.add_parser(action).add_argument("namespace")
+    _policy_commands(topics, "topic", topic_level=True)
     namespaces = groups.add_parser("namespaces").add_subparsers(dest="action", required=True)
     dedup = namespaces.add_parser("set-deduplication")
     dedup.add_argument("namespace")
@@ -63,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     switch.add_argument("--enable", action="store_true")
     switch.add_argument("--disable", action="store_true")
     namespaces.add_parser("get-deduplication").add_argument("namespace")
+    _policy_commands(namespaces, "namespace", topic_level=False)
     return p
 
 
@@ -93,13 +150,28 @@ def _route(args: argparse.Namespace) -> tuple[str, str, object]:
             "set-deduplication": lambda: ("POST", path + "/deduplicationEnabled", bool(args.enable)),
             "get-deduplication": lambda: ("GET", path + "/deduplicationEnabled", None),
             "remove-deduplication": lambda: ("DELETE", path + "/deduplicationEnabled", None),
+            "remove-retention": lambda: ("DELETE", path + "/retention", None),
+            "remove-message-ttl": lambda: ("DELETE", path + "/messageTTL", None),
         }
+        applied = "?applied=true" if getattr(args, "applied", False) else ""
+        routes.update(_policy_routes(args, path, applied))
         return routes.get(args.action, lambda: ("GET", path + "/stats", None))()
     tenant, ns = parse_namespace(args.namespace)
-    path = f"/admin/v2/namespaces/{tenant}/{ns}/deduplication"
-    if args.action == "set-deduplication":
-        return "POST", path, bool(args.enable)
-    return "GET", path, None
+    path = f"/admin/v2/namespaces/{tenant}/{ns}"
+    routes = {"set-deduplication": lambda: ("POST", path + "/deduplication", bool(args.enable)),
+              "get-deduplication": lambda: ("GET", path + "/deduplication", None)}
+    routes.update(_policy_routes(args, path, ""))
+    return routes[args.action]()
+
+
+def _policy_routes(args: argparse.Namespace, path: str, applied: str) -> dict:
+    return {
+        "set-retention": lambda: ("POST", path + "/retention",
+                                  {"retentionTimeInMinutes": args.time, "retentionSizeInMB": args.size}),
+        "get-retention": lambda: ("GET", path + "/retention" + applied, None),
+        "set-message-ttl": lambda: ("POST", path + "/messageTTL", args.ttl),
+        "get-message-ttl": lambda: ("GET", path + "/messageTTL" + applied, None),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -133,3 +133,25 @@ def test_strata_admin_cli(standalone, topic: str, capsys) -> None:
     assert main(url + ["topics", "list-partitioned-topics", "public/default"]) == 0
     assert topic in json.loads(capsys.readouterr().out)
     assert main(url + ["topics", "stats", "bad//name"]) == 2
+
+
+def test_strata_admin_cli_retention_and_ttl(standalone, topic: str, capsys) -> None:
+    from cli.admin_cmd import main
+    url = ["--admin-url", standalone.admin_url]
+    ns = f"public/cli-{topic.rsplit('-', 1)[1]}"
+    assert main(url + ["namespaces", "set-retention", ns, "--time", "3h", "--size", "2G"]) == 0
+    assert main(url + ["namespaces", "get-retention", ns]) == 0
+    assert json.loads(capsys.readouterr().out) == {"retentionTimeInMinutes": 180, "retentionSizeInMB": 2048}
+    assert main(url + ["namespaces", "set-message-ttl", ns, "--ttl", "60"]) == 0
+    local = f"persistent://{ns}/t"
+    assert main(url + ["topics", "set-retention", local, "-t", "10m", "-s", "0"]) == 1   # 10 min, 0 MB
+    assert "HTTP 412" in capsys.readouterr().err
+    assert main(url + ["topics", "set-retention", local, "-t", "30", "-s", "-1"]) == 0
+    assert main(url + ["topics", "set-message-ttl", local, "-t", "5"]) == 0
+    assert main(url + ["topics", "get-retention", local]) == 0
+    assert json.loads(capsys.readouterr().out) == {"retentionTimeInMinutes": 30, "retentionSizeInMB": -1}
+    assert main(url + ["topics", "remove-message-ttl", local]) == 0
+    assert main(url + ["topics", "get-message-ttl", local, "--applied"]) == 0
+    assert json.loads(capsys.readouterr().out) == 60                  # the namespace's again
+    with pytest.raises(SystemExit):
+        main(url + ["topics", "set-retention", local, "-t", "10x", "-s", "1G"])

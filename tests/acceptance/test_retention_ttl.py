@@ -195,6 +195,37 @@ def test_invalid_retention_is_refused_and_changes_nothing(sa, client, ns: str, b
     consumer.close()
 
 
+def test_topic_level_policies_override_the_namespace(sa, client, ns: str) -> None:
+    """Topic-level retention and TTL (pulsar-admin topics set-retention / set-message-ttl) win over
+    the namespace's for that topic only; removing them brings the namespace's back."""
+    _set_retention(sa, ns, -1, -1)                       # the namespace keeps everything
+    own, other = f"persistent://{ns}/own", f"persistent://{ns}/other"
+    url = f"{sa.admin_url}/admin/v2/persistent/{ns}/own"
+    assert http("GET", f"{url}/retention") == (200, None)            # unset at topic level
+    assert http("GET", f"{url}/retention?applied=true") == (200, {"retentionTimeInMinutes": -1,
+                                                                  "retentionSizeInMB": -1})
+    assert http("POST", f"{url}/retention", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})[0] == 204
+    assert http("POST", f"{url}/messageTTL?messageTTL=1")[0] == 204
+    assert http("GET", f"{url}/messageTTL") == (200, 1)
+    assert http("POST", f"{url}/retention", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 5})[0] == 412
+    assert http("POST", f"{url}/messageTTL?messageTTL=soon")[0] == 400
+    assert http("POST", f"{url}/messageTTL", -5)[0] == 412
+    for topic in (own, other):
+        client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
+        _produce(client, topic, 25)
+    full = _stats(sa, other)["storageSize"]
+    _wait_for("the topic's TTL to expire its backlog",
+              lambda: _stats(sa, own)["subscriptions"]["sub"]["msgBacklog"] == 0)
+    _wait_for("the topic's retention to trim", lambda: _stats(sa, own)["storageSize"] < full / 2)
+    _sealed_ledgers_passed(sa, client)
+    assert _stats(sa, other)["subscriptions"]["sub"]["msgBacklog"] == 25   # the namespace's rules
+    assert _stats(sa, other)["storageSize"] == full
+    assert http("DELETE", f"{url}/messageTTL")[0] == 204
+    assert http("DELETE", f"{url}/retention")[0] == 204
+    assert http("GET", f"{url}/messageTTL") == (200, None)
+    assert http("GET", f"{url}/messageTTL?applied=true") == (200, 0)
+
+
 def test_no_trim_past_the_slowest_durable_subscription(sa, client, ns: str) -> None:
     _set_retention(sa, ns, 0, 0)
     topic = f"persistent://{ns}/t"

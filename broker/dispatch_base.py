@@ -76,6 +76,7 @@ class Dispatcher(abc.ABC):
             self._schedule_retry()
         finally:
             self._running = False
+            self._task = None        # a finished pass holds nothing: idle subscriptions keep no task
 
     def _schedule_retry(self) -> None:
         if self._closed or self._retry is not None:
@@ -139,6 +140,8 @@ class Dispatcher(abc.ABC):
 
     def deliver(self, consumer: Consumer, position: Position, data: bytes, facts: EntryFacts) -> None:
         """Send one entry to `consumer` with its redelivery count and remaining batch ack set."""
+        topic = self.sub.topic
+        topic.service.stats.touch(topic)     # before the consumer's counters move (rates)
         ack_set = self.sub.cursor.batch_ack_set(position) if facts.is_batch else None
         consumer.send_entry(position, data, facts.messages, self.sub.cursor.redelivery_count(position),
                             ack_set or None)

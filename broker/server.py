@@ -15,6 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
+from broker import memdebug
 from broker.admin_http import AdminServer
 from broker.connection import ServerConnection
 from broker.service import BrokerService
@@ -53,6 +54,7 @@ class Broker:
 
     async def start(self) -> None:
         c = self.config
+        memdebug.install_from_env(asyncio.get_running_loop())   # off unless STRATA_TRACEMALLOC
         self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
         self.astore = AsyncMetadataStore(self.store)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)

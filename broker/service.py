@@ -17,8 +17,9 @@ API applies a change to this broker's topics at once (`apply_dedup_policy`); a w
 Retention: `broker.retention_task.RetentionTask` applies TTL and retention to every loaded topic
 every `broker_retention_check_interval_ms` (started with the other background work).
 
-Stats: every `broker_stats_sample_interval_ms` the counters of every loaded topic are sampled
-(`broker.topic_stats.sample_topic`) so the admin API can report rates.
+Stats: every `broker_stats_sample_interval_ms` the counters of the topics with recent traffic
+are sampled (`broker.topic_stats.StatsSampler`) so the admin API can report rates; an idle topic
+is not visited at all.
 
 What must hold: at most one `PersistentTopic` per name per process; a topic is served only while
 this broker holds its ownership key.
@@ -65,6 +66,7 @@ class BrokerService:
         self._background_started = False   # policy watch and stats sampler (started lazily)
         self._policy_watch: Any = None
         self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
+        self.stats = topic_stats.StatsSampler(config, clock)  # rates of topics with traffic
         self.closing = False
 
     # --- background work --------------------------------------------------------------------------
@@ -218,9 +220,7 @@ class BrokerService:
     async def _sample_stats(self) -> None:
         interval_s = self.config.broker_stats_sample_interval_ms / 1000
         while not self.closing:
-            now = self.clock.monotonic_s()
-            for topic in list(self.topics.values()):
-                topic_stats.sample_topic(topic, now)
+            self.stats.tick()
             await asyncio.sleep(interval_s)
 
     async def partitions(self, name: TopicName) -> int:

@@ -63,6 +63,7 @@ class PersistentTopic:
     async def publish(self, entry: bytes, messages: int, publish_time_ms: int) -> Position:
         if self.closing:
             raise ServiceNotReady("topic is closing", topic=str(self.name))
+        self.service.stats.touch(self)
         position = await self.ml.append(entry, messages=messages, publish_time_ms=publish_time_ms)
         self.msg_in_counter += messages
         self.bytes_in_counter += len(entry)
@@ -148,6 +149,7 @@ class PersistentTopic:
     async def close(self) -> None:
         """Flush every cursor and close the managed ledger; clients are asked to reconnect."""
         self.closing = True
+        self.service.stats.discard(self)
         for producer in list(self.producers.values()):
             producer.close()
             producer.link.write(encode_close_producer(producer.producer_id, 0))

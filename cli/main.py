@@ -25,6 +25,7 @@ PERF_COMMANDS: dict[str, str] = {
     "cursor": "cli.perf_cursor",
     "produce": "cli.perf_produce",
     "consume": "cli.perf_consume",
+    "topics": "cli.perf_topics",
 }
 
 

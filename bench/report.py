@@ -5,7 +5,9 @@ driven by the native driver (`REFERENCE`): msg/s of Strata ÷ msg/s of the row f
 workloads (above 1: Strata is faster), p99 of the row ÷ p99 of Strata for `e2e-5k` (above 1:
 Strata's tail is lower), RSS growth per topic of the row ÷ Strata's for `topics-1000` (above 1:
 Strata needs less memory per topic). The disk line gives each produce row's MB/s ÷ the disk's group-commit
-bandwidth (bench/disk.py): how close a durable log gets to the physical limit.
+bandwidth (bench/disk.py): how close a durable log gets to the physical limit. A second table
+puts each `e2e-5k` row's publish latency (send → ack, from the row's `extra`) next to its
+end-to-end latency; "–" where a driver cannot measure it.
 """
 
 from __future__ import annotations
@@ -67,12 +69,29 @@ def table(result: dict) -> str:
                      f"| {_f(row['p50_ms'], 2)} | {_f(row['p99_ms'], 2)} | {_f(row['p999_ms'], 2)} "
                      f"| {_f(row['server_rss_mb'], 0)} | {_f(row['server_cpu_us_per_msg'])} "
                      f"| {_f(r, 2)} | {_f(vs_disk, 2)} |")
+    lines += _latency_table(rows)
     lines += _topics_table(rows)
     lines += [f"Note: {note}" for note in result.get("notes", [])]
     skipped = {k: v["skipped"] for k, v in result["systems"].items() if "skipped" in v}
     if skipped:
         lines += ["", "Skipped: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())]
     return "\n".join(lines)
+
+
+def _latency_table(rows: list[dict]) -> list[str]:
+    """e2e-5k side by side: publish (send → ack) and end-to-end (send → receive) percentiles."""
+    e2e = [r for r in rows if r["workload"] == "e2e-5k" and not r["error"]]
+    if not e2e:
+        return []
+    out = ["", "| system | at msg/s | publish p50 ms | publish p99 ms | publish p99.9 ms "
+               "| e2e p50 ms | e2e p99 ms | e2e p99.9 ms |",
+           "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in e2e:
+        e = r["extra"]
+        out.append(f"| {r['system']} | {_f(r['msgs_per_s'], 0)} | {_f(e.get('publish_p50_ms'), 2)} "
+                   f"| {_f(e.get('publish_p99_ms'), 2)} | {_f(e.get('publish_p999_ms'), 2)} "
+                   f"| {_f(r['p50_ms'], 2)} | {_f(r['p99_ms'], 2)} | {_f(r['p999_ms'], 2)} |")
+    return out
 
 
 def _topics_table(rows: list[dict]) -> list[str]:

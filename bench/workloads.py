@@ -5,7 +5,9 @@
 - `consume-backlog`: catch-up read of that backlog (1M messages at full scale) from the start.
 - `produce-1x16`: max-rate produce to 1 topic with 16 partitions (peers: 16 streams/subjects).
 - `e2e-5k`: end-to-end latency (send → consumer callback, one process, one clock) at a fixed
-  5,000 msg/s; p50/p99/p99.9.
+  5,000 msg/s; p50/p99/p99.9. The same run's publish latency (send → the system's ack, each
+  message counted) goes in the row's `extra` as `publish_p50_ms`/`publish_p99_ms`/`publish_p999_ms`
+  for every driver that reports latency.
 - `topics-1000`: 1,000 topics, each with one producer and one consumer at 1 msg/s; the servers'
   RSS growth and CPU per topic.
 
@@ -71,6 +73,9 @@ class Row:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+PERCENTILES = (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -146,14 +151,19 @@ async def e2e_latency(driver: Driver, sampler: ProcSampler, topic: str, duration
         await _ready(consumer, ready, 60)
         sampler.begin()
         start = time.perf_counter()
-        await driver.produce([topic], total, Payloads(MESSAGE_BYTES, stamped=True), deadline, E2E_RATE_PER_S)
+        publish = await driver.produce([topic], total, Payloads(MESSAGE_BYTES, stamped=True), deadline,
+                                       E2E_RATE_PER_S)
         got = await consumer
     finally:
         await _cancel(consumer)
     seconds = time.perf_counter() - start
     usage = sampler.end()
     lat_ms.sort()
-    return fill(Row(driver.name, "e2e-5k"), got, seconds, usage, lat_ms, "end-to-end")
+    row = fill(Row(driver.name, "e2e-5k"), got, seconds, usage, lat_ms, "end-to-end")
+    if driver.reports_latency:
+        publish_ms = weighted_ms(publish)
+        row.extra.update({f"publish_{name}_ms": percentile(publish_ms, q) for name, q in PERCENTILES})
+    return row
 
 
 async def _ready(consumer: asyncio.Future, ready: asyncio.Event, timeout_s: float) -> None:
@@ -242,4 +252,6 @@ def _brief(row: Row) -> str:
     if row.error:
         return f"ERROR {row.error[:200]}"
     lat = "" if row.p99_ms is None else f" p50 {row.p50_ms:.2f} p99 {row.p99_ms:.2f} ms"
+    if row.extra.get("publish_p99_ms") is not None:
+        lat += f" (publish p50 {row.extra['publish_p50_ms']:.2f} p99 {row.extra['publish_p99_ms']:.2f} ms)"
     return f"{row.msgs_per_s:10,.0f} msg/s{lat} cpu {row.server_cpu_us_per_msg or 0:.1f} us/msg"

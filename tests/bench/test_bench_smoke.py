@@ -51,9 +51,12 @@ def test_bench_smoke_strata_alone(tmp_path: Path) -> None:
     assert sum(r["server_cpu_us_per_msg"] for r in rows) > 0
     e2e = next(r for r in rows if r["workload"] == "e2e-5k")
     assert e2e["messages"] == int(5000 * 2.0) and e2e["p99_ms"] is not None
+    publish = [e2e["extra"][f"publish_{q}_ms"] for q in ("p50", "p99", "p999")]
+    assert 0 <= publish[0] <= publish[1] <= publish[2], publish
     produce = next(r for r in rows if r["workload"] == "produce-1x1")
     consume = next(r for r in rows if r["workload"] == "consume-backlog")
     assert consume["messages"] == produce["messages"]
     assert result["disk"]["mb_per_s"] > 0
     table = (tmp_path / "results" / "latest.md").read_text()
     assert "| strata 1/1/1 (native) | produce-1x1 |" in table
+    assert "| system | at msg/s | publish p50 ms |" in table

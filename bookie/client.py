@@ -1,33 +1,37 @@
-"""The asyncio gRPC client of one bookie: what the ledger layer uses to talk to storage.
+"""The asyncio client of one bookie: what the ledger layer uses to talk to storage.
 
 How it works
-- Adds go over ONE long-lived `AddEntries` stream per client. `submit_add()` only appends the
-  add to the stream's `unsent` queue and wakes its sender task. The sender builds a request from
-  everything unsent when it is free (split per writer token and at `_REQUEST_PAYLOAD_BYTES_MAX`),
-  so while one write is in progress the adds behind it gather into the next request: the busier
-  the client, the fewer and bigger the gRPC messages. Each request gets a `request_id`; the
-  bookie answers each request once, in order, with one result per entry, matched by position.
-- Requests are encoded by `encode_add_request` as valid `AddRequest` protobuf bytes: large
-  payloads are spliced in by hand, so such a payload is copied once into the message instead
-  of into a protobuf message and again by its serializer. The bookie parses ordinary
-  `AddRequest`s.
-- A receiver task resolves futures from the responses.
-- If the stream breaks (transport error, bookie restart, unexpected end), every add in flight on
-  it fails with `BookieUnavailable` and the next add opens a new stream. An add in flight longer
-  than `ledger_add_timeout_ms` fails with `TimeoutExpired` and resets the stream (the bookie is
-  stuck; later adds on that stream would wait behind it).
-- Reads go over ONE long-lived `ReadEntriesStream` per client (a call per read cost the
-  broker more than the read itself): each read gets a `request_id` and a future, a sender task
-  writes the requests, a receiver task hands each response to its read, the one marked `last`
-  completes it. A read not answered within `ledger_read_timeout_ms` fails with
-  `BookieUnavailable` and resets the stream, like a broken stream does for every read on it.
-- LAC, fence, delete, list and info are plain calls with a deadline
+- Adds and reads take one of two transports, chosen per client:
+  * the bookie's framed TCP data port (bookie/data_link.py), when `bookie_data_transport` is
+    "tcp" and the bookie advertises a `data_port` in `GetInfo` (and in its registration): one
+    connection for adds and one for reads, frames written straight to the socket;
+  * gRPC streams otherwise (transport "grpc", or an older bookie without a data port: the
+    first link finds none and hands its adds over; the client then stays on gRPC).
+  Which one is in use is `_data_mode`; the bookkeeping (coalescing, responses, CRC checks,
+  failing) is shared in bookie/client_core.py.
+- gRPC adds go over ONE long-lived `AddEntries` stream per client. `submit_add()` only appends
+  the add to the stream's `unsent` queue and wakes its sender task. The sender builds a request
+  from everything unsent when it is free, so while one write is in progress the adds behind it
+  gather into the next request: the busier the client, the fewer and bigger the messages. Each
+  request gets a `request_id`; the bookie answers each request once, with one result per entry.
+- Requests are encoded by `encode_add_request` (client_core) as valid `AddRequest` protobuf
+  bytes: large payloads are spliced in by hand, so such a payload is copied once.
+- If a stream or link breaks (transport error, bookie restart, unexpected end), every add in
+  flight on it fails with `BookieUnavailable` and the next add opens a new one. An add in
+  flight longer than `ledger_add_timeout_ms` fails with `TimeoutExpired` and resets the stream
+  or link (the bookie is stuck; later adds on it would wait behind it).
+- Reads go over ONE long-lived read stream (gRPC `ReadEntriesStream`) or link per client: each
+  read gets a `request_id` and a future; the response marked `last` completes it. A read not
+  answered within `ledger_read_timeout_ms` fails with `BookieUnavailable` and resets the
+  stream/link, like a broken one does for every read on it.
+- LAC, fence, delete, list and info are plain gRPC calls with a deadline
   (`ledger_read_timeout_ms`; fence and delete use `ledger_add_timeout_ms`).
 
 What must hold
 - Every future returned by `submit_add` is resolved exactly once: success only after the bookie
   said the entry is durable, otherwise a typed `StrataError`.
-- grpc exceptions never leave this module: they become `BookieUnavailable` here and only here.
+- grpc exceptions never leave this module (socket errors never leave data_link.py): they
+  become `BookieUnavailable` there and only there.
 - Every payload read is checked against its CRC32C before it is returned (`ChecksumMismatch`).
 """
 
@@ -38,51 +42,41 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 
-import google_crc32c
 import grpc
 import grpc.aio
 
+from bookie.client_core import (Inflight, PendingRead, encode_add_request, fail_adds, fail_reads,
+                                resolve_add_response, take_add_request, take_read_response)
+from bookie.data_link import DataLink, LinkState
+from bookie.frames import MESSAGE_OVERHEAD_BYTES, frame_bytes_max
 from bookie.types import BookieInfo, LedgerSummary
 from common.clock import SYSTEM_CLOCK, Clock
-from common.config import MIB, Config
+from common.config import Config
 from common.errors import (
     BookieUnavailable,
-    ChecksumMismatch,
     EntryTooLarge,
     InvalidArgument,
-    NoSuchEntry,
     ShuttingDown,
     StrataError,
     TimeoutExpired,
     error_from_code,
 )
-from common.invariant import invariant
 from proto import bookie_pb2 as pb
 from proto import bookie_pb2_grpc as pb_grpc
 
-# One AddRequest carries at most this many payload bytes (a single larger entry goes alone), so
-# a burst of adds becomes several moderate messages instead of one huge one.
-_REQUEST_PAYLOAD_BYTES_MAX = 2 * MIB
-# Headroom over the largest entry for protobuf framing of one request / response.
-_MESSAGE_OVERHEAD_BYTES = 4 * MIB
+__all__ = ["BookieClient", "encode_add_request", "grpc_channel_options"]
+
 # How often an open add stream checks its oldest request against the add deadline, as a
 # fraction of that deadline.
 _WATCHDOG_FRACTION = 0.1
 _RECONNECT_BACKOFF_MS_MIN = 100
 _RECONNECT_BACKOFF_MS_MAX = 1000
-
-_crc32c = google_crc32c.value
 _ADD_ENTRIES_METHOD = "/strata.bookie.Bookie/AddEntries"
-_ENTRIES_TAG = b"\x1a"  # AddRequest.entries: field 3, length-delimited
-_PAYLOAD_TAG = b"\x22"  # AddEntry.payload: field 4, length-delimited
-# Payloads at least this big are spliced into a request instead of copied through protobuf
-# (below it protobuf's per-entry cost is lower than splicing's).
-_SPLICE_PAYLOAD_BYTES_MIN = 16 * 1024
 
 
 def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
     """Channel/server options shared by client and server: message limits above the entry max."""
-    message_bytes_max = config.bookie_entry_bytes_max + _MESSAGE_OVERHEAD_BYTES
+    message_bytes_max = config.bookie_entry_bytes_max + MESSAGE_OVERHEAD_BYTES
     return [
         ("grpc.max_send_message_length", message_bytes_max),
         ("grpc.max_receive_message_length", message_bytes_max),
@@ -94,17 +88,15 @@ def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
     ]
 
 
+class _DataMode(enum.Enum):
+    UNKNOWN = "unknown"  # transport "tcp", not yet known whether the bookie has a data port
+    TCP = "tcp"          # the bookie advertised a data port: adds and reads use DataLinks
+    GRPC = "grpc"        # transport "grpc", or the bookie has no data port: gRPC streams
+
+
 class _StreamState(enum.Enum):
     OPEN = "open"        # accepting requests; sender and receiver tasks running
     FAILED = "failed"    # broken or reset: every add on it has been failed; never reused
-
-
-@dataclass
-class _Inflight:
-    """One AddRequest sent and not yet answered."""
-
-    futures: list[asyncio.Future]
-    deadline_s: float  # monotonic seconds after which its adds fail with TimeoutExpired
 
 
 @dataclass
@@ -112,60 +104,13 @@ class _AddStream:
     """One AddEntries stream: its call, its tasks, adds not yet sent, requests in flight."""
 
     call: grpc.aio.StreamStreamCall
-    # Adds submitted and not yet in a request, in submission order:
-    # (ledger_id, entry_id, payload, lac, writer_token, recovery, future).
+    # Adds submitted and not yet in a request, in submission order (client_core tuples).
     unsent: deque = field(default_factory=deque)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)  # set when `unsent` gained adds
-    inflight: dict[int, _Inflight] = field(default_factory=dict)
+    inflight: dict[int, Inflight] = field(default_factory=dict)
     state: _StreamState = _StreamState.OPEN
     tasks: list[asyncio.Task] = field(default_factory=list)
     watchdog: asyncio.TimerHandle | None = None
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
-    """The protobuf bytes of an `AddRequest` of `adds` ((ledger_id, entry_id, payload, lac,
-    recovery) each). A protobuf message may be concatenated from pieces (a repeated field's
-    elements append in order), so runs of small entries are encoded by protobuf in one go, and
-    each large entry is encoded without its payload, the payload field spliced in by hand:
-    everything is joined once, so a large payload is copied once."""
-    parts = [pb.AddRequest(request_id=request_id, writer_token=writer_token).SerializeToString()]
-    run = pb.AddRequest()  # small entries not yet encoded: only its `entries` are used
-    for ledger_id, entry_id, payload, lac, recovery in adds:
-        if len(payload) < _SPLICE_PAYLOAD_BYTES_MIN:
-            run.entries.add(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
-                            payload=payload, crc32c=_crc32c(payload), recovery=recovery)
-            continue
-        if run.entries:
-            parts.append(run.SerializeToString())
-            run = pb.AddRequest()
-        head = pb.AddEntry(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
-                           crc32c=_crc32c(payload), recovery=recovery).SerializeToString()
-        payload_len = _varint(len(payload))
-        entry_bytes = len(head) + 1 + len(payload_len) + len(payload)
-        parts += (_ENTRIES_TAG, _varint(entry_bytes), head, _PAYLOAD_TAG, payload_len, payload)
-    if run.entries:
-        parts.append(run.SerializeToString())
-    return b"".join(parts)
-
-
-@dataclass
-class _PendingRead:
-    """One read sent on the read stream and not yet completed."""
-
-    ledger_id: int
-    expected: int                 # the next entry id its responses must carry
-    last: int                     # the last entry id asked for
-    out: list                     # (entry_id, payload) read so far
-    future: asyncio.Future        # None once every entry arrived; a StrataError otherwise
 
 
 @dataclass
@@ -173,28 +118,43 @@ class _ReadStream:
     """One ReadEntriesStream: its call, its tasks, its reads in flight by request id."""
 
     call: grpc.aio.StreamStreamCall
-    send_queue: asyncio.Queue
-    pending: dict[int, _PendingRead] = field(default_factory=dict)
+    send_queue: asyncio.Queue  # unbounded: one request per waiting reader, who bound themselves
+    pending: dict[int, PendingRead] = field(default_factory=dict)
     state: _StreamState = _StreamState.OPEN
     tasks: list[asyncio.Task] = field(default_factory=list)
 
 
 class BookieClient:
-    """Client of one bookie at `address` ("host:port")."""
+    """Client of one bookie at `address` ("host:port", its gRPC address)."""
 
     def __init__(self, address: str, *, config: Config, clock: Clock = SYSTEM_CLOCK) -> None:
         self.address = address
+        self._host = address.rsplit(":", 1)[0]
         self._config = config
         self._clock = clock
         self._add_timeout_s = config.ledger_add_timeout_ms / 1000.0
         self._read_timeout_s = config.ledger_read_timeout_ms / 1000.0
         self._entry_bytes_max = config.bookie_entry_bytes_max
+        self._data_mode = (_DataMode.GRPC if config.bookie_data_transport == "grpc"
+                           else _DataMode.UNKNOWN)
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BookieStub | None = None
         self._stream: _AddStream | None = None
         self._read_stream: _ReadStream | None = None
+        self._add_link: DataLink | None = None    # TCP link for adds; None = open on next add
+        self._read_link: DataLink | None = None   # TCP link for reads; None = open on next read
         self._next_request_id = 1
         self._closed = False
+
+    @property
+    def data_transport(self) -> str:
+        """"tcp", "grpc", or "unknown" (not decided yet): what adds and reads use."""
+        return self._data_mode.value
+
+    def _request_id(self) -> int:
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        return request_id
 
     # --- adds -----------------------------------------------------------------------------
 
@@ -221,6 +181,13 @@ class BookieClient:
             fut.set_exception(InvalidArgument("ids must be >= 0 and LAC >= -1",
                                               ledger_id=ledger_id, entry_id=entry_id))
             return fut
+        add = (ledger_id, entry_id, payload, last_add_confirmed, writer_token, recovery, fut)
+        if self._data_mode is not _DataMode.GRPC:
+            link = self._add_link
+            if link is None:
+                link = self._add_link = self._open_link()
+            link.submit(add)
+            return fut
         stream = self._stream
         if stream is None:
             try:
@@ -228,37 +195,49 @@ class BookieClient:
             except StrataError as exc:
                 fut.set_exception(exc)
                 return fut
-        stream.unsent.append((ledger_id, entry_id, payload, last_add_confirmed, writer_token,
-                              recovery, fut))
+        stream.unsent.append(add)
         stream.wakeup.set()
         return fut
 
-    def _take_request(self, stream: _AddStream) -> bytes | None:
-        """Move the oldest unsent adds (one writer token, up to `_REQUEST_PAYLOAD_BYTES_MAX`)
-        into one request, registered in flight; None if every one of them was cancelled."""
-        unsent = stream.unsent
-        adds, futures = [], []
-        token = b""
-        request_bytes = 0
-        while unsent:
-            ledger_id, entry_id, payload, lac, writer_token, recovery, fut = unsent[0]
-            if futures and (writer_token != token
-                            or request_bytes + len(payload) > _REQUEST_PAYLOAD_BYTES_MAX):
-                break
-            unsent.popleft()
-            if fut.done():  # cancelled by its caller before it was sent
-                continue
-            token = writer_token
-            adds.append((ledger_id, entry_id, payload, lac, recovery))
-            futures.append(fut)
-            request_bytes += len(payload)
-        if not futures:
-            return None
-        request_id = self._next_request_id
-        self._next_request_id += 1
-        deadline_s = self._clock.monotonic_s() + self._add_timeout_s
-        stream.inflight[request_id] = _Inflight(futures, deadline_s)
-        return encode_add_request(request_id, token, adds)
+    # --- TCP data links -------------------------------------------------------------------
+
+    def _open_link(self) -> DataLink:
+        return DataLink(address=self.address, host=self._host, discover=self._discover_data_port,
+                        frame_bytes_max=frame_bytes_max(self._config),
+                        add_timeout_s=self._add_timeout_s, clock=self._clock,
+                        next_request_id=self._request_id, on_retired=self._link_retired,
+                        on_no_data_port=self._link_found_no_data_port)
+
+    async def _discover_data_port(self) -> int:
+        """The bookie's data port from GetInfo (asked per new link: a restarted bookie may
+        listen elsewhere); 0 = it has none."""
+        response = await self._unary("GetInfo", pb.GetInfoRequest(), self._add_timeout_s)
+        if response.data_port:
+            self._data_mode = _DataMode.TCP
+        return response.data_port
+
+    def _link_retired(self, link: DataLink) -> None:
+        if self._add_link is link:
+            self._add_link = None
+        if self._read_link is link:
+            self._read_link = None
+
+    def _link_found_no_data_port(self, link: DataLink) -> None:
+        """An older bookie (or one on transport "grpc"): use gRPC streams from now on, and
+        move the adds that waited on the link to the add stream, in order."""
+        self._data_mode = _DataMode.GRPC
+        if not link.unsent:
+            return
+        try:
+            stream = self._stream if self._stream is not None else self._open_stream()
+        except StrataError as exc:
+            fail_adds({}, link.unsent, exc)
+            return
+        stream.unsent.extend(link.unsent)
+        link.unsent.clear()
+        stream.wakeup.set()
+
+    # --- gRPC add stream --------------------------------------------------------------------
 
     def _open_stream(self) -> _AddStream:
         self._ensure_stub()
@@ -279,7 +258,9 @@ class BookieClient:
                     stream.wakeup.clear()
                     await stream.wakeup.wait()
                     continue
-                request = self._take_request(stream)
+                deadline_s = self._clock.monotonic_s() + self._add_timeout_s
+                request = take_add_request(stream.unsent, stream.inflight, self._request_id,
+                                           deadline_s)
                 if request is not None:
                     await stream.call.write(request)
         except asyncio.CancelledError:
@@ -294,7 +275,7 @@ class BookieClient:
                 response = await stream.call.read()
                 if response is grpc.aio.EOF:
                     raise BookieUnavailable("bookie ended the add stream", address=self.address)
-                self._on_response(stream, response)
+                resolve_add_response(stream.inflight, response, self.address)
         except asyncio.CancelledError:
             raise
         except StrataError as exc:
@@ -302,23 +283,6 @@ class BookieClient:
         except Exception as exc:  # grpc.aio.AioRpcError and friends
             self._fail_stream(stream, BookieUnavailable(f"add stream failed: {exc!r}",
                                                         address=self.address))
-
-    def _on_response(self, stream: _AddStream, response: pb.AddResponse) -> None:
-        inflight = stream.inflight.pop(response.request_id, None)
-        if inflight is None:
-            raise BookieUnavailable("bookie answered an unknown request",
-                                    request_id=response.request_id)
-        results = response.results
-        invariant(len(results) == len(inflight.futures), "one result per add",
-                  results=len(results), adds=len(inflight.futures))
-        for result, fut in zip(results, inflight.futures):
-            if fut.done():
-                continue
-            code = result.error_code
-            if code == 0:
-                fut.set_result(None)
-            else:
-                fut.set_exception(error_from_code(code, result.error_message))
 
     def _arm_watchdog(self, stream: _AddStream) -> None:
         period_s = max(0.01, self._add_timeout_s * _WATCHDOG_FRACTION)
@@ -341,20 +305,11 @@ class BookieClient:
         stream.state = _StreamState.FAILED
         if self._stream is stream:
             self._stream = None
-        now_s = self._clock.monotonic_s()
-        for inflight in stream.inflight.values():
-            error = exc
-            if timed_out and now_s >= inflight.deadline_s:
-                error = TimeoutExpired("add not acknowledged within ledger_add_timeout_ms",
-                                       address=self.address, timeout_s=self._add_timeout_s)
-            for fut in inflight.futures:
-                if not fut.done():
-                    fut.set_exception(error)
-        stream.inflight.clear()
-        while stream.unsent:
-            fut = stream.unsent.popleft()[-1]
-            if not fut.done():
-                fut.set_exception(exc)
+        timeout_error = None
+        if timed_out:
+            timeout_error = TimeoutExpired("add not acknowledged within ledger_add_timeout_ms",
+                                           address=self.address, timeout_s=self._add_timeout_s)
+        fail_adds(stream.inflight, stream.unsent, exc, timeout_error, self._clock.monotonic_s())
         if stream.watchdog is not None:
             stream.watchdog.cancel()
         current = asyncio.current_task()
@@ -363,7 +318,7 @@ class BookieClient:
                 task.cancel()
         stream.call.cancel()
 
-    # --- other calls ------------------------------------------------------------------------
+    # --- reads ------------------------------------------------------------------------------
 
     async def read(self, ledger_id: int, first_entry: int, last_entry: int, *,
                    allow_past_lac: bool = False) -> list[tuple[int, bytes]]:
@@ -380,11 +335,19 @@ class BookieClient:
 
     async def _read_chunk(self, ledger_id: int, first: int, last: int, allow_past_lac: bool,
                           out: list[tuple[int, bytes]]) -> None:
+        if self._data_mode is not _DataMode.GRPC:
+            if self._closed:
+                raise ShuttingDown("bookie client is closed", address=self.address)
+            link = self._read_link
+            if link is None:
+                link = self._read_link = self._open_link()
+            if await asyncio.shield(link.ready):
+                await self._read_chunk_link(link, ledger_id, first, last, allow_past_lac, out)
+                return
         stream = self._read_stream if self._read_stream is not None else self._open_read_stream()
-        request_id = self._next_request_id
-        self._next_request_id += 1
+        request_id = self._request_id()
         loop = asyncio.get_running_loop()
-        pending = _PendingRead(ledger_id, first, last, out, loop.create_future())
+        pending = PendingRead(ledger_id, first, last, out, loop.create_future())
         stream.pending[request_id] = pending
         stream.send_queue.put_nowait(pb.ReadRequest(
             ledger_id=ledger_id, first_entry=first, last_entry=last,
@@ -395,6 +358,27 @@ class BookieClient:
         finally:
             timer.cancel()
             stream.pending.pop(request_id, None)
+
+    async def _read_chunk_link(self, link: DataLink, ledger_id: int, first: int, last: int,
+                               allow_past_lac: bool, out: list[tuple[int, bytes]]) -> None:
+        request_id = self._request_id()
+        loop = asyncio.get_running_loop()
+        pending = PendingRead(ledger_id, first, last, out, loop.create_future())
+        link.send_read(pb.ReadRequest(ledger_id=ledger_id, first_entry=first, last_entry=last,
+                                      allow_past_lac=allow_past_lac, request_id=request_id),
+                       pending)
+        timer = loop.call_later(self._read_timeout_s, self._link_read_timed_out, link, request_id)
+        try:
+            await pending.future
+        finally:
+            timer.cancel()
+            link.reads.pop(request_id, None)
+
+    def _link_read_timed_out(self, link: DataLink, request_id: int) -> None:
+        if request_id in link.reads and link.state is LinkState.OPEN:  # answered in order: stuck
+            link.fail(BookieUnavailable(
+                "read not answered within ledger_read_timeout_ms; data link reset",
+                address=self.address, timeout_s=self._read_timeout_s))
 
     def _open_read_stream(self) -> _ReadStream:
         stub = self._ensure_stub()
@@ -424,7 +408,7 @@ class BookieClient:
                 if pending is None or pending.future.done():
                     continue  # its reader gave up (cancelled)
                 try:
-                    self._take_read_response(pending, response)
+                    take_read_response(pending, response, self.address)
                 except StrataError as exc:
                     pending.future.set_exception(exc)
         except asyncio.CancelledError:
@@ -434,29 +418,6 @@ class BookieClient:
         except Exception as exc:  # grpc.aio.AioRpcError and friends
             self._fail_read_stream(stream, BookieUnavailable(f"read stream failed: {exc!r}",
                                                              address=self.address))
-
-    def _take_read_response(self, pending: _PendingRead, response: pb.ReadResponse) -> None:
-        """Check and collect one response's entries; complete the read on its last response."""
-        if response.error_code:
-            raise error_from_code(response.error_code, response.error_message)
-        ledger_id, out, expected = pending.ledger_id, pending.out, pending.expected
-        for entry in response.entries:
-            payload = entry.payload
-            if entry.entry_id != expected:
-                raise NoSuchEntry("bookie skipped an entry", ledger_id=ledger_id,
-                                  expected=expected, got=entry.entry_id)
-            if _crc32c(payload) != entry.crc32c:
-                raise ChecksumMismatch("entry read does not match its CRC32C",
-                                       ledger_id=ledger_id, entry_id=entry.entry_id,
-                                       address=self.address)
-            out.append((expected, payload))
-            expected += 1
-        pending.expected = expected
-        if response.last:
-            if expected != pending.last + 1:
-                raise NoSuchEntry("bookie returned fewer entries than asked",
-                                  ledger_id=ledger_id, missing_entry_id=expected)
-            pending.future.set_result(None)
 
     def _read_timed_out(self, stream: _ReadStream, request_id: int) -> None:
         if request_id in stream.pending:  # reads are answered in order: the stream is stuck
@@ -471,15 +432,14 @@ class BookieClient:
         stream.state = _StreamState.FAILED
         if self._read_stream is stream:
             self._read_stream = None
-        for pending in stream.pending.values():
-            if not pending.future.done():
-                pending.future.set_exception(exc)
-        stream.pending.clear()
+        fail_reads(stream.pending, exc)
         current = asyncio.current_task()
         for task in stream.tasks:
             if task is not current:
                 task.cancel()
         stream.call.cancel()
+
+    # --- other calls ------------------------------------------------------------------------
 
     async def read_lac(self, ledger_id: int) -> tuple[int, int]:
         """(last_add_confirmed, last_entry_id) of the ledger on this bookie; -1 = none."""
@@ -508,7 +468,8 @@ class BookieClient:
     async def info(self) -> BookieInfo:
         r = await self._unary("GetInfo", pb.GetInfoRequest(), self._read_timeout_s)
         return BookieInfo(disk_used_bytes=r.disk_used_bytes, disk_free_bytes=r.disk_free_bytes,
-                          ledger_count=r.ledger_count, read_only=r.read_only, bookie_id=r.bookie_id)
+                          ledger_count=r.ledger_count, read_only=r.read_only, bookie_id=r.bookie_id,
+                          data_port=r.data_port)
 
     async def _unary(self, method: str, request, timeout_s: float):
         try:
@@ -541,10 +502,15 @@ class BookieClient:
                                     timeout_s=timeout_s) from None
 
     async def close(self) -> None:
-        """Fail adds not yet answered (BookieUnavailable) and close the channel. Idempotent."""
+        """Fail adds and reads not yet answered (BookieUnavailable), close the data links and
+        the channel. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        closed = BookieUnavailable("bookie client closed", address=self.address)
+        for link in (self._add_link, self._read_link):
+            if link is not None:
+                link.fail(closed)
         if self._stream is not None:
             stream = self._stream
             self._fail_stream(stream, BookieUnavailable("bookie client closed", address=self.address))

@@ -1,7 +1,10 @@
 """Announce a running bookie in the metadata store so ledger writers can find it.
 
 The bookie holds an ephemeral key `/bookies/available/<host>:<port>` whose JSON value is
-`{"address": "host:port", "free_bytes": n, "read_only": bool, "bookie_id": "..."}`. The key
+`{"address": "host:port", "free_bytes": n, "read_only": bool, "bookie_id": "...",
+"data_port": p}`; `data_port` is the bookie's framed TCP data port on the same host
+(bookie/data_server.py), absent when it serves none (clients then use the gRPC streams; a
+bookie client also learns it from `GetInfo`). The key
 lives as long as the metadata session (renewed by the store's own keeper thread), so it
 vanishes within about a lease after the bookie dies. Every `refresh_interval_s` the value is
 rewritten with fresh free space and read-only state. If the session expired (the process was
@@ -34,9 +37,11 @@ def registration_path(address: str) -> str:
 
 class BookieRegistration:
     def __init__(self, metadata_url: str, address: str, describe: Callable[[], dict],
-                 *, config: Config, refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
+                 *, config: Config, refresh_interval_s: float = REFRESH_INTERVAL_S,
+                 data_port: int = 0) -> None:
         self._url = metadata_url
         self._address = address
+        self._data_port = data_port      # advertised framed data port; 0 = none (not written)
         self._describe = describe        # -> {"free_bytes": int, "read_only": bool, ...}
         self._config = config
         self._refresh_interval_s = refresh_interval_s
@@ -45,7 +50,10 @@ class BookieRegistration:
         self._version = 0  # version of our key as we last wrote it
 
     def _value(self) -> bytes:
-        return json.dumps({"address": self._address, **self._describe()}).encode()
+        doc = {"address": self._address, **self._describe()}
+        if self._data_port:
+            doc["data_port"] = self._data_port
+        return json.dumps(doc).encode()
 
     async def start(self) -> None:
         """Register (raises a MetadataError if the store cannot be reached), then keep it fresh."""

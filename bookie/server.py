@@ -7,6 +7,9 @@ How it works
   handler itself writes responses in request order, each once its adds are durable.
 - Reads: `ReadEntriesStream` answers the reads of one long-lived stream in order, each like a
   `ReadEntries` call (which remains for single reads), so a reader pays no call set-up per read.
+- The same adds and reads are also served over a framed TCP port (bookie/data_server.py,
+  unless `bookie_data_transport` is "grpc"); `GetInfo` advertises it as `data_port`. Both
+  paths answer through bookie/requests.py.
 - Every other rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
 - `BookieServer` also runs the periodic work: checkpoint (`bookie_checkpoint_interval_ms`),
@@ -21,29 +24,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Callable
 
 import grpc
 import grpc.aio
 
 from bookie import gc
 from bookie.client import grpc_channel_options
+from bookie.data_server import DataServer
 from bookie.fileio import FileSystem
-from bookie.storage import PendingAdds, Storage
+from bookie.requests import add_response, read_responses, stream_read_responses
+from bookie.storage import Storage
 from common.config import Config
-from common.errors import BookieError, ShuttingDown, StrataError
+from common.errors import ShuttingDown, StrataError
 from proto import bookie_pb2 as pb
 from proto import bookie_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 _DISK_CHECK_INTERVAL_S = 1.0
-# A read response carries at most this many payload bytes (one larger entry goes alone).
-_READ_RESPONSE_BYTES_MAX = 1024 * 1024
 _END = object()
 
 
 class BookieServicer(pb_grpc.BookieServicer):
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, data_port: Callable[[], int] = lambda: 0) -> None:
         self._storage = storage
+        self._data_port = data_port  # -> the framed data port GetInfo advertises (0 = none)
 
     async def AddEntries(self, request_iterator, context):
         pending: asyncio.Queue = asyncio.Queue()
@@ -54,7 +59,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                 if item is _END:
                     break
                 request_id, entries, adds = item
-                await context.write(await _add_response(request_id, entries, adds))
+                await context.write(await add_response(request_id, entries, adds))
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -72,45 +77,13 @@ class BookieServicer(pb_grpc.BookieServicer):
             pending.put_nowait(_END)
 
     async def ReadEntries(self, request, context):
-        async for response in self._read_responses(request):
+        async for response in read_responses(self._storage, request):
             yield response
 
     async def ReadEntriesStream(self, request_iterator, context):
         async for request in request_iterator:
-            previous = None
-            async for response in self._read_responses(request):
-                if previous is not None:
-                    await context.write(previous)
-                response.request_id = request.request_id
-                previous = response
-            previous.last = True  # _read_responses always yields at least one response
-            await context.write(previous)
-
-    async def _read_responses(self, request):
-        """The responses to one ReadRequest: entries in chunks, or one error response."""
-        try:
-            entries, error = await self._storage.read(request.ledger_id, request.first_entry,
-                                                      request.last_entry, request.allow_past_lac)
-        except StrataError as exc:
-            yield pb.ReadResponse(error_code=exc.code, error_message=exc.message,
-                                  last_add_confirmed=self._lac(request.ledger_id))
-            return
-        lac = self._lac(request.ledger_id)
-        response = pb.ReadResponse(last_add_confirmed=lac)
-        response_bytes = 0
-        for entry_id, payload, crc in entries:
-            if response_bytes and response_bytes + len(payload) > _READ_RESPONSE_BYTES_MAX:
-                yield response
-                response, response_bytes = pb.ReadResponse(last_add_confirmed=lac), 0
-            response.entries.add(entry_id=entry_id, payload=payload, crc32c=crc)
-            response_bytes += len(payload)
-        if error is not None:
-            response.error_code, response.error_message = error.code, error.message
-        yield response
-
-    def _lac(self, ledger_id: int) -> int:
-        state = self._storage.index.ledgers.get(ledger_id)
-        return -1 if state is None else state.lac
+            async for response in stream_read_responses(self._storage, request):
+                await context.write(response)
 
     async def ReadLastAddConfirmed(self, request, context):
         try:
@@ -148,30 +121,7 @@ class BookieServicer(pb_grpc.BookieServicer):
         return pb.GetInfoResponse(disk_used_bytes=info.disk_used_bytes,
                                   disk_free_bytes=info.disk_free_bytes,
                                   ledger_count=info.ledger_count, read_only=info.read_only,
-                                  bookie_id=info.bookie_id)
-
-
-async def _add_response(request_id: int, entries, adds: PendingAdds) -> pb.AddResponse:
-    """Wait until the request's adds are durable (or failed) and build its response."""
-    failure: BookieError | None = None
-    try:
-        await adds.durable
-    except BookieError as exc:
-        failure = exc
-    response = pb.AddResponse(request_id=request_id)
-    results = response.results
-    codes, messages = adds.codes, adds.messages
-    for i, entry in enumerate(entries):
-        code = codes[i]
-        if code:
-            results.add(ledger_id=entry.ledger_id, entry_id=entry.entry_id, error_code=code,
-                        error_message=messages.get(i, ""))
-        elif failure is not None:
-            results.add(ledger_id=entry.ledger_id, entry_id=entry.entry_id,
-                        error_code=failure.code, error_message=failure.message)
-        else:
-            results.add(ledger_id=entry.ledger_id, entry_id=entry.entry_id)
-    return response
+                                  bookie_id=info.bookie_id, data_port=self._data_port())
 
 
 class BookieServer:
@@ -185,6 +135,10 @@ class BookieServer:
         self._requested_port = port
         self.port = 0
         self._server: grpc.aio.Server | None = None
+        # The framed TCP data path (bookie/data_server.py); None when bookie_data_transport
+        # is "grpc". `data_port` is its port, 0 = not served.
+        self._data_server: DataServer | None = None
+        self.data_port = 0
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
 
@@ -198,11 +152,22 @@ class BookieServer:
         # silently share it (and half the adds would go to the other bookie); fail loudly.
         options = [*grpc_channel_options(self.config), ("grpc.so_reuseport", 0)]
         self._server = grpc.aio.server(options=options)
-        pb_grpc.add_BookieServicer_to_server(BookieServicer(self.storage), self._server)
+        pb_grpc.add_BookieServicer_to_server(BookieServicer(self.storage, lambda: self.data_port),
+                                             self._server)
         self.port = self._server.add_insecure_port(f"{self._host}:{self._requested_port}")
         if self.port == 0:
             raise ShuttingDown(f"cannot listen on {self._host}:{self._requested_port}")
         await self._server.start()
+        if self.config.bookie_data_transport == "tcp":
+            self._data_server = DataServer(self.storage, self.config, host=self._host,
+                                           port=self.config.bookie_data_port)
+            try:
+                await self._data_server.start()
+            except OSError as exc:
+                await self._server.stop(0)
+                raise ShuttingDown(f"cannot listen on data port {self._host}:"
+                                   f"{self.config.bookie_data_port}: {exc}") from None
+            self.data_port = self._data_server.port
         cfg = self.config
         self._tasks = [
             asyncio.ensure_future(self._every(cfg.bookie_checkpoint_interval_ms / 1000.0,
@@ -232,6 +197,8 @@ class BookieServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._data_server is not None:
+            await self._data_server.stop(grace_s)
         if self._server is not None:
             await self._server.stop(grace_s)
         await self.storage.close()

@@ -178,6 +178,10 @@ class Storage:
 
     # --- adds -----------------------------------------------------------------------------------
 
+    def has_room(self) -> bool:
+        """Whether an add request may be taken now (`wait_for_room` would not wait)."""
+        return self._pending_entries < self.config.bookie_add_queue_entries_max
+
     async def wait_for_room(self) -> None:
         """Backpressure: wait while `bookie_add_queue_entries_max` adds await the journal."""
         while self._pending_entries >= self.config.bookie_add_queue_entries_max:

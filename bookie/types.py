@@ -37,3 +37,5 @@ class BookieInfo:
     ledger_count: int
     read_only: bool
     bookie_id: str
+    # TCP port of its framed data path (bookie/data_server.py), same host; 0 = none.
+    data_port: int = 0

@@ -53,7 +53,7 @@ async def _run(args: argparse.Namespace) -> int:
             return {"free_bytes": info.disk_free_bytes, "read_only": info.read_only,
                     "bookie_id": info.bookie_id}
         registration = BookieRegistration(args.metadata_url, server.address, describe,
-                                          config=config)
+                                          config=config, data_port=server.data_port)
         try:
             await registration.start()
         except StrataError:

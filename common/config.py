@@ -54,6 +54,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_unsafe_skip_fsync", bool, False, doc="UNSAFE, experiments only: acknowledge adds without fsync"),
     Setting("bookie_add_queue_entries_max", int, 10_000, 1, 10_000_000, "adds waiting for the journal before the bookie pushes back"),
     Setting("bookie_read_entries_max", int, 10_000, 1, 10_000_000, "most entries one read request returns"),
+    Setting("bookie_data_port", int, 0, 0, 65535, "TCP port of the bookie's framed add/read data path, same host as gRPC (0: any free port; advertised in its registration and GetInfo)"),
+    Setting("bookie_data_transport", str, "tcp", doc="adds and reads: 'tcp' = a bookie also serves the framed data port and a client uses it when the bookie advertises one (else gRPC); 'grpc' = gRPC streams only (no data port served or used)"),
     # --- ledger client ---
     Setting("ledger_add_timeout_ms", int, 10_000, 100, 600_000, "an add fails (retriable) when Qa bookies have not answered in this time"),
     Setting("ledger_read_timeout_ms", int, 10_000, 100, 600_000, "bound on one read from one bookie"),
@@ -178,6 +180,8 @@ def _check_relations(v: Mapping[str, Any]) -> None:
         raise ConfigError("managed_ledger_rollover_min_age_ms must not exceed managed_ledger_rollover_age_ms")
     if v["cursor_state_bytes_max"] > v["metadata_value_bytes_max"]:
         raise ConfigError("cursor_state_bytes_max must not exceed metadata_value_bytes_max")
+    if v["bookie_data_transport"] not in ("tcp", "grpc"):
+        raise ConfigError("bookie_data_transport must be 'tcp' or 'grpc'", value=v["bookie_data_transport"])
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
     if (rt == 0 and rs > 0) or (rs == 0 and rt > 0):
         raise ConfigError("retention: 0 paired with a positive value is invalid", time=rt, size=rs)

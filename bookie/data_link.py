@@ -1,0 +1,261 @@
+"""The client end of a bookie's framed TCP data path: one connection, adds and/or reads.
+
+How it works
+- A `DataLink` starts CONNECTING: it asks the bookie for its data port (`discover`, the
+  `GetInfo` call over gRPC, bounded by the add timeout) and connects to it. Adds submitted
+  meanwhile wait in `unsent`; readers await `ready`. A bookie advertising no data port makes
+  the link hand over: `ready` becomes False and `on_no_data_port` gets the link, whose `unsent`
+  adds the client moves to its gRPC stream.
+- OPEN: `submit()` appends the add to `unsent` and schedules one flush with `call_soon` (no
+  task per add); the flush turns everything unsent into ADD_REQUEST frames
+  (bookie/client_core.py: coalesced, split per writer token and size) and writes them with
+  `transport.write`. So adds submitted while the loop is busy, or while the socket is over its
+  write buffer mark (`pause_writing`), ride the next frame together.
+- Responses are decoded in `data_received` (bookie/frames.py) and resolve futures directly.
+- A watchdog checks the oldest add in flight every `_WATCHDOG_FRACTION` of the add timeout; a
+  late one fails the link (`TimeoutExpired` for the late adds, `BookieUnavailable` for the
+  rest), as a broken connection, a bad frame or the bookie's ERROR frame do.
+
+What must hold: every add future is resolved exactly once (client_core), every read future
+once; a failed link is never reused (`LinkState.FAILED` is final) and fails everything on it
+with a typed `StrataError`; socket errors do not leave this module untranslated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from typing import Awaitable, Callable
+
+from google.protobuf.message import DecodeError
+
+from bookie.client_core import (Inflight, PendingRead, fail_adds, fail_reads, resolve_add_response,
+                                take_add_request, take_read_response)
+from bookie.frames import FrameDecoder, FrameKind, encode_frame, frame_header
+from common.clock import Clock
+from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, \
+    error_from_code
+from proto import bookie_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# How often an open link checks its oldest add against the add deadline, as a fraction of it.
+_WATCHDOG_FRACTION = 0.1
+# Socket write buffer high-water mark: over it, adds wait in `unsent` (and coalesce).
+_WRITE_BUFFER_BYTES_HIGH = 1024 * 1024
+# Bodies at least this big are written apart from their header (no copy to join them).
+_JOIN_BODY_BYTES_MAX = 64 * 1024
+
+
+class LinkState(enum.Enum):
+    CONNECTING = "connecting"  # finding the data port / connecting; adds wait in `unsent`
+    OPEN = "open"              # connected: adds are flushed as frames, reads are sent
+    FAILED = "failed"          # broken, reset, closed or handed over to gRPC; never reused
+
+
+_TRANSITIONS = {LinkState.CONNECTING: {LinkState.OPEN, LinkState.FAILED},
+                LinkState.OPEN: {LinkState.FAILED}, LinkState.FAILED: set()}
+
+
+class DataLink(asyncio.Protocol):
+    def __init__(self, *, address: str, host: str, discover: Callable[[], Awaitable[int]],
+                 frame_bytes_max: int, add_timeout_s: float, clock: Clock,
+                 next_request_id: Callable[[], int],
+                 on_retired: Callable[["DataLink"], None],
+                 on_no_data_port: Callable[["DataLink"], None]) -> None:
+        self.address = address
+        self._host = host
+        self._discover = discover
+        self._add_timeout_s = add_timeout_s
+        self._clock = clock
+        self._next_request_id = next_request_id
+        self._on_retired = on_retired
+        self._on_no_data_port = on_no_data_port
+        self._decoder = FrameDecoder(frame_bytes_max)
+        self._loop = asyncio.get_running_loop()
+        self.state = LinkState.CONNECTING
+        self.unsent: deque = deque()                  # adds not yet in a frame (client_core)
+        self.inflight: dict[int, Inflight] = {}       # add requests sent, by request id
+        self.reads: dict[int, PendingRead] = {}       # reads sent, by request id
+        # True once OPEN, False if the bookie has no data port (use gRPC), else the error.
+        self.ready: asyncio.Future = self._loop.create_future()
+        self._transport: asyncio.Transport | None = None
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._connect_task = asyncio.ensure_future(self._connect())
+        self._arm_watchdog()
+
+    def _set_state(self, state: LinkState) -> None:
+        if state not in _TRANSITIONS[self.state]:
+            raise AssertionError(f"data link {self.state} -> {state}")
+        self.state = state
+
+    # --- connecting -----------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        try:
+            port = await asyncio.wait_for(self._discover(), self._add_timeout_s)
+            if self.state is not LinkState.CONNECTING:
+                return
+            if not port:
+                self._hand_over()
+                return
+            await asyncio.wait_for(self._loop.create_connection(lambda: self, self._host, port),
+                                   self._add_timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except StrataError as exc:
+            self.fail(exc)
+        except (OSError, asyncio.TimeoutError) as exc:
+            self.fail(BookieUnavailable(f"cannot connect to the bookie's data port: {exc!r}",
+                                        address=self.address))
+
+    def _hand_over(self) -> None:
+        self._set_state(LinkState.FAILED)
+        self._stop_timers()
+        self.ready.set_result(False)
+        self._on_retired(self)
+        self._on_no_data_port(self)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        if self.state is not LinkState.CONNECTING:  # failed (e.g. closed) while connecting
+            transport.abort()
+            return
+        self._transport = transport
+        transport.set_write_buffer_limits(high=_WRITE_BUFFER_BYTES_HIGH)
+        self._set_state(LinkState.OPEN)
+        self.ready.set_result(True)
+        if self.unsent:
+            self._schedule_flush()
+
+    # --- adds -----------------------------------------------------------------------------
+
+    def submit(self, add: tuple) -> None:
+        """Queue one add (client_core tuple); it goes out with the next flush."""
+        self.unsent.append(add)
+        if self.state is LinkState.OPEN:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled and not self._write_paused:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.state is not LinkState.OPEN:
+            return
+        deadline_s = self._clock.monotonic_s() + self._add_timeout_s
+        unsent, inflight = self.unsent, self.inflight
+        while unsent and not self._write_paused:
+            body = take_add_request(unsent, inflight, self._next_request_id, deadline_s)
+            if body is not None:
+                self._write(FrameKind.ADD_REQUEST, body)
+
+    def _write(self, kind: FrameKind, body: bytes) -> None:
+        if len(body) <= _JOIN_BODY_BYTES_MAX:
+            self._transport.write(encode_frame(kind, body))
+        else:
+            self._transport.writelines((frame_header(kind, len(body)), body))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self.unsent:
+            self._schedule_flush()
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def send_read(self, request: pb.ReadRequest, pending: PendingRead) -> None:
+        """Send one read (the link must be OPEN: await `ready` first)."""
+        if self.state is not LinkState.OPEN:
+            pending.future.set_exception(BookieUnavailable("data link is down",
+                                                           address=self.address))
+            return
+        self.reads[request.request_id] = pending
+        self._transport.write(encode_frame(FrameKind.READ_REQUEST, request.SerializeToString()))
+
+    # --- frames in ------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for kind, body in self._decoder.feed(data):
+                if kind == FrameKind.ADD_RESPONSE:
+                    resolve_add_response(self.inflight, pb.AddResponse.FromString(body),
+                                         self.address)
+                elif kind == FrameKind.READ_RESPONSE:
+                    self._on_read_response(pb.ReadResponse.FromString(body))
+                elif kind == FrameKind.ERROR:
+                    error = pb.DataLinkError.FromString(body)
+                    raise error_from_code(error.error_code,
+                                          f"bookie closed the data link: {error.error_message}")
+                else:
+                    raise BadRequest("frame kind not expected from a bookie", kind=kind)
+        except BadRequest as exc:
+            self.fail(exc if self.state is LinkState.FAILED else
+                      BookieUnavailable(f"bad frame from the bookie: {exc}", address=self.address))
+        except StrataError as exc:
+            self.fail(exc)
+        except DecodeError as exc:
+            self.fail(BookieUnavailable(f"undecodable frame from the bookie: {exc}",
+                                        address=self.address))
+
+    def _on_read_response(self, response: pb.ReadResponse) -> None:
+        pending = self.reads.get(response.request_id)
+        if pending is None or pending.future.done():
+            return  # its reader gave up (cancelled or timed out)
+        try:
+            take_read_response(pending, response, self.address)
+        except StrataError as exc:
+            pending.future.set_exception(exc)
+        if pending.future.done():
+            del self.reads[response.request_id]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(BookieUnavailable(f"bookie data connection lost: {exc!r}", address=self.address))
+
+    # --- failure --------------------------------------------------------------------------
+
+    def _arm_watchdog(self) -> None:
+        period_s = max(0.01, self._add_timeout_s * _WATCHDOG_FRACTION)
+        self._watchdog = self._loop.call_later(period_s, self._check_deadlines)
+
+    def _check_deadlines(self) -> None:
+        if self.state is LinkState.FAILED:
+            return
+        oldest = next(iter(self.inflight.values()), None)
+        if oldest is not None and self._clock.monotonic_s() >= oldest.deadline_s:
+            self.fail(BookieUnavailable("data link reset after an add timed out",
+                                        address=self.address), timed_out=True)
+            return
+        self._arm_watchdog()
+
+    def _stop_timers(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self._connect_task is not asyncio.current_task():
+            self._connect_task.cancel()
+
+    def fail(self, exc: StrataError, *, timed_out: bool = False) -> None:
+        """Fail everything on the link and retire it; the client opens a new one when needed."""
+        if self.state is LinkState.FAILED:
+            return
+        self._set_state(LinkState.FAILED)
+        self._stop_timers()
+        timeout_error = None
+        if timed_out:
+            timeout_error = TimeoutExpired("add not acknowledged within ledger_add_timeout_ms",
+                                           address=self.address, timeout_s=self._add_timeout_s)
+        fail_adds(self.inflight, self.unsent, exc, timeout_error, self._clock.monotonic_s())
+        fail_reads(self.reads, exc)
+        if not self.ready.done():
+            self.ready.set_exception(exc)
+            self.ready.exception()  # retrieved: nobody may be waiting for it
+        if self._transport is not None:
+            self._transport.abort()
+        self._on_retired(self)

@@ -1,0 +1,262 @@
+"""The bookie's framed TCP data path: adds and reads without grpc.aio's per-message cost.
+
+How it works
+- `DataServer` listens on `bookie_data_port` (0 = any free port) on the gRPC host; each
+  connection gets a `_DataConnection` (an asyncio Protocol) that decodes frames
+  (bookie/frames.py) straight from `data_received`, with no task per message.
+- ADD_REQUEST: handed to `Storage.add_request` at once when the storage has room, else kept in
+  `_admit_queue` while the connection stops reading (`pause_reading`) and one admit task waits
+  for room (`Storage.wait_for_room`: the same `bookie_add_queue_entries_max` backpressure as
+  the gRPC path). Submitted requests queue in `_adds` for the connection's responder task,
+  which writes each ADD_RESPONSE in request order once its adds are durable (bookie/requests.py,
+  shared with the gRPC servicer).
+- READ_REQUEST: queued in `_reads` for the connection's reader task, which answers them one
+  after another like `ReadEntriesStream`.
+- Writing respects the transport's flow control: when the socket buffer is over its high mark
+  (`pause_writing`) the responder and reader wait; a reader that does not read its responses
+  therefore stops its own requests being read (the queues fill, the socket is paused).
+- A malformed or oversize frame, or a body that is not the protobuf its kind names: the
+  connection gets one ERROR frame (`DataLinkError`, code BadRequest) and is closed. Nothing of
+  the bad frame reaches storage; other connections are unaffected.
+
+What must hold: every queue is bounded (`_ADD_REQUESTS_QUEUED_MAX`, `_READS_QUEUED_MAX`; the
+admit queue holds at most what one `data_received` chunk carried); add responses go out in
+request order, one per request, success only once durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+
+from google.protobuf.message import DecodeError
+
+from bookie.frames import FrameDecoder, FrameKind, encode_frame, frame_bytes_max, frame_header
+from bookie.requests import add_response, stream_read_responses
+from bookie.storage import Storage
+from common.config import Config
+from common.errors import BadRequest
+from proto import bookie_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Add requests submitted to storage and not yet answered, per connection, before it stops
+# reading (the storage's own add queue bounds the entries across connections).
+_ADD_REQUESTS_QUEUED_MAX = 1024
+# Read requests waiting to be answered, per connection, before it stops reading.
+_READS_QUEUED_MAX = 256
+# Socket write buffer high-water mark: over it, responders wait for the client to read.
+_WRITE_BUFFER_BYTES_HIGH = 4 * 1024 * 1024
+# Bodies at least this big are written apart from their header (no copy to join them).
+_JOIN_BODY_BYTES_MAX = 64 * 1024
+
+
+class _DataConnection(asyncio.Protocol):
+    """One client connection. Pause reasons: 'room' (storage add queue full), 'adds', 'reads'."""
+
+    def __init__(self, server: "DataServer") -> None:
+        self._server = server
+        self._storage: Storage = server.storage
+        self._decoder = FrameDecoder(server.frame_bytes_max)
+        self._transport: asyncio.Transport | None = None
+        self._admit_queue: deque = deque()  # AddRequests decoded while storage had no room
+        self._admit_task: asyncio.Task | None = None
+        self._adds: deque = deque()         # (request_id, entries, PendingAdds), in order
+        self._adds_wakeup = asyncio.Event()
+        self._reads: deque = deque()        # ReadRequests not yet answered, in order
+        self._reads_wakeup = asyncio.Event()
+        self._writable = asyncio.Event()    # clear while the transport asked us to pause writing
+        self._writable.set()
+        self._paused: set[str] = set()      # why reading is paused; empty = reading
+        self._tasks: list[asyncio.Task] = []
+        self._closed = False
+
+    # --- asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        transport.set_write_buffer_limits(high=_WRITE_BUFFER_BYTES_HIGH)
+        self._server.connections.add(self)
+        self._tasks = [asyncio.ensure_future(self._respond_adds()),
+                       asyncio.ensure_future(self._answer_reads())]
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            for kind, body in self._decoder.feed(data):
+                self._on_frame(kind, body)
+        except BadRequest as exc:
+            self._reject(exc)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._writable.set()
+        self._server.connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+        if self._admit_task is not None:
+            self._admit_task.cancel()
+
+    # --- frames in ------------------------------------------------------------------------
+
+    def _on_frame(self, kind: int, body: bytes) -> None:
+        if kind == FrameKind.ADD_REQUEST:
+            request = _parse(pb.AddRequest, body)
+            if self._admit_queue or not self._storage.has_room():
+                self._admit_queue.append(request)
+                self._pause("room")
+                if self._admit_task is None:
+                    self._admit_task = asyncio.ensure_future(self._admit())
+            else:
+                self._submit(request)
+        elif kind == FrameKind.READ_REQUEST:
+            self._reads.append(_parse(pb.ReadRequest, body))
+            self._reads_wakeup.set()
+            if len(self._reads) >= _READS_QUEUED_MAX:
+                self._pause("reads")
+        else:
+            raise BadRequest("frame kind not accepted by a bookie", kind=kind)
+
+    def _submit(self, request: pb.AddRequest) -> None:
+        entries = request.entries
+        self._adds.append((request.request_id, entries,
+                           self._storage.add_request(request.writer_token, entries)))
+        self._adds_wakeup.set()
+        if len(self._adds) >= _ADD_REQUESTS_QUEUED_MAX:
+            self._pause("adds")
+
+    async def _admit(self) -> None:
+        """Hand the requests that arrived while storage was full to it as room appears."""
+        try:
+            while self._admit_queue:
+                await self._storage.wait_for_room()
+                if self._closed:
+                    return
+                self._submit(self._admit_queue.popleft())
+            self._resume("room")
+        finally:
+            self._admit_task = None
+
+    def _reject(self, exc: BadRequest) -> None:
+        """Tell the client why (one ERROR frame) and close; nothing of the bad frame is kept."""
+        log.warning("bookie data connection closed: %s", exc)
+        self._closed = True
+        body = pb.DataLinkError(error_code=exc.code, error_message=str(exc)).SerializeToString()
+        self._transport.write(encode_frame(FrameKind.ERROR, body))
+        self._transport.close()
+
+    # --- flow control ---------------------------------------------------------------------
+
+    def _pause(self, reason: str) -> None:
+        if not self._paused:
+            self._transport.pause_reading()
+        self._paused.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason in self._paused:
+            self._paused.discard(reason)
+            if not self._paused and not self._closed:
+                self._transport.resume_reading()
+
+    def _write(self, kind: FrameKind, body: bytes) -> None:
+        if len(body) <= _JOIN_BODY_BYTES_MAX:
+            self._transport.write(encode_frame(kind, body))
+        else:
+            self._transport.writelines((frame_header(kind, len(body)), body))
+
+    # --- frames out -----------------------------------------------------------------------
+
+    async def _respond_adds(self) -> None:
+        adds = self._adds
+        while True:
+            if not adds:
+                self._adds_wakeup.clear()
+                await self._adds_wakeup.wait()
+                continue
+            request_id, entries, pending = adds[0]
+            response = await add_response(request_id, entries, pending)
+            adds.popleft()
+            if len(adds) < _ADD_REQUESTS_QUEUED_MAX // 2:
+                self._resume("adds")
+            if not self._writable.is_set():
+                await self._writable.wait()
+            if self._closed:
+                return
+            self._write(FrameKind.ADD_RESPONSE, response.SerializeToString())
+
+    async def _answer_reads(self) -> None:
+        reads = self._reads
+        while True:
+            if not reads:
+                self._reads_wakeup.clear()
+                await self._reads_wakeup.wait()
+                continue
+            request = reads.popleft()
+            if len(reads) < _READS_QUEUED_MAX // 2:
+                self._resume("reads")
+            async for response in stream_read_responses(self._storage, request):
+                if not self._writable.is_set():
+                    await self._writable.wait()
+                if self._closed:
+                    return
+                self._write(FrameKind.READ_RESPONSE, response.SerializeToString())
+
+    def idle(self) -> bool:
+        """No add waiting for its response (used to drain on shutdown)."""
+        return not self._adds and not self._admit_queue
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+def _parse(message_class, body: bytes):
+    try:
+        return message_class.FromString(body)
+    except DecodeError:
+        raise BadRequest(f"frame body is not a valid {message_class.__name__}") from None
+
+
+class DataServer:
+    """The framed TCP listener of one bookie; `port` is known after `start()`."""
+
+    def __init__(self, storage: Storage, config: Config, *, host: str, port: int) -> None:
+        self.storage = storage
+        self.frame_bytes_max = frame_bytes_max(config)
+        self._host = host
+        self._requested_port = port
+        self.port = 0
+        self.connections: set[_DataConnection] = set()
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _DataConnection(self), self._host,
+                                                self._requested_port, reuse_port=False)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting and reading; give adds in flight up to `grace_s` to be answered."""
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self.connections):
+            conn._pause("stopping")
+        deadline = asyncio.get_running_loop().time() + grace_s
+        while (any(not c.idle() for c in self.connections)
+               and asyncio.get_running_loop().time() < deadline):
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.close()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._server.wait_closed(), grace_s)
+        self._server = None

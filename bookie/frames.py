@@ -1,0 +1,99 @@
+"""The framing of the bookie's TCP data path: a sans-IO codec (bytes in, frames out).
+
+A frame is `u32 length (big-endian) | u8 kind | body`, where `length` counts the kind byte and
+the body, and the body is the protobuf bytes of the message the kind names (proto/bookie.proto):
+
+    ADD_REQUEST   AddRequest      client -> bookie
+    ADD_RESPONSE  AddResponse     bookie -> client, one per AddRequest, same request_id
+    READ_REQUEST  ReadRequest     client -> bookie, request_id names the read
+    READ_RESPONSE ReadResponse    bookie -> client, echoes request_id, the last one has `last`
+    ERROR         DataLinkError   bookie -> client, then the bookie closes the connection
+
+`FrameDecoder.feed()` takes whatever bytes arrived and returns the complete frames in them;
+`frame_header()` is the 5 bytes to write before a body (written separately, so a large body is
+never copied to prepend its header).
+
+What must hold: a length is checked against `frame_bytes_max` (and the kind against the known
+kinds) before anything of the frame is buffered; a bad frame raises `BadRequest` (code 209) and the decoder
+is then dead (every later feed raises): after a framing error the stream position is unknown.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+from common.config import MIB, Config
+from common.errors import BadRequest
+
+_HEADER = struct.Struct(">IB")
+HEADER_BYTES = _HEADER.size  # 5
+# Headroom over the largest entry for the protobuf framing of one request / response
+# (the gRPC path uses the same figure for its message limit).
+MESSAGE_OVERHEAD_BYTES = 4 * MIB
+
+
+class FrameKind(enum.IntEnum):
+    ADD_REQUEST = 1
+    ADD_RESPONSE = 2
+    READ_REQUEST = 3
+    READ_RESPONSE = 4
+    ERROR = 5
+
+
+_KINDS = frozenset(int(k) for k in FrameKind)
+
+
+def frame_bytes_max(config: Config) -> int:
+    """Largest `length` either side accepts: one entry at its maximum plus framing."""
+    return config.bookie_entry_bytes_max + MESSAGE_OVERHEAD_BYTES
+
+
+def frame_header(kind: FrameKind, body_bytes: int) -> bytes:
+    return _HEADER.pack(body_bytes + 1, kind)
+
+
+def encode_frame(kind: FrameKind, body: bytes) -> bytes:
+    """Header and body in one bytes (for small bodies; large ones: write the header apart)."""
+    return _HEADER.pack(len(body) + 1, kind) + body
+
+
+class FrameDecoder:
+    """Bytes in, `(kind, body)` out. One per direction of one connection."""
+
+    def __init__(self, frame_bytes_max: int) -> None:
+        self._max = frame_bytes_max
+        self._buf = bytearray()   # bytes received and not yet returned as frames
+        self._dead: BadRequest | None = None  # set once a bad frame was seen
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """The frames completed by `data`, in order. Raises BadRequest on a bad frame."""
+        if self._dead is not None:
+            raise self._dead
+        buf = self._buf
+        buf += data
+        frames = []
+        pos, end = 0, len(buf)
+        while end - pos >= HEADER_BYTES:
+            length, kind = _HEADER.unpack_from(buf, pos)
+            if length < 1 or length > self._max:
+                self._die(BadRequest("frame length out of bounds", length=length,
+                                     frame_bytes_max=self._max))
+            if kind not in _KINDS:
+                self._die(BadRequest("unknown frame kind", kind=kind))
+            if end - pos - 4 < length:
+                break
+            frames.append((kind, bytes(buf[pos + HEADER_BYTES:pos + 4 + length])))
+            pos += 4 + length
+        if pos:
+            del buf[:pos]
+        return frames
+
+    def _die(self, error: BadRequest) -> None:
+        self._dead = error
+        self._buf.clear()
+        raise error

@@ -1,0 +1,83 @@
+"""Answering adds and reads against `Storage`, whatever transport they came on.
+
+Shared by the gRPC servicer (bookie/server.py) and the framed TCP data path
+(bookie/data_server.py), so both apply the same checks (fencing, writer token, CRC, LAC) in
+`Storage` and build the same `AddResponse` / `ReadResponse` messages.
+
+What must hold: an add response has one result per entry, in entry order, and says success only
+once `adds.durable` resolved without error; the responses to one read are entries in order in
+chunks of at most `READ_RESPONSE_BYTES_MAX` payload bytes (one larger entry goes alone), or one
+error response, and a stream read's last response has `last` set.
+"""
+
+from __future__ import annotations
+
+from bookie.storage import PendingAdds, Storage
+from common.errors import BookieError, StrataError
+from proto import bookie_pb2 as pb
+
+# A read response carries at most this many payload bytes (one larger entry goes alone).
+READ_RESPONSE_BYTES_MAX = 1024 * 1024
+
+
+async def add_response(request_id: int, entries, adds: PendingAdds) -> pb.AddResponse:
+    """Wait until the request's adds are durable (or failed) and build its response."""
+    failure: BookieError | None = None
+    try:
+        await adds.durable
+    except BookieError as exc:
+        failure = exc
+    response = pb.AddResponse(request_id=request_id)
+    results = response.results
+    codes, messages = adds.codes, adds.messages
+    for i, entry in enumerate(entries):
+        code = codes[i]
+        if code:
+            results.add(ledger_id=entry.ledger_id, entry_id=entry.entry_id, error_code=code,
+                        error_message=messages.get(i, ""))
+        elif failure is not None:
+            results.add(ledger_id=entry.ledger_id, entry_id=entry.entry_id,
+                        error_code=failure.code, error_message=failure.message)
+        else:
+            results.add(ledger_id=entry.ledger_id, entry_id=entry.entry_id)
+    return response
+
+
+def _lac(storage: Storage, ledger_id: int) -> int:
+    state = storage.index.ledgers.get(ledger_id)
+    return -1 if state is None else state.lac
+
+
+async def read_responses(storage: Storage, request: pb.ReadRequest):
+    """The responses to one ReadRequest: entries in chunks, or one error response."""
+    try:
+        entries, error = await storage.read(request.ledger_id, request.first_entry,
+                                            request.last_entry, request.allow_past_lac)
+    except StrataError as exc:
+        yield pb.ReadResponse(error_code=exc.code, error_message=exc.message,
+                              last_add_confirmed=_lac(storage, request.ledger_id))
+        return
+    lac = _lac(storage, request.ledger_id)
+    response = pb.ReadResponse(last_add_confirmed=lac)
+    response_bytes = 0
+    for entry_id, payload, crc in entries:
+        if response_bytes and response_bytes + len(payload) > READ_RESPONSE_BYTES_MAX:
+            yield response
+            response, response_bytes = pb.ReadResponse(last_add_confirmed=lac), 0
+        response.entries.add(entry_id=entry_id, payload=payload, crc32c=crc)
+        response_bytes += len(payload)
+    if error is not None:
+        response.error_code, response.error_message = error.code, error.message
+    yield response
+
+
+async def stream_read_responses(storage: Storage, request: pb.ReadRequest):
+    """`read_responses` for a stream of reads: each echoes `request_id`, the last has `last`."""
+    previous = None
+    async for response in read_responses(storage, request):
+        if previous is not None:
+            yield previous
+        response.request_id = request.request_id
+        previous = response
+    previous.last = True  # read_responses always yields at least one response
+    yield previous

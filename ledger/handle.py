@@ -283,15 +283,12 @@ class WriteHandle(ReadHandle):
     async def _try_change_ensemble(self) -> None:
         replaced = sorted(self._failed_indexes)
         candidates = await placement.available_bookies(self._store)
-        ensemble = list(self.metadata.last_ensemble)
-        picks = placement.choose(candidates, len(replaced), self._rng,
-                                 exclude=set(ensemble) | self._failed_addresses)
-        for index, address in zip(replaced, picks):
-            ensemble[index] = address
+        ensemble = placement.replace(candidates, self.metadata.last_ensemble, replaced, self._rng,
+                                     avoid=self._failed_addresses)
         self._changing = True
         try:
             first = self._pipeline.lac + 1
-            await self._write_fragment(first, tuple(ensemble))
+            await self._write_fragment(first, ensemble)
         finally:
             self._changing = False
         if self.state is not WriterState.WRITING:

@@ -120,8 +120,9 @@ class LedgerMetadata:
         return replace(self, **changes)
 
     def with_fragment(self, first_entry_id: int, ensemble: tuple[str, ...]) -> "LedgerMetadata":
-        """An ensemble change: entries from `first_entry_id` on live on `ensemble`."""
-        invariant(self.state is LedgerStatus.OPEN, "only an open ledger changes ensemble",
+        """An ensemble change: entries from `first_entry_id` on live on `ensemble`. Made by the
+        writer (OPEN) or by a recoverer re-replicating the tail past a dead bookie (IN_RECOVERY)."""
+        invariant(self.state is not LedgerStatus.CLOSED, "a closed ledger gets no new fragment",
                   state=self.state.value)
         frags = list(self.fragments)
         if frags[-1].first_entry_id == first_entry_id:

@@ -5,7 +5,8 @@ Bookies register an ephemeral key `/bookies/available/<host:port>` holding JSON
 `available_bookies()` reads them; `choose()` picks distinct writable bookies at random (seeded
 `random.Random`, injected), skipping read-only ones and an `exclude` set (the ensemble already in
 use, bookies that just failed). Too few candidates is `NotEnoughBookies` (retriable: bookies
-come back).
+come back). `replace()` is the ensemble change both the writer and recovery make: the same
+ensemble with some indexes given new bookies.
 """
 
 from __future__ import annotations
@@ -59,3 +60,21 @@ def choose(candidates: Iterable[BookieInfo], count: int, rng: random.Random, *,
         raise NotEnoughBookies(f"need {count} writable bookies, have {len(usable)}",
                                available=usable, excluded=sorted(excluded))
     return rng.sample(usable, count)
+
+
+def registered_addresses(candidates: Iterable[BookieInfo]) -> set[str]:
+    """Addresses of the bookies that are registered (alive as far as the metadata store knows:
+    a dead bookie's key vanishes once its lease expires), read-only ones included."""
+    return {b.address for b in candidates}
+
+
+def replace(candidates: Iterable[BookieInfo], ensemble: tuple[str, ...], indexes: Iterable[int],
+            rng: random.Random, *, avoid: Iterable[str] = ()) -> tuple[str, ...]:
+    """`ensemble` with a new writable bookie at each of `indexes`, chosen among `candidates` not
+    in the ensemble nor in `avoid` (bookies that just failed). NotEnoughBookies if too few."""
+    replaced = sorted(set(indexes))
+    out = list(ensemble)
+    picks = choose(candidates, len(replaced), rng, exclude=set(ensemble) | set(avoid))
+    for index, address in zip(replaced, picks):
+        out[index] = address
+    return tuple(out)

@@ -15,10 +15,22 @@ Steps (BookKeeper's protocol):
    been acknowledged); the first entry that `Qw - Qa + 1` bookies of its write set lack was
    never acknowledged and ends the ledger. Too few answers to decide is NotEnoughBookies
    (retriable: recovery runs again later).
-4. Rewrite every kept entry past LAC to the bookies of its write set that lacked it (recovery
-   adds pass the fence), so the close point survives like any acknowledged entry.
+4. Rewrite every kept entry past LAC to the bookies of its write set that did not show a copy
+   (recovery adds pass the fence), so the close point survives like any acknowledged entry.
+   A target bookie that is not registered, or whose recovery add fails (BookieUnavailable, a
+   timeout, read-only, disk full), is replaced as a writer would replace it: a new fragment
+   starting at LAC+1 whose ensemble has a live registered bookie (`placement.replace`) in its
+   place, written by compare-and-set on the IN_RECOVERY metadata; then every kept entry whose
+   write set includes a replaced index is written to the replacement. Entries <= LAC stay on
+   the old fragment (a copy on a dead bookie is re-replication's job, ledger.rereplication).
+   No replacement available is NotEnoughBookies: the ledger stays IN_RECOVERY, never closed
+   short of an acknowledged entry, and the next attempt starts over.
 5. Length: the sum of all payload sizes 0..last, from a full read (recovery is the rare path).
-6. Close by compare-and-set. Losing the race means another recoverer closed it: take its result.
+6. Close by compare-and-set. Losing the race means another recoverer closed it (take its
+   result) or changed the ensemble (look again on the new ensemble).
+
+A dead bookie is "no answer" in steps 2 and 3 as soon as its connection is refused; a hung one
+is, at the latest, after the call's deadline (`ledger_add_timeout_ms` / `ledger_read_timeout_ms`).
 """
 
 from __future__ import annotations
@@ -29,9 +41,10 @@ from typing import Any
 
 from common.clock import Clock
 from common.config import Config
-from common.errors import (BadVersion, NoSuchEntry, NoSuchLedger, NotEnoughBookies, NotFound,
-                           StrataError)
+from common.errors import (BadVersion, BookieError, LedgerFenced, NoSuchEntry, NoSuchLedger,
+                           NotEnoughBookies, NotFound, StrataError, TimeoutExpired)
 from common.invariant import invariant
+from ledger import placement
 from ledger.handle import ReadHandle
 from ledger.ledger_metadata import LedgerMetadata, LedgerStatus
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
@@ -40,6 +53,9 @@ from ledger.striping import absent_decided, coverage_met, write_set
 _RECOVERY_READ_BATCH = 64          # entries past the LAC probed at once
 _LENGTH_READ_CHUNK = 1_000         # entries per read when summing the length
 _RECOVERY_ATTEMPTS_MAX = 10        # lost compare-and-set races before giving up (retriable)
+_ENSEMBLE_CHANGES_MAX = 8          # replacement rounds in one attempt before giving up (retriable)
+
+Found = tuple[int, bytes, list[int]]   # (entry_id, payload, write-set indexes that showed no copy)
 
 
 async def recover(store: Any, pool: BookiePool, ledger_id: int, config: Config, clock: Clock,
@@ -54,7 +70,7 @@ async def recover(store: Any, pool: BookiePool, ledger_id: int, config: Config, 
         try:
             if meta.state is LedgerStatus.OPEN:   # already IN_RECOVERY: do not bump the version,
                 meta = await write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
-            last, length = await _find_end(pool, meta, config, clock, rng)
+            meta, last, length = await _find_end(store, pool, meta, config, clock, rng)
             closed = meta.with_state(LedgerStatus.CLOSED, last_entry_id=last, length_bytes=length)
             return await write_metadata(store, closed)
         except BadVersion:                # another recoverer moved it: re-read and look again
@@ -62,17 +78,17 @@ async def recover(store: Any, pool: BookiePool, ledger_id: int, config: Config, 
     raise NotEnoughBookies("ledger recovery kept losing races", ledger_id=ledger_id)
 
 
-async def _find_end(pool: BookiePool, meta: LedgerMetadata, config: Config, clock: Clock,
-                    rng: random.Random) -> tuple[int, int]:
+async def _find_end(store: Any, pool: BookiePool, meta: LedgerMetadata, config: Config,
+                    clock: Clock, rng: random.Random) -> tuple[LedgerMetadata, int, int]:
+    """(metadata as changed by any ensemble change, last entry id, length in bytes)."""
     lac = await _fence(pool, meta)
     frag_first = meta.fragments[-1].first_entry_id
     start = max(lac, frag_first - 1) + 1
     found = await _recovery_reads(pool, meta, start)
     last = start - 1 + len(found)
-    token = rng.randbytes(16)
-    await _rewrite(pool, meta, found, last, token)
+    meta = await _rewrite(store, pool, meta, found, start, rng)
     length = await _length(pool, meta, last, config, clock)
-    return last, length
+    return meta, last, length
 
 
 async def _fence(pool: BookiePool, meta: LedgerMetadata) -> int:
@@ -95,55 +111,105 @@ async def _fence(pool: BookiePool, meta: LedgerMetadata) -> int:
     return lac
 
 
-async def _probe(pool: BookiePool, meta: LedgerMetadata, entry_id: int) -> tuple[bytes | None, list[int]]:
-    """Ask every bookie of the entry's write set. Returns (payload or None, indexes lacking it)."""
+async def _probe(pool: BookiePool, meta: LedgerMetadata, entry_id: int) -> tuple[bytes | None, int, list[int]]:
+    """Ask every bookie of the entry's write set. Returns (payload or None, how many said they
+    lack it, indexes that showed no copy: those lacking it and those that did not answer)."""
     ensemble = meta.last_ensemble
     indexes = write_set(entry_id, meta.ensemble_size, meta.write_quorum)
     answers = await asyncio.gather(*(pool.get(ensemble[i]).read(meta.ledger_id, entry_id, entry_id,
                                                                 allow_past_lac=True)
                                      for i in indexes), return_exceptions=True)
     payload = None
-    lacking = []
+    lacking = 0
+    missing = []
     for index, answer in zip(indexes, answers):
-        if isinstance(answer, (NoSuchEntry, NoSuchLedger)):
-            lacking.append(index)
-        elif not isinstance(answer, BaseException):
+        if isinstance(answer, BaseException):
+            lacking += isinstance(answer, (NoSuchEntry, NoSuchLedger))
+            missing.append(index)
+        else:
             payload = answer[0][1]
-    return payload, lacking
+    return payload, lacking, missing
 
 
-async def _recovery_reads(pool: BookiePool, meta: LedgerMetadata,
-                          start: int) -> list[tuple[int, bytes, list[int]]]:
-    """Entries from `start` on that may have been acknowledged: (entry_id, payload, lacking)."""
-    found: list[tuple[int, bytes, list[int]]] = []
+async def _recovery_reads(pool: BookiePool, meta: LedgerMetadata, start: int) -> list[Found]:
+    """Entries from `start` on that may have been acknowledged."""
+    found: list[Found] = []
     entry_id = start
     while True:
         batch = list(range(entry_id, entry_id + _RECOVERY_READ_BATCH))
         probes = await asyncio.gather(*(_probe(pool, meta, e) for e in batch))
-        for e, (payload, lacking) in zip(batch, probes):
+        for e, (payload, lacking, missing) in zip(batch, probes):
             if payload is not None:
-                found.append((e, payload, lacking))
+                found.append((e, payload, missing))
                 continue
-            if absent_decided(len(lacking), meta.write_quorum, meta.ack_quorum):
+            if absent_decided(lacking, meta.write_quorum, meta.ack_quorum):
                 return found
             raise NotEnoughBookies("cannot tell whether an entry was acknowledged",
                                    ledger_id=meta.ledger_id, entry_id=e, lacking=lacking)
         entry_id += _RECOVERY_READ_BATCH
 
 
-async def _rewrite(pool: BookiePool, meta: LedgerMetadata, found: list[tuple[int, bytes, list[int]]],
-                   last: int, token: bytes) -> None:
-    """Recovery adds of kept entries to the write-set bookies that lacked them. A bookie that is
-    down is skipped: the entry stays readable from the copies that exist."""
+async def _rewrite(store: Any, pool: BookiePool, meta: LedgerMetadata, found: list[Found],
+                   start: int, rng: random.Random) -> LedgerMetadata:
+    """Recovery adds of kept entries to the write-set bookies that showed no copy, replacing
+    (ensemble change) every target bookie that is unregistered or fails. Returns the metadata
+    as it now stands; raises NotEnoughBookies (retriable) if no replacement can be found."""
+    if not found:
+        return meta
+    token = rng.randbytes(16)
+    payloads = {entry_id: payload for entry_id, payload, _ in found}
+    todo = {(entry_id, index) for entry_id, _, missing in found for index in missing}
+    failed: set[str] = set()                      # addresses replaced: never chosen again
+    for _ in range(_ENSEMBLE_CHANGES_MAX):
+        ensemble = meta.last_ensemble
+        registered = placement.registered_addresses(await placement.available_bookies(store))
+        down = {index for _, index in todo if ensemble[index] not in registered}
+        if not down:
+            todo = await _send_rewrites(pool, meta, todo, payloads, start - 1, token)
+            if not todo:
+                return meta
+            down = {index for _, index in todo}
+        failed |= {ensemble[index] for index in down}
+        meta = await _replace_bookies(store, meta, down, start, failed, rng)
+        for entry_id in payloads:
+            for index in write_set(entry_id, meta.ensemble_size, meta.write_quorum):
+                if index in down:
+                    todo.add((entry_id, index))   # the replacement has none of them
+    raise NotEnoughBookies("recovery kept losing replacement bookies", ledger_id=meta.ledger_id,
+                           failed=sorted(failed))
+
+
+async def _send_rewrites(pool: BookiePool, meta: LedgerMetadata, todo: set[tuple[int, int]],
+                         payloads: dict[int, bytes], lac: int, token: bytes) -> set[tuple[int, int]]:
+    """Send the recovery adds in `todo`; returns those that failed on a bookie to be replaced.
+    The LAC they carry is the fenced one (`lac`): the rest is not confirmed until the close."""
     ensemble = meta.last_ensemble
-    futures = []
-    for entry_id, payload, lacking in found:
-        invariant(entry_id <= last, "only entries up to the close point are rewritten")
-        for index in lacking:
-            futures.append(pool.get(ensemble[index]).submit_add(
-                meta.ledger_id, entry_id, payload, last, writer_token=token, recovery=True))
-    if futures:
-        await asyncio.gather(*futures, return_exceptions=True)
+    order = sorted(todo)
+    futures = [pool.get(ensemble[index]).submit_add(meta.ledger_id, entry_id, payloads[entry_id], lac,
+                                                    writer_token=token, recovery=True)
+               for entry_id, index in order]
+    answers = await asyncio.gather(*futures, return_exceptions=True)
+    failed = set()
+    for (entry_id, index), answer in zip(order, answers):
+        if answer is None:
+            continue
+        if isinstance(answer, (BookieError, TimeoutExpired)) and not isinstance(answer, LedgerFenced):
+            failed.add((entry_id, index))
+        elif isinstance(answer, BaseException):
+            raise answer
+    return failed
+
+
+async def _replace_bookies(store: Any, meta: LedgerMetadata, indexes: set[int], first: int,
+                           avoid: set[str], rng: random.Random) -> LedgerMetadata:
+    """Ensemble change of the IN_RECOVERY ledger: entries from `first` on live on the last
+    ensemble with new bookies at `indexes`. Compare-and-set: BadVersion if another recoverer
+    moved the metadata (the caller re-reads and starts over)."""
+    invariant(first >= meta.fragments[-1].first_entry_id, "a recovery fragment starts in the last one",
+              ledger_id=meta.ledger_id, first=first)
+    candidates = await placement.available_bookies(store)
+    ensemble = placement.replace(candidates, meta.last_ensemble, indexes, rng, avoid=avoid)
+    return await write_metadata(store, meta.with_fragment(first, ensemble))
 
 
 async def _length(pool: BookiePool, meta: LedgerMetadata, last: int, config: Config,

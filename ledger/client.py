@@ -9,6 +9,8 @@ broker-wide `EntryCache` the managed ledgers share.
 - `open_ledger(id, recover=True)`: fence + recover + close (see `ledger.recovery`); returns a
   handle on the closed ledger. `recover=False` opens without touching the ledger: an open
   ledger is read up to the LAC the bookies of its last fragment report.
+- `rereplicate(id)`: for a CLOSED ledger, copy the entries of every fragment that names a bookie
+  no longer registered to a replacement and re-point the fragment (see `ledger.rereplication`).
 - `delete_ledger(id)`: delete on every bookie that ever held it, then the metadata (so a failed
   attempt can be retried: the metadata still names the bookies).
 """
@@ -23,7 +25,7 @@ from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
 from common.errors import InvalidArgument, NoSuchLedger, NotFound, ShuttingDown
 from common.invariant import invariant
-from ledger import placement, recovery
+from ledger import placement, recovery, rereplication
 from ledger.cache import EntryCache
 from ledger.handle import ReadHandle, WriteHandle
 from ledger.ledger_metadata import Fragment, LedgerMetadata, ledger_path
@@ -92,6 +94,12 @@ class LedgerClient:
 
     async def ledger_metadata(self, ledger_id: int) -> LedgerMetadata | None:
         return await read_metadata(self._store, ledger_id)
+
+    async def rereplicate(self, ledger_id: int) -> rereplication.RereplicationResult:
+        """Restore Qw copies of a closed ledger's entries whose replica was on a bookie that is
+        gone for good. Retriable errors (NotEnoughBookies, bookie errors): call again."""
+        self._check_open()
+        return await rereplication.rereplicate(self._store, self.pool, ledger_id, self._rng)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the ledger everywhere. Raises (retriable) if a bookie could not be reached;

@@ -8,7 +8,8 @@ the last fragment whose first entry id is <= e.
 
 The record only changes by compare-and-set on its store version, through `LedgerMetadata`'s
 methods that return a new value (the dataclass is frozen): `with_state()` is the one setter of
-`state` and refuses illegal transitions; `with_fragment()` appends an ensemble change.
+`state` and refuses illegal transitions; `with_fragment()` appends an ensemble change;
+`with_fragment_ensemble()` moves an existing fragment to other bookies (re-replication).
 
 What must hold:
 - Fragments are non-empty, start at entry 0, and their first entry ids strictly increase.
@@ -132,6 +133,22 @@ class LedgerMetadata:
                       first=first_entry_id, last_first=frags[-1].first_entry_id)
             frags.append(Fragment(first_entry_id, tuple(ensemble)))
         return replace(self, fragments=tuple(frags))
+
+    def with_fragment_ensemble(self, fragment_index: int, ensemble: tuple[str, ...]) -> "LedgerMetadata":
+        """Re-replication: fragment `fragment_index` now lives on `ensemble` (its entries were
+        copied there first). Allowed in any state: the entries do not change, only who holds them."""
+        invariant(0 <= fragment_index < len(self.fragments), "fragment exists",
+                  ledger=self.ledger_id, fragment_index=fragment_index)
+        frags = list(self.fragments)
+        frags[fragment_index] = Fragment(frags[fragment_index].first_entry_id, tuple(ensemble))
+        return replace(self, fragments=tuple(frags))
+
+    def fragment_last_entry_id(self, fragment_index: int) -> int | None:
+        """Last entry of a fragment: the next fragment's first - 1, or for the last fragment the
+        ledger's last entry if CLOSED (None while open: not final yet)."""
+        if fragment_index + 1 < len(self.fragments):
+            return self.fragments[fragment_index + 1].first_entry_id - 1
+        return self.last_entry_id if self.is_closed else None
 
     def with_version(self, version: int) -> "LedgerMetadata":
         return replace(self, version=version)

@@ -41,3 +41,17 @@ def test_a_recoverer_may_change_the_ensemble_but_not_of_a_closed_ledger():
     closed = changed.with_state(LedgerStatus.CLOSED, last_entry_id=9, length_bytes=10)
     with pytest.raises(InvariantViolation):
         closed.with_fragment(10, ("a:1", "e:1", "c:1"))
+
+
+def test_rereplication_repoints_a_fragment_of_a_closed_ledger():
+    meta = LedgerMetadata(ledger_id=1, ensemble_size=3, write_quorum=2, ack_quorum=2,
+                          fragments=(Fragment(0, ("a:1", "b:1", "c:1")),), created_ms=0)
+    meta = meta.with_fragment(7, ("a:1", "d:1", "c:1"))
+    assert meta.fragment_last_entry_id(0) == 6 and meta.fragment_last_entry_id(1) is None
+    closed = meta.with_state(LedgerStatus.CLOSED, last_entry_id=9, length_bytes=10)
+    assert closed.fragment_last_entry_id(1) == 9
+    moved = closed.with_fragment_ensemble(0, ("a:1", "e:1", "c:1"))
+    assert moved.fragments[0] == Fragment(0, ("a:1", "e:1", "c:1")) and moved.fragments[1] == meta.fragments[1]
+    assert moved.is_closed and moved.last_entry_id == 9
+    with pytest.raises(InvariantViolation):
+        closed.with_fragment_ensemble(0, ("a:1", "a:1", "c:1"))

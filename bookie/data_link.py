@@ -9,8 +9,9 @@ How it works
 - OPEN: `submit()` appends the add to `unsent` and schedules one flush with `call_soon` (no
   task per add); the flush turns everything unsent into ADD_REQUEST frames
   (bookie/client_core.py: coalesced, split per writer token and size) and writes them with
-  `transport.write`. So adds submitted while the loop is busy, or while the socket is over its
-  write buffer mark (`pause_writing`), ride the next frame together.
+  `transport.write`. So adds submitted while the loop is busy, while the socket is over its
+  write buffer mark (`pause_writing`), or while `_REQUESTS_IN_FLIGHT_MAX` requests await their
+  answers (the next answer flushes again), ride the next frame together.
 - Responses are decoded in `data_received` (bookie/frames.py) and resolve futures directly.
 - A watchdog checks the oldest add in flight every `_WATCHDOG_FRACTION` of the add timeout; a
   late one fails the link (`TimeoutExpired` for the late adds, `BookieUnavailable` for the
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 _WATCHDOG_FRACTION = 0.1
 # Socket write buffer high-water mark: over it, adds wait in `unsent` (and coalesce).
 _WRITE_BUFFER_BYTES_HIGH = 1024 * 1024
+# Add requests sent and not yet answered before further adds wait in `unsent` (and so gather
+# into bigger requests, as they do behind a gRPC stream's write): a busy client sends fewer,
+# bigger frames; an idle one sends each add at once.
+_REQUESTS_IN_FLIGHT_MAX = 32
 # Bodies at least this big are written apart from their header (no copy to join them).
 _JOIN_BODY_BYTES_MAX = 64 * 1024
 
@@ -150,7 +155,7 @@ class DataLink(asyncio.Protocol):
             return
         deadline_s = self._clock.monotonic_s() + self._add_timeout_s
         unsent, inflight = self.unsent, self.inflight
-        while unsent and not self._write_paused:
+        while unsent and not self._write_paused and len(inflight) < _REQUESTS_IN_FLIGHT_MAX:
             body = take_add_request(unsent, inflight, self._next_request_id, deadline_s)
             if body is not None:
                 self._write(FrameKind.ADD_REQUEST, body)
@@ -188,6 +193,8 @@ class DataLink(asyncio.Protocol):
                 if kind == FrameKind.ADD_RESPONSE:
                     resolve_add_response(self.inflight, pb.AddResponse.FromString(body),
                                          self.address)
+                    if self.unsent:
+                        self._schedule_flush()
                 elif kind == FrameKind.READ_RESPONSE:
                     self._on_read_response(pb.ReadResponse.FromString(body))
                 elif kind == FrameKind.ERROR:

@@ -9,7 +9,10 @@ How it works
   pending (whichever first), writes the whole batch with writev, fsyncs ONCE, then hands the
   batch back to the loop with one `call_soon_threadsafe(on_done, items, error)`. So one fsync
   covers every add that arrived while the previous fsync ran, and the event loop keeps
-  accepting adds while the disk works.
+  accepting adds while the disk works. The default wait is 0 (BookKeeper's
+  `journalFlushWhenQueueEmpty`): an idle journal fsyncs at once, a busy one batches what
+  queued behind the running fsync. A 2 ms wait cost ~2 ms of every publish at 5k msg/s
+  and gained no throughput at max rate (217k vs 222k msg/s, same run).
 - A `RollItem` seals the current file (fsync, close) and opens the next one (fsync dir).
 - A write or fsync error (ENOSPC, EIO), or any other exception while writing a batch (a bug),
   truncates the file back to its last durable size, fails the batch and every later item with

@@ -43,7 +43,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("metadata_changelog_keep_ms", int, 300_000, 10_000, 86_400_000, "how long change-log rows are kept for watchers"),
     # --- bookie ---
     Setting("bookie_entry_bytes_max", int, 5 * MIB + 64 * KIB, 1 * KIB, 64 * MIB, "largest entry a bookie stores (5 MiB plus headers)"),
-    Setting("bookie_journal_group_commit_wait_ms", float, 2.0, 0.0, 1000.0, "longest an add waits for others to share its fsync"),
+    Setting("bookie_journal_group_commit_wait_ms", float, 0.0, 0.0, 1000.0, "extra time an add waits for others to share its fsync (0: none; adds arriving during an fsync share the next one anyway)"),
     Setting("bookie_journal_group_commit_bytes_max", int, 4 * MIB, 4 * KIB, 256 * MIB, "flush the journal once this many bytes are buffered"),
     Setting("bookie_journal_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB, "roll the journal to a new file past this size"),
     Setting("bookie_segment_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB, "roll to a new segment file past this size"),

@@ -55,6 +55,10 @@ _TRANSITIONS: dict[LedgerStatus, frozenset[LedgerStatus]] = {
 class Fragment:
     first_entry_id: int
     ensemble: tuple[str, ...]      # bookie addresses "host:port", position = ensemble index
+    # Ensemble indexes whose bookie a recoverer put in (ledger.recovery): it never got the
+    # writer's adds, so its "no such entry" says nothing about what the writer had acknowledged.
+    # Empty for the writer's fragments (a writer's replacement gets every unconfirmed add).
+    recovery_indexes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class LedgerMetadata:
         for frag in self.fragments:
             invariant(len(frag.ensemble) == e and len(set(frag.ensemble)) == e,
                       "an ensemble has E distinct bookies", ensemble=frag.ensemble)
+            invariant(all(0 <= i < e for i in frag.recovery_indexes), "recovery indexes in range",
+                      indexes=frag.recovery_indexes)
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -120,18 +126,23 @@ class LedgerMetadata:
             changes.update(last_entry_id=last_entry_id, length_bytes=length_bytes)
         return replace(self, **changes)
 
-    def with_fragment(self, first_entry_id: int, ensemble: tuple[str, ...]) -> "LedgerMetadata":
+    def with_fragment(self, first_entry_id: int, ensemble: tuple[str, ...], *,
+                      recovery_indexes: tuple[int, ...] = ()) -> "LedgerMetadata":
         """An ensemble change: entries from `first_entry_id` on live on `ensemble`. Made by the
-        writer (OPEN) or by a recoverer re-replicating the tail past a dead bookie (IN_RECOVERY)."""
+        writer (OPEN) or by a recoverer re-replicating the tail past a dead bookie (IN_RECOVERY,
+        naming the indexes it filled in `recovery_indexes`)."""
         invariant(self.state is not LedgerStatus.CLOSED, "a closed ledger gets no new fragment",
                   state=self.state.value)
+        invariant(not recovery_indexes or self.state is LedgerStatus.IN_RECOVERY,
+                  "only a recoverer fills indexes", state=self.state.value)
+        fragment = Fragment(first_entry_id, tuple(ensemble), tuple(sorted(set(recovery_indexes))))
         frags = list(self.fragments)
         if frags[-1].first_entry_id == first_entry_id:
-            frags[-1] = Fragment(first_entry_id, tuple(ensemble))   # nothing written to it yet
+            frags[-1] = fragment     # writer: nothing written to it yet; recoverer: same tail
         else:
             invariant(first_entry_id > frags[-1].first_entry_id, "fragments only move forward",
                       first=first_entry_id, last_first=frags[-1].first_entry_id)
-            frags.append(Fragment(first_entry_id, tuple(ensemble)))
+            frags.append(fragment)
         return replace(self, fragments=tuple(frags))
 
     def with_fragment_ensemble(self, fragment_index: int, ensemble: tuple[str, ...]) -> "LedgerMetadata":
@@ -140,7 +151,8 @@ class LedgerMetadata:
         invariant(0 <= fragment_index < len(self.fragments), "fragment exists",
                   ledger=self.ledger_id, fragment_index=fragment_index)
         frags = list(self.fragments)
-        frags[fragment_index] = Fragment(frags[fragment_index].first_entry_id, tuple(ensemble))
+        old = frags[fragment_index]
+        frags[fragment_index] = Fragment(old.first_entry_id, tuple(ensemble), old.recovery_indexes)
         return replace(self, fragments=tuple(frags))
 
     def fragment_last_entry_id(self, fragment_index: int) -> int | None:
@@ -166,7 +178,9 @@ class LedgerMetadata:
             "last_entry_id": self.last_entry_id,
             "length_bytes": self.length_bytes,
             "created_ms": self.created_ms,
-            "fragments": [[f.first_entry_id, list(f.ensemble)] for f in self.fragments],
+            "fragments": [[f.first_entry_id, list(f.ensemble)]
+                          + ([list(f.recovery_indexes)] if f.recovery_indexes else [])
+                          for f in self.fragments],
             "properties": dict(self.properties),
         }
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
@@ -181,7 +195,8 @@ class LedgerMetadata:
             ensemble_size=int(doc["ensemble_size"]),
             write_quorum=int(doc["write_quorum"]),
             ack_quorum=int(doc["ack_quorum"]),
-            fragments=tuple(Fragment(int(first), tuple(ens)) for first, ens in doc["fragments"]),
+            fragments=tuple(Fragment(int(f[0]), tuple(f[1]), tuple(int(i) for i in f[2]) if len(f) > 2 else ())
+                            for f in doc["fragments"]),
             created_ms=int(doc["created_ms"]),
             state=LedgerStatus(doc["state"]),
             last_entry_id=int(doc["last_entry_id"]),

@@ -23,6 +23,9 @@ Steps (BookKeeper's protocol):
    place, written by compare-and-set on the IN_RECOVERY metadata; then every kept entry whose
    write set includes a replaced index is written to the replacement. Entries <= LAC stay on
    the old fragment (a copy on a dead bookie is re-replication's job, ledger.rereplication).
+   The fragment names the indexes a recoverer filled (`Fragment.recovery_indexes`): those
+   bookies never saw the writer's adds, so a later recoverer counts neither their fence answer
+   towards coverage nor their "no such entry" towards deciding an entry absent.
    No replacement available is NotEnoughBookies: the ledger stays IN_RECOVERY, never closed
    short of an acknowledged entry, and the next attempt starts over.
 5. Length: the sum of all payload sizes 0..last, from a full read (recovery is the rare path).
@@ -93,17 +96,20 @@ async def _find_end(store: Any, pool: BookiePool, meta: LedgerMetadata, config: 
 
 async def _fence(pool: BookiePool, meta: LedgerMetadata) -> int:
     ensemble = meta.last_ensemble
+    filled = set(meta.fragments[-1].recovery_indexes)   # never saw the writer: not a witness
     answers = await asyncio.gather(*(pool.get(b).fence(meta.ledger_id) for b in ensemble),
                                    return_exceptions=True)
     responded: set[int] = set()
     lac = -1
     for index, answer in enumerate(answers):
         if isinstance(answer, NoSuchLedger):
-            responded.add(index)          # it never got an entry: it has nothing, which is an answer
+            if index not in filled:       # it never got an entry: it has nothing, which is an answer
+                responded.add(index)
         elif isinstance(answer, BaseException):
             continue
-        else:
-            responded.add(index)
+        else:                             # a filled bookie's LAC came from a recoverer: still true
+            if index not in filled:
+                responded.add(index)
             lac = max(lac, answer[0])
     if not coverage_met(responded, meta.ensemble_size, meta.write_quorum, meta.ack_quorum):
         raise NotEnoughBookies("too few bookies answered the fence to recover the ledger",
@@ -113,8 +119,11 @@ async def _fence(pool: BookiePool, meta: LedgerMetadata) -> int:
 
 async def _probe(pool: BookiePool, meta: LedgerMetadata, entry_id: int) -> tuple[bytes | None, int, list[int]]:
     """Ask every bookie of the entry's write set. Returns (payload or None, how many said they
-    lack it, indexes that showed no copy: those lacking it and those that did not answer)."""
+    lack it, indexes that showed no copy: those lacking it and those that did not answer). A
+    bookie a recoverer filled in lacking the entry is no evidence the writer never had it
+    acknowledged, so it is not counted as lacking."""
     ensemble = meta.last_ensemble
+    filled = meta.fragments[-1].recovery_indexes
     indexes = write_set(entry_id, meta.ensemble_size, meta.write_quorum)
     answers = await asyncio.gather(*(pool.get(ensemble[i]).read(meta.ledger_id, entry_id, entry_id,
                                                                 allow_past_lac=True)
@@ -124,7 +133,7 @@ async def _probe(pool: BookiePool, meta: LedgerMetadata, entry_id: int) -> tuple
     missing = []
     for index, answer in zip(indexes, answers):
         if isinstance(answer, BaseException):
-            lacking += isinstance(answer, (NoSuchEntry, NoSuchLedger))
+            lacking += isinstance(answer, (NoSuchEntry, NoSuchLedger)) and index not in filled
             missing.append(index)
         else:
             payload = answer[0][1]
@@ -209,7 +218,8 @@ async def _replace_bookies(store: Any, meta: LedgerMetadata, indexes: set[int], 
               ledger_id=meta.ledger_id, first=first)
     candidates = await placement.available_bookies(store)
     ensemble = placement.replace(candidates, meta.last_ensemble, indexes, rng, avoid=avoid)
-    return await write_metadata(store, meta.with_fragment(first, ensemble))
+    filled = tuple(set(meta.fragments[-1].recovery_indexes) | indexes)
+    return await write_metadata(store, meta.with_fragment(first, ensemble, recovery_indexes=filled))
 
 
 async def _length(pool: BookiePool, meta: LedgerMetadata, last: int, config: Config,

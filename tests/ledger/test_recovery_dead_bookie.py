@@ -7,11 +7,12 @@ a managed ledger whose owner crashed gets its topic back."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
 from common.errors import BookieUnavailable, NotEnoughBookies
-from ledger import placement
+from ledger import placement, recovery
 from ledger.ledger_metadata import LedgerStatus
 from ledger.managed_ledger import ManagedLedger
 from ledger.position import EARLIEST
@@ -28,12 +29,17 @@ def _payload(i: int) -> bytes:
     return b"entry-%d-" % i + bytes(100)
 
 
-async def _write_and_crash(env, config) -> tuple[int, tuple[str, ...]]:
-    """Write TOTAL acknowledged entries so the bookies' LAC is FENCED_LAC, then "crash" the writer
-    (its client goes away, the ledger is never closed). Returns (ledger id, ensemble)."""
+async def _write_and_crash(env, config, *, burst: int = BURST) -> tuple[int, tuple[str, ...]]:
+    """Write TOTAL acknowledged entries so the bookies' LAC is FENCED_LAC (-1 with burst=TOTAL:
+    all sent at once), then "crash" the writer (its client goes away, the ledger is never
+    closed). Returns (ledger id, ensemble)."""
     store, client = await env.open(config, seed=11)
     h = await client.create_ledger(3, 2, 2)
-    assert await asyncio.gather(*(h.add_future(_payload(i)) for i in range(BURST))) == list(range(BURST))
+    assert await asyncio.gather(*(h.add_future(_payload(i)) for i in range(burst))) == list(range(burst))
+    if burst == TOTAL:
+        ensemble = h.metadata.last_ensemble
+        await shutdown(store, client)
+        return h.ledger_id, ensemble
     for i in range(BURST, BURST + SEQUENTIAL):       # each add carries the previous one's LAC
         assert await h.add(_payload(i)) == i
     tail = await asyncio.gather(*(h.add_future(_payload(i)) for i in range(BURST + SEQUENTIAL, TOTAL)))
@@ -160,4 +166,49 @@ def test_managed_ledger_of_a_crashed_owner_comes_back_with_a_dead_bookie(env):
         assert [e.data for e in await ml2.read(EARLIEST, 1000)] == data + [b"after"]
         await ml2.close()
         await shutdown(store2, client2)
+    run(body())
+
+
+def test_a_bookie_filled_in_by_a_recoverer_is_no_witness_for_the_next_one(env):
+    """Recoverer A replaced the dead bookie (the whole ledger is tail: nothing was confirmed to
+    the bookies) and died before copying the tail there. Recoverer B must not take the replacement's "no such entry" as proof that the
+    tail was never acknowledged: with the other holder of those entries down too it cannot
+    decide (NotEnoughBookies) instead of closing the ledger short; once that holder is back it
+    recovers every entry."""
+    env.start_bookies(4)
+
+    async def body():
+        ledger_id, ensemble = await _write_and_crash(env, env.config(), burst=TOTAL)
+        dead_index = write_set(TOTAL - 1, 3, 2)[1]
+        env.by_address(ensemble[dead_index]).kill9()
+        store, client = await env.open(env.config(), seed=31)
+        meta = await client.ledger_metadata(ledger_id)
+        meta = await recovery.write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
+        meta = await recovery._replace_bookies(store, meta, {dead_index}, 0,
+                                               {ensemble[dead_index]}, random.Random(1))
+        assert len(meta.fragments) == 1 and meta.fragments[0].recovery_indexes == (dead_index,)
+        await shutdown(store, client)          # A dies here, before any recovery add
+        other_index = next(i for i in write_set(TOTAL - 1, 3, 2) if i != dead_index)
+        other = env.by_address(ensemble[other_index])   # the other holder of the tail it lacks
+        other.kill9()
+
+        store, client = await env.open(env.config(), seed=32)
+        with pytest.raises(NotEnoughBookies):
+            await asyncio.wait_for(client.open_ledger(ledger_id, recover=True), BOUND_S)
+        assert (await client.ledger_metadata(ledger_id)).state is LedgerStatus.IN_RECOVERY
+        other.restart()
+        await client.pool.get(other.address).wait_reachable(30)
+        handle = None
+        for _ in range(60):                    # bounded: the restarted bookie reconnects in ~1 s
+            try:
+                handle = await asyncio.wait_for(client.open_ledger(ledger_id, recover=True), BOUND_S)
+                break
+            except NotEnoughBookies:
+                await asyncio.sleep(0.5)
+        assert handle is not None, "recovery did not finish after the bookie came back"
+        meta = handle.metadata
+        assert meta.is_closed and meta.last_entry_id == TOTAL - 1
+        assert [p for _, p in await handle.read(0, TOTAL - 1)] == [_payload(i) for i in range(TOTAL)]
+        await _assert_copies(client, meta, range(TOTAL), ensemble[dead_index])
+        await shutdown(store, client)
     run(body())

@@ -32,6 +32,9 @@ from __future__ import annotations
 
 import math
 import os
+import random
+import sqlite3
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 from urllib.parse import urlsplit
@@ -232,7 +235,7 @@ def _sqlite_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(op_timeout_ms)}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(cur, op_timeout_ms)
         cur.execute("PRAGMA synchronous = FULL")  # a committed CAS survives power loss
         cur.close()
 
@@ -242,6 +245,29 @@ def _sqlite_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _enable_wal(cur: sqlite3.Cursor, op_timeout_ms: int) -> None:
+    """Switch a new database to WAL; bounded retries when several processes race to do it.
+
+    Until the file is in WAL mode it is in rollback-journal mode, where two connections that
+    both hold a SHARED lock and both want EXCLUSIVE (to change the journal mode) deadlock; SQLite
+    breaks that by failing one of them with "database is locked" at once, without calling the
+    busy handler. The mode is persistent, so once any process has switched, the read of the
+    current mode below is enough and takes no write lock."""
+    deadline = time.monotonic() + op_timeout_ms / 1000
+    while True:
+        try:
+            mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def _postgres_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:

@@ -5,6 +5,8 @@ once), does its work and prints one JSON line with the result.
     cas  URL GO N        N compare-and-set attempts on /race; result: versions this worker won
     ids  URL GO N        N next_id("race") draws; result: the ids drawn
     hold URL GO LEASE_MS K   create K ephemeral keys under /held, print the JSON, then sleep forever
+    open URL GO          print `ready`, wait for the go-file, then open the store (all workers at
+                         once, on a database nobody created yet) and draw one id
 """
 
 from __future__ import annotations
@@ -32,11 +34,17 @@ def wait_go(path: str) -> None:
 def main(argv: list[str]) -> None:
     mode, url, go = argv[0], argv[1], argv[2]
     lease_ms = int(argv[3]) if mode == "hold" else 10_000
+    if mode == "open":
+        print("ready", flush=True)
+        wait_go(go)
     store = open_store(url, config=default_config(metadata_session_lease_ms=lease_ms,
                                                   metadata_op_timeout_ms=20_000))
-    print("ready", flush=True)
-    wait_go(go)
-    if mode == "cas":
+    if mode != "open":
+        print("ready", flush=True)
+        wait_go(go)
+    if mode == "open":
+        print(json.dumps([store.next_id("race")]), flush=True)
+    elif mode == "cas":
         won = []
         for _ in range(int(argv[3])):
             current = store.get("/race")

@@ -68,6 +68,20 @@ def test_ids_never_repeat_across_processes(store_url, tmp_path):
     assert len(drawn) == 1000 and sorted(drawn) == list(range(1, 1001))
 
 
+def test_processes_opening_a_new_database_at_once(store_url, tmp_path):
+    """Six processes create the same new store at the same moment. On SQLite each switches the
+    file to WAL, which in rollback-journal mode can deadlock two of them; SQLite then fails one
+    at once with "database is locked" (no busy handler). Opening must ride that out."""
+    for attempt in range(3):
+        go = tmp_path / f"go{attempt}"
+        url = store_url if attempt == 0 or not store_url.startswith("sqlite") else \
+            store_url.replace(".db", f"-{attempt}.db")
+        procs = [spawn("open", url, go) for _ in range(6)]
+        start_all(procs, go)
+        drawn = [i for ids in results(procs) for i in ids]
+        assert len(set(drawn)) == 6
+
+
 def test_ephemeral_keys_of_a_killed_process_vanish(store_url, tmp_path):
     lease_ms = 1_500
     go = tmp_path / "go"

@@ -1,7 +1,7 @@
 """Sessions and their leases: what keeps ephemeral keys alive, and what removes them.
 
 Each store opens one session (a row in `strata_sessions` with a lease expiry in wall ms) and a
-`SessionKeeper` thread that, every `tick_s = min(lease/3, 0.5 s)`:
+`SessionKeeper` thread that, every `tick_s = min(lease/6, 0.5 s)`:
 - renews this session's lease every lease/3 (expiry = now + lease). If the row is gone, another
   store reaped us (we were stalled past the lease): the session is expired for good and
   ephemeral creates raise `SessionExpired` (as with ZooKeeper; open a new store to go on);
@@ -112,7 +112,7 @@ class SessionKeeper:
         self._keep_ms = changelog_keep_ms
         self._clock = clock
         self._on_expired = on_expired
-        self._tick_s = min(lease_ms / 3000, TICK_S_MAX)
+        self._tick_s = min(lease_ms / 6000, TICK_S_MAX)  # reaping at lease/6 keeps a dead owner's keys within lease + 1 s with room to spare
         self._stop = threading.Event()
         # monotonic seconds of the last successful renewal / prune (0.0: not yet)
         self._renewed_s = clock.monotonic_s()

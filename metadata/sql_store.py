@@ -53,7 +53,8 @@ class SqlMetadataStore:
         except BaseException:
             self._db.dispose()
             raise
-        self._watches = WatchPoller(self._db, self._config.metadata_watch_poll_ms)
+        self._watches = WatchPoller(self._db, self._config.metadata_watch_poll_ms,
+                                    self._config.metadata_changelog_keep_ms, self._clock.monotonic_s)
         self._keeper = SessionKeeper(self._db, self.session_id, self._config.metadata_session_lease_ms,
                                      self._config.metadata_changelog_keep_ms, self._clock,
                                      self._mark_expired)

@@ -19,13 +19,16 @@ logged and the poller carries on.
 
 What must hold: each watch gets every change under its prefix committed after `add()`, once,
 in commit order, until `cancel()`. Not covered: a poller stalled longer than
-`metadata_changelog_keep_ms` (rows are pruned under it); that is logged when detected.
+`metadata_changelog_keep_ms` (rows may be pruned under it). A poll that comes more than that long
+after the previous successful one logs an error and counts it in `stalls` (seqs cannot tell: on
+PostgreSQL a rolled-back transaction leaves a gap in them, so a gap is not proof of pruning).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 import sqlalchemy as sa
@@ -60,9 +63,14 @@ def _max_seq(conn: sa.Connection) -> int:
 
 
 class WatchPoller:
-    def __init__(self, db: Database, poll_ms: int) -> None:
+    def __init__(self, db: Database, poll_ms: int, changelog_keep_ms: int,
+                 monotonic_s: Callable[[], float] = time.monotonic) -> None:
         self._db = db
         self._poll_s = poll_ms / 1000
+        self._keep_s = changelog_keep_ms / 1000
+        self._monotonic_s = monotonic_s
+        self._polled_s: float | None = None  # monotonic s of the last successful read (None: none)
+        self.stalls = 0  # polls that came later than the change-log keep time after the last one
         self._lock = threading.Lock()  # guards _cursor and _watches; held across a poll's read
         self._cursor = 0  # highest seq read from the log (0: none read yet)
         self._watches: list[_Watch] = []
@@ -112,6 +120,14 @@ class WatchPoller:
             except StrataError as exc:  # database down: the cursor did not move; retry later
                 log.warning("watch poller: %s", exc)
 
+    def _note_poll(self) -> None:
+        now_s = self._monotonic_s()
+        if self._polled_s is not None and now_s - self._polled_s > self._keep_s:
+            self.stalls += 1
+            log.error("watch poller stalled %.0f s, longer than the change log is kept (%.0f s): "
+                      "watchers may have missed changes", now_s - self._polled_s, self._keep_s)
+        self._polled_s = now_s
+
     def poll_once(self) -> int:
         """Read the next rows past the cursor and deliver them; returns rows read."""
         with self._lock:
@@ -124,6 +140,7 @@ class WatchPoller:
             ).all())
             if rows:
                 self._cursor = int(rows[-1].seq)
+            self._note_poll()
             watches = list(self._watches)
         for row in rows:
             event = WatchEvent(kind=EventKind(row.kind), path=row.path,

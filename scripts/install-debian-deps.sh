@@ -18,7 +18,14 @@ if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
 SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+if [ "$(id -u)" -ne 0 ]; then
+  # never wait for a password prompt: fail with the list of what is missing instead
+  if ! command -v sudo >/dev/null 2>&1 || ! sudo -n true 2>/dev/null; then
+    echo "missing Debian packages: ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  SUDO="sudo -n"
+fi
 echo "installing Debian packages: ${need[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"

@@ -21,6 +21,10 @@ def test_a_stalled_session_is_reaped_and_stays_expired(store_url, clock):
     config = default_config(metadata_session_lease_ms=2_000)
     stalled = open_store(store_url, config=config, clock=clock)
     live = open_store(store_url, config=config, clock=clock)
+    # The keepers' own threads would tick on the shared clock too (the stalled one could renew
+    # itself between advance_s and the tick below): stop them and drive every tick by hand.
+    stalled._keeper.stop()
+    live._keeper.stop()
     try:
         stalled.create("/owned/a", b"", ephemeral=True)
         stalled.create("/owned/b", b"", ephemeral=True)
@@ -57,5 +61,19 @@ def test_change_log_is_pruned_after_keep_ms(store_url, clock):
         store.put("/p", b"after")
         wait_for(lambda: len(seen) == 1, what="event after pruning")
         assert (seen[0].value, seen[0].version) == (b"after", 22)
+    finally:
+        store.close()
+
+
+def test_a_stalled_watch_poller_is_detected(store_url, clock):
+    config = default_config(metadata_changelog_keep_ms=10_000, metadata_session_lease_ms=60_000)
+    store = open_store(store_url, config=config, clock=clock)
+    try:
+        store.watch("/w", lambda event: None)
+        store._watches.poll_once()
+        assert store._watches.stalls == 0
+        clock.advance_s(11)  # longer than the change log is kept: rows may be gone
+        store._watches.poll_once()
+        assert store._watches.stalls >= 1
     finally:
         store.close()

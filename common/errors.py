@@ -287,6 +287,13 @@ class CursorClosed(CursorError):
     server_error = PulsarServerError.ServiceNotReady
 
 
+class CursorFenced(CursorError):
+    """Another owner (a broker that took the topic over) holds this cursor: this instance stops
+    persisting and refuses every change, so it never overwrites the new owner's state."""
+    code = 405
+    server_error = PulsarServerError.ServiceNotReady
+
+
 # --- broker / protocol (500-599) ------------------------------------------------------------
 
 class BrokerError(StrataError):

@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -141,8 +140,7 @@ def main(argv: list[str]) -> int:
     try:
         address = args.address
         if address is None:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-            from tests.support.bookie_proc import BookieProcess
+            from cli.bookie_proc import BookieProcess
             cfg_path = Path(args.config) if args.config else None
             bookie = BookieProcess.start(Path(work_dir) / "bookie", config_path=cfg_path)
             address = bookie.address

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.support.bookie_proc import REPO_ROOT
+from cli.bookie_proc import REPO_ROOT
 
 
 def test_perf_bookie_json_smoke():

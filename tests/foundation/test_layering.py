@@ -1,5 +1,7 @@
 """Imports run one way (DESIGN.md): broker -> cursor -> ledger -> bookie client -> proto, everything
--> metadata and common; offload sits beside ledger; nothing imports broker except cli."""
+-> metadata and common; offload sits beside ledger; nothing imports broker except cli.
+No product package imports `tests` (it is not installed: `strata` must run without the source
+tree), also not through importlib."""
 
 import ast
 from pathlib import Path
@@ -22,6 +24,23 @@ ALLOWED = {
 }
 
 
+# Top-level names no product package may import (not in any ALLOWED set).
+FORBIDDEN = {"tests"}
+
+
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The module named by `importlib.import_module("x")` / `__import__("x")`, if constant."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    arg = node.args[0]
+    if name in ("import_module", "__import__") and isinstance(arg, ast.Constant) \
+            and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found = set()
@@ -30,7 +49,9 @@ def _imports(path: Path) -> set[str]:
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module.split(".")[0])
-    return found & set(PACKAGES)
+        elif (module := _dynamic_import(node)) is not None:
+            found.add(module.split(".")[0])
+    return found & (set(PACKAGES) | FORBIDDEN)
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -43,3 +64,13 @@ def test_imports_run_one_way(package):
             bad.append(f"{path.relative_to(ROOT)} imports {imported}")
     assert not bad, "layering violations:\n" + "\n".join(bad)
 
+
+
+def test_the_check_sees_imports_of_tests(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import importlib\n"
+                      "def f():\n"
+                      "    from tests.support.x import y\n"
+                      "    importlib.import_module('tests.support.z')\n")
+    assert _imports(source) == {"tests"}
+    assert all("tests" not in allowed for allowed in ALLOWED.values())

@@ -1,4 +1,7 @@
-"""Start real `strata bookie` processes for tests: free port, temp data dir, bounded waits.
+"""Start real `strata bookie` processes: free port, a data dir, bounded waits, cleanup.
+
+Used by `strata perf bookie` (which must work from an installed package, so this is product
+code, like cli/perf_standalone.py) and by the tests:
 
     with BookieProcess.start(tmp_path / "b1") as bookie:        # waits for "bookie ready"
         client = BookieClient(bookie.address, config=default_config())
@@ -8,10 +11,10 @@
 
     with bookie_cluster(tmp_path, 3, metadata_url=url) as bookies: ...   # N bookies
 
-Each process runs `python -m cli.main bookie ...` from the repo root with the venv's Python, its
-stdout/stderr go to files in the data dir's parent (printed on a failed start). Every wait is
-bounded; a bookie that does not print its ready line in `ready_timeout_s` is killed and the
-start raises with its log.
+Each process runs `python -m cli.main bookie ...` with this interpreter, from the directory that
+holds the `cli` package (the repo root in a source tree); its stderr goes to a file in the data
+dir's parent (included in the error of a failed start). Every wait is bounded; a bookie that
+does not print its ready line in `ready_timeout_s` is killed and the start raises with its log.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
@@ -41,10 +44,10 @@ class BookieProcess:
     def __init__(self, data_dir: Path, port: int, *, metadata_url: str | None = None,
                  config_path: Path | None = None, extra_args: list[str] | None = None,
                  env: dict[str, str] | None = None) -> None:
-        self.data_dir = Path(data_dir)
+        self.data_dir = Path(data_dir).resolve()  # the child runs in REPO_ROOT
         self.port = port
         self.metadata_url = metadata_url
-        self.config_path = config_path
+        self.config_path = Path(config_path).resolve() if config_path else None
         self.extra_args = list(extra_args or [])
         self.env = dict(env or {})
         self.proc: subprocess.Popen | None = None

@@ -13,6 +13,14 @@ How it works
   then a new ledger is created and added by compare-and-set. Appends meanwhile wait in a bounded
   FIFO and then go to the new ledger, in order. A ledger whose adds failed (no quorum in time) is
   rolled the same way; its failed appends raise retriable errors to their callers.
+- An append that fails after it was accepted fails everything behind it: the ledger writer fails
+  its later adds, and the managed ledger fails every append waiting in the FIFO, in order, before
+  any later append is accepted (`_appends_failed`). Each such failure event increments
+  `append_failures`. So an append never becomes durable after an earlier one failed, unless it
+  was accepted after `append_failures` moved: a caller that needs its own entries stored without
+  a gap (a producer with dedup, apache/pulsar#5218) reads `append_failures` before each append
+  and stops appending when it moved while any of its appends was outstanding
+  (`broker.producer`). Entries too large for a bookie are refused synchronously, never queued.
 - `read()` walks positions across ledgers up to `last_confirmed`, from the cache, else from the
   bookies through the ledger's handle.
 - `trim()` drops whole closed ledgers before a position: metadata first (compare-and-set, moving
@@ -24,7 +32,9 @@ How it works
   interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
 
 What must hold (checked with `invariant`): positions handed out strictly increase; the LAC of
-the current ledger never goes back; trimmed ledgers never include the current one.
+the current ledger never goes back; trimmed ledgers never include the current one. And: if an
+append failed after being accepted, every append accepted before the next change of
+`append_failures` failed too (no append of the same failure epoch succeeds after a failed one).
 """
 
 from __future__ import annotations
@@ -40,9 +50,9 @@ from typing import Any, Callable
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
-from common.errors import (AddOutcomeUnknown, BadVersion, IllegalTransition, InvariantViolation,
-                           LedgerFenced, LimitExceeded, ManagedLedgerClosed, ManagedLedgerFenced,
-                           NotEmpty, NotFound, StrataError)
+from common.errors import (AddOutcomeUnknown, BadVersion, EntryTooLarge, IllegalTransition,
+                           InvariantViolation, LedgerFenced, LimitExceeded, ManagedLedgerClosed,
+                           ManagedLedgerFenced, NotEmpty, NotFound, StrataError)
 from common.invariant import invariant
 from ledger import ml_open
 from ledger.cache import EntryCache
@@ -106,6 +116,9 @@ class ManagedLedger:
         self._last_position = Position(-1, -1)       # last position handed out (monotonic check)
         self._waiting: deque[tuple[bytes, int, int, asyncio.Future]] = deque()  # appends held during rollover
         self._waiting_max = config.ledger_adds_in_flight_max
+        # Failure events so far: each failed every append accepted before it and not yet
+        # complete (in flight on the ledger or waiting in the FIFO). 0 = none ever failed.
+        self.append_failures = 0
         self._roll_task: asyncio.Task | None = None
         self._read_handles: dict[int, ReadHandle] = {}
         self._listeners: list[AppendListener] = []
@@ -174,8 +187,8 @@ class ManagedLedger:
         if self.state in (MLState.FENCED, MLState.CLOSED):
             return
         self._set_state(MLState.FENCED)
-        self._fail_waiting(ManagedLedgerFenced("another owner took over this managed ledger",
-                                               name=self.name))
+        self._appends_failed(ManagedLedgerFenced("another owner took over this managed ledger",
+                                                 name=self.name))
 
     async def _cas(self, meta: ManagedLedgerMetadata) -> None:
         """Write our metadata by compare-and-set; losing means we were fenced out. Ledgers the
@@ -204,6 +217,11 @@ class ManagedLedger:
         return await self._append_future(data, max(1, messages), publish_time_ms)
 
     def _append_future(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+        if len(data) > self._config.bookie_entry_bytes_max:
+            # Refused now, not after waiting in the FIFO: a late failure would fail every
+            # append behind it.
+            raise EntryTooLarge("entry larger than bookie_entry_bytes_max", size_bytes=len(data),
+                                name=self.name)
         if self.state is MLState.READY and not self._waiting:
             try:
                 return self._submit(data, messages, publish_time_ms)
@@ -240,8 +258,12 @@ class ManagedLedger:
                 self._become_fenced()
                 exc = ManagedLedgerFenced("ledger fenced by a new owner; append outcome unknown",
                                           name=self.name, ledger_id=handle.ledger_id)
-            elif handle is self._handle and self.state is MLState.READY:
-                self._start_rollover()       # a failed ledger is replaced for the next appends
+            else:
+                # The writer failed every later add of this ledger with it; what waits for a
+                # rollover (this one, or the one replacing the failed ledger) fails too.
+                self._appends_failed(_behind(exc))
+                if handle is self._handle and self.state is MLState.READY:
+                    self._start_rollover()   # a failed ledger is replaced for the next appends
             if not out.done():
                 out.set_exception(exc)
             return
@@ -274,8 +296,8 @@ class ManagedLedger:
         log.error("managed ledger %s stops taking appends: %s", self.name, exc, exc_info=exc)
         if self.state in (MLState.READY, MLState.ROLLING, MLState.NO_LEDGER):
             self._set_state(MLState.FAILED)
-        self._fail_waiting(InvariantViolation("managed ledger stopped taking appends after an "
-                                              "internal error", name=self.name))
+        self._appends_failed(InvariantViolation("managed ledger stopped taking appends after an "
+                                                "internal error", name=self.name))
 
     # --- rollover --------------------------------------------------------------------------------
 
@@ -299,7 +321,7 @@ class ManagedLedger:
             log.warning("rollover of %s failed: %s", self.name, exc)
             if self.state is MLState.ROLLING:
                 self._set_state(MLState.NO_LEDGER)
-            self._fail_waiting(exc)
+            self._appends_failed(exc)
             return
         if self.state is MLState.ROLLING:
             self._set_state(MLState.READY)
@@ -344,9 +366,18 @@ class ManagedLedger:
             try:
                 inner = self._submit(data, messages, publish_ms)
             except StrataError as exc:
+                # Accepted earlier, failing now: nothing behind it may be stored after it.
                 future.set_exception(exc)
-                continue
+                self._appends_failed(_behind(exc))
+                return
             inner.add_done_callback(functools.partial(_chain, future))
+
+    def _appends_failed(self, exc: StrataError) -> None:
+        """A failure event: appends already accepted failed. Every append still waiting fails
+        too, in FIFO order, and `append_failures` moves so callers can tell later appends apart
+        from the failed ones (see the module docstring)."""
+        self.append_failures += 1
+        self._fail_waiting(exc)
 
     def _fail_waiting(self, exc: StrataError) -> None:
         while self._waiting:
@@ -476,7 +507,7 @@ class ManagedLedger:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         fenced = self.state is MLState.FENCED
         self._set_state(MLState.CLOSED)
-        self._fail_waiting(ManagedLedgerClosed("managed ledger closed", name=self.name))
+        self._appends_failed(ManagedLedgerClosed("managed ledger closed", name=self.name))
         if self._handle is not None and not fenced:
             try:
                 async with self._meta_lock:
@@ -534,6 +565,15 @@ class ManagedLedger:
     @property
     def current_ledger_id(self) -> int | None:
         return self._handle.ledger_id if self._handle is not None else None
+
+
+def _behind(exc: StrataError) -> StrataError:
+    """The error for an append failed because an earlier one failed: same type (so retriable
+    stays what it was), saying why."""
+    try:
+        return type(exc)(f"an earlier append failed: {exc.message}", **exc.details)
+    except TypeError:                        # an error class with its own constructor
+        return exc
 
 
 def _chain(outer: asyncio.Future, inner: asyncio.Future) -> None:

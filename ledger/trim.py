@@ -6,8 +6,10 @@ stopping at the first that does not qualify and never including the last (curren
 Deletion order: the managed ledger first drops the ledgers from its metadata (compare-and-set),
 so no reader is ever handed a position in them; then `LedgerDeleter` deletes each ledger's index
 blob, its entries on every bookie and its ledger metadata (`LedgerClient.delete_ledger`), in the
-background, retrying with capped exponential backoff until done. A ledger that is deleted twice
-is fine (every step is idempotent). The managed ledger's record lists trimmed ledgers under
+background, retrying with capped exponential backoff until done. Any exception is retried, not
+only a StrataError: an unexpected one (a bug, an untranslated foreign error) is logged with its
+traceback and counted (`unexpected_errors`), and must not quietly end the retries and leak the
+ledger. A ledger that is deleted twice is fine (every step is idempotent). The managed ledger's record lists trimmed ledgers under
 `deleting` until a later compare-and-set sees them in `deleted` and drops them from both.
 """
 
@@ -45,6 +47,8 @@ class LedgerDeleter:
         self._index_path_of = index_path_of      # ledger id -> its index blob path
         self._tasks: set[asyncio.Task] = set()
         self.deleted: set[int] = set()           # fully deleted, not yet cleared from `deleting`
+        self.retries = 0                         # failed attempts that were retried, any cause
+        self.unexpected_errors = 0               # of those, failures that were no StrataError
 
     def schedule(self, ledger_ids: Iterable[int]) -> None:
         for ledger_id in ledger_ids:
@@ -61,6 +65,11 @@ class LedgerDeleter:
                 return
             except StrataError as exc:
                 log.warning("deleting ledger %d failed, retrying in %.1fs: %s", ledger_id, delay_s, exc)
+            except Exception:                # noqa: BLE001 - see the module docstring
+                self.unexpected_errors += 1
+                log.exception("deleting ledger %d failed unexpectedly, retrying in %.1fs",
+                              ledger_id, delay_s)
+            self.retries += 1
             await asyncio.sleep(delay_s)
             delay_s = min(_RETRY_MAX_S, delay_s * 2)
 

@@ -2,15 +2,20 @@
 registered in a real SQLite metadata store, and an asyncio runner with a bound on every test.
 
 `env` gives a `LedgerEnv` with the metadata URL, a bookie config file (fast GC so trimmed ledgers
-free disk quickly) and `start_bookies(n)`; everything is torn down after the test.
+free disk quickly; `set_bookie_config` changes it for bookies started later) and
+`start_bookies(n)`; everything is torn down after the test. `frozen(bookie)` stops a bookie
+process (SIGSTOP: it neither answers nor errors, as a hung host) and always resumes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Iterator
 
 import pytest
 
@@ -47,6 +52,11 @@ class LedgerEnv:
             started.append(bookie)
         return started
 
+    def set_bookie_config(self, **settings: Any) -> None:
+        """Settings for bookies started from now on (on top of the fast-GC defaults)."""
+        values = dict(BOOKIE_DEFAULTS, **settings)
+        self.bookie_config.write_text("".join(f"{k} = {v!r}\n" for k, v in values.items()))
+
     def by_address(self, address: str) -> BookieProcess:
         return next(b for b in self.bookies if b.address == address)
 
@@ -67,11 +77,23 @@ async def shutdown(store: AsyncMetadataStore, client: LedgerClient) -> None:
     await store.close()
 
 
+@contextlib.contextmanager
+def frozen(bookie: BookieProcess) -> Iterator[None]:
+    """The bookie process is stopped (SIGSTOP) inside the block and resumed when it ends."""
+    os.kill(bookie.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(bookie.proc.pid, signal.SIGCONT)
+
+
+BOOKIE_DEFAULTS = {"bookie_gc_interval_ms": 500, "metadata_session_lease_ms": 2000}
+
+
 @pytest.fixture
 def env(tmp_path: Path):
-    cfg = tmp_path / "bookie.toml"
-    cfg.write_text("bookie_gc_interval_ms = 500\nmetadata_session_lease_ms = 2000\n")
-    e = LedgerEnv(tmp_path, f"sqlite:///{tmp_path}/meta.db", cfg)
+    e = LedgerEnv(tmp_path, f"sqlite:///{tmp_path}/meta.db", tmp_path / "bookie.toml")
+    e.set_bookie_config()
     try:
         yield e
     finally:

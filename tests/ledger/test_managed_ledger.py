@@ -1,18 +1,20 @@
 """The managed ledger on real bookies: append/read across ledgers, rollover, trim freeing bookie
-disk, reopen after a crash (index rebuilt through the meta_from_entry hook), two owners."""
+disk, reopen after a crash (index rebuilt through the meta_from_entry hook), two owners, and an
+add failure (a hung bookie) failing every append behind it, also during a rollover."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
-from common.errors import InvalidPosition, InvariantViolation, ManagedLedgerFenced
-from ledger.managed_ledger import ManagedLedger
+from common.errors import InvalidPosition, InvariantViolation, ManagedLedgerFenced, StrataError
+from ledger.managed_ledger import ManagedLedger, MLState
 from ledger.ml_metadata import ManagedLedgerMetadata, ml_path
 from ledger.position import EARLIEST, Position
 from ledger.types import LedgerState
-from tests.ledger.conftest import run, shutdown
+from tests.ledger.conftest import frozen, run, shutdown
 
 NAME = "public/default/persistent/ml-test"
 
@@ -23,8 +25,26 @@ def _meta_hook(data: bytes) -> tuple[int, int]:
     return int(messages), int(publish)
 
 
+ENTRY_PAD = b"x" * 1024     # so trimmed ledgers hold enough bytes to see the bookies free them
+
+
 def _entry(i: int) -> bytes:
-    return b"%d:%d:payload-%d" % (1 + i % 3, 10_000 + i, i)
+    return b"%d:%d:payload-%d:" % (1 + i % 3, 10_000 + i, i) + ENTRY_PAD
+
+
+async def _disk_used(client, env) -> dict[str, int]:
+    return {b.address: (await client.pool.get(b.address).info()).disk_used_bytes for b in env.bookies}
+
+
+async def _wait_disk_below(client, env, limits: dict[str, int], timeout_s: float) -> None:
+    """Poll GetInfo until every bookie's disk use is at most its limit (checkpoint + GC)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        used = await _disk_used(client, env)
+        if all(used[a] <= limits[a] for a in limits):
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"disk not freed: {used} > {limits}"
+        await asyncio.sleep(0.2)
 
 
 async def _append_all(ml: ManagedLedger, first: int, count: int) -> list[Position]:
@@ -34,6 +54,7 @@ async def _append_all(ml: ManagedLedger, first: int, count: int) -> list[Positio
 
 
 def test_rollover_read_trim_and_disk_freed(env):
+    env.set_bookie_config(bookie_checkpoint_interval_ms=500)   # seal segments so GC can free them
     env.start_bookies(3)
 
     async def body():
@@ -60,6 +81,8 @@ def test_rollover_read_trim_and_disk_freed(env):
         assert [e.position for e in got] == positions[95:98]
         assert await ml.read(ml.next_position(ml.last_confirmed), 10) == []
 
+        used_before = await _disk_used(client, env)
+        holders = {i.ledger_id: (await client.ledger_metadata(i.ledger_id)).all_bookies() for i in infos[:4]}
         trimmed_ids = [i.ledger_id for i in infos[:2]]
         assert await ml.trim(positions[250]) == trimmed_ids
         assert [i.ledger_id for i in ml.ledgers()] == [i.ledger_id for i in infos[2:]]
@@ -74,6 +97,16 @@ def test_rollover_read_trim_and_disk_freed(env):
             on_disk = {s.ledger_id for s in await client.pool.get(bookie.address).list_ledgers()}
             assert not on_disk & {i.ledger_id for i in infos[:4]}
             assert await client.ledger_metadata(infos[0].ledger_id) is None
+        # ...and the disk really shrinks: the segments that held the 400 trimmed entries are
+        # sealed by a checkpoint and deleted or compacted by GC. Qw=E: every bookie of a ledger's
+        # ensemble held all of it; each must give back at least half of the bytes it held.
+        limits = {}
+        for address, before in used_before.items():
+            held_bytes = sum(i.size_bytes for i in infos[:4] if address in holders[i.ledger_id])
+            if held_bytes:
+                limits[address] = before - held_bytes // 2
+        assert limits
+        await _wait_disk_below(client, env, limits, timeout_s=60)
         await ml.close()
         await shutdown(store, client)
     run(body())
@@ -220,6 +253,159 @@ def test_an_invariant_failing_in_the_add_callback_fails_the_append_and_stops_app
             await asyncio.wait_for(ml.append(b"second"), 10)   # fails, does not hang
         with pytest.raises(InvariantViolation):
             await ml.append(b"third")                          # refused: the ML stopped appending
+        await ml.close()
+        await shutdown(store, client)
+    run(body())
+
+
+# --- an append failure fails everything behind it (apache/pulsar#5218) --------------------------
+
+def _hung_bookie_env(env, add_timeout_ms: int, **overrides):
+    # The hung bookie must stay registered (lease well above the hang) so the rollover can
+    # create the next ledger at once: the appends behind the failed one then have a ledger to
+    # go to, which is the case that must not store them.
+    env.set_bookie_config(metadata_session_lease_ms=20_000)
+    env.start_bookies(2)
+    return env.config(ledger_add_timeout_ms=add_timeout_ms, managed_ledger_rollover_min_age_ms=0,
+                      **overrides)
+
+
+async def _wait_state(ml: ManagedLedger, state, timeout_s: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while ml.state is not state:
+        assert asyncio.get_running_loop().time() < deadline, f"{ml.state} never became {state}"
+        await asyncio.sleep(0)
+
+
+def test_an_add_failing_during_a_rollover_fails_every_append_queued_behind_it(env):
+    """The 5th entry triggers a rollover; it hangs on a stopped bookie while five more appends
+    wait for the new ledger. When it times out, the five must fail too, although the bookie is
+    back by then and the new ledger could take them; appends made afterwards are stored."""
+    config = _hung_bookie_env(env, 1_500, managed_ledger_rollover_entries=5)
+
+    async def body():
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=2, write_quorum=2,
+                                      ack_quorum=2)
+        first = [await ml.append(_entry(i)) for i in range(4)]
+        failures_before = ml.append_failures
+        with frozen(env.bookies[0]):
+            rolling = asyncio.ensure_future(ml.append(_entry(4)))
+            await _wait_state(ml, MLState.ROLLING)           # sealing waits for entry 4
+            queued = [asyncio.ensure_future(ml.append(_entry(i))) for i in range(5, 10)]
+            await asyncio.sleep(0.1)
+            assert len(ml._waiting) == 5 and ml.state is MLState.ROLLING
+            with pytest.raises(StrataError) as failed:
+                await asyncio.wait_for(rolling, 30)
+            assert failed.value.retriable
+        # the bookie answers again: a new ledger would take the queued appends now
+        outcomes = await asyncio.wait_for(asyncio.gather(*queued, return_exceptions=True), 30)
+        assert all(isinstance(o, StrataError) and o.retriable for o in outcomes), outcomes
+        assert ml.append_failures > failures_before
+        after = await asyncio.wait_for(ml.append(_entry(10)), 30)
+        assert after.ledger_id > first[-1].ledger_id
+        got = await ml.read(EARLIEST, 100)
+        assert [e.data for e in got] == [_entry(i) for i in (0, 1, 2, 3, 10)]
+        assert [e.position for e in got] == first + [after]
+        assert ml.entries_between(Position(-1, -1), ml.last_confirmed) == 5   # no gap
+        await ml.close()
+        await shutdown(store, client)
+    run(body())
+
+
+def test_no_append_succeeds_behind_a_failed_one_of_the_same_failure_epoch(env, seed):
+    """Appends every few ms while one of two bookies (E=Qw=Qa=2) hangs for a random while, a few
+    times, with frequent rollovers. Contract: appends accepted while `append_failures` had one
+    value succeed as a prefix — after the first failure among them, all later ones fail. So a
+    caller that sees the count unchanged since its earlier appends knows none of them failed
+    unseen. Everything that succeeded reads back, nothing else, with no gap."""
+    rng = random.Random(seed)
+    config = _hung_bookie_env(env, 1_000, managed_ledger_rollover_entries=rng.choice([7, 20, 50]))
+
+    async def body():
+        store, client = await env.open(config, seed=seed)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=2, write_quorum=2,
+                                      ack_quorum=2)
+        calls: list[tuple[int, bytes]] = []                  # (append_failures at the call, data)
+        results: dict[int, Position | BaseException] = {}
+
+        async def one(i: int, data: bytes) -> None:
+            calls.append((ml.append_failures, data))         # same step as the ML accepting it
+            try:
+                results[i] = await ml.append(data)
+            except StrataError as exc:
+                results[i] = exc
+
+        async def appender(stop: asyncio.Event) -> list[asyncio.Task]:
+            tasks, i = [], 0
+            while not stop.is_set():
+                tasks.append(asyncio.ensure_future(one(i, b"e%d" % i)))
+                i += 1
+                await asyncio.sleep(rng.uniform(0.001, 0.01))
+            return tasks
+
+        stop = asyncio.Event()
+        appending = asyncio.ensure_future(appender(stop))
+        for _ in range(3):
+            await asyncio.sleep(rng.uniform(0.3, 1.0))
+            with frozen(env.bookies[rng.randrange(2)]):
+                await asyncio.sleep(rng.uniform(0.8, 2.5))   # around the 1 s add timeout
+        await asyncio.sleep(1.0)
+        stop.set()
+        tasks = await appending
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        assert len(results) == len(calls)
+
+        failed_epochs: set[int] = set()
+        for i, (epoch, data) in enumerate(calls):
+            out = results[i]
+            if isinstance(out, BaseException):
+                assert out.retriable, out
+                failed_epochs.add(epoch)
+            else:
+                assert epoch not in failed_epochs, f"append {i} stored after a failed one, epoch {epoch}"
+        assert failed_epochs, "the hung bookie failed no append: the test exercised nothing"
+        stored = [(results[i], data) for i, (_, data) in enumerate(calls) if isinstance(results[i], Position)]
+        assert any(epoch > min(failed_epochs) and isinstance(results[i], Position)
+                   for i, (epoch, _) in enumerate(calls)), "nothing was stored after the first failure"
+        print(f"seed={seed}: {len(calls)} appends, {len(calls) - len(stored)} failed in "
+              f"{len(failed_epochs)} epochs, {len(ml.ledgers())} ledgers")
+        got = await ml.read(EARLIEST, 10**6)
+        assert [(e.position, e.data) for e in got] == sorted(stored)
+        for a, b in zip(got, got[1:]):
+            assert ml.next_position(a.position) == b.position
+        await ml.close()
+        await shutdown(store, client)
+    run(body(), timeout_s=240)
+
+
+def test_the_deleter_retries_through_unexpected_errors(env):
+    """A non-StrataError from a delete (a bug, an untranslated foreign error) is logged, counted
+    and retried with backoff; the ledger still gets deleted."""
+    env.start_bookies(2)
+
+    async def body():
+        config = env.config(managed_ledger_rollover_entries=20, managed_ledger_rollover_min_age_ms=0)
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=2, write_quorum=2,
+                                      ack_quorum=2)
+        positions = await _append_all(ml, 0, 50)
+        real_delete = client.delete_ledger
+        attempts: list[int] = []
+
+        async def flaky_delete(ledger_id: int) -> None:
+            attempts.append(ledger_id)
+            if len(attempts) <= 3:
+                raise RuntimeError("injected: not a StrataError")
+            await real_delete(ledger_id)
+
+        client.delete_ledger = flaky_delete
+        doomed = await ml.trim(positions[45])
+        assert doomed
+        await ml.wait_trimmed(60)
+        assert ml._deleter.unexpected_errors == 3 and ml._deleter.retries == 3
+        for ledger_id in doomed:
+            assert await client.ledger_metadata(ledger_id) is None
         await ml.close()
         await shutdown(store, client)
     run(body())

@@ -18,6 +18,9 @@ How it works
   truncates the file back to its last durable size, fails the batch and every later item with
   that error, and leaves the journal FAILED for good: the bookie turns read-only and nothing
   torn is ever acknowledged or exposed.
+- `stop()` writes and fsyncs what is pending, then ends the thread; it waits at most
+  `STOP_TIMEOUT_S` (a hung disk must not keep a SIGTERMed bookie alive) and says whether the
+  thread ended.
 
 What must hold: an item is reported done without error only after its bytes are fsynced
 (unless the UNSAFE `bookie_unsafe_skip_fsync` is set); items complete in submission order.
@@ -34,6 +37,10 @@ from typing import Any, Callable
 
 from bookie.fileio import AppendFile, FileSystem
 from common.invariant import invariant
+
+# How long stop() waits for the thread to write, fsync and close: far above one 4 MiB batch
+# on any working disk, below the 20 s a supervisor gives SIGTERM before SIGKILL.
+STOP_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -102,12 +109,19 @@ class Journal:
             self._pending_bytes += item.nbytes
             self._cond.notify()
 
-    def stop(self) -> None:
-        """Write and fsync what is pending, then end the thread and close the file."""
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """Write and fsync what is pending, then end the thread and close the file.
+
+        Waits at most `timeout_s`; returns whether the thread ended. When it did not (a disk
+        that hangs in write or fsync), the thread is left running as a daemon: the items it
+        holds are simply never acknowledged, and whatever of them reached the disk is found
+        (or cut off as torn) by replay at the next start, so giving up here loses nothing
+        acknowledged. The caller logs it and goes on shutting down."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        self._thread.join()
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     # --- the thread ---------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from array import array
 
 import pytest
@@ -105,6 +106,26 @@ def test_a_non_os_error_fails_the_journal_instead_of_killing_its_thread(tmp_path
     assert [d for d, _ in c.done] == ["first", "second"]
     assert all(isinstance(e, ZeroDivisionError) for _, e in c.done)
     assert j.state is JournalState.FAILED
+
+
+def test_stop_is_bounded_when_fsync_hangs_and_nothing_is_acked_early(tmp_path):
+    fs = FailingFileSystem()
+    j, c = _journal(tmp_path, fs=fs, wait_ms=0)
+    c.expect = 1
+    fs.hold_fsync()
+    j.submit(WriteItem([b"held"], 4, 1, "held"))
+    deadline = time.monotonic() + 30
+    while fs.fsyncs_held == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fs.fsyncs_held == 1
+    started = time.monotonic()
+    assert j.stop(timeout_s=0.3) is False  # gave up waiting: the disk "hangs"
+    assert time.monotonic() - started < 5
+    assert c.done == []  # not reported durable while its fsync has not returned
+    fs.release_fsync()
+    assert c.all_done.wait(10)
+    assert c.done == [("held", None)]
+    assert j.stop() is True
 
 
 @settings(deadline=None)

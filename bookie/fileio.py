@@ -1,13 +1,28 @@
-"""The file-writing seam of the bookie: the journal writes through `FileSystem`, never `os`.
+"""The file-writing seam of the bookie: storage and journal write through `FileSystem`, never `os`.
+
+Two kinds of writes go through it: the journal appends records to the active segment
+(`open_append` → `AppendFile`), and storage writes small whole files atomically (`.idx`,
+`checkpoint.json`, `BOOKIE_ID`: temp name, fsync, rename, fsync the directory) and removes
+files (GC). Reads stay plain `os` calls: a failing read is not what these doubles model.
 
 `OsFileSystem` is the real thing. `FailingFileSystem` is a fake that fails on purpose
-(STYLE.md #10): after `fail_after_bytes` bytes in total it writes only the bytes still allowed
-(a torn write, as a full disk produces) and raises `OSError(ENOSPC)`; it can also fail fsync.
-Tests and `strata bookie --inject-enospc-after-bytes` use it to prove that a full disk turns
-the bookie read-only without corrupting what is stored.
+(STYLE.md #10), with real files underneath:
+- after `fail_after_bytes` bytes written in total (appends and whole files alike) it writes only
+  the bytes still allowed (a torn write, as a full disk produces) and raises `OSError(ENOSPC)`;
+- `file_write_errno`: when set, every whole-file write fails with that errno (an `.idx` or
+  checkpoint that cannot be written while the journal still can);
+- `fail_fsync`: the journal's fsync fails with EIO;
+- `hold_fsync()` / `release_fsync()`: the journal's fsync waits (at most `FSYNC_HOLD_S_MAX`)
+  until released, so a test can look at the bookie while a batch is written but not durable.
+Tests and `strata bookie --inject-enospc-after-bytes` use it to prove that a full or failing
+disk turns the bookie read-only without corrupting what is stored.
+
+`disk_error` is where an `OSError` from these writes becomes the project's error tree:
+ENOSPC/EDQUOT → `DiskFull`, anything else → `ReadOnly` (the bookie's I/O-error refusal).
 
 What must hold: `AppendFile.size_bytes` is the file's length as this writer left it, so the
-journal can truncate a failed batch back to the last durable record.
+journal can truncate a failed batch back to the last durable record; a whole-file write leaves
+the old file or the new one, never half of one.
 """
 
 from __future__ import annotations
@@ -17,8 +32,26 @@ import os
 import threading
 from typing import Protocol
 
+from common.errors import BookieError, DiskFull, ReadOnly
+
 # os.writev takes at most IOV_MAX buffers per call.
 _IOV_MAX = 1024
+# A held fsync proceeds on its own after this long, so a test that forgets to release it
+# slows down instead of hanging.
+FSYNC_HOLD_S_MAX = 60.0
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` says the file system has no room (rather than that it failed)."""
+    return isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS
+
+
+def disk_error(exc: OSError, what: str) -> BookieError:
+    """The typed error for a failed write of `what` (DiskFull when out of space)."""
+    if is_disk_full(exc):
+        return DiskFull(f"disk full writing {what}: {exc}")
+    return ReadOnly(f"I/O error writing {what}: {exc}")
 
 
 class AppendFile(Protocol):
@@ -33,6 +66,8 @@ class AppendFile(Protocol):
 class FileSystem(Protocol):
     def open_append(self, path: str) -> AppendFile: ...
     def fsync_dir(self, path: str) -> None: ...
+    def write_file_atomically(self, path: str, data: bytes) -> None: ...
+    def unlink(self, path: str) -> int: ...
 
 
 class OsAppendFile:
@@ -65,38 +100,124 @@ class OsAppendFile:
         os.close(self._fd)
 
 
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_atomically(path: str, data: bytes, *, bytes_allowed: int | None = None,
+                          error: OSError | None = None) -> None:
+    """Write `data` to `path` so that a crash leaves either the old file or the new one.
+
+    `bytes_allowed` and `error` are the failing double's seam: write only that many bytes of
+    the temp file, then raise `error`. On failure the temp file is removed (best effort)."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            view = memoryview(data)[:bytes_allowed]
+            while view:
+                view = view[os.write(fd, view):]
+            if error is not None:
+                raise error
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)  # do not leave a full disk fuller; start-up removes it anyway
+        except OSError:
+            pass
+        raise
+    _fsync_dir(os.path.dirname(path) or ".")
+
+
 class OsFileSystem:
     def open_append(self, path: str) -> AppendFile:
         return OsAppendFile(path)
 
     def fsync_dir(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        _fsync_dir(path)
+
+    def write_file_atomically(self, path: str, data: bytes) -> None:
+        write_file_atomically(path, data)
+
+    def unlink(self, path: str) -> int:
+        """Remove `path`; the bytes it held (0 if it was already gone)."""
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            size_bytes = os.path.getsize(path)
+            os.unlink(path)
+        except FileNotFoundError:
+            return 0
+        return size_bytes
 
 
-class FailingFileSystem:
-    """Real files, but the disk "fills up" after `fail_after_bytes` bytes written in total."""
+class FailingFileSystem(OsFileSystem):
+    """Real files, but the disk "fills up" after `fail_after_bytes` bytes written in total
+    (None: never), and whole-file writes, fsync can be made to fail or wait (module docstring).
+    The switches are plain attributes: a test may flip them while the bookie runs."""
 
-    def __init__(self, fail_after_bytes: int, *, fail_fsync: bool = False) -> None:
-        self.budget_bytes = fail_after_bytes
+    def __init__(self, fail_after_bytes: int | None = None, *, fail_fsync: bool = False,
+                 file_write_errno: int | None = None) -> None:
+        self.budget_bytes = fail_after_bytes  # bytes still writable; None = unlimited
         self.fail_fsync = fail_fsync
-        self.failures = 0
+        self.file_write_errno = file_write_errno
+        self.failures = 0          # injected failures so far
+        self.fsyncs_held = 0       # journal fsyncs waiting in hold_fsync() right now
+        self._fsync_open = threading.Event()
+        self._fsync_open.set()
         self._lock = threading.Lock()
 
     def open_append(self, path: str) -> AppendFile:
         return _FailingAppendFile(self, path)
 
-    def fsync_dir(self, path: str) -> None:
-        OsFileSystem().fsync_dir(path)
+    def write_file_atomically(self, path: str, data: bytes) -> None:
+        if self.file_write_errno is not None:
+            self._count_failure()
+            code = self.file_write_errno
+            write_file_atomically(path, data, bytes_allowed=0,
+                                  error=OSError(code, f"{os.strerror(code)} (injected)"))
+        granted = self._take(len(data))
+        if granted < len(data):
+            self._count_failure()
+            write_file_atomically(path, data, bytes_allowed=granted, error=_enospc())
+        write_file_atomically(path, data)
+
+    def hold_fsync(self) -> None:
+        """From now on the journal's fsync waits until `release_fsync()` (bounded)."""
+        self._fsync_open.clear()
+
+    def release_fsync(self) -> None:
+        self._fsync_open.set()
 
     def _take(self, want_bytes: int) -> int:
         with self._lock:
+            if self.budget_bytes is None:
+                return want_bytes
             granted = min(want_bytes, self.budget_bytes)
             self.budget_bytes -= granted
             return granted
+
+    def _count_failure(self) -> None:
+        with self._lock:
+            self.failures += 1
+
+    def _held_fsync(self) -> None:
+        with self._lock:
+            self.fsyncs_held += 1
+        try:
+            self._fsync_open.wait(FSYNC_HOLD_S_MAX)
+        finally:
+            with self._lock:
+                self.fsyncs_held -= 1
+
+
+def _enospc() -> OSError:
+    return OSError(errno.ENOSPC, "No space left on device (injected)")
 
 
 class _FailingAppendFile(OsAppendFile):
@@ -112,11 +233,13 @@ class _FailingAppendFile(OsAppendFile):
             return
         if granted:
             super().write_all([b"".join(buffers)[:granted]])  # the torn part a full disk leaves
-        self._fs.failures += 1
-        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+        self._fs._count_failure()
+        raise _enospc()
 
     def fsync(self) -> None:
+        if not self._fs._fsync_open.is_set():
+            self._fs._held_fsync()
         if self._fs.fail_fsync:
-            self._fs.failures += 1
+            self._fs._count_failure()
             raise OSError(errno.EIO, "fsync failed (injected)")
         super().fsync()

@@ -1,8 +1,9 @@
 """Garbage collection: give back the disk of deleted ledgers.
 
 How it works (`collect`, run every `bookie_gc_interval_ms` and callable directly)
-- Only sealed segments (those with an .idx; never the active one) are considered; liveness is
-  kept exact by the index (`SegmentInfo.live_bytes`, updated on every add, delete and move).
+- Only sealed segments below the checkpoint on disk (`Storage.checkpoint_replay_from`; never
+  the active one) are considered; liveness is kept exact by the index (`SegmentInfo.live_bytes`,
+  updated on every add, delete and move).
 - A sealed segment with no live record is deleted: first its .idx, then the .seg, then the
   directory is fsynced. (Start-up treats a sealed-range .seg without .idx as half-deleted.)
 - A sealed segment whose live bytes / file bytes <= `bookie_gc_compact_live_ratio_max` is
@@ -10,6 +11,11 @@ How it works (`collect`, run every `bookie_gc_interval_ms` and callable directly
   through the journal, and once they are durable the index points at the copies and the old
   segment is deleted as above.
 - GC holds the storage's seal lock, so no segment is sealed (idx + checkpoint) meanwhile.
+- Files are removed through the storage's FileSystem; a failing removal turns the bookie
+  read-only like any failed write (typed DiskFull/ReadOnly raised); a read-only bookie still
+  deletes dead segments but does not compact (compaction appends). After a delete that failed
+  to become durable (`Storage.gc_blocked_reason`) GC reclaims nothing until restart: that
+  ledger's bytes look dead in memory but it is back after a restart.
 
 What must hold: a segment file is deleted only when no live index entry points into it, and
 every live entry it held is durable elsewhere first.
@@ -19,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 
+from bookie.fileio import FileSystem
 from bookie.index import decode_idx, pack_location
 from bookie.storage import Storage, segment_path
 from common.errors import BookieError, ChecksumMismatch
@@ -41,10 +47,14 @@ class GcReport:
 
 async def collect(storage: Storage) -> GcReport:
     report = GcReport()
+    if storage.gc_blocked_reason:
+        log.warning("GC skipped until restart: %s", storage.gc_blocked_reason)
+        return report
     ratio_max = storage.config.bookie_gc_compact_live_ratio_max
     async with storage.seal_lock:
+        below = min(storage.checkpoint_replay_from, storage.active_segment_id)
         candidates = sorted((s for s in storage.index.segments.values()
-                             if s.sealed and s.segment_id < storage.active_segment_id),
+                             if s.sealed and s.segment_id < below),
                             key=lambda s: s.segment_id)
         for segment in candidates:
             if segment.live_bytes <= 0:
@@ -55,7 +65,7 @@ async def collect(storage: Storage) -> GcReport:
                     continue  # compaction appends; a read-only bookie only deletes
                 try:
                     moved = await _compact(storage, segment.segment_id)
-                except BookieError as exc:
+                except (BookieError, OSError) as exc:  # OSError: reading the .idx back
                     log.warning("compaction of segment %s stopped: %s", segment.segment_id, exc)
                     continue
                 report.reclaimed_bytes += await _delete_segment(storage, segment.segment_id) - moved
@@ -70,26 +80,20 @@ async def _delete_segment(storage: Storage, segment_id: int) -> int:
     await storage.run_in_reader(storage.forget_segment_fd, segment_id)
     seg_path = segment_path(storage.segments_dir, segment_id)
     idx_path = segment_path(storage.segments_dir, segment_id, ".idx")
-    freed = await asyncio.get_running_loop().run_in_executor(None, _unlink_pair, idx_path,
-                                                             seg_path, storage.segments_dir)
+    try:
+        freed = await asyncio.get_running_loop().run_in_executor(
+            None, _unlink_pair, storage.fs, idx_path, seg_path, storage.segments_dir)
+    except OSError as exc:
+        raise storage.fail_writes(exc, f"removal of segment {segment_id}") from exc
     del storage.index.segments[segment_id]
     storage.deleted_segments += 1
     return freed
 
 
-def _unlink_pair(idx_path: str, seg_path: str, directory: str) -> int:
-    freed = 0
-    for path in (idx_path, seg_path):  # .idx first: a .seg alone means "being deleted"
-        try:
-            freed += os.path.getsize(path)
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _unlink_pair(fs: FileSystem, idx_path: str, seg_path: str, directory: str) -> int:
+    # .idx first: a .seg alone below the checkpoint means "being deleted" to start-up
+    freed = fs.unlink(idx_path) + fs.unlink(seg_path)
+    fs.fsync_dir(directory)
     return freed
 
 

@@ -4,8 +4,9 @@ The index maps (ledger_id, entry_id) to a *location*: one int packing the segmen
 record's offset in that segment file and the record's length (header + payload), so a read is
 one dict lookup and one pread, never a scan. `pack_location`/`unpack_location` define it.
 
-Two files persist what memory holds (both written to a temp name, fsynced, renamed, then the
-directory fsynced, so a crash leaves the old or the new file, never half of one):
+Two files persist what memory holds (both written through bookie/fileio.py to a temp name,
+fsynced, renamed, then the directory fsynced, so a crash leaves the old or the new file, never
+half of one):
 
 - `<segment>.idx`, written once when a segment is sealed: every ADD record in that segment as
   (ledger_id, entry_id, offset, length) quadruples of little-endian int64, after a header with a
@@ -22,7 +23,6 @@ earlier incarnation of that id and are dead too.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from array import array
 from dataclasses import dataclass, field
@@ -80,25 +80,6 @@ class LedgerState:
                    lac=int(data["lac"]), last_entry_id=int(data["last_entry_id"]),
                    writer_token=bytes.fromhex(data["writer_token"]),
                    first_segment_id=int(data["first_segment_id"]))
-
-
-def write_file_atomically(path: str, data: bytes) -> None:
-    """Write `data` to `path` so that a crash leaves either the old file or the new one."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def encode_idx(quads: array) -> bytes:

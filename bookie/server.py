@@ -3,8 +3,9 @@
 How it works
 - `AddEntries`: a reader task takes requests off the stream in order, waits while the add
   queue is full (backpressure: the stream simply stops being read, HTTP/2 flow control pushes
-  back on the writer), hands each to `Storage.add_request` and queues the pending result; the
-  handler itself writes responses in request order, each once its adds are durable.
+  back on the writer), hands each to `Storage.add_request` and queues the pending result (at
+  most `_ADD_REQUESTS_QUEUED_MAX` per stream, then the reader waits too); the handler itself
+  writes responses in request order, each once its adds are durable.
 - Reads: `ReadEntriesStream` answers the reads of one long-lived stream in order, each like a
   `ReadEntries` call (which remains for single reads), so a reader pays no call set-up per read.
 - The same adds and reads are also served over a framed TCP port (bookie/data_server.py,
@@ -13,7 +14,10 @@ How it works
 - Every other rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
 - `BookieServer` also runs the periodic work: checkpoint (`bookie_checkpoint_interval_ms`),
-  GC (`bookie_gc_interval_ms`) and the free-disk check (every second).
+  GC (`bookie_gc_interval_ms`) and the free-disk check (every second). A job that fails, with
+  any exception, is logged and counted (`periodic_failures`) and tried again after a backoff
+  that doubles up to `_PERIODIC_BACKOFF_S_MAX`: a periodic task never dies silently. (A disk
+  error inside a job has already turned storage read-only, see bookie/storage.py.)
 
 What must hold: responses on an AddEntries stream come in request order, one per request,
 with one result per entry; a success result is sent only after the entry is durable.
@@ -42,6 +46,13 @@ from proto import bookie_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 _DISK_CHECK_INTERVAL_S = 1.0
+# Longest wait between tries of a periodic job that keeps failing (unless its interval is
+# longer): long enough not to flood the log, short enough to notice a recovered disk.
+_PERIODIC_BACKOFF_S_MAX = 60.0
+# AddEntries requests handed to storage and not yet answered, per stream; when full the
+# stream is not read further (as on the data port, bookie/data_server.py). The storage's
+# own add queue (`bookie_add_queue_entries_max`) bounds the entries across streams.
+_ADD_REQUESTS_QUEUED_MAX = 1024
 _END = object()
 
 
@@ -51,8 +62,11 @@ class BookieServicer(pb_grpc.BookieServicer):
         self._data_port = data_port  # -> the framed data port GetInfo advertises (0 = none)
 
     async def AddEntries(self, request_iterator, context):
-        pending: asyncio.Queue = asyncio.Queue()
-        reader = asyncio.ensure_future(self._read_adds(request_iterator, pending))
+        # The reader takes a slot per request and the handler gives it back once answered, so
+        # at most _ADD_REQUESTS_QUEUED_MAX requests plus _END are ever queued.
+        slots = asyncio.Semaphore(_ADD_REQUESTS_QUEUED_MAX)
+        pending: asyncio.Queue = asyncio.Queue(maxsize=_ADD_REQUESTS_QUEUED_MAX + 1)
+        reader = asyncio.ensure_future(self._read_adds(request_iterator, pending, slots))
         try:
             while True:
                 item = await pending.get()
@@ -60,16 +74,19 @@ class BookieServicer(pb_grpc.BookieServicer):
                     break
                 request_id, entries, adds = item
                 await context.write(await add_response(request_id, entries, adds))
+                slots.release()
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
 
-    async def _read_adds(self, request_iterator, pending: asyncio.Queue) -> None:
+    async def _read_adds(self, request_iterator, pending: asyncio.Queue,
+                         slots: asyncio.Semaphore) -> None:
         storage = self._storage
         try:
             async for request in request_iterator:
                 await storage.wait_for_room()
+                await slots.acquire()  # before storage takes it: the queue never overflows
                 entries = request.entries
                 pending.put_nowait((request.request_id, entries,
                                     storage.add_request(request.writer_token, entries)))
@@ -141,6 +158,8 @@ class BookieServer:
         self.data_port = 0
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
+        # Failures of each periodic job (checkpoint, gc, _check_disk) since start, by name.
+        self.periodic_failures: dict[str, int] = {}
 
     @property
     def address(self) -> str:
@@ -183,12 +202,24 @@ class BookieServer:
         self.storage.check_disk()
 
     async def _every(self, interval_s: float, job) -> None:
+        """Run `job` every `interval_s` for as long as the server runs, whatever it raises."""
+        name = getattr(job, "__name__", repr(job))
+        delay_s = interval_s
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(delay_s)
             try:
                 await job()
-            except StrataError as exc:
-                log.warning("%s failed: %s", getattr(job, "__name__", job), exc)
+            except Exception as exc:  # noqa: BLE001 - any failure: log, count, back off, go on
+                self.periodic_failures[name] = self.periodic_failures.get(name, 0) + 1
+                delay_s = min(delay_s * 2, max(interval_s, _PERIODIC_BACKOFF_S_MAX))
+                if isinstance(exc, StrataError):
+                    log.warning("%s failed (%d so far; next try in %.1f s): %s", name,
+                                self.periodic_failures[name], delay_s, exc)
+                else:
+                    log.exception("%s failed (%d so far; next try in %.1f s)", name,
+                                  self.periodic_failures[name], delay_s)
+            else:
+                delay_s = interval_s
 
     async def stop(self, grace_s: float = 2.0) -> None:
         """Stop taking requests, finish in-flight ones (bounded), flush and seal storage."""

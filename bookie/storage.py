@@ -27,14 +27,21 @@ What must hold
 - An add is acknowledged only once durable; the index holds only durable records.
 - A fenced ledger never again accepts an add without `recovery`, also across restarts.
 - A deleted ledger is unreadable at once; its bytes count as dead for GC.
-- When a write fails the bookie turns read-only and no stored record changes.
+- When a write fails the bookie turns read-only and no stored record changes: a journal write
+  or fsync, an `.idx` or `checkpoint.json` write alike. An `OSError` from the disk becomes a
+  typed error here (bookie/fileio.py `disk_error`: DiskFull for ENOSPC/EDQUOT, else ReadOnly)
+  and the mode goes to DISK_FULL or IO_ERROR for good (until restart). A segment whose seal
+  failed stays unsealed and is replayed at the next start, so nothing depends on the lost
+  write. `open()` comes up read-only, serving what is stored, when it cannot seal or start a
+  segment; `close()` is best effort, so a SIGTERMed bookie exits even on a failing disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
-import errno
+import logging
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -43,9 +50,10 @@ from dataclasses import dataclass
 import google_crc32c
 
 from bookie import recovery
-from bookie.fileio import FileSystem, OsFileSystem
+from bookie.fileio import FileSystem, OsFileSystem, disk_error, is_disk_full
 from bookie.index import (CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, encode_checkpoint,
-                          encode_idx, write_file_atomically)
+                          encode_idx)
+from bookie.journal import STOP_TIMEOUT_S as JOURNAL_STOP_TIMEOUT_S
 from bookie.journal import Journal, RollItem, WriteItem
 from bookie.record import (HEADER_BYTES, InvalidRecord, Record, RecordKind, decode_one, encode,
                            encode_header)
@@ -55,6 +63,7 @@ from common.errors import (BadRequest, BookieError, ChecksumMismatch, DiskFull, 
                            LedgerFenced, NoSuchEntry, NoSuchLedger, ReadOnly, ShuttingDown)
 from common.invariant import invariant
 
+log = logging.getLogger(__name__)
 _crc32c = google_crc32c.value
 _ADD = int(RecordKind.ADD)
 _LOCATION_SHIFT = 80
@@ -68,7 +77,7 @@ def segment_path(segments_dir: str, segment_id: int, suffix: str = ".seg") -> st
 class StorageMode(enum.Enum):
     WRITABLE = "writable"          # accepts adds
     LOW_DISK = "low_disk"          # free space < bookie_disk_free_bytes_min; re-checked, may recover
-    DISK_FULL = "disk_full"        # a write hit ENOSPC; read-only until restart
+    DISK_FULL = "disk_full"        # a write hit ENOSPC/EDQUOT; read-only until restart
     IO_ERROR = "io_error"          # a write or fsync failed otherwise; read-only until restart
     CLOSED = "closed"              # close() ran; nothing accepted
 
@@ -121,6 +130,10 @@ class Storage:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active_segment_id = 0
         self._active_offset = 0   # where the next record goes in the active segment
+        # `replay_from_segment` of the last checkpoint on disk: segments below it are sealed
+        # there too. GC touches only those: a segment whose .idx was written but whose
+        # checkpoint write then failed is still replayed at start, so it must stay.
+        self._checkpoint_replay_from = 0
         self._pending_entries = 0  # adds submitted to the journal, not yet durable
         self._room = asyncio.Event()
         self._room.set()
@@ -132,22 +145,38 @@ class Storage:
         self._segment_bytes_max = config.bookie_segment_file_bytes_max
         self.compacted_segments = 0
         self.deleted_segments = 0
+        # Why GC must not reclaim anything until restart ("" = it may).
+        self.gc_blocked_reason = ""
 
     # --- start and stop -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Recover from disk (load sealed indexes, replay the rest), then start a new segment."""
+        """Recover from disk (load sealed indexes, replay the rest), then start a new segment.
+
+        If the disk cannot take the new segment, the replayed segments' .idx or the checkpoint,
+        the storage still opens, read-only (DISK_FULL or IO_ERROR), and serves what it holds:
+        unsealed segments are simply replayed again at the next start."""
         self._loop = asyncio.get_running_loop()
         os.makedirs(self.segments_dir, exist_ok=True)
-        self.bookie_id = _bookie_id(self.data_dir)
+        self.bookie_id = await self._loop.run_in_executor(None, _bookie_id, self.data_dir,
+                                                          self._fs)
         replayed = await self._loop.run_in_executor(
             self._reader, recovery.recover, self.index, self.data_dir, self.segments_dir,
             self._entry_bytes_max)
         self._active_segment_id = max(self.index.segments, default=0) + 1
-        self._start_journal()
-        for segment_id in replayed:  # replayed segments are complete now: seal them
-            await self._write_idx(segment_id)
-        await self._write_checkpoint()
+        self._checkpoint_replay_from = min(replayed, default=self._active_segment_id)
+        try:
+            self._start_journal()
+        except OSError as exc:
+            error = self._fail_writes(exc, f"new segment {self._active_segment_id}")
+            log.error("bookie opens read-only, without a journal: %s", error)
+            return
+        try:
+            for segment_id in replayed:  # replayed segments are complete now: seal them
+                await self._write_idx(segment_id)
+            await self._write_checkpoint()
+        except BookieError as exc:
+            log.error("bookie opens read-only, serving what it stores: %s", exc)
 
     def _start_journal(self) -> None:
         cfg = self.config
@@ -163,16 +192,26 @@ class Storage:
         self.index.segments[sid] = SegmentInfo(sid, size_bytes=self._active_offset)
 
     async def close(self) -> None:
-        """Make everything pending durable, seal the active segment, stop threads. Idempotent."""
-        if self.mode is StorageMode.CLOSED or self._journal is None:
+        """Make everything pending durable, seal the active segment, stop threads. Idempotent.
+
+        Best effort, so shutdown completes on a failing disk: a final seal that cannot be
+        written is logged (the segment is replayed at the next start), and a journal thread
+        that does not stop within its bound is left behind (its items were never acked)."""
+        if self.mode is StorageMode.CLOSED or self._loop is None:
             return
-        if self.mode is StorageMode.WRITABLE or self.mode is StorageMode.LOW_DISK:
-            await self.checkpoint()
+        if self.refusal() is None:
+            try:
+                await self.checkpoint()
+            except BookieError as exc:
+                log.warning("closing without a final checkpoint: %s", exc)
         await self.wait_sealed()
         self._set_mode(StorageMode.CLOSED, "closed")
-        journal = self._journal
-        await self._loop.run_in_executor(None, journal.stop)
-        await asyncio.sleep(0)  # let the journal's last completions run
+        if self._journal is not None:
+            if not await self._loop.run_in_executor(None, self._journal.stop):
+                log.error("journal thread did not stop within %.0f s (disk hung?); closing "
+                          "without it, replay at start-up recovers what reached the disk",
+                          JOURNAL_STOP_TIMEOUT_S)
+            await asyncio.sleep(0)  # let the journal's last completions run
         await self._loop.run_in_executor(self._reader, self._close_read_fds)
         self._reader.shutdown(wait=True)
 
@@ -269,7 +308,7 @@ class Storage:
     def _on_journal_done(self, batch: list, error: BaseException | None) -> None:
         """On the loop: a journal batch is durable (error None) or failed."""
         if error is not None:
-            self._enter_failed_mode(error)
+            self._fail_writes(error, "the journal")
         exc = None if error is None else self.refusal()
         for item in batch:
             done = item.on_durable
@@ -295,13 +334,20 @@ class Storage:
             insert(state, inserts[i + 1], segment_id, inserts[i + 2], inserts[i + 3],
                    inserts[i + 4], inserts[i + 5])
 
-    def _enter_failed_mode(self, error: BaseException) -> None:
-        if self.mode in (StorageMode.DISK_FULL, StorageMode.IO_ERROR, StorageMode.CLOSED):
-            return
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            self._set_mode(StorageMode.DISK_FULL, f"disk full: {error}")
-        else:
-            self._set_mode(StorageMode.IO_ERROR, f"journal write failed: {error}")
+    def _fail_writes(self, error: BaseException, what: str) -> BookieError:
+        """A write of `what` failed: read-only for good (DISK_FULL or IO_ERROR, as for every
+        failed write); returns the typed error to raise or report for it."""
+        if isinstance(error, BookieError):
+            typed = error
+        elif isinstance(error, OSError):
+            typed = disk_error(error, what)
+        else:  # a bug in the writer (the journal fails on any exception)
+            typed = ReadOnly(f"writing {what} failed: {error!r}")
+        if self.mode not in (StorageMode.DISK_FULL, StorageMode.IO_ERROR, StorageMode.CLOSED):
+            full = isinstance(typed, DiskFull) or is_disk_full(error)
+            self._set_mode(StorageMode.DISK_FULL if full else StorageMode.IO_ERROR, typed.message)
+            log.error("bookie turned read-only: %s", typed.message)
+        return typed
 
     def _set_mode(self, mode: StorageMode, reason: str) -> None:
         """The one place the mode changes; refuses transitions the table does not allow."""
@@ -334,10 +380,21 @@ class Storage:
         return state.lac, state.last_entry_id
 
     async def delete_ledger(self, ledger_id: int) -> None:
-        """Forget the ledger at once (unreadable), durably. Unknown ledgers are fine."""
+        """Forget the ledger at once (unreadable), durably. Unknown ledgers are fine.
+        A read-only bookie refuses before forgetting anything: a delete that cannot be made
+        durable must not make the ledger's bytes look dead to GC."""
+        refusal = self.refusal()
+        if refusal is not None and ledger_id in self.index.ledgers:
+            raise refusal
         if self.index.drop_ledger(ledger_id) is None:
             return
-        await self._write_meta(ledger_id, [(RecordKind.DELETE, b"")])
+        try:
+            await self._write_meta(ledger_id, [(RecordKind.DELETE, b"")])
+        except BookieError:
+            # Forgotten in memory, not on disk: after a restart the ledger is back, so its
+            # bytes (dead in the index now) must not be reclaimed during this run.
+            self.gc_blocked_reason = f"the delete of ledger {ledger_id} is not durable"
+            raise
 
     async def _write_meta(self, ledger_id: int, records: list[tuple[RecordKind, bytes]]) -> None:
         refusal = self.refusal()
@@ -417,7 +474,8 @@ class Storage:
         """Reader thread: close a segment's read fd (its file is being deleted)."""
         fd = self._read_fds.pop(segment_id, None)
         if fd is not None:
-            os.close(fd)
+            with contextlib.suppress(OSError):  # the fd is released even when close reports EIO
+                os.close(fd)
 
     def _close_read_fds(self) -> None:
         for segment_id in list(self._read_fds):
@@ -459,10 +517,11 @@ class Storage:
         self.index.segments[new_id] = SegmentInfo(new_id, size_bytes=0)
         task = asyncio.ensure_future(self._seal_after(done.future, new_id - 1))
         self._seal_tasks.add(task)
-        task.add_done_callback(self._seal_tasks.discard)
+        task.add_done_callback(self._seal_done)
         return task
 
     async def _seal_after(self, rolled: asyncio.Future, segment_id: int) -> None:
+        """Seal once the roll is durable; raises the typed error of a failed .idx/checkpoint."""
         try:
             await rolled
         except BookieError:
@@ -470,6 +529,12 @@ class Storage:
         async with self._seal_lock:
             await self._write_idx(segment_id)
             await self._write_checkpoint()
+
+    def _seal_done(self, task: asyncio.Task) -> None:
+        self._seal_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Already read-only (_fail_writes); a roll started by an add has no awaiter.
+            log.warning("sealing failed: %s", task.exception())
 
     async def wait_sealed(self) -> None:
         """Wait until every rolled segment so far is sealed (idx and checkpoint written)."""
@@ -492,7 +557,7 @@ class Storage:
             return
         data = encode_idx(segment.quads)
         path = segment_path(self.segments_dir, segment_id, ".idx")
-        await self._loop.run_in_executor(None, write_file_atomically, path, data)
+        await self._write_file(path, data, f"the index of segment {segment_id}")
         segment.sealed, segment.quads = True, None
 
     async def _write_checkpoint(self) -> None:
@@ -500,7 +565,16 @@ class Storage:
         replay_from = min(unsealed, default=self._active_segment_id)
         data = encode_checkpoint(replay_from, list(self.index.ledgers.values()))
         path = os.path.join(self.data_dir, CHECKPOINT_NAME)
-        await self._loop.run_in_executor(None, write_file_atomically, path, data)
+        await self._write_file(path, data, CHECKPOINT_NAME)
+        self._checkpoint_replay_from = replay_from
+
+    async def _write_file(self, path: str, data: bytes, what: str) -> None:
+        """Write a whole file atomically; a disk error turns the storage read-only and is
+        raised typed (DiskFull or ReadOnly). The old file, if any, is left as it was."""
+        try:
+            await self._loop.run_in_executor(None, self._fs.write_file_atomically, path, data)
+        except OSError as exc:
+            raise self._fail_writes(exc, what) from exc
 
     # --- for GC ----------------------------------------------------------------------------------
 
@@ -509,8 +583,21 @@ class Storage:
         return self._active_segment_id
 
     @property
+    def checkpoint_replay_from(self) -> int:
+        """Segments below this are sealed in the checkpoint on disk (GC may collect them)."""
+        return self._checkpoint_replay_from
+
+    @property
     def seal_lock(self) -> asyncio.Lock:
         return self._seal_lock
+
+    @property
+    def fs(self) -> FileSystem:
+        return self._fs
+
+    def fail_writes(self, error: BaseException, what: str) -> BookieError:
+        """For GC: a file operation on `what` failed; read-only, and the typed error."""
+        return self._fail_writes(error, what)
 
     def run_in_reader(self, fn, *args) -> asyncio.Future:
         return self._loop.run_in_executor(self._reader, fn, *args)
@@ -532,12 +619,16 @@ class Storage:
         return done.future, (segment_id, offset, length)
 
 
-def _bookie_id(data_dir: str) -> str:
+def _bookie_id(data_dir: str, fs: FileSystem) -> str:
+    """This data dir's id, created on first start (a new bookie on a full disk: DiskFull)."""
     path = os.path.join(data_dir, "BOOKIE_ID")
     try:
         with open(path) as f:
             return f.read().strip()
     except FileNotFoundError:
         bookie_id = uuid.uuid4().hex
-        write_file_atomically(path, bookie_id.encode())
+        try:
+            fs.write_file_atomically(path, bookie_id.encode())
+        except OSError as exc:
+            raise disk_error(exc, "BOOKIE_ID") from exc
         return bookie_id

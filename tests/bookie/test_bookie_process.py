@@ -167,8 +167,8 @@ def test_disk_full_turns_read_only_reads_still_work_nothing_lost(tmp_path):
             await client.add(3, len(acked), b"x", len(acked) - 1, writer_token=b"w")
         got = await client.read(3, 0, len(acked) - 1, allow_past_lac=True)
         assert got == [(i, _payload(1, i) * 10) for i in acked]
+        assert bookie.terminate() == 0  # SIGTERM on a full disk still shuts down cleanly
         bookie.extra_args = []  # the disk has room again
-        bookie.kill9()
         bookie.restart()
         await client.wait_reachable(10)
         assert not (await client.info()).read_only

@@ -14,6 +14,13 @@ How it works
 - `persisted` moves only after the entry is durably stored (`on_persisted`), so a retry after a
   failed write is never dropped (apache/pulsar#5218); a failed write rolls `pushed` back to
   `persisted` (`on_failed`) so the retry is accepted.
+- `persisted` never moves past a sequence id whose write failed (`failed`, the lowest such id per
+  producer, until an entry holding it is stored or the producer's next session sends its first
+  accepted SEND). The producer and the managed ledger already
+  make sure nothing is stored after a failed entry of the same producer; should a later entry be
+  stored anyway (or reported stored before the failure), its mark is held below the failed id
+  (and a mark already past it is taken back), so the failed one's retry is stored: a duplicate
+  at worst, never a loss. Each such hold is counted in `held_marks`.
 - `Deduplication` (one per topic) adds the switch and durability: while enabled, every stored
   entry updates the state; a snapshot `{position, marks}` goes to the metadata store at
   `<managed ledger path>/dedup` every `broker_dedup_snapshot_interval_entries` entries (or after
@@ -86,6 +93,13 @@ class DedupState:
         self.producers_max = producers_max
         self.pushed: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.persisted: collections.OrderedDict[str, int] = collections.OrderedDict()
+        # Lowest sequence id whose write failed and is not settled yet (no stored entry holds
+        # it, no later session's SEND accepted), per name; absent = none. At most
+        # `producers_max` names (oldest failure dropped first); a name evicted from the marks
+        # goes from here too.
+        self.failed: dict[str, int] = {}
+        self.held_marks = 0          # times a mark was held below a failed sequence id (a bug
+                                     # further up: an entry stored after a failed one)
 
     def check(self, name: str, sequence_id: int, high_mark: int) -> Verdict:
         persisted = self.persisted.get(name, NO_MARK)
@@ -93,21 +107,51 @@ class DedupState:
             return Verdict.DUPLICATE
         if sequence_id <= self.pushed.get(name, NO_MARK):
             return Verdict.IN_FLIGHT
+        # After a failure the producer refuses every SEND until the client reconnects, so an
+        # accepted SEND is the new session's first: its retry of the failed id, or (the client
+        # gave up on it) a later one. Either way the failure is settled.
+        self.failed.pop(name, None)
         self._put(self.pushed, name, max(high_mark, sequence_id))
         return Verdict.ACCEPT
 
-    def on_persisted(self, name: str, high_mark: int) -> None:
-        self._put(self.persisted, name, max(high_mark, self.persisted.get(name, NO_MARK)))
-        if self.pushed.get(name, NO_MARK) < self.persisted[name]:
-            self._put(self.pushed, name, self.persisted[name])
+    def on_persisted(self, name: str, high_mark: int, sequence_id: int | None = None) -> None:
+        """An entry of `name` holding sequence ids `sequence_id`..`high_mark` is durable
+        (`sequence_id` None: only its high mark is known, as when restoring a snapshot)."""
+        mark = max(high_mark, self.persisted.get(name, NO_MARK))
+        failed = self.failed.get(name)
+        if failed is not None and mark >= failed:
+            if sequence_id is not None and sequence_id <= failed:
+                del self.failed[name]        # the failed entry's retry is stored
+            else:
+                self._hold(name, failed, high_mark)
+                mark = failed - 1
+        self._put(self.persisted, name, mark)
+        if self.pushed.get(name, NO_MARK) < mark:
+            self._put(self.pushed, name, mark)
 
-    def on_failed(self, name: str) -> None:
-        """A write of `name` failed: forget what was pushed but not stored, so retries pass."""
+    def on_failed(self, name: str, sequence_id: int | None = None) -> None:
+        """A write of `name` (its lowest sequence id `sequence_id`) failed: forget what was
+        pushed but not stored, so retries pass, and never let the mark pass `sequence_id`."""
+        if sequence_id is not None:
+            failed = min(sequence_id, self.failed.pop(name, sequence_id))
+            self.failed[name] = failed
+            while len(self.failed) > self.producers_max:
+                del self.failed[next(iter(self.failed))]     # oldest failure first
+            persisted = self.persisted.get(name, NO_MARK)
+            if persisted >= failed:          # something after it was reported stored first
+                self._hold(name, failed, persisted)
+                self.persisted[name] = failed - 1
         persisted = self.persisted.get(name)
         if persisted is None:
             self.pushed.pop(name, None)
         else:
             self.pushed[name] = persisted
+
+    def _hold(self, name: str, failed: int, mark: int) -> None:
+        self.held_marks += 1
+        log.error("dedup: an entry of producer %r up to sequence id %d was stored after its "
+                  "write of %d failed; holding the mark at %d so the retry is stored",
+                  name, mark, failed, failed - 1)
 
     def last_sequence_id(self, name: str) -> int:
         return self.persisted.get(name, NO_MARK)
@@ -118,10 +162,12 @@ class DedupState:
         while len(marks) > self.producers_max:
             gone, _ = marks.popitem(last=False)
             (self.pushed if marks is self.persisted else self.persisted).pop(gone, None)
+            self.failed.pop(gone, None)
 
     def clear(self) -> None:
         self.pushed.clear()
         self.persisted.clear()
+        self.failed.clear()
 
     def marks(self) -> dict[str, int]:
         return dict(self.persisted)
@@ -196,7 +242,7 @@ class Deduplication:
                 except StrataError:
                     info = None
                 if info is not None and counts_for_dedup(info):
-                    self.state.on_persisted(info.producer_name, entry_high_mark(info))
+                    self.state.on_persisted(info.producer_name, entry_high_mark(info), info.sequence_id)
                 self.position = entry.position
                 replayed += 1
 
@@ -228,7 +274,7 @@ class Deduplication:
         if not self.enabled:
             return
         if counts_for_dedup(info):
-            self.state.on_persisted(info.producer_name, entry_high_mark(info))
+            self.state.on_persisted(info.producer_name, entry_high_mark(info), info.sequence_id)
         if self.position is None or position > self.position:
             self.position = position
         self.entries_since_snapshot += 1
@@ -239,7 +285,7 @@ class Deduplication:
 
     def on_failed(self, info: EntryInfo) -> None:
         if self.enabled and counts_for_dedup(info):
-            self.state.on_failed(info.producer_name)
+            self.state.on_failed(info.producer_name, info.sequence_id)
 
     def last_sequence_id(self, producer_name: str) -> int:
         """For PRODUCER_SUCCESS: the persisted high mark, -1 if none or dedup is off."""

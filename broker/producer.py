@@ -14,9 +14,16 @@ Deduplication (`broker.dedup`, when enabled for the topic): a SEND is checked be
 appended. A duplicate takes a slot completed at once with position (-1, -1) — a receipt, nothing
 stored; one whose sequence id is still in flight takes a slot completed with a retriable
 ServiceNotReady (SEND_ERROR: the C++ client reconnects and resends, as with Pulsar). The topic
-records a high mark only once its entry is durable. After a failed append, this producer refuses
-every later SEND (SEND_ERROR) until the client reconnects, so a later entry can never be stored
-ahead of the failed one's retry (which dedup would otherwise drop, apache/pulsar#5218).
+records a high mark only once its entry is durable.
+
+No entry is stored after an earlier one of the same producer failed (else dedup would drop the
+failed one's retry, apache/pulsar#5218). The managed ledger fails every append accepted behind a
+failed one until its `append_failures` count moves; so `_publish` reads that count in the same
+synchronous step in which the managed ledger accepts the append, and refuses the SEND when the
+count moved while any earlier append of this producer was outstanding (its failure may not have
+reached us yet). From the first failure or refusal on (`failed_write`, set in that same step, not
+one loop turn later in a done-callback), every later SEND is refused with SEND_ERROR until the
+client reconnects and resends them all, in order.
 
 What must hold: a SEND_RECEIPT implies its entry is durable (or, for a duplicate, that an entry
 with that sequence id is); replies leave in SEND order.
@@ -78,6 +85,9 @@ class Producer:
         self.backlogged = False     # the connection paused reading because of this producer
         self.closed = False
         self.failed_write: str | None = None   # why an append failed; later SENDs are refused
+        # The managed ledger's `append_failures` when each outstanding append (accepted, its
+        # outcome not yet seen by `_publish`) was accepted: epoch -> how many. Empty = none.
+        self._outstanding_epochs: collections.Counter[int] = collections.Counter()
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
 
@@ -115,8 +125,34 @@ class Producer:
                                              producer=self.name, sequence_id=meta.sequence_id))
             return
         messages = max(1, meta.num_messages)
-        task = asyncio.ensure_future(self.topic.publish(entry, messages, meta.publish_time_ms))
+        task = asyncio.ensure_future(self._publish(entry, messages, meta.publish_time_ms))
         task.add_done_callback(lambda t: self._appended(slot, t, meta, messages, len(entry)))
+
+    async def _publish(self, entry: bytes, messages: int, publish_time_ms: int) -> Position:
+        """Append, unless an earlier append of this producer failed or may have failed.
+
+        Everything up to the managed ledger accepting the append runs in one step (Topic.publish
+        has no await before `ml.append`, which assigns the entry synchronously), so no failure
+        can slip in between the check and the acceptance."""
+        if self.failed_write is not None:
+            raise ServiceNotReady("an earlier write of this producer failed; reconnect",
+                                  reason=self.failed_write)
+        epoch = self.topic.ml.append_failures
+        if any(e != epoch for e in self._outstanding_epochs):
+            self.failed_write = "appends failed while earlier ones of this producer were in flight"
+            raise ServiceNotReady("an earlier write of this producer may have failed; reconnect",
+                                  producer=self.name)
+        self._outstanding_epochs[epoch] += 1
+        try:
+            return await self.topic.publish(entry, messages, publish_time_ms)
+        except BaseException as exc:
+            if self.failed_write is None:    # now, before any later SEND of ours is accepted
+                self.failed_write = str(exc) or type(exc).__name__
+            raise
+        finally:
+            self._outstanding_epochs[epoch] -= 1
+            if not self._outstanding_epochs[epoch]:
+                del self._outstanding_epochs[epoch]
 
     def _fail(self, slot: _Slot, error: StrataError) -> None:
         slot.error = error
@@ -137,7 +173,8 @@ class Producer:
             self.msg_in_counter += messages
             self.bytes_in_counter += size
         if slot.error is not None:
-            self.failed_write = str(slot.error)
+            if self.failed_write is None:
+                self.failed_write = str(slot.error)
             self.topic.dedup.on_failed(meta)
         slot.done = True
         self._drain()

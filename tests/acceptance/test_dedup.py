@@ -1,10 +1,16 @@
 """Deduplication with the official client against a real standalone: the per-topic switch, explicit
 duplicate sequence ids answered but not stored, resume after a restart and a kill -9 (snapshot +
-replay), switching on and off mid-stream (nothing stored is lost), in-flight duplicates."""
+replay), switching on and off mid-stream (nothing stored is lost), in-flight duplicates, and a
+retry after a failed write (a hung bookie during a rollover) stored, not dropped
+(apache/pulsar#5218)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -178,3 +184,68 @@ def test_switched_off_while_unloaded_starts_afresh_when_on_again(sa, topic: str)
     client = make_client(sa.service_url)
     assert client.create_producer(topic, producer_name="afresh").last_sequence_id() == -1
     client.close()
+
+
+# --- a retry after a failed write is stored (apache/pulsar#5218) ----------------------------------
+
+ADD_TIMEOUT_MS = 2_000
+FAILING_ENV = {"STRATA_LEDGER_ADD_TIMEOUT_MS": str(ADD_TIMEOUT_MS),
+               "STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "5",
+               "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0"}
+
+
+def _bookie_pid(sa: StandaloneProcess) -> int:
+    """The standalone's (only) bookie process: its child running `cli.main bookie`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == sa.pid and b"bookie" in argv:
+            return int(entry.name)
+    raise AssertionError("the standalone has no bookie process")
+
+
+def test_a_retry_after_a_failed_write_is_stored_not_dropped(tmp_path: Path) -> None:
+    """m0..m3 fill the first ledger up to one entry short of a rollover. With the bookie hung,
+    m4 (the 5th entry, which starts the rollover) waits for an add that times out, while m5..m9
+    wait for the new ledger. The bookie is resumed after m4's add failed but before anything
+    queued behind it could time out: if m5..m9 were then stored, dedup would answer the client's
+    resend of m4 as a duplicate and m4 would be lost. Every message must be stored exactly once,
+    in order, and no receipt may be a duplicate's (-1, -1)."""
+    topic = f"persistent://public/default/retry-after-failed-write-{os.getpid()}"
+    with StandaloneProcess.start(tmp_path / "data", env=FAILING_ENV) as sa:
+        assert http("POST", _dedup_url(sa, topic), True)[0] == 204
+        client = make_client(sa.service_url, operation_timeout_seconds=60)
+        try:
+            producer = client.create_producer(topic, producer_name="retrier", batching_enabled=False,
+                                              send_timeout_millis=120_000)
+            for i in range(4):
+                producer.send(b"m%d" % i)
+            receipts: dict[int, tuple] = {}
+            done = threading.Event()
+
+            def sent(i: int, result, msg_id) -> None:
+                receipts[i] = (result, msg_id.ledger_id(), msg_id.entry_id())
+                if len(receipts) == 6:
+                    done.set()
+
+            bookie = _bookie_pid(sa)
+            os.kill(bookie, signal.SIGSTOP)
+            try:
+                for i in range(4, 10):
+                    producer.send_async(b"m%d" % i, lambda r, m, i=i: sent(i, r, m))
+                time.sleep(ADD_TIMEOUT_MS / 1000 + 1.0)     # m4's add has timed out by now
+            finally:
+                os.kill(bookie, signal.SIGCONT)
+            assert done.wait(120), f"sends did not complete: {receipts}"
+            assert all(r[0] == pulsar.Result.Ok for r in receipts.values()), receipts
+            assert all(r[1] >= 0 and r[2] >= 0 for r in receipts.values()), \
+                f"a resend was answered as a duplicate: {receipts}"
+            assert producer.last_sequence_id() == 9
+        finally:
+            client.close()
+        assert _stored(sa, topic, 10) == [b"m%d" % i for i in range(10)]

@@ -114,6 +114,62 @@ def test_failed_write_rolls_back_pushed_so_the_retry_is_stored() -> None:
     assert s.check("p", 1, 1) is Verdict.DUPLICATE
 
 
+def test_the_mark_never_passes_a_failed_sequence_id() -> None:
+    # 5 and 6 accepted; 5 fails, then 6 is reported stored anyway (an entry stored behind a
+    # failed one: the producer and managed ledger must prevent it; this is the last guard).
+    s = DedupState(100)
+    s.check("p", 4, 4)
+    s.on_persisted("p", 4, 4)
+    assert s.check("p", 5, 5) is Verdict.ACCEPT and s.check("p", 6, 6) is Verdict.ACCEPT
+    s.on_failed("p", 5)
+    s.on_persisted("p", 6, 6)
+    assert s.last_sequence_id("p") == 4 and s.held_marks == 1
+    assert s.check("p", 5, 5) is Verdict.ACCEPT        # the retry is stored, not dropped...
+    s.on_persisted("p", 5, 5)
+    assert s.check("p", 6, 6) is Verdict.ACCEPT        # ...and 6 again: a duplicate, not a loss
+    s.on_persisted("p", 6, 6)
+    assert s.last_sequence_id("p") == 6 and s.check("p", 6, 6) is Verdict.DUPLICATE
+
+
+def test_a_mark_reported_before_the_failure_is_taken_back() -> None:
+    s = DedupState(100)
+    s.check("p", 5, 5)
+    s.check("p", 6, 6)
+    s.on_persisted("p", 6, 6)                           # 6 reported first...
+    s.on_failed("p", 5)                                 # ...then 5 failed
+    assert s.last_sequence_id("p") == 4 and s.held_marks == 1
+    assert s.check("p", 5, 5) is Verdict.ACCEPT
+
+
+def test_a_failed_batch_is_retried_whole_and_settles_the_failure() -> None:
+    s = DedupState(100)
+    assert s.check("p", 10, 14) is Verdict.ACCEPT      # a batch of 10..14
+    s.on_failed("p", 10)
+    assert s.check("p", 10, 14) is Verdict.ACCEPT      # the client resends the same batch
+    s.on_persisted("p", 14, 10)
+    assert s.last_sequence_id("p") == 14 and not s.failed and s.held_marks == 0
+    assert s.check("p", 12, 12) is Verdict.DUPLICATE
+
+
+def test_a_client_that_gave_up_on_a_failed_id_is_not_held_back() -> None:
+    # The application dropped message 5 after its failure; the next session starts at 7.
+    s = DedupState(100)
+    s.check("p", 5, 5)
+    s.on_failed("p", 5)
+    assert s.check("p", 7, 7) is Verdict.ACCEPT
+    s.on_persisted("p", 7, 7)
+    assert s.last_sequence_id("p") == 7 and s.held_marks == 0
+    assert s.check("p", 7, 7) is Verdict.DUPLICATE
+
+
+def test_failures_are_bounded_like_the_marks() -> None:
+    s = DedupState(2)
+    for name in ("a", "b", "c"):
+        s.check(name, 1, 1)
+        s.on_failed(name, 1)
+    assert set(s.failed) == {"b", "c"}
+
+
 def test_marks_are_bounded_least_recently_used_first() -> None:
     s = DedupState(2)
     for name in ("a", "b", "c"):
@@ -251,3 +307,20 @@ def test_load_without_snapshot(enabled: bool) -> None:
         assert d.last_sequence_id("p") == -1                 # history before enabling is not known
         assert (snapshot_path(ml.name) in store.values) is enabled
     asyncio.run(run())
+
+
+def test_topic_publish_reaches_the_managed_ledger_without_an_await_before_it() -> None:
+    """Producer._publish reads the managed ledger's `append_failures` and relies on the append
+    being accepted in the same step (no failure can slip in between): Topic.publish must not
+    await anything before `self.ml.append`."""
+    import ast
+    import inspect
+    import textwrap
+
+    from broker.topic import PersistentTopic
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(PersistentTopic.publish)))
+    awaits = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Await)),
+                    key=lambda n: (n.lineno, n.col_offset))
+    assert awaits, "Topic.publish no longer awaits the append"
+    assert ast.unparse(awaits[0].value).startswith("self.ml.append("), ast.unparse(awaits[0])

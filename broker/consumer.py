@@ -7,7 +7,8 @@ to give the entries back (close, redelivery) and Key_Shared uses it to know whic
 consumer still holds.
 
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
-(dispatchers enforce it); `send_entry` is the only way an entry reaches the client.
+(dispatchers enforce it); `send_entry` is the only way an entry reaches the client;
+`unacked_count == sum(pending.values())`.
 """
 
 from __future__ import annotations
@@ -50,13 +51,16 @@ class Consumer:
         self._held_active: bool | None = None   # ACTIVE_CONSUMER_CHANGE held until announced
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
+        self.unacked_count = 0            # messages in `pending` (sum of its values)
+        self.unacked_messages_max = 0     # block at this many unacked messages; 0: no limit
+        self.blocked_on_unacked = False   # at the limit; cleared at half of it
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id})"
 
     def can_take(self) -> bool:
         """True when the client has permits and the socket is not backed up."""
-        return (not self.closed and self.permits > 0
+        return (not self.closed and self.permits > 0 and not self.blocked_on_unacked
                 and self.link.write_buffer_bytes() < WRITE_BUFFER_BYTES_HIGH)
 
     def send_entry(self, position: Position, data: bytes, messages: int,
@@ -66,7 +70,10 @@ class Consumer:
                                self.partition, redelivery_count, ack_set, data)
         self.link.write(frame)
         self.permits -= messages
+        self.unacked_count += messages - self.pending.get(position, 0)
         self.pending[position] = messages
+        if 0 < self.unacked_messages_max <= self.unacked_count:
+            self.blocked_on_unacked = True
         self.msg_out_counter += messages
         self.bytes_out_counter += len(data)
 
@@ -93,5 +100,35 @@ class Consumer:
             self.link.write(encode_close_consumer(self.consumer_id, 0))
             self.link.forget_consumer(self)
 
+    # --- pending entries --------------------------------------------------------------------
+
+    def forget(self, position: Position) -> bool:
+        """Drop one pending entry (acked or taken back); True if this consumer held it."""
+        messages = self.pending.pop(position, None)
+        if messages is None:
+            return False
+        self.unacked_count -= messages
+        self._maybe_unblock()
+        return True
+
+    def forget_through(self, position: Position) -> None:
+        """Drop every pending entry at or before `position` (cumulative ack)."""
+        for held in [p for p in self.pending if p <= position]:
+            self.forget(held)
+
+    def forget_all(self) -> list[Position]:
+        """Drop every pending entry; returns them in position order."""
+        held = sorted(self.pending)
+        self.pending.clear()
+        self.unacked_count = 0
+        self._maybe_unblock()
+        return held
+
+    def _maybe_unblock(self) -> None:
+        # Pulsar's hysteresis: resume at half the limit, so a consumer at the edge does not
+        # flip between blocked and unblocked on every ack.
+        if self.blocked_on_unacked and self.unacked_count <= self.unacked_messages_max // 2:
+            self.blocked_on_unacked = False
+
     def unacked_messages(self) -> int:
-        return sum(self.pending.values())
+        return self.unacked_count

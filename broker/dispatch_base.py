@@ -7,8 +7,15 @@ is running, asks it to run once more, so any number of triggers (FLOW, new entry
 change) coalesce into at most one pending pass.
 
 Reads are asynchronous; while one is in flight the subscription may be rewound (failover switch,
-redelivery, seek). `_epoch` counts rewinds: a read that comes back after the epoch moved is
-dropped, so an entry is never delivered from a stale position.
+redelivery, seek, a full replay set handing entries back to the unread range). `_epoch` counts
+rewinds: a read that comes back after the epoch moved is dropped, so an entry is never delivered
+from a stale position.
+
+Read failures. A storage error (`StrataError`) ends the pass; the next one runs after a backoff
+that doubles from `READ_RETRY_DELAY_MIN_S` to `READ_RETRY_DELAY_MAX_S` and resets after a pass
+that completes. While a retry is scheduled, other triggers wait for it (a failing bookie is not
+hammered by every FLOW and ack). Nothing is dropped on an error: `read_one` raises instead of
+answering "gone", and callers keep the entry for the retry.
 
 What must hold: `read_position` only moves forward except through `rewind()`; a pass never sends
 to a consumer without permits (the last entry may take permits below zero).
@@ -31,7 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ_RETRY_DELAY_S = 0.5
+READ_RETRY_DELAY_MIN_S = 0.1
+READ_RETRY_DELAY_MAX_S = 5.0
 
 
 class Dispatcher(abc.ABC):
@@ -47,14 +55,15 @@ class Dispatcher(abc.ABC):
         self._again = False        # a trigger arrived during the running pass
         self._closed = False
         self._task: asyncio.Task | None = None
-        self._retry: asyncio.TimerHandle | None = None
+        self._retry: asyncio.TimerHandle | None = None   # pending retry after a failed pass
+        self._retry_delay_s = READ_RETRY_DELAY_MIN_S       # wait before the next retry
 
     # --- the loop -------------------------------------------------------------------------
 
     def kick(self) -> None:
         """Make sure a dispatch pass runs soon (coalesces with one already running)."""
-        if self._closed:
-            return
+        if self._closed or self._retry is not None:
+            return      # a scheduled retry runs the pass (backoff after a storage error)
         if self._running:
             self._again = True
             return
@@ -66,6 +75,7 @@ class Dispatcher(abc.ABC):
             while not self._closed:
                 self._again = False
                 await self._dispatch_pass()
+                self._retry_delay_s = READ_RETRY_DELAY_MIN_S
                 if not self._again:
                     break
         except StrataError as exc:
@@ -86,7 +96,9 @@ class Dispatcher(abc.ABC):
             self._retry = None
             self.kick()
 
-        self._retry = asyncio.get_running_loop().call_later(READ_RETRY_DELAY_S, fire)
+        delay_s = self._retry_delay_s
+        self._retry_delay_s = min(READ_RETRY_DELAY_MAX_S, delay_s * 2)
+        self._retry = asyncio.get_running_loop().call_later(delay_s, fire)
 
     @abc.abstractmethod
     async def _dispatch_pass(self) -> None:
@@ -96,6 +108,7 @@ class Dispatcher(abc.ABC):
         self._closed = True
         if self._retry is not None:
             self._retry.cancel()
+            self._retry = None
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -113,14 +126,18 @@ class Dispatcher(abc.ABC):
         return entries
 
     async def read_one(self, position: Position) -> bytes | None:
-        """The stored bytes of one entry, or None if it is no longer kept."""
-        try:
-            entries = await self.sub.ml.read(position, 1)
-        except StrataError:
-            return None
+        """The stored bytes of one entry, or None if it is no longer kept (trimmed).
+
+        A storage error propagates: the entry may well still exist, so it must not be taken
+        for gone (an unacked entry would never be sent again)."""
+        entries = await self.sub.ml.read(position, 1)
         if not entries or entries[0].position != position:
             return None
         return entries[0].data
+
+    def is_gone(self, position: Position) -> bool:
+        """True if `position` will never need sending again: acked, or no longer kept."""
+        return self.sub.cursor.is_acked(position) or position < self.sub.ml.first_position
 
     def rewind(self) -> None:
         """Restart reading right after the mark-delete position (acked holes are skipped on read)."""
@@ -132,6 +149,12 @@ class Dispatcher(abc.ABC):
         """Restart reading at `position` exactly."""
         self._epoch += 1
         self.read_position = position
+
+    def reread_from(self, position: Position) -> None:
+        """Move the read position back to `position` if it is ahead of it (entries handed back
+        to the unread range); a read in flight from the later position is then dropped."""
+        if position < self.read_position:
+            self.seek(position)
 
     # --- delivery helpers -------------------------------------------------------------------
 
@@ -171,13 +194,12 @@ class Dispatcher(abc.ABC):
         """Entries were acknowledged: drop them from whoever holds them."""
         for consumer in self.consumers:
             for position in positions:
-                consumer.pending.pop(position, None)
+                consumer.forget(position)
 
     def on_acked_upto(self, position: Position) -> None:
         """Everything at or before `position` was acknowledged."""
         for consumer in self.consumers:
-            for pending in [p for p in consumer.pending if p <= position]:
-                del consumer.pending[pending]
+            consumer.forget_through(position)
 
     def on_flow(self, consumer: Consumer) -> None:
         self.kick()

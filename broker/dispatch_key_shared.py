@@ -6,29 +6,44 @@ An entry's slot is the Murmur3 slot of its sticky key (`broker.entry_facts`); th
 which consumer holds unacked entries of it and how many; an entry whose owner is not the holder
 waits until the holder acks (or closes, or gives the entries back).
 
+Per-slot order. Every entry in the replay set carries its slot (`replay_slot`), and
+`slot_replay` lists each slot's waiting entries in position order. The rule is checked at the
+point of sending, whatever happened during a read in flight: an entry of a slot goes out only if
+no older entry of that slot waits in the replay set — a new entry of a slot with waiting entries
+is parked behind them, and a replayed entry goes out only as its slot's oldest. So a consumer
+closing while a read is in flight (its entries come back to the replay set mid-pass) cannot let a
+newer entry of the same key overtake them.
+
 A slow consumer never stalls keys it does not own: an entry that cannot go now (owner without
-permits, slot held elsewhere, no owner for a sticky gap) is parked in the replay set — with its
-bytes, while the cache allows — and the pass carries on with later entries. Within one pass, once
-a slot is parked every later entry of that slot is parked too, and replays are tried before new
-entries in position order, so entries of one slot always leave in position order.
+permits or blocked on unacked messages, slot held elsewhere, no owner for a sticky gap, older
+entries of its slot waiting) is parked in the replay set — with its bytes, while the cache
+allows — and the pass carries on with later entries. A pass walks the replay set in position
+order (kept sorted, never sorted per pass) and skips an entry whose slot cannot go before reading
+it, so parked keys cost a dict lookup each, no reads. When the replay set is full, reading ahead stops; an entry that no longer fits is handed
+back to the unread range (see `broker.dispatch_shared`), the largest position first, which keeps
+per-slot order because everything after it in its slot is unsent.
 
-Delayed entries (deliver_at_time in the future) wait in the delayed index of the Shared base and
-join the replay set when due; they do not park their slot, so later entries of the same key go
-out before them (Pulsar's behaviour too: a delay is an explicit reordering).
+Delayed entries (deliver_at_time in the future) wait in the delayed index of the Shared base (their
+slot in `delayed_slot`) and join the replay set when due; they do not park their slot while
+waiting, so later entries of the same key go out before them (Pulsar's behaviour too: a delay is
+an explicit reordering). Once due they are ordinary replay entries of their slot.
 
-What must hold: for every slot, all pending entries of it sit at one consumer; for every slot,
-entries are sent in position order (except explicit redeliveries, which Pulsar also reorders).
+What must hold: for every slot, all pending entries of it sit at one consumer; an entry of a slot
+is sent only when no older entry of that slot is in the replay set (explicit redeliveries and
+delays are the only reorderings, as in Pulsar).
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
-from broker.dispatch_shared import REPLAY_ENTRIES_MAX, SharedDispatcher
+from broker.dispatch_shared import SharedDispatcher
 from broker.entry_facts import EntryFacts
 from broker.key_shared_selector import AutoSplitSelector, StickySelector
 from common.errors import ConsumerAssignError
+from common.invariant import invariant
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -45,6 +60,9 @@ class KeySharedDispatcher(SharedDispatcher):
             StickySelector() if sticky else AutoSplitSelector())
         self.slot_of: dict[Position, int] = {}               # pending entry -> its slot
         self.holders: dict[int, tuple[Consumer, int]] = {}   # slot -> (holder, pending entries)
+        self.replay_slot: dict[Position, int] = {}           # replay entry -> its slot
+        self.slot_replay: dict[int, list[Position]] = {}     # slot -> its replay entries, ascending
+        self.delayed_slot: dict[Position, int] = {}          # entry in the delayed index -> slot
 
     def add_consumer(self, consumer: Consumer, sticky: bool = False) -> None:
         if sticky != self.sticky:
@@ -60,11 +78,22 @@ class KeySharedDispatcher(SharedDispatcher):
             self.selector.remove(consumer)
         super().remove_consumer(consumer)
 
-    def _release(self, position: Position) -> None:
+    def on_acked_upto(self, position: Position) -> None:
+        super().on_acked_upto(position)
+        for gone in [p for p in self.delayed_slot if p <= position]:
+            del self.delayed_slot[gone]
+
+    def clear(self) -> None:
+        super().clear()
+        self.delayed_slot.clear()
+
+    # --- bookkeeping hooks --------------------------------------------------------------------
+
+    def _release(self, position: Position) -> int | None:
         super()._release(position)
         slot = self.slot_of.pop(position, None)
         if slot is None:
-            return
+            return None
         holder, count = self.holders[slot]
         if count <= 1:
             del self.holders[slot]
@@ -72,8 +101,36 @@ class KeySharedDispatcher(SharedDispatcher):
                 self.kick()
         else:
             self.holders[slot] = (holder, count - 1)
+        return slot
+
+    def _replay_added(self, position: Position, slot: int | None) -> None:
+        invariant(slot is not None, "a Key_Shared replay entry has a known slot", position=str(position))
+        self.replay_slot[position] = slot
+        bisect.insort(self.slot_replay.setdefault(slot, []), position)
+
+    def _replay_dropped(self, position: Position) -> None:
+        slot = self.replay_slot.pop(position)
+        queue = self.slot_replay[slot]
+        del queue[bisect.bisect_left(queue, position)]
+        if not queue:
+            del self.slot_replay[slot]
+
+    def _delay(self, position: Position, facts: EntryFacts) -> None:
+        super()._delay(position, facts)
+        self.delayed_slot[position] = facts.slot
+
+    def _forget_delayed(self, position: Position) -> None:
+        super()._forget_delayed(position)
+        self.delayed_slot.pop(position, None)
+
+    def _due_slot(self, position: Position) -> int | None:
+        return self.delayed_slot.pop(position)
 
     def _send(self, consumer: Consumer, position: Position, data: bytes, facts: EntryFacts) -> None:
+        waiting = self.slot_replay.get(facts.slot)
+        invariant(not waiting or waiting[0] > position,
+                  "no entry of a slot overtakes an older one waiting in the replay set",
+                  position=str(position), slot=facts.slot)
         super()._send(consumer, position, data, facts)
         self.slot_of[position] = facts.slot
         holder = self.holders.get(facts.slot)
@@ -91,6 +148,8 @@ class KeySharedDispatcher(SharedDispatcher):
             return None
         return owner
 
+    # --- the pass -----------------------------------------------------------------------------
+
     async def _dispatch_pass(self) -> None:
         self._release_due()
         parked: set[int] = set()
@@ -101,7 +160,7 @@ class KeySharedDispatcher(SharedDispatcher):
             self._schedule_wake()
 
     async def _dispatch_new_keyed(self, parked: set[int]) -> None:
-        while len(self.replay) < REPLAY_ENTRIES_MAX and self.any_can_take():
+        while len(self.replay) < self.replay_entries_max and self.any_can_take():
             budget = self._read_budget()
             if budget == 0:
                 return
@@ -114,23 +173,51 @@ class KeySharedDispatcher(SharedDispatcher):
                 facts = self._screen(entry)
                 if facts is None:
                     continue
-                consumer = self._eligible(facts.slot, parked)
-                if consumer is None:
-                    self._add_replay(entry.position, entry.data)
-                else:
+                # Entries of this slot waiting in the replay set go first (they may have come
+                # back while the read was in flight).
+                consumer = None if facts.slot in self.slot_replay else self._eligible(facts.slot, parked)
+                if consumer is not None:
                     self._send(consumer, entry.position, entry.data, facts)
+                elif not self._add_replay(entry.position, entry.data, facts.slot):
+                    return      # set full: this entry and the rest are read again once it drains
 
     async def _dispatch_parked(self, parked: set[int]) -> None:
-        for position in sorted(self.replay):
-            if not self.any_can_take():
+        """Replays in position order; a parked slot is skipped before anything of it is read."""
+        after: Position | None = None
+        while self.any_can_take():
+            position = self._next_sendable(after, parked)
+            if position is None:
                 return
-            data = await self._replay_data(position)
-            if data is None:
-                continue
-            facts = self.facts(data)
-            consumer = self._eligible(facts.slot, parked)
-            if consumer is None:
-                self._add_replay(position, data)
-                continue
-            self._drop_replay(position)
-            self._send(consumer, position, data, facts)
+            after = position
+            await self._dispatch_replayed(position, parked)
+
+    def _next_sendable(self, after: Position | None, parked: set[int]) -> Position | None:
+        """The first replay entry after `after` whose slot may go now (others get parked)."""
+        order = self.replay_order
+        index = 0 if after is None else bisect.bisect_right(order, after)
+        while index < len(order):
+            position = order[index]
+            slot = self.replay_slot[position]
+            if slot not in parked and self._eligible(slot, parked) is not None:
+                return position
+            index += 1
+        return None
+
+    async def _dispatch_replayed(self, position: Position, parked: set[int]) -> None:
+        """Send one replay entry if it is still its slot's oldest and the slot may still go."""
+        slot = self.replay_slot[position]
+        data = await self._replay_data(position)
+        if data is None:
+            return
+        waiting = self.slot_replay.get(slot)
+        # An older entry of the slot may have come back during the read: the slot then waits for
+        # the next pass (whatever gave it back also kicked one).
+        consumer = self._eligible(slot, parked) if waiting and waiting[0] == position else None
+        if consumer is None:
+            parked.add(slot)
+            self._cache(position, data)
+            return
+        facts = self.facts(data)
+        invariant(facts.slot == slot, "a replay entry's slot matches its bytes", position=str(position))
+        self._drop_replay(position)
+        self._send(consumer, position, data, facts)

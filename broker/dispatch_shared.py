@@ -2,9 +2,23 @@
 
 Besides `read_position` (entries never read yet) the dispatcher keeps a **replay set**: entries
 that must be sent again because their consumer closed, or because the client asked for them with
-REDELIVER_UNACKNOWLEDGED_MESSAGES. Replays go out before new entries, oldest first. `owner` maps
-every delivered, unacked entry to the consumer holding it, so an ack, a close or a redelivery
-finds it in O(1).
+REDELIVER_UNACKNOWLEDGED_MESSAGES. Replays go out before new entries, oldest first: the set is a
+dict (position -> cached bytes or None) plus `replay_order`, the same positions kept sorted, so a
+pass walks it in order without sorting. `owner` maps every delivered, unacked entry to the
+consumer holding it, so an ack, a close or a redelivery finds it in O(1).
+
+Bounds. The replay set holds at most `replay_entries_max` entries. An entry that does not fit is
+not dropped: it stays unacked in the cursor and goes back to the unread range — the largest
+position of the set (or the newcomer, if it is the largest) is handed back by moving
+`read_position` back to it (`reread_from`), and it is read again as new once the set drains.
+Entries met again that way which are pending, in replay or delayed are skipped. Shared reads new
+entries only when the replay set is empty; Key_Shared reads ahead while the set has room, so in
+both the entries read but not yet sent (the look-ahead) never exceed `replay_entries_max` (plus
+the delayed index, bounded on its own).
+
+Read errors. The bytes of a replayed entry are re-read when not cached; a storage error keeps the
+entry in the set and ends the pass (the base retries with backoff). Only an entry that is acked
+or no longer kept (`is_gone`) leaves the set without being sent.
 
 Redelivery counts (what MESSAGE.redelivery_count carries, what the dead-letter policy counts) go
 up when the client asks for a redelivery (nack, ack timeout), not when a consumer merely closes,
@@ -18,21 +32,27 @@ the start of every pass the entries that became due move to the replay set; a ti
 kicks a pass when the next one falls due. New entries are read at most `delayed.room()` at a
 time, so the index never overflows: when full, reading ahead stops until something is due.
 
-What must hold: an entry is at most one of {in replay, pending at exactly one consumer}; an entry
-acknowledged is in neither; the replay set is bounded by `replay_entries_max`, past which no new
-entries are read until it drains; an entry in `delayed` is in neither replay nor pending, and leaves
-`delayed` only when due (never early).
+Unacked limit: consumers get `broker_consumer_unacked_messages_max` (see `broker.consumer`); a
+blocked consumer counts as one without permits.
+
+What must hold: an entry is at most one of {in replay, pending at exactly one consumer, delayed};
+an entry acknowledged is in none; every unacked entry before `read_position` is in one of them or
+was handed back by moving `read_position` to or before it (so nothing unacked is lost);
+`len(replay) <= replay_entries_max`; an entry in `delayed` leaves it only when due (never early).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
 from broker.delayed_delivery import DelayedDeliveryIndex
 from broker.dispatch_base import Dispatcher
 from broker.entry_facts import EntryFacts
+from common.errors import StrataError
+from common.invariant import invariant
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -46,10 +66,13 @@ class SharedDispatcher(Dispatcher):
     def __init__(self, sub: "Subscription", read_position: Position, batch_entries_max: int) -> None:
         super().__init__(sub, read_position, batch_entries_max)
         self.replay: dict[Position, bytes | None] = {}   # entry -> its bytes if cached, else None
+        self.replay_order: list[Position] = []            # the keys of `replay`, ascending
         self.replay_bytes = 0                             # bytes cached in `replay`
+        self.replay_entries_max = REPLAY_ENTRIES_MAX      # bound on len(replay) (tests lower it)
         self.owner: dict[Position, Consumer] = {}         # pending entry -> consumer holding it
         self._next = 0                                    # round-robin index into consumers
         config = sub.topic.config
+        self.unacked_messages_max = config.broker_consumer_unacked_messages_max   # 0: no limit
         self.delayed = DelayedDeliveryIndex(config.broker_delayed_delivery_entries_max,
                                             config.broker_delayed_delivery_tick_ms,
                                             sub.topic.service.clock)
@@ -59,6 +82,7 @@ class SharedDispatcher(Dispatcher):
     # --- consumers ----------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
+        consumer.unacked_messages_max = self.unacked_messages_max
         self.consumers.append(consumer)
         self.kick()
 
@@ -66,43 +90,40 @@ class SharedDispatcher(Dispatcher):
         if consumer not in self.consumers:
             return
         self.consumers.remove(consumer)
-        for position in list(consumer.pending):
-            self._release(position)
-            self._add_replay(position, None)
-        consumer.pending.clear()
+        for position in consumer.forget_all():
+            self._requeue(position)
         self.kick()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        targets = list(consumer.pending) if positions is None else positions
+        targets = sorted(consumer.pending) if positions is None else positions
         for position in targets:
-            if position not in consumer.pending:
+            if not consumer.forget(position):
                 continue
-            del consumer.pending[position]
-            self._release(position)
             self.sub.cursor.increment_redelivery([position])
-            self._add_replay(position, None)
+            self._requeue(position)
         self.kick()
 
     def on_acked(self, positions: list[Position]) -> None:
         for position in positions:
             self._drop_replay(position)
-            self.delayed.remove(position)
+            self._forget_delayed(position)
             consumer = self.owner.get(position)
             if consumer is not None:
-                consumer.pending.pop(position, None)
+                consumer.forget(position)
                 self._release(position)
 
     def on_acked_upto(self, position: Position) -> None:
         self.on_acked([p for p in self.owner if p <= position] + [p for p in self.replay if p <= position])
+        self.delayed.remove_through(position)
 
     def clear(self) -> None:
         """Forget every pending and replayed entry (seek)."""
         for consumer in self.consumers:
-            consumer.pending.clear()
+            consumer.forget_all()
         for position in list(self.owner):
             self._release(position)
-        self.replay.clear()
-        self.replay_bytes = 0
+        for position in list(self.replay_order):
+            self._drop_replay(position)
         self.delayed.clear()
 
     def close(self) -> None:
@@ -114,21 +135,34 @@ class SharedDispatcher(Dispatcher):
     # --- delayed delivery ---------------------------------------------------------------------
 
     def _screen(self, entry) -> EntryFacts | None:
-        """Move past a newly read entry; its facts if it should go out now, None if it is already
-        acked or not yet due (then it waits in `delayed`)."""
-        self.read_position = self.sub.ml.next_position(entry.position)
-        if self.sub.cursor.is_acked(entry.position):
+        """Move past a newly read entry; its facts if it should go out now, None if it is acked,
+        already held elsewhere (met again after `reread_from`), or not yet due (then it waits in
+        `delayed`)."""
+        position = entry.position
+        self.read_position = self.sub.ml.next_position(position)
+        if (self.sub.cursor.is_acked(position) or position in self.owner or position in self.replay
+                or position in self.delayed):
             return None
         facts = self.facts(entry.data)
         if self.delayed.holds(facts.deliver_at_ms):
-            self.delayed.add(entry.position, facts.deliver_at_ms)
+            self._delay(position, facts)
             return None
         return facts
+
+    def _delay(self, position: Position, facts: EntryFacts) -> None:
+        self.delayed.add(position, facts.deliver_at_ms)
+
+    def _forget_delayed(self, position: Position) -> None:
+        self.delayed.remove(position)
+
+    def _due_slot(self, position: Position) -> int | None:
+        """Key_Shared: the slot of an entry leaving the delayed index (Shared has none)."""
+        return None
 
     def _release_due(self) -> None:
         """Delayed entries whose time has come join the replay set (sent before new entries)."""
         for position in self.delayed.pop_due():
-            self._add_replay(position, None)
+            self._add_replay(position, None, self._due_slot(position))
 
     def _read_budget(self) -> int:
         """How many new entries to read now: 0 while the delayed index is full."""
@@ -152,23 +186,84 @@ class SharedDispatcher(Dispatcher):
         self._wake = None
         self.kick()
 
-    # --- bookkeeping helpers (Key_Shared extends _release/_send) ----------------------------
+    # --- the replay set (Key_Shared extends the hooks) ----------------------------------------
 
-    def _release(self, position: Position) -> None:
+    def _release(self, position: Position) -> int | None:
+        """An entry is no longer pending; Key_Shared returns its slot (Shared: None)."""
         self.owner.pop(position, None)
+        return None
 
-    def _add_replay(self, position: Position, data: bytes | None) -> None:
-        if data is not None and self.replay_bytes + len(data) > REPLAY_CACHE_BYTES_MAX:
-            data = None
-        if self.replay.get(position) is None and data is not None:
-            self.replay_bytes += len(data)
-        if position not in self.replay or data is not None:
-            self.replay[position] = data
+    def _requeue(self, position: Position) -> None:
+        """A pending entry comes back (close, redelivery): into the replay set."""
+        slot = self._release(position)
+        self._add_replay(position, None, slot)
+
+    def _add_replay(self, position: Position, data: bytes | None, slot: int | None = None) -> bool:
+        """Put an entry in the replay set (caching `data` while the budget allows). When the set
+        is full the largest position is handed back to the unread range; False if that is this
+        entry (it is then not in the set)."""
+        if position in self.replay:
+            self._cache(position, data)
+            return True
+        if len(self.replay) >= self.replay_entries_max:
+            largest = self.replay_order[-1]
+            if position > largest:
+                self.reread_from(position)
+                return False
+            self._drop_replay(largest)
+            self.reread_from(largest)
+        bisect.insort(self.replay_order, position)
+        self.replay[position] = None
+        self._cache(position, data)
+        self._replay_added(position, slot)
+        return True
+
+    def _cache(self, position: Position, data: bytes | None) -> None:
+        if data is None or self.replay.get(position, b"") is not None:
+            return      # nothing to cache, already cached, or no longer in the set
+        if self.replay_bytes + len(data) > REPLAY_CACHE_BYTES_MAX:
+            return
+        self.replay[position] = data
+        self.replay_bytes += len(data)
+
+    def _replay_added(self, position: Position, slot: int | None) -> None:
+        """Hook: an entry joined the replay set."""
 
     def _drop_replay(self, position: Position) -> None:
-        data = self.replay.pop(position, None)
+        if position not in self.replay:
+            return
+        data = self.replay.pop(position)
         if data is not None:
             self.replay_bytes -= len(data)
+        index = bisect.bisect_left(self.replay_order, position)
+        invariant(self.replay_order[index] == position, "replay order matches the replay set",
+                  position=str(position))
+        del self.replay_order[index]
+        self._replay_dropped(position)
+
+    def _replay_dropped(self, position: Position) -> None:
+        """Hook: an entry left the replay set."""
+
+    async def _replay_data(self, position: Position) -> bytes | None:
+        """The bytes of a replayed entry (cached or read); None if it left the set, is acked or
+        is no longer kept (then it is dropped). A storage error propagates, the entry stays."""
+        data = self.replay.get(position)
+        if data is None:
+            try:
+                data = await self.read_one(position)
+            except StrataError:
+                if position in self.replay and self.is_gone(position):
+                    self._drop_replay(position)
+                    return None
+                raise
+            if self._closed or position not in self.replay:
+                return None     # closed, acked or handed back while the read was in flight
+        if data is None or self.sub.cursor.is_acked(position):
+            self._drop_replay(position)
+            return None
+        return data
+
+    # --- sending ------------------------------------------------------------------------------
 
     def _send(self, consumer: Consumer, position: Position, data: bytes, facts: EntryFacts) -> None:
         self.deliver(consumer, position, data, facts)
@@ -184,18 +279,6 @@ class SharedDispatcher(Dispatcher):
                 return consumer
         return None
 
-    async def _replay_data(self, position: Position) -> bytes | None:
-        """The bytes of a replayed entry (cached or read); None if it vanished or was acked."""
-        data = self.replay.get(position)
-        if data is None:
-            data = await self.read_one(position)
-            if position not in self.replay:
-                return None
-        if data is None or self.sub.cursor.is_acked(position):
-            self._drop_replay(position)
-            return None
-        return data
-
     # --- the pass -----------------------------------------------------------------------------
 
     async def _dispatch_pass(self) -> None:
@@ -207,7 +290,7 @@ class SharedDispatcher(Dispatcher):
             self._schedule_wake()
 
     async def _dispatch_new(self) -> None:
-        while self.replay == {} and self.any_can_take():
+        while not self.replay and self.any_can_take():
             budget = self._read_budget()
             if budget == 0:
                 return
@@ -218,20 +301,26 @@ class SharedDispatcher(Dispatcher):
                 return
             for entry in entries:
                 if not self.any_can_take():
-                    return
+                    return      # read_position is at this entry: the rest is read again later
                 facts = self._screen(entry)
                 if facts is not None:
                     self._send(self._pick(), entry.position, entry.data, facts)
 
     async def _dispatch_replay(self) -> None:
-        for position in sorted(self.replay):
-            if not self.any_can_take():
+        """Replays, oldest first; walks `replay_order` by position, so entries added or dropped
+        while a read is in flight are handled correctly."""
+        after: Position | None = None
+        while self.replay_order and self.any_can_take():
+            index = 0 if after is None else bisect.bisect_right(self.replay_order, after)
+            if index >= len(self.replay_order):
                 return
+            position = after = self.replay_order[index]
             data = await self._replay_data(position)
             if data is None:
                 continue
             consumer = self._pick()
             if consumer is None:
+                self._cache(position, data)
                 return
             self._drop_replay(position)
             self._send(consumer, position, data, self.facts(data))

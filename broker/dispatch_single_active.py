@@ -92,7 +92,7 @@ class SingleActiveDispatcher(Dispatcher):
             return
         self.consumers.remove(consumer)
         self._arrival.pop(consumer, None)
-        consumer.pending.clear()
+        consumer.forget_all()
         was_active = consumer is self.active
         if not self._choose_active() and was_active:
             self.rewind()
@@ -112,7 +112,7 @@ class SingleActiveDispatcher(Dispatcher):
             return False
         self.active = new
         for consumer in self.consumers:
-            consumer.pending.clear()
+            consumer.forget_all()
         self.rewind()
         if self.failover:
             for consumer in self.consumers:
@@ -124,7 +124,7 @@ class SingleActiveDispatcher(Dispatcher):
         """Single-active redelivery rewinds to mark-delete (ids or not): Pulsar's behaviour."""
         if consumer is not self.active:
             return
-        consumer.pending.clear()
+        consumer.forget_all()
         self.rewind()
         self.kick()
 

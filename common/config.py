@@ -81,6 +81,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_pending_sends_max", int, 1_000, 1, 1_000_000, "SENDs in flight per producer before the connection stops reading"),
     Setting("broker_keepalive_interval_ms", int, 30_000, 100, 3_600_000, "PING a silent client after this long; close it after twice this long"),
     Setting("broker_dispatch_batch_entries_max", int, 100, 1, 10_000, "entries read for dispatch in one go"),
+    Setting("broker_consumer_unacked_messages_max", int, 50_000, 0, 100_000_000, "Shared/Key_Shared: a consumer holding this many unacked messages gets no more until acks bring it to half (Pulsar's maxUnackedMessagesPerConsumer; 0: no limit)"),
     Setting("broker_partitions_max", int, 1_000, 1, 100_000, "most partitions a partitioned topic may have"),
     Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),
     Setting("broker_delayed_delivery_entries_max", int, 100_000, 1, 10_000_000, "delayed entries a subscription indexes before it stops reading ahead"),

@@ -1,6 +1,7 @@
 """Chunking with the official client against a real standalone: a 7 MiB message is split by the
 client into chunks under max_message_size, each stored as its own entry with its own receipt,
-and reassembled at the consumer; with dedup on, only the last chunk is checked."""
+and reassembled at the consumer; with dedup on, only the last chunk is checked; a chunk sequence
+a producer abandons part-way (sent with the raw protocol client) blocks no other message."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import time
 
 import pulsar
+import pytest
 
 from broker.codec import CommandType as T, encode_payload_command
 from broker.entry_format import build_entry
@@ -58,9 +60,10 @@ def test_chunked_messages_count_once_for_dedup(standalone, client: pulsar.Client
     assert_no_more(consumer)
 
 
-def _send_chunk(raw: RawClient, seq: int, chunk_id: int, chunks: int, payload: bytes) -> None:
-    md = pb.MessageMetadata(producer_name="raw-chunker", sequence_id=seq, publish_time=int(time.time() * 1000),
-                            uuid=f"raw-chunker-{seq}", chunk_id=chunk_id, num_chunks_from_msg=chunks,
+def _send_chunk(raw: RawClient, seq: int, chunk_id: int, chunks: int, payload: bytes,
+                producer_name: str = "raw-chunker") -> None:
+    md = pb.MessageMetadata(producer_name=producer_name, sequence_id=seq, publish_time=int(time.time() * 1000),
+                            uuid=f"{producer_name}-{seq}", chunk_id=chunk_id, num_chunks_from_msg=chunks,
                             total_chunk_msg_size=len(payload) * chunks)
     cmd = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=1, sequence_id=seq, is_chunk=True))
     raw.send_bytes(encode_payload_command(cmd, build_entry(md, payload)))
@@ -84,11 +87,30 @@ def test_dedup_checks_only_the_last_chunk(standalone, topic: str) -> None:
         raw.close()
 
 
-def test_chunks_of_a_partly_sent_message_do_not_block_others(standalone, client: pulsar.Client, topic: str) -> None:
-    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
-    producer = _producer(client, topic)
-    for i in range(2):
-        producer.send(bytes([i]) * (5 * 1024 * 1024 + 1))
-    got = receive_all(consumer, 2, timeout_ms=30_000)
-    assert [m.data()[:1] for m in got] == [b"\x00", b"\x01"]
-    assert all(len(m.data()) == 5 * 1024 * 1024 + 1 for m in got)
+@pytest.mark.parametrize("sub_type", [pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Shared])
+def test_chunks_of_a_partly_sent_message_do_not_block_others(standalone, client: pulsar.Client, topic: str,
+                                                              sub_type: pulsar.ConsumerType) -> None:
+    """A raw producer sends chunk 0 of a 3-chunk message and never the rest (it stays
+    connected, as a stuck client would). Messages sent after it by the official client — a
+    plain one and a chunked 5 MiB one — are delivered whole and in order; the partial message
+    is never delivered."""
+    consumer = client.subscribe(topic, "sub", consumer_type=sub_type)
+    raw = RawClient(standalone.port)
+    try:
+        raw.connect()
+        assert raw.producer(topic).type == T.PRODUCER_SUCCESS
+        _send_chunk(raw, 0, 0, 3, b"abandoned" * 1000, producer_name="raw-abandoner")
+        receipt = raw.next_command()
+        assert receipt.type == T.SEND_RECEIPT, receipt                # chunk 0 is stored...
+        producer = _producer(client, topic)
+        producer.send(b"complete")
+        big = os.urandom(5 * 1024 * 1024 + 1)
+        producer.send(big)
+        got = receive_all(consumer, 2, timeout_ms=30_000)            # ...and blocks nothing
+        assert got[0].data() == b"complete"
+        assert got[1].data() == big
+        assert_no_more(consumer, timeout_ms=2_000)                  # the partial one never comes
+        stats = http("GET", f"{standalone.admin_url}/admin/v2/persistent/{topic.split('://', 1)[1]}/stats")[1]
+        assert stats["msgInCounter"] == 4      # the abandoned chunk, "complete", two chunks of `big`
+    finally:
+        raw.close()

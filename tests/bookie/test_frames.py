@@ -38,3 +38,35 @@ def test_bad_frame_is_refused_before_buffering_and_the_decoder_stays_dead(header
     assert decoder.buffered_bytes == 0
     with pytest.raises(BadRequest):
         decoder.feed(good)
+
+
+def test_random_chunking_of_large_and_small_frames_returns_exact_bodies():
+    """Frames that arrive whole (views of the chunk) and frames spread over several chunks
+    (assembled) come out byte-identical, and the decoder holds nothing between frames."""
+    import random
+
+    seed = random.randrange(1 << 32)
+    print(f"seed={seed}")
+    rng = random.Random(seed)
+    frames = [(rng.choice([FrameKind.ADD_REQUEST, FrameKind.READ_RESPONSE]),
+               rng.randbytes(rng.choice([0, 1, 100, 4096, 65536, 200_000])))
+              for _ in range(60)]
+    wire = b"".join(encode_frame(k, b) for k, b in frames)
+    decoder = FrameDecoder(1 << 20)
+    got, pos = [], 0
+    while pos < len(wire):
+        step = rng.choice([1, 2, 5, 6, 1000, 65536, 70_000, 300_000])
+        got += [(kind, bytes(body)) for kind, body in decoder.feed(wire[pos:pos + step])]
+        pos += step
+    assert got == [(int(k), b) for k, b in frames]
+    assert decoder.buffered_bytes == 0
+
+
+def test_a_bad_header_split_over_feeds_is_refused_once_complete():
+    decoder = FrameDecoder(1000)
+    header = struct.pack(">IB", 1001, FrameKind.ADD_REQUEST)
+    assert decoder.feed(encode_frame(FrameKind.READ_REQUEST, b"ok") + header[:3]) == \
+        [(FrameKind.READ_REQUEST, b"ok")]
+    with pytest.raises(BadRequest):
+        decoder.feed(header[3:] + b"x" * 500)
+    assert decoder.buffered_bytes == 0

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from bookie.fileio import FileSystem
 from bookie.index import decode_idx, pack_location
-from bookie.storage import Storage, segment_path
+from bookie.segment_reader import segment_path
+from bookie.storage import Storage
 from common.errors import BookieError, ChecksumMismatch
 from common.invariant import invariant
 
@@ -77,7 +78,7 @@ async def _delete_segment(storage: Storage, segment_id: int) -> int:
     segment = storage.index.segments[segment_id]
     invariant(segment.sealed and segment.live_bytes <= 0, "delete only dead sealed segments",
               segment_id=segment_id, live_bytes=segment.live_bytes)
-    await storage.run_in_reader(storage.forget_segment_fd, segment_id)
+    await storage.reader.run(storage.reader.forget, segment_id)
     seg_path = segment_path(storage.segments_dir, segment_id)
     idx_path = segment_path(storage.segments_dir, segment_id, ".idx")
     try:
@@ -100,7 +101,7 @@ def _unlink_pair(fs: FileSystem, idx_path: str, seg_path: str, directory: str) -
 async def _compact(storage: Storage, segment_id: int) -> int:
     """Re-append the segment's live records; returns the bytes re-appended."""
     idx_path = segment_path(storage.segments_dir, segment_id, ".idx")
-    data = await storage.run_in_reader(_read_file, idx_path)
+    data = await storage.reader.run(_read_file, idx_path)
     quads = decode_idx(data, idx_path)
     moved_bytes = 0
     batch: list[tuple[int, int, int]] = []  # (ledger, entry, location)
@@ -123,7 +124,7 @@ async def _compact(storage: Storage, segment_id: int) -> int:
 
 
 async def _move_batch(storage: Storage, batch: list[tuple[int, int, int]]) -> int:
-    records = await storage.run_in_reader(storage.pread_records, [loc for _, _, loc in batch])
+    records = await storage.reader.run(storage.reader.records, [loc for _, _, loc in batch])
     index = storage.index
     copies = []
     for (ledger_id, entry_id, location), record in zip(batch, records):

@@ -39,12 +39,10 @@ What must hold
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import google_crc32c
@@ -55,8 +53,8 @@ from bookie.index import (CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, enco
                           encode_idx)
 from bookie.journal import STOP_TIMEOUT_S as JOURNAL_STOP_TIMEOUT_S
 from bookie.journal import Journal, RollItem, WriteItem
-from bookie.record import (HEADER_BYTES, InvalidRecord, Record, RecordKind, decode_one, encode,
-                           encode_header)
+from bookie.record import HEADER_BYTES, RecordKind, encode, encode_header
+from bookie.segment_reader import SegmentReader, segment_path
 from bookie.types import BookieInfo, LedgerSummary
 from common.config import Config
 from common.errors import (BadRequest, BookieError, ChecksumMismatch, DiskFull, EntryTooLarge,
@@ -66,12 +64,6 @@ from common.invariant import invariant
 log = logging.getLogger(__name__)
 _crc32c = google_crc32c.value
 _ADD = int(RecordKind.ADD)
-_LOCATION_SHIFT = 80
-_FIELD_MASK = (1 << 40) - 1
-
-
-def segment_path(segments_dir: str, segment_id: int, suffix: str = ".seg") -> str:
-    return os.path.join(segments_dir, f"{segment_id:010d}{suffix}")
 
 
 class StorageMode(enum.Enum):
@@ -139,8 +131,7 @@ class Storage:
         self._room.set()
         self._seal_lock = asyncio.Lock()
         self._seal_tasks: set[asyncio.Task] = set()
-        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bookie-read")
-        self._read_fds: dict[int, int] = {}  # segment id -> O_RDONLY fd; reader thread only
+        self.reader = SegmentReader(self.segments_dir, config.bookie_entry_bytes_max)
         self._entry_bytes_max = config.bookie_entry_bytes_max
         self._segment_bytes_max = config.bookie_segment_file_bytes_max
         self.compacted_segments = 0
@@ -160,9 +151,8 @@ class Storage:
         os.makedirs(self.segments_dir, exist_ok=True)
         self.bookie_id = await self._loop.run_in_executor(None, _bookie_id, self.data_dir,
                                                           self._fs)
-        replayed = await self._loop.run_in_executor(
-            self._reader, recovery.recover, self.index, self.data_dir, self.segments_dir,
-            self._entry_bytes_max)
+        replayed = await self.reader.run(recovery.recover, self.index, self.data_dir,
+                                         self.segments_dir, self._entry_bytes_max)
         self._active_segment_id = max(self.index.segments, default=0) + 1
         self._checkpoint_replay_from = min(replayed, default=self._active_segment_id)
         try:
@@ -212,8 +202,7 @@ class Storage:
                           "without it, replay at start-up recovers what reached the disk",
                           JOURNAL_STOP_TIMEOUT_S)
             await asyncio.sleep(0)  # let the journal's last completions run
-        await self._loop.run_in_executor(self._reader, self._close_read_fds)
-        self._reader.shutdown(wait=True)
+        await self.reader.close()
 
     # --- adds -----------------------------------------------------------------------------------
 
@@ -439,47 +428,13 @@ class Storage:
             locations.append(location)
         if not locations:
             raise error
-        payloads = await self._loop.run_in_executor(self._reader, self._pread_many, locations)
+        payloads = await self.reader.run(self.reader.payloads, locations)
         out = []
         for entry_id, (payload, crc) in enumerate(payloads, start=first_entry):
             if payload is None:
                 return out, ChecksumMismatch(f"stored entry {ledger_id}:{entry_id} is corrupt")
             out.append((entry_id, payload, crc))
         return out, error
-
-    def _pread_many(self, locations: list[int]) -> list[tuple[bytes | None, int]]:
-        """Reader thread: (payload, crc32c) per location; (None, 0) where checks fail."""
-        return [(None, 0) if r is None else (r.payload, r.payload_crc32c)
-                for r in self.pread_records(locations)]
-
-    def pread_records(self, locations: list[int]) -> list[Record | None]:
-        """Reader thread: read and verify whole records; None for one that fails its checks."""
-        out: list[Record | None] = []
-        fds = self._read_fds
-        for location in locations:
-            segment_id = location >> _LOCATION_SHIFT
-            offset, length = (location >> 40) & _FIELD_MASK, location & _FIELD_MASK
-            fd = fds.get(segment_id)
-            if fd is None:
-                fd = os.open(segment_path(self.segments_dir, segment_id), os.O_RDONLY | os.O_CLOEXEC)
-                fds[segment_id] = fd
-            data = os.pread(fd, length, offset)
-            try:
-                out.append(decode_one(data, offset, payload_bytes_max=self._entry_bytes_max))
-            except InvalidRecord:
-                out.append(None)
-        return out
-
-    def forget_segment_fd(self, segment_id: int) -> None:
-        """Reader thread: close a segment's read fd (its file is being deleted)."""
-        fd = self._read_fds.pop(segment_id, None)
-        if fd is not None:
-            with contextlib.suppress(OSError):  # the fd is released even when close reports EIO
-                os.close(fd)
-
-    def _close_read_fds(self) -> None:
-        for segment_id in list(self._read_fds):
-            self.forget_segment_fd(segment_id)
 
     def list_ledgers(self) -> list[LedgerSummary]:
         return [LedgerSummary(s.ledger_id, s.last_entry_id, s.lac, s.fenced, s.payload_bytes)
@@ -598,9 +553,6 @@ class Storage:
     def fail_writes(self, error: BaseException, what: str) -> BookieError:
         """For GC: a file operation on `what` failed; read-only, and the typed error."""
         return self._fail_writes(error, what)
-
-    def run_in_reader(self, fn, *args) -> asyncio.Future:
-        return self._loop.run_in_executor(self._reader, fn, *args)
 
     def append_copy(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
                     crc: int) -> tuple[asyncio.Future, tuple[int, int, int]]:

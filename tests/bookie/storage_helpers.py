@@ -56,5 +56,4 @@ async def crash(storage: Storage) -> None:
     acknowledged has already been fsynced)."""
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, storage._journal.stop)
-    await loop.run_in_executor(storage._reader, storage._close_read_fds)
-    storage._reader.shutdown(wait=True)
+    await storage.reader.close()

@@ -240,7 +240,6 @@ def test_a_periodic_job_survives_any_exception_and_backs_off(tmp_path):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        server.storage._reader.shutdown()
     asyncio.run(go())
 
 

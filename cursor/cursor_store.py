@@ -8,13 +8,21 @@ managed ledger escapes its name, so subscription names with `/` fit.
 
 Why a metadata-store row and not a cursor ledger on bookies: the state is small by construction
 (it grows with ack holes, bounded by `cursor_state_bytes_max`, default 4 MiB, under the store's
-`metadata_value_bytes_max` when that is raised to match), one row is one atomic write, and
-compare-and-set on its version fences a stale broker: every save passes the version it last
-read or wrote, so a broker that lost the topic gets `BadVersion` instead of overwriting the new
-owner's acks. A lost compare-and-set is not taken at face value, though: the key is re-read, and
-if its mark-delete is not ahead of ours (a rewrite of the same state, an admin touch, our own
-earlier write whose reply was lost), we take its version and write once more; only a stored
-mark-delete ahead of ours (another owner moved on) or a second loss raises `BadVersion`.
+`metadata_value_bytes_max` when that is raised to match), and one row is one atomic write.
+
+Ownership and fencing (as `ledger.ml_open.take_ownership` does for the managed ledger): opening a
+cursor draws a fresh writer token (`new_writer_token`) and *claims* the key: it reads the value
+and writes it back carrying the token, by compare-and-set, retrying lost races (opening always
+wins over the owner being replaced), and starts from the state it wrote. That bumps the version,
+so a stale owner's next save loses its compare-and-set. Every save passes the version it last
+read or wrote; after a lost one the key is re-read: if the stored value carries our own token it
+is our own earlier write whose reply was lost (or an admin touch of our value), and we write once
+more over its version; any other token (or none: written by older code) means another owner has
+the cursor: `CursorFenced`, and the cursor stops persisting (`ManagedCursor`). A stale owner
+therefore never overwrites the new owner's acks, nor undoes its reset or seek. Deleting a cursor
+(unsubscribe) is fenced the same way. Values without a token (written before tokens existed)
+load normally and get one at the claim.
+
 Deleting a managed ledger's key requires deleting its cursors first (`delete_all`). Given a
 `cursor.cursor_writer.CursorWriter`, saves of existing keys ride its group transactions (same
 compare-and-set per key, one commit for many cursors).
@@ -29,13 +37,15 @@ import asyncio
 import inspect
 import logging
 import re
+import secrets
 from typing import Any
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
-from common.errors import BadVersion, CursorNotFound, InvalidArgument, NotFound
+from common.errors import (AlreadyExists, BadVersion, CursorFenced, CursorNotFound,
+                           InvalidArgument, NotFound)
 from cursor import metrics
-from cursor.codec import decode
+from cursor.codec import CursorSnapshot, decode, encode, writer_of
 from cursor.cursor_writer import CursorWriter
 from cursor.managed_cursor import ManagedCursor
 from ledger.ml_metadata import ml_path
@@ -45,6 +55,13 @@ from ledger.types import LedgerView
 log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[A-Za-z0-9_.:=@+-]")
+_CLAIM_ATTEMPTS_MAX = 20      # lost races while taking a cursor over before giving up
+_OVERWRITE_ATTEMPTS_MAX = 3   # writes over our own (lost-reply) value before reporting BadVersion
+
+
+def new_writer_token() -> str:
+    """A token unique to one opening of one cursor by one owner."""
+    return secrets.token_hex(8)
 
 
 def escape_segment(name: str) -> str:
@@ -93,48 +110,94 @@ class CursorStore:
             return await fn(*args, **kwargs)
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def load(self, cursor_name: str) -> bytes | None:
-        found = await self._call("get", self.path(cursor_name))
-        if found is None:
-            self._versions.pop(cursor_name, None)
-            return None
-        self._versions[cursor_name] = found.version
-        return found.value
+    async def claim(self, cursor_name: str, writer: str) -> tuple[CursorSnapshot, int] | None:
+        """Take the cursor over for `writer`: read it and write it back carrying the token by
+        compare-and-set, retrying lost races. The snapshot as written and its size in bytes;
+        None if there is no such cursor."""
+        path = self.path(cursor_name)
+        for attempt in range(_CLAIM_ATTEMPTS_MAX):
+            found = await self._call("get", path)
+            if found is None:
+                self._versions.pop(cursor_name, None)
+                return None
+            snapshot = decode(found.value)
+            snapshot.writer = writer
+            value = encode(snapshot)
+            try:
+                self._versions[cursor_name] = await self._put(path, value, found.version)
+            except NotFound:
+                self._versions.pop(cursor_name, None)
+                return None
+            except BadVersion:  # the owner being replaced wrote meanwhile: take its newer state
+                await asyncio.sleep(0.01 * (attempt + 1))
+                continue
+            return snapshot, len(value)
+        raise CursorFenced("could not take the cursor over: its value kept changing",
+                           ml=self.ml_name, cursor=cursor_name)
 
-    async def save(self, cursor_name: str, value: bytes) -> None:
-        """Write with compare-and-set on the version last seen (create if never seen)."""
+    async def save(self, cursor_name: str, value: bytes, writer: str | None) -> None:
+        """Write by compare-and-set on the version last seen (create if never seen). `writer` is
+        the token inside `value`; a lost compare-and-set over a value of another writer is
+        `CursorFenced`, never an overwrite."""
         version = self._versions.get(cursor_name)
         path = self.path(cursor_name)
         if version is None:
             self._versions[cursor_name] = await self._call("create", path, value)
             return
-        try:
-            self._versions[cursor_name] = await self._put(path, value, version)
-        except BadVersion as lost:
-            metrics.CURSOR_PERSIST_CONFLICTS_TOTAL += 1
-            version = await self._version_to_overwrite(cursor_name, value, lost)
-            self._versions[cursor_name] = await self._put(path, value, version)
+        for attempt in range(_OVERWRITE_ATTEMPTS_MAX):
+            try:
+                self._versions[cursor_name] = await self._put(path, value, version)
+                return
+            except BadVersion as lost:
+                metrics.CURSOR_PERSIST_CONFLICTS_TOTAL += 1
+                if attempt == _OVERWRITE_ATTEMPTS_MAX - 1:
+                    raise
+                version = await self._version_if_ours(cursor_name, writer, lost)
+                if version is None:  # deleted behind us: never re-create a dropped subscription
+                    raise CursorFenced("the cursor was deleted by another owner", ml=self.ml_name,
+                                       cursor=cursor_name) from None
 
     async def _put(self, path: str, value: bytes, version: int) -> int:
         if self.writer is not None:
             return await self.writer.put(path, value, version)
         return await self._call("put", path, value, expected_version=version)
 
-    async def _version_to_overwrite(self, cursor_name: str, value: bytes, lost: BadVersion) -> int:
-        """After a lost compare-and-set: the stored version, if the stored state is not ahead of
-        `value` (same or older mark-delete); else re-raise `lost`, we are not the owner."""
+    async def _version_if_ours(self, cursor_name: str, writer: str | None,
+                               lost: BadVersion) -> int | None:
+        """After a lost compare-and-set: the stored version if the stored value carries our own
+        token (our earlier write whose reply was lost); None if the key is gone; `CursorFenced`
+        if another owner wrote it."""
         found = await self._call("get", self.path(cursor_name))
         if found is None:
-            raise lost  # deleted behind us: never re-create a dropped subscription
-        stored_md, our_md = decode(found.value).mark_delete, decode(value).mark_delete
-        if stored_md > our_md:
-            raise lost
-        log.warning("cursor %s/%s: version moved behind us (%s), stored mark-delete %s is not "
-                    "ahead of ours %s: writing once more over version %d",
-                    self.ml_name, cursor_name, lost, stored_md, our_md, found.version)
+            return None
+        stored = writer_of(found.value)
+        if writer is None or stored != writer:
+            raise CursorFenced("another owner has taken the cursor over", ml=self.ml_name,
+                               cursor=cursor_name, ours=writer, theirs=stored) from lost
+        log.info("cursor %s/%s: version moved behind us (%s) but the stored value is our own "
+                 "write (a lost reply): writing over version %d", self.ml_name, cursor_name,
+                 lost, found.version)
         return found.version
 
+    async def delete_owned(self, cursor_name: str, writer: str | None) -> None:
+        """Delete the key by compare-and-set, as its owner `writer` (fenced like `save`)."""
+        version = self._versions.get(cursor_name)
+        for attempt in range(_OVERWRITE_ATTEMPTS_MAX):
+            try:
+                await self._call("delete", self.path(cursor_name), expected_version=version)
+                break
+            except NotFound:
+                raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
+            except BadVersion as lost:
+                if attempt == _OVERWRITE_ATTEMPTS_MAX - 1:
+                    raise
+                version = await self._version_if_ours(cursor_name, writer, lost)
+                if version is None:
+                    raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
+        self._versions.pop(cursor_name, None)
+
     async def delete(self, cursor_name: str) -> None:
+        """Delete the key whatever its version (dropping a whole managed ledger)."""
         try:
             await self._call("delete", self.path(cursor_name))
         except NotFound:
@@ -152,26 +215,37 @@ class CursorStore:
 
     async def open_cursor(self, view: LedgerView, cursor_name: str, *, start: Position = LATEST,
                           clock: Clock = SYSTEM_CLOCK, config: Config | None = None) -> ManagedCursor:
-        """The durable cursor `cursor_name`: loaded if persisted, else created reading from
-        `start` (EARLIEST / LATEST / a position) and persisted at once."""
+        """The durable cursor `cursor_name`: loaded (and claimed) if persisted, else created
+        reading from `start` (EARLIEST / LATEST / a position) and persisted at once."""
         cursor = await self.load_cursor(view, cursor_name, clock=clock, config=config)
         if cursor is not None:
             return cursor
         config = config or default_config()
         cursor = ManagedCursor.starting_at(cursor_name, view, start, durable=True, store=self,
-                                           clock=clock, **_limits(config))
+                                           clock=clock, writer_token=new_writer_token(),
+                                           **_limits(config))
         cursor._dirty = True  # a new cursor is written at once, so a restart finds it
-        await cursor.flush()
+        try:
+            await cursor.flush()
+        except AlreadyExists:  # created by another opener since we looked: take it over
+            cursor = await self.load_cursor(view, cursor_name, clock=clock, config=config)
+            if cursor is None:
+                raise CursorNotFound("cursor created and deleted while opening", ml=self.ml_name,
+                                     cursor=cursor_name) from None
         return cursor
 
     async def load_cursor(self, view: LedgerView, cursor_name: str, *, clock: Clock = SYSTEM_CLOCK,
                           config: Config | None = None) -> ManagedCursor | None:
-        value = await self.load(cursor_name)
-        if value is None:
+        """The persisted cursor, claimed for a fresh writer token (which fences out any previous
+        owner); None if there is none."""
+        writer = new_writer_token()
+        claimed = await self.claim(cursor_name, writer)
+        if claimed is None:
             return None
-        snapshot = decode(value)
+        snapshot, state_bytes = claimed
         return ManagedCursor(cursor_name, view, mark_delete_position=snapshot.mark_delete,
                              durable=True, store=self, clock=clock, snapshot=snapshot,
+                             writer_token=writer, state_bytes=state_bytes,
                              **_limits(config or default_config()))
 
     async def load_all(self, view: LedgerView, *, clock: Clock = SYSTEM_CLOCK,
@@ -190,7 +264,7 @@ class CursorStore:
             cursor._persist_handle = None
         cursor._dirty = False
         await cursor.close()
-        await self.delete(cursor.name)
+        await self.delete_owned(cursor.name, cursor.writer_token)
 
 
 def _limits(config: Config) -> dict[str, int]:

@@ -16,32 +16,37 @@ What must hold (checked with `invariant()` after every change):
 Acks below md, beyond the last confirmed entry, or past the end of a closed ledger are ignored
 silently (PROTOCOL.md §8.4). A durable cursor persists through a `CursorStore`: changes mark it
 dirty and a write is scheduled at most once per `cursor_persist_interval_ms` (coalesced: many acks,
-one write); `flush()` writes now and `close()` flushes a last time. State over
-`cursor_state_bytes_max` raises `CursorStateTooLarge` and counts in
-`cursor.metrics.CURSOR_STATE_TOO_LARGE_TOTAL`; the acks stay in memory and the write is retried
-with the next change, but the failure is never hidden. Non-durable cursors (readers) never persist.
+one write; see `cursor.cursor_persistence`); `flush()` writes now and `close()` flushes a last
+time. Non-durable cursors (readers) never persist and have no size limit.
+
+State limit (`cursor.state_limit`): there is no silent memory-only fallback. A persist that finds
+the encoded state over `cursor_state_bytes_max` fails with `CursorStateTooLarge` (counted in
+`cursor.metrics.CURSOR_STATE_TOO_LARGE_TOTAL`, shown in the subscription's stats as
+`state_error`), and from then on, or as soon as the estimate between persists says so, a durable
+cursor refuses every ack that would add an ack hole (`CursorStateTooLarge`, counted in
+`CURSOR_ACKS_REFUSED_TOTAL`; the other acks of the same call are taken). Acks that close or extend
+runs, cumulative acks and moves are always taken, so the consumer can get back under the limit.
+
+Fencing: a durable cursor writes with the writer token it was opened with (`CursorStore`). When a
+save finds another owner's token, the cursor turns FENCED: it never persists again and refuses
+every change with `CursorFenced` (counted in `CURSOR_FENCED_TOTAL`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import enum
-import logging
-import math
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from pyroaring import BitMap64
 
 from common.clock import SYSTEM_CLOCK, Clock
-from common.config import SETTINGS_BY_NAME
-from common.errors import (CursorClosed, CursorStateTooLarge, InvalidArgument, StrataError,
-                           BadVersion)
+from common.errors import InvalidArgument
 from common.invariant import invariant
-from cursor import metrics
 from cursor.ack_state import (ENTRY_ID_END, AckState, BatchAck, full_words, run_end, to_signed,
                               to_unsigned)
-from cursor.codec import CursorSnapshot, encode
+from cursor.codec import CursorSnapshot
+from cursor.cursor_persistence import CursorPersistence, CursorState
+from cursor.state_limit import HOLE_BYTES, admit, batch_record_bytes, run_delta
 from ledger.position import EARLIEST, LATEST, Position
 from ledger.types import LedgerView
 
@@ -49,14 +54,9 @@ if TYPE_CHECKING:
     from cursor.cursor_store import CursorStore
     from cursor.stats import SubscriptionStats
 
-log = logging.getLogger(__name__)
+__all__ = ["ManagedCursor", "CursorState", "before", "BATCH_SIZE_MAX"]
 
 BATCH_SIZE_MAX = 1 << 20  # members in one batch entry; Pulsar's clients send at most a few 1000
-
-
-class CursorState(enum.Enum):
-    ACTIVE = "active"  # takes acks and moves; a durable one persists its changes
-    CLOSED = "closed"  # flushed for the last time (or dropped); refuses every change
 
 
 def before(position: Position) -> Position:
@@ -64,35 +64,27 @@ def before(position: Position) -> Position:
     return Position(position[0], position[1] - 1)
 
 
-class ManagedCursor:
+class ManagedCursor(CursorPersistence):
     def __init__(self, name: str, view: LedgerView, *, mark_delete_position: Position,
                  durable: bool = True, store: "CursorStore | None" = None,
                  clock: Clock = SYSTEM_CLOCK, persist_interval_ms: int | None = None,
-                 state_bytes_max: int | None = None, snapshot: CursorSnapshot | None = None) -> None:
+                 state_bytes_max: int | None = None, snapshot: CursorSnapshot | None = None,
+                 writer_token: str | None = None, state_bytes: int = 0) -> None:
         if durable and store is None:
             raise InvalidArgument("a durable cursor needs a CursorStore", cursor=name)
         self.name = name
         self.view = view
         self.durable = durable
         self.clock = clock
-        self.state = CursorState.ACTIVE
         self.mark_delete_position = Position(*mark_delete_position)
         self.read_position = view.next_position(self.mark_delete_position)
         self._acks = AckState()
         self._redelivery: dict[Position, int] = {}  # entry -> times redelivered; only entries > md
         self._properties: dict[str, str] = {}
-        self._store = store
-        self._persist_interval_s = (persist_interval_ms if persist_interval_ms is not None else
-                                    SETTINGS_BY_NAME["cursor_persist_interval_ms"].default) / 1000
-        self.state_bytes_max = (state_bytes_max if state_bytes_max is not None else
-                                SETTINGS_BY_NAME["cursor_state_bytes_max"].default)
-        self._dirty = False                     # changed since the last successful persist
-        self._last_persist_s = -math.inf        # monotonic time of the last persist attempt
-        self._persist_handle: asyncio.TimerHandle | None = None
-        self._flush_task: asyncio.Task | None = None
-        self._flush_lock = asyncio.Lock()
-        self.persist_error: StrataError | None = None  # last failed persist, None after success
-        self.persisted_bytes = 0                # size of the last persisted value
+        self._init_persistence(store, persist_interval_ms, state_bytes_max, writer_token,
+                               state_bytes)
+        self._guard = self.state_limit if durable else None  # None: acks are never refused
+        self._refused = 0                       # acks refused by the ack call under way
         self._entries_cache: dict[int, int] = {}  # ledger id -> entries, for closed ledgers
         self._entries_cache_lac_ledger: int | None = None
         if snapshot is not None:
@@ -116,13 +108,16 @@ class ManagedCursor:
 
     def snapshot(self) -> CursorSnapshot:
         return CursorSnapshot(self.mark_delete_position, self._acks, dict(self._redelivery),
-                              dict(self._properties))
+                              dict(self._properties), self.writer_token)
 
     # ---- acks ------------------------------------------------------------------------------
 
     def ack(self, positions: Iterable[Position]) -> None:
-        """Individual acks. Positions may come in any order; duplicates are harmless."""
+        """Individual acks. Positions may come in any order; duplicates are harmless. Acks that
+        would add ack holes to a state at its limit are refused (`CursorStateTooLarge`, raised
+        after the others were taken)."""
         self._check_active()
+        self._refused = 0
         lac = self.view.last_confirmed
         if type(positions) in (tuple, list) and len(positions) == 1:  # type: ignore[arg-type]
             ledger_id, entry_id = positions[0]  # type: ignore[index]
@@ -142,8 +137,10 @@ class ManagedCursor:
             self._advance(lac)
             self._changed()
             self._check_invariants(lac)
+        self._raise_if_refused()
 
-    def _ack_groups(self, groups: Mapping[int, list[int]], lac: Position | None = None) -> bool:
+    def _ack_groups(self, groups: Mapping[int, list[int]], lac: Position | None = None,
+                    guarded: bool = True) -> bool:
         md_ledger, md_entry = self.mark_delete_position
         lac = self.view.last_confirmed if lac is None else lac
         changed = False
@@ -151,7 +148,7 @@ class ManagedCursor:
             if ledger_id < md_ledger or ledger_id > lac[0]:
                 continue
             if len(entry_ids) == 1:  # the common single ack: no temporary bitmap
-                changed |= self._ack_one(ledger_id, entry_ids[0], md_ledger, md_entry, lac)
+                changed |= self._ack_one(ledger_id, entry_ids[0], md_ledger, md_entry, lac, guarded)
                 continue
             try:
                 bitmap = BitMap64(entry_ids)
@@ -160,6 +157,8 @@ class ManagedCursor:
             if ledger_id == md_ledger and md_entry >= 0:
                 bitmap.remove_range(0, md_entry + 1)
             bitmap.remove_range(self._entry_limit(ledger_id, lac), ENTRY_ID_END)
+            if guarded and self._guard is not None:
+                bitmap = self._admit_group(ledger_id, bitmap)
             if not bitmap:
                 continue
             if self._redelivery:
@@ -170,16 +169,18 @@ class ManagedCursor:
         return changed
 
     def _ack_one(self, ledger_id: int, entry_id: int, md_ledger: int, md_entry: int,
-                 lac: Position) -> bool:
+                 lac: Position, guarded: bool = True) -> bool:
         if (ledger_id == md_ledger and entry_id <= md_entry) or entry_id < 0:
             return False
         if entry_id >= self._entry_limit(ledger_id, lac):
             return False
         bitmap = self._acks.acked.get(ledger_id)
+        if bitmap is not None and entry_id in bitmap:
+            return False
+        if guarded and self._guard is not None and not self._admit_one(ledger_id, entry_id, bitmap):
+            return False
         if bitmap is None:
             self._acks.acked[ledger_id] = BitMap64((entry_id,))
-        elif entry_id in bitmap:
-            return False
         else:
             bitmap.add(entry_id)
         if self._acks.batches:
@@ -187,6 +188,55 @@ class ManagedCursor:
         if self._redelivery:
             self._redelivery.pop(Position(ledger_id, entry_id), None)
         return True
+
+    # ---- the state limit (see cursor.state_limit) ------------------------------------------------
+
+    def _front(self, ledger_id: int) -> int | None:
+        """The entry id of the first entry after md if it is in `ledger_id`, else None."""
+        md_ledger, md_entry = self.mark_delete_position
+        if ledger_id == md_ledger:
+            return md_entry + 1
+        following = self.view.next_position(self.mark_delete_position)
+        return following[1] if following[0] == ledger_id else None
+
+    def _admit_one(self, ledger_id: int, entry_id: int, bitmap: BitMap64 | None) -> bool:
+        """Whether one new ack may be taken: it does not add a run, or the estimate has room."""
+        md_ledger, md_entry = self.mark_delete_position
+        left = ((ledger_id == md_ledger and entry_id == md_entry + 1)
+                or (bitmap is not None and entry_id > 0 and entry_id - 1 in bitmap)
+                or (entry_id == 0 and ledger_id != md_ledger and self._front(ledger_id) == 0))
+        if left or (bitmap is not None and entry_id + 1 in bitmap):
+            return True  # extends or joins a run: no new hole
+        guard = self._guard
+        if guard.room_for(HOLE_BYTES) or Position(ledger_id, entry_id) in self._acks.batches:
+            guard.grow(HOLE_BYTES)
+            return True
+        self._refused += 1
+        return False
+
+    def _admit_group(self, ledger_id: int, bitmap: BitMap64) -> BitMap64:
+        """The part of `bitmap` (acks of one ledger, all after md) that may be taken."""
+        existing = self._acks.acked.get(ledger_id)
+        if existing:
+            bitmap -= existing
+        if not bitmap:
+            return bitmap
+        guard = self._guard
+        front = self._front(ledger_id)
+        delta = run_delta(existing, bitmap, front)
+        if delta <= 0 or guard.room_for(delta * HOLE_BYTES):
+            guard.grow(delta * HOLE_BYTES)
+            return bitmap
+        protected = {p[1] for p in self._acks.batches if p[0] == ledger_id}
+        taken, runs, refused = admit(existing, list(bitmap), front, protected, guard.free_runs())
+        guard.grow(runs * HOLE_BYTES)
+        self._refused += refused
+        return BitMap64(taken)
+
+    def _raise_if_refused(self) -> None:
+        if self._refused:
+            refused, self._refused = self._refused, 0
+            raise self.state_limit.refuse(refused)
 
     def ack_cumulative(self, position: Position) -> None:
         """Everything at or before `position` is acked."""
@@ -203,6 +253,7 @@ class ManagedCursor:
         """Merge a batch-index ack (`ack_set`: Pulsar words, a set bit = member still unacked) by
         AND into what is known of the entry. True if the entry became fully acked by this call."""
         self._check_active()
+        self._refused = 0
         if not 1 <= batch_size <= BATCH_SIZE_MAX:
             raise InvalidArgument("batch_size out of range", batch_size=batch_size, max=BATCH_SIZE_MAX)
         position = Position(*position)
@@ -215,11 +266,17 @@ class ManagedCursor:
         base = known.remaining if known is not None else limit
         remaining = [g & b & m for g, b, m in zip(given, base, limit)]
         if not any(remaining):
-            self._ack_groups({position[0]: [position[1]]})
-            self._advance()
-            self._changed()
-            self._check_invariants()
-            return True
+            taken = self._ack_groups({position[0]: [position[1]]})
+            if taken:
+                self._advance()
+                self._changed()
+                self._check_invariants()
+            self._raise_if_refused()
+            return taken
+        if known is None and self._guard is not None and position[1] != self._front(position[0]):
+            if not self._guard.room_for(batch_record_bytes(len(remaining))):
+                raise self.state_limit.refuse(1)
+            self._guard.grow(batch_record_bytes(len(remaining)))
         if known is None or remaining != known.remaining:
             self._acks.batches[position] = BatchAck(batch_size, remaining)
             self._changed()
@@ -273,7 +330,7 @@ class ManagedCursor:
             if len(chosen) > left:
                 chosen.remove_range(chosen[left], ENTRY_ID_END)
             left -= len(chosen)
-            self._ack_groups({ledger_id: list(chosen)})
+            self._ack_groups({ledger_id: list(chosen)}, guarded=False)  # a move: never refused
             position = self.view.next_position(Position(ledger_id, end - 1))
         self._advance()
         self._changed()
@@ -371,86 +428,7 @@ class ManagedCursor:
         from cursor.stats import subscription_stats
         return subscription_stats(self, self.view)
 
-    # ---- persistence ----------------------------------------------------------------------------
-
-    def encode_state(self) -> bytes:
-        """The persisted value; CursorStateTooLarge (and a metric) over `state_bytes_max`."""
-        value = encode(self.snapshot())
-        if len(value) > self.state_bytes_max:
-            metrics.CURSOR_STATE_TOO_LARGE_TOTAL += 1
-            error = CursorStateTooLarge("cursor ack state exceeds cursor_state_bytes_max",
-                                        cursor=self.name, size=len(value), max=self.state_bytes_max)
-            self.persist_error = error
-            raise error
-        return value
-
-    async def flush(self) -> None:
-        """Persist now if anything changed since the last persist (durable cursors only)."""
-        if not self.durable or self._store is None:
-            return
-        async with self._flush_lock:
-            if not self._dirty:
-                return
-            self._last_persist_s = self.clock.monotonic_s()
-            value = self.encode_state()
-            self._dirty = False
-            try:
-                await self._store.save(self.name, value)
-            except BaseException:
-                self._dirty = True
-                raise
-            metrics.CURSOR_PERSISTS_TOTAL += 1
-            self.persisted_bytes = len(value)
-            self.persist_error = None
-
-    async def close(self) -> None:
-        """Flush a last time and refuse further changes."""
-        if self.state is CursorState.CLOSED:
-            return
-        if self._persist_handle is not None:
-            self._persist_handle.cancel()
-            self._persist_handle = None
-        try:
-            await self.flush()
-        finally:
-            self.state = CursorState.CLOSED
-
-    def _changed(self) -> None:
-        self._dirty = True
-        if not self.durable or self._persist_handle is not None or self.state is not CursorState.ACTIVE:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no event loop: the owner persists with flush()
-        due_s = self._last_persist_s + self._persist_interval_s - self.clock.monotonic_s()
-        self._persist_handle = loop.call_later(max(0.0, due_s), self._start_auto_flush)
-
-    def _start_auto_flush(self) -> None:
-        self._persist_handle = None
-        if self.state is CursorState.ACTIVE and self._dirty:
-            self._flush_task = asyncio.get_running_loop().create_task(self._auto_flush())
-
-    async def _auto_flush(self) -> None:
-        try:
-            await self.flush()
-        except BadVersion as exc:  # the store re-read and still lost: likely not our cursor now
-            self.persist_error = exc
-            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
-            log.error("cursor %s: persist lost compare-and-set (stored state is ahead or changed "
-                      "again); still dirty, tried again on the next change: %s", self.name, exc)
-        except StrataError as exc:
-            self.persist_error = exc
-            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
-            log.warning("cursor %s: persist failed, retrying on the next change: %s", self.name, exc)
-            if exc.retriable:
-                self._changed()
-
     # ---- internals -------------------------------------------------------------------------------
-
-    def _check_active(self) -> None:
-        if self.state is not CursorState.ACTIVE:
-            raise CursorClosed("cursor is closed", cursor=self.name)
 
     def _entry_limit(self, ledger_id: int, lac: Position) -> int:
         """One past the last entry id of `ledger_id` that can be acked (0 if unknown)."""

@@ -8,6 +8,9 @@ Per subscription (cursor S with mark-delete md):
 - `backlog_bytes` (backlogSize): the stored bytes of those entries (a partially acked batch
   still costs all its bytes).
 - `unacked_entries`: entries already dispatched (before the read position) but not acked.
+- `state_bytes`, `persisted_bytes`, `state_error`, `persist_error`: the size of the cursor's
+  state as last encoded and as last persisted, why acks that add holes are refused (state over
+  `cursor_state_bytes_max`), and why the last persist failed (e.g. fenced); None when all is well.
 
 Per topic: `storage_size_bytes` = bytes of every ledger still kept. It exceeds the backlog
 because deletion is by whole ledger and by prefix (one hole pins every later ledger), and
@@ -41,6 +44,10 @@ class SubscriptionStats:
     partial_batches: int             # entries with some batch members acked
     mark_delete_position: Position
     read_position: Position
+    state_bytes: int = 0               # cursor state as last encoded (persisted or not)
+    persisted_bytes: int = 0           # the value last persisted (or loaded)
+    state_error: str | None = None     # state over cursor_state_bytes_max: holes are refused
+    persist_error: str | None = None   # the last persist failure (fenced, store down, too large)
 
 
 class KeptLedger(NamedTuple):
@@ -127,7 +134,13 @@ def subscription_stats(cursor: ManagedCursor, view: LedgerView) -> SubscriptionS
         unacked_entries=unacked_entries(cursor, view),
         individually_acked_entries=cursor.individually_acked_count(),
         partial_batches=len(cursor.partial_batches),
-        mark_delete_position=cursor.mark_delete_position, read_position=cursor.read_position)
+        mark_delete_position=cursor.mark_delete_position, read_position=cursor.read_position,
+        state_bytes=cursor.state_limit.measured_bytes, persisted_bytes=cursor.persisted_bytes,
+        state_error=_text(cursor.state_error), persist_error=_text(cursor.persist_error))
+
+
+def _text(error: Exception | None) -> str | None:
+    return None if error is None else str(error)
 
 
 def storage_size_bytes(view: LedgerView) -> int:

@@ -1,0 +1,203 @@
+"""Persistence and lifecycle of a managed cursor: the mixin `ManagedCursor` builds on.
+
+A durable cursor persists through a `CursorStore`: every change calls `_changed()`, which marks
+the cursor dirty and schedules one write at most once per `cursor_persist_interval_ms`
+(coalesced: many acks, one write); `flush()` writes now and `close()` flushes a last time. Each
+write measures the encoded state (`cursor.state_limit`): over `cursor_state_bytes_max` it is
+`CursorStateTooLarge`, never written, never hidden. Each write carries the cursor's writer token;
+when the store finds another owner's token (`CursorFenced`) the cursor turns FENCED for good.
+
+What must hold: the state only moves along `_TRANSITIONS` (one setter, `_set_state`); a FENCED or
+CLOSED cursor never writes and refuses every change (`_check_active`); `_dirty` is True whenever
+a change has not been persisted.
+
+The host class provides `name`, `durable`, `clock` and `snapshot()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import math
+from typing import TYPE_CHECKING
+
+from common.config import SETTINGS_BY_NAME
+from common.errors import (BadVersion, CursorClosed, CursorFenced, CursorStateTooLarge,
+                           IllegalTransition, StrataError)
+from cursor import metrics
+from cursor.codec import encode
+from cursor.state_limit import StateLimit
+
+if TYPE_CHECKING:
+    from common.clock import Clock
+    from cursor.codec import CursorSnapshot
+    from cursor.cursor_store import CursorStore
+
+log = logging.getLogger("cursor.managed_cursor")
+
+
+class CursorState(enum.Enum):
+    ACTIVE = "active"  # takes acks and moves; a durable one persists its changes
+    FENCED = "fenced"  # another owner took the cursor over: never persists again, refuses changes
+    CLOSED = "closed"  # flushed for the last time (or dropped); refuses every change
+
+
+_TRANSITIONS = {
+    CursorState.ACTIVE: frozenset({CursorState.FENCED, CursorState.CLOSED}),
+    CursorState.FENCED: frozenset({CursorState.CLOSED}),
+    CursorState.CLOSED: frozenset(),
+}
+
+
+
+class CursorPersistence:
+    name: str
+    durable: bool
+    clock: "Clock"
+
+    def snapshot(self) -> "CursorSnapshot":
+        raise NotImplementedError
+
+    def _init_persistence(self, store: "CursorStore | None", persist_interval_ms: int | None,
+                          state_bytes_max: int | None, writer_token: str | None,
+                          state_bytes: int) -> None:
+        self.state = CursorState.ACTIVE
+        self._store = store
+        self._persist_interval_s = (persist_interval_ms if persist_interval_ms is not None else
+                                    SETTINGS_BY_NAME["cursor_persist_interval_ms"].default) / 1000
+        self.writer_token = writer_token        # written into every persisted value; None: none
+        self.state_limit = StateLimit(state_bytes_max if state_bytes_max is not None else
+                                      SETTINGS_BY_NAME["cursor_state_bytes_max"].default, self.name)
+        self.state_limit.measured_bytes = state_bytes  # size of the value it was loaded from
+        self._dirty = False                     # changed since the last successful persist
+        self._last_persist_s = -math.inf        # monotonic time of the last persist attempt
+        self._persist_handle: asyncio.TimerHandle | None = None
+        self._flush_task: asyncio.Task | None = None
+        self._flush_lock = asyncio.Lock()
+        self.persist_error: StrataError | None = None  # last failed persist, None after success
+        self.persisted_bytes = state_bytes      # size of the last persisted (or loaded) value
+
+    @property
+    def state_bytes_max(self) -> int:
+        return self.state_limit.bytes_max
+
+    @state_bytes_max.setter
+    def state_bytes_max(self, value: int) -> None:
+        self.state_limit.bytes_max = value
+
+    @property
+    def state_error(self) -> CursorStateTooLarge | None:
+        """Why acks that add holes are refused now (state over the limit); None when it fits."""
+        return self.state_limit.error
+
+    def encode_state(self) -> bytes:
+        """The persisted value; measures the state (`state_limit`) and raises
+        CursorStateTooLarge (counted) when it is over `state_bytes_max`."""
+        value = encode(self.snapshot())
+        error = self.state_limit.measure(len(value))
+        if error is not None:
+            self.persist_error = error
+            raise error
+        return value
+
+    async def flush(self) -> None:
+        """Persist now if anything changed since the last persist (durable cursors only).
+        A fenced cursor never writes: CursorFenced."""
+        if not self.durable or self._store is None:
+            return
+        async with self._flush_lock:
+            if self.state is CursorState.FENCED:
+                raise self.persist_error or CursorFenced("cursor is fenced", cursor=self.name)
+            if not self._dirty:
+                return
+            self._last_persist_s = self.clock.monotonic_s()
+            value = self.encode_state()
+            self._dirty = False
+            try:
+                await self._store.save(self.name, value, self.writer_token)
+            except CursorFenced as exc:
+                self._dirty = True
+                self._become_fenced(exc)
+                raise
+            except BaseException:
+                self._dirty = True
+                raise
+            metrics.CURSOR_PERSISTS_TOTAL += 1
+            self.persisted_bytes = len(value)
+            self.persist_error = None
+
+    async def close(self) -> None:
+        """Flush a last time (unless fenced) and refuse further changes."""
+        if self.state is CursorState.CLOSED:
+            return
+        if self._persist_handle is not None:
+            self._persist_handle.cancel()
+            self._persist_handle = None
+        try:
+            if self.state is CursorState.ACTIVE:
+                await self.flush()
+        finally:
+            self._set_state(CursorState.CLOSED)
+
+    def _become_fenced(self, error: CursorFenced) -> None:
+        """Another owner has the cursor: stop persisting for good; changes are refused."""
+        if self.state is not CursorState.ACTIVE:
+            return
+        self._set_state(CursorState.FENCED)
+        self.persist_error = error
+        metrics.CURSOR_FENCED_TOTAL += 1
+        if self._persist_handle is not None:
+            self._persist_handle.cancel()
+            self._persist_handle = None
+        log.error("cursor %s: fenced, another owner has taken it over; its unpersisted changes "
+                  "here are dropped and it takes no more: %s", self.name, error)
+
+    def _set_state(self, new: CursorState) -> None:
+        if new is self.state:
+            return
+        if new not in _TRANSITIONS[self.state]:
+            raise IllegalTransition("cursor state change not allowed", cursor=self.name,
+                                    old=self.state.value, new=new.value)
+        self.state = new
+
+    def _changed(self) -> None:
+        self._dirty = True
+        if not self.durable or self._persist_handle is not None or self.state is not CursorState.ACTIVE:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop: the owner persists with flush()
+        due_s = self._last_persist_s + self._persist_interval_s - self.clock.monotonic_s()
+        self._persist_handle = loop.call_later(max(0.0, due_s), self._start_auto_flush)
+
+    def _start_auto_flush(self) -> None:
+        self._persist_handle = None
+        if self.state is CursorState.ACTIVE and self._dirty:
+            self._flush_task = asyncio.get_running_loop().create_task(self._auto_flush())
+
+    async def _auto_flush(self) -> None:
+        try:
+            await self.flush()
+        except CursorFenced as exc:  # logged and counted by _become_fenced
+            self.persist_error = exc
+            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
+        except BadVersion as exc:  # lost compare-and-set three times over our own value
+            self.persist_error = exc
+            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
+            log.error("cursor %s: persist kept losing compare-and-set over our own value; still "
+                      "dirty, tried again on the next change: %s", self.name, exc)
+        except StrataError as exc:
+            self.persist_error = exc
+            metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
+            log.warning("cursor %s: persist failed, retrying on the next change: %s", self.name, exc)
+            if exc.retriable:
+                self._changed()
+
+    def _check_active(self) -> None:
+        if self.state is CursorState.ACTIVE:
+            return
+        if self.state is CursorState.FENCED:
+            raise CursorFenced("cursor is fenced: another owner has taken it over", cursor=self.name)
+        raise CursorClosed("cursor is closed", cursor=self.name)

@@ -1,7 +1,10 @@
 """Consumer-side commands of a connection: SUBSCRIBE, FLOW, ACK, REDELIVER, SEEK, UNSUBSCRIBE,
 CLOSE_CONSUMER, GET_LAST_MESSAGE_ID.
 
-Each function takes the `ServerConnection` and the command body. SUBSCRIBE creates the topic and
+Each function takes the `ServerConnection` and the command body. An ACK the cursor refuses (state
+over `cursor_state_bytes_max`, or fenced) is answered with an error ACK_RESPONSE when the client
+asked for a receipt (`request_id`), and logged otherwise (at most every `_ACK_ERROR_LOG_INTERVAL_S`,
+with the number of refusals in between). SUBSCRIBE creates the topic and
 the subscription on first use (durable: at Latest or Earliest by `initialPosition`; a reader's
 non-durable one at `start_message_id`, PROTOCOL.md §8.9) and replies SUCCESS before any MESSAGE
 or ACTIVE_CONSUMER_CHANGE for the new consumer. Commands naming an unknown consumer id are
@@ -14,6 +17,7 @@ subscription; `detach` is the one way out.
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import TYPE_CHECKING
 
 from broker.codec import (encode_ack_response, encode_get_last_message_id_response, encode_success,
@@ -21,14 +25,35 @@ from broker.codec import (encode_ack_response, encode_get_last_message_id_respon
 from broker.consumer import Consumer
 from broker.names import parse_topic
 from broker.subscription import start_position
-from common.errors import ConsumerNotFound, StrataError
+from common.errors import ConsumerNotFound, CursorError, StrataError
 from ledger.position import EARLIEST, LATEST
 from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.connection import ServerConnection
 
+log = logging.getLogger(__name__)
+
 _labels = itertools.count()
+_ACK_ERROR_LOG_INTERVAL_S = 10.0
+
+
+class _AckErrorLog:
+    """Refused acks without a receipt: logged, but not once per ACK (a consumer acks fast)."""
+
+    last_s: float | None = None   # monotonic time of the last log line; None: never logged
+    unlogged = 0                  # refusals since then
+
+
+def _log_ack_error(conn: "ServerConnection", cmd: pb.CommandAck, exc: StrataError) -> None:
+    now_s = conn.service.clock.monotonic_s()
+    _AckErrorLog.unlogged += 1
+    if _AckErrorLog.last_s is not None and now_s - _AckErrorLog.last_s < _ACK_ERROR_LOG_INTERVAL_S:
+        return
+    log.warning("ACK from %s (consumer %d) refused, %d refusal(s) since the last report; the "
+                "client asked for no receipt: %s", conn.peer, cmd.consumer_id,
+                _AckErrorLog.unlogged, exc)
+    _AckErrorLog.last_s, _AckErrorLog.unlogged = now_s, 0
 
 
 def _start_of(cmd: pb.CommandSubscribe):
@@ -85,6 +110,9 @@ def ack(conn: "ServerConnection", cmd: pb.CommandAck) -> None:
         if has_request:
             code = exc.server_error if exc.server_error is not None else 0
             conn.write(encode_ack_response(cmd.consumer_id, cmd.request_id, code, str(exc)))
+            return
+        if isinstance(exc, CursorError):
+            _log_ack_error(conn, cmd, exc)
             return
         raise
     if has_request:

@@ -5,7 +5,9 @@ Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
 `pulsar_throughput_out`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
 `pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`; per subscription (plus
 label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
-`pulsar_subscription_consumers_count`. Plus broker-wide `pulsar_topics_count` and Strata's own
+`pulsar_subscription_consumers_count`, and Strata's `strata_subscription_cursor_state_bytes`
+(the cursor state as last encoded) and `strata_subscription_cursor_state_error` (1 while acks
+that add ack holes are refused: state over `cursor_state_bytes_max`). Plus broker-wide `pulsar_topics_count` and Strata's own
 counters (label `cluster`): cursor persists (`strata_cursor_*_total`, from `cursor.metrics`), the
 cursor writer's group transactions, and the retention task's passes, errors, TTL-expired cursors
 and trimmed ledgers (`strata_retention_*_total`).
@@ -47,6 +49,11 @@ _SUB_METRICS = (
      lambda s: s["unackedMessages"]),
     ("pulsar_subscription_consumers_count", "gauge", "consumers of the subscription",
      lambda s: len(s["consumers"])),
+    ("strata_subscription_cursor_state_bytes", "gauge", "cursor state bytes as last encoded",
+     lambda s: s["cursorStateBytes"]),
+    ("strata_subscription_cursor_state_error", "gauge",
+     "1 while the cursor state is over cursor_state_bytes_max (acks adding holes are refused)",
+     lambda s: int(s["cursorStateError"] is not None)),
 )
 
 

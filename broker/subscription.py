@@ -8,7 +8,10 @@ another type while consumers are attached is refused with ConsumerBusy (Pulsar's
 Acks (PROTOCOL.md §8.4, §7): individual (with optional batch `ack_set`, merged by AND),
 cumulative (Exclusive/Failover), and `validation_error` (the client discarded a corrupt entry:
 treated as an ack). Non-durable subscriptions (readers) ignore acks. The cursor persists itself,
-coalesced per `cursor_persist_interval_ms`; closing a consumer flushes at once.
+coalesced per `cursor_persist_interval_ms`; closing a consumer flushes at once. A cursor whose
+state is at `cursor_state_bytes_max` refuses acks that would add ack holes
+(`CursorStateTooLarge`): the other acks of the command are still taken and reach the dispatcher,
+then the error goes back to the connection (an ACK_RESPONSE when the client asked for one).
 
 Redelivery (PROTOCOL.md §8.5): REDELIVER_UNACKNOWLEDGED_MESSAGES goes to the dispatcher; ids the
 consumer does not hold (unknown, acked, another consumer's, garbage) are ignored, each id costs
@@ -33,7 +36,7 @@ from broker.dispatch_base import Dispatcher
 from broker.dispatch_key_shared import KeySharedDispatcher
 from broker.dispatch_shared import SharedDispatcher
 from broker.dispatch_single_active import SingleActiveDispatcher
-from common.errors import ConsumerBusy, NotAllowed, StrataError
+from common.errors import ConsumerBusy, CursorStateTooLarge, NotAllowed, StrataError
 from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
 
@@ -157,12 +160,15 @@ class Subscription:
     def ack(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
         if not self.durable or self.dispatcher is None or self.closed:
             return
-        if cmd.ack_type == pb.CommandAck.Cumulative:
-            if cmd.message_id:
-                self._ack_cumulative(consumer, cmd.message_id[0])
-        else:
-            self._ack_individual(consumer, cmd)
-        self.dispatcher.kick()
+        try:
+            if cmd.ack_type == pb.CommandAck.Cumulative:
+                if cmd.message_id:
+                    self._ack_cumulative(consumer, cmd.message_id[0])
+            else:
+                self._ack_individual(consumer, cmd)
+        finally:
+            if self.dispatcher is not None:
+                self.dispatcher.kick()
 
     def _ack_cumulative(self, consumer: Consumer, mid: pb.MessageIdData) -> None:
         if self.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
@@ -180,17 +186,27 @@ class Subscription:
 
     def _ack_individual(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
         whole: list[Position] = []
+        refused: CursorStateTooLarge | None = None  # the cursor took the other acks
         corrupt = cmd.HasField("validation_error")
         for mid in cmd.message_id:
             position = wire_position(mid)
             if any(mid.ack_set) and not corrupt:
-                if self._ack_batch(consumer, position, mid):
-                    whole.append(position)
+                try:
+                    if self._ack_batch(consumer, position, mid):
+                        whole.append(position)
+                except CursorStateTooLarge as exc:
+                    refused = exc
             else:
                 whole.append(position)
         if whole:
-            self.cursor.ack(whole)
+            try:
+                self.cursor.ack(whole)
+            except CursorStateTooLarge as exc:
+                refused = exc
+                whole = [p for p in whole if self.cursor.is_acked(p)]
             self.dispatcher.on_acked(whole)
+        if refused is not None:
+            raise refused
 
     def _ack_batch(self, consumer: Consumer, position: Position, mid: pb.MessageIdData) -> bool:
         """Merge a batch-index ack; True if the whole entry is now acked."""

@@ -4,7 +4,11 @@ Field names follow Pulsar's TopicStats / SubscriptionStats / ConsumerStats / Pub
 `msgInCounter`, `bytesInCounter`, `msgBacklog`, `backlogSize`, `storageSize`, `publishers`,
 `subscriptions.{name}.{msgBacklog, msgBacklogNoDelayed, unackedMessages, consumers, type,
 msgRateOut, ...}`. Backlog and storage numbers come from the cursor arithmetic
-(`cursor.stats`). `partitioned_stats` sums the partitions' stats (Pulsar's
+(`cursor.stats`). Strata adds, per subscription, the cursor's persisted state:
+`cursorStateBytes` (as last encoded), `cursorPersistedBytes`, `cursorStateBytesMax`,
+`cursorStateError` (set while acks that add ack holes are refused: the state is over
+`cursor_state_bytes_max`) and `cursorPersistError` (the last persist failure, e.g. fenced);
+the errors are null when all is well. `partitioned_stats` sums the partitions' stats (Pulsar's
 PartitionedTopicStats) and lists each under `partitions`.
 
 Rates (`msgRateIn/Out` in messages/s, `msgThroughputIn/Out` in bytes/s): the broker samples every
@@ -241,6 +245,11 @@ def subscription_json(sub: "Subscription") -> dict:
         "bytesOutCounter": sum(c.bytes_out_counter for c in consumers),
         "markDeletePosition": str(stats.mark_delete_position),
         "readPosition": str(stats.read_position),
+        "cursorStateBytes": stats.state_bytes,
+        "cursorPersistedBytes": stats.persisted_bytes,
+        "cursorStateBytesMax": sub.cursor.state_bytes_max,
+        "cursorStateError": stats.state_error,
+        "cursorPersistError": stats.persist_error,
         "consumers": [_consumer_stats(c) for c in consumers],
     }
 

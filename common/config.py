@@ -184,8 +184,8 @@ def _check_relations(v: Mapping[str, Any]) -> None:
     if v["bookie_data_transport"] not in ("tcp", "grpc"):
         raise ConfigError("bookie_data_transport must be 'tcp' or 'grpc'", value=v["bookie_data_transport"])
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
-    if (rt == 0 and rs > 0) or (rs == 0 and rt > 0):
-        raise ConfigError("retention: 0 paired with a positive value is invalid", time=rt, size=rs)
+    if (rt == 0) != (rs == 0):  # as cursor.retention.RetentionPolicy: 0 only paired with 0
+        raise ConfigError("retention: 0 is valid only paired with 0", time=rt, size=rs)
 
 
 def load_config(

@@ -14,8 +14,9 @@ Walking the candidates oldest first, a ledger is trimmed when retention no longe
   chosen for trimming) exceed `size_mb` MiB; `-1` = no size bound;
 and it is trimmed when EITHER bound says so. The walk stops at the first ledger kept, so trimming
 stays a prefix. Hence: (0, 0) trims as soon as every cursor has passed; (-1, -1) never trims;
-(-1, >0) bounds size only; (>0, -1) bounds time only; 0 paired with a positive value is
-`InvalidRetention` (Pulsar refuses it: it would mean both "keep nothing" and "keep some").
+(-1, >0) bounds size only; (>0, -1) bounds time only. A 0 not paired with another 0 is
+`InvalidRetention`, as Pulsar refuses it: with a positive value it would mean both "keep nothing"
+and "keep some"; with -1 ((0, -1), (-1, 0)) it would mean both "keep nothing" and "keep forever".
 """
 
 from __future__ import annotations
@@ -37,15 +38,15 @@ MS_PER_MINUTE = 60_000
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    time_minutes: int  # keep passed ledgers this long; -1 forever, 0 not at all
-    size_mb: int       # keep passed ledgers while the topic is at most this big; -1 unbounded, 0 none
+    time_minutes: int  # keep passed ledgers this long; -1 forever, 0 not at all (only with size 0)
+    size_mb: int       # keep passed ledgers while the topic is at most this big; -1 unbounded, 0 none (only with time 0)
 
     def __post_init__(self) -> None:
         for name, value in (("time_minutes", self.time_minutes), ("size_mb", self.size_mb)):
             if not isinstance(value, int) or value < -1:
                 raise InvalidRetention(f"retention {name} must be an int >= -1", value=value)
-        if (self.time_minutes == 0 and self.size_mb > 0) or (self.size_mb == 0 and self.time_minutes > 0):
-            raise InvalidRetention("retention: 0 paired with a positive value is invalid",
+        if (self.time_minutes == 0) != (self.size_mb == 0):
+            raise InvalidRetention("retention: 0 is valid only paired with 0",
                                    time_minutes=self.time_minutes, size_mb=self.size_mb)
 
 

@@ -48,8 +48,8 @@ def cursor_at(view, md: Position, name: str = "s") -> ManagedCursor:
     (100, 1, P(3, 0), [1, 2, 3]),      # both: either bound trims
     (10, 100, P(3, 0), [1, 2, 3]),
     (1000, 100, P(3, 0), []),
-    (-1, 0, P(3, 0), [1, 2, 3]),       # size 0, no time bound: nothing acked is kept
-    (0, -1, P(3, 0), [1, 2, 3]),
+    (1, 1, P(3, 0), [1, 2, 3]),        # the smallest bounds: both expired
+    (-1, 1, P(1, 0), [1]),             # size only, but never past the slowest cursor
 ])
 def test_retention_decision_table(time_minutes, size_mb, cursor_md, expected):
     view = four_ledgers()
@@ -72,10 +72,20 @@ def test_slowest_cursor_bounds_trimming():
     assert ledgers_to_trim(view, cursors, RetentionPolicy(0, 0), NOW_MS) == [1]
 
 
-@pytest.mark.parametrize("time_minutes, size_mb", [(0, 5), (5, 0), (-2, 1), (1, -7)])
+@pytest.mark.parametrize("time_minutes, size_mb", [
+    (0, 5), (5, 0),            # 0 with a positive value: "keep nothing" and "keep some"
+    (0, -1), (-1, 0),          # 0 with -1: "keep nothing" and "keep forever"
+    (-2, 1), (1, -7), (-2, -2),  # below -1
+    (1.5, 1), (1, "2"), (None, 1),  # not ints
+])
 def test_invalid_retention(time_minutes, size_mb):
     with pytest.raises(InvalidRetention):
         RetentionPolicy(time_minutes, size_mb)
+
+
+@pytest.mark.parametrize("time_minutes, size_mb", [(0, 0), (-1, -1), (-1, 1), (1, -1), (1, 1)])
+def test_valid_retention(time_minutes, size_mb):
+    assert RetentionPolicy(time_minutes, size_mb).time_minutes == time_minutes
 
 
 def test_apply_retention_calls_trim_with_the_first_kept_position():
@@ -141,23 +151,37 @@ entries = st.lists(st.lists(st.tuples(st.integers(1, 500), st.integers(1, 70)), 
 @settings(max_examples=60, deadline=None)
 @given(ledgers=entries, data=st.data())
 def test_stats_match_brute_force(ledgers, data):
+    """The oracle is the test's own bookkeeping (a plain set of acked entries and the entries
+    with one batch member acked), never the cursor's answers."""
     view = MemoryLedgerView([[(size, n, 0) for size, n in ledger] for ledger in ledgers])
     positions = view.all_positions()
     c = ManagedCursor.starting_at("s", view, EARLIEST, durable=False)
+    acked: set[Position] = set()         # model: fully acked entries
+    one_member_acked: set[Position] = set()  # model: batches with member 0 acked, the rest not
+    read_position = P(1, 0)
     if positions:
-        c.ack_cumulative(data.draw(st.sampled_from(positions + [P(1, -1)])))
-        c.ack(data.draw(st.lists(st.sampled_from(positions), max_size=10)))
+        upto = data.draw(st.sampled_from(positions + [P(1, -1)]))
+        c.ack_cumulative(upto)
+        acked |= {p for p in positions if p <= upto}
+        individual = data.draw(st.lists(st.sampled_from(positions), max_size=10))
+        c.ack(individual)
+        acked |= set(individual)
         for p in data.draw(st.lists(st.sampled_from(positions), max_size=3)):
             n = view.entry_meta(p).messages
             c.ack_batch_indexes(p, [(1 << n) - 2 if n < 64 else -2] + [-1] * ((n - 1) // 64), n)
-        c.read_position = data.draw(st.sampled_from(positions))
-    unacked = [p for p in positions if not c.is_acked(p)]
+            if n == 1:                   # its only member: the whole entry
+                acked.add(p)
+            elif p not in acked:
+                one_member_acked.add(p)
+        read_position = data.draw(st.sampled_from(positions))
+        c.read_position = read_position
+    unacked = [p for p in positions if p not in acked]
     stats = subscription_stats(c, view)
     assert stats.backlog_entries == len(unacked)
-    batch_acked = sum(1 for p in unacked if c.batch_ack_set(p) is not None)
-    assert stats.backlog_messages == sum(view.entry_meta(p).messages for p in unacked) - batch_acked
+    partly = sum(1 for p in unacked if p in one_member_acked)
+    assert stats.backlog_messages == sum(view.entry_meta(p).messages for p in unacked) - partly
     assert stats.backlog_bytes == sum(view.entry_meta(p).size_bytes for p in unacked)
-    assert stats.unacked_entries == sum(1 for p in unacked if p < c.read_position)
+    assert stats.unacked_entries == sum(1 for p in unacked if p < read_position)
 
 
 def test_perf_cursor_smoke(capsys):

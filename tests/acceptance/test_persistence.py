@@ -5,20 +5,59 @@ Each test runs its own standalone (it restarts or kills it), with the official c
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 
 import pulsar
 import pytest
+
+from ledger.position import Position
 
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.support.standalone_proc import StandaloneProcess
 
 TOPIC = "persistent://public/default/persistence"
-# Cursors persist every 100 ms here (not 1 s), so waiting for the acks to reach the store before a
-# kill -9 is short but not a race: client ack grouping (100 ms) + 100 ms, with a wide margin.
+# Cursors persist every 100 ms here (not 1 s), so the acks reach the store soon after the broker
+# has them; the kill -9 test polls for both steps (see _wait_until_acks_persisted).
 FAST_CURSOR_PERSIST_ENV = {"STRATA_CURSOR_PERSIST_INTERVAL_MS": "100"}
-ACK_FLUSH_WAIT_S = 1.0
+ACK_PERSIST_DEADLINE_S = 30.0
+POLL_INTERVAL_S = 0.05
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
+
+
+def _mark_delete(standalone: StandaloneProcess, subscription: str) -> Position | None:
+    stats = json.loads(_get(f"{standalone.admin_url}/admin/v2/persistent/{TOPIC.split('://')[1]}/stats"))
+    sub = stats.get("subscriptions", {}).get(subscription)
+    return Position.parse(sub["markDeletePosition"]) if sub else None
+
+
+def _cursor_persists(standalone: StandaloneProcess) -> int:
+    for line in _get(f"{standalone.admin_url}/metrics").decode().splitlines():
+        if line.startswith("strata_cursor_persists_total"):
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise AssertionError("no strata_cursor_persists_total in /metrics")
+
+
+def _wait_until_acks_persisted(standalone: StandaloneProcess, subscription: str, last: Position,
+                               persists_before: int) -> None:
+    """Poll until the subscription's markDeletePosition (admin stats) covers `last` — the broker
+    has the ack — and until a cursor persist has completed since `persists_before` (/metrics).
+    The caller read `persists_before` while the cursor had nothing to persist and then sent one
+    cumulative ack, so the first persist counted after it carries that ack. One deadline, no
+    fixed sleep."""
+    deadline = time.monotonic() + ACK_PERSIST_DEADLINE_S
+    while (_mark_delete(standalone, subscription) or Position(-1, -1)) < last:
+        assert time.monotonic() < deadline, f"markDeletePosition never reached {last}"
+        time.sleep(POLL_INTERVAL_S)
+    while _cursor_persists(standalone) <= persists_before:
+        assert time.monotonic() < deadline, "the ack was never persisted"
+        time.sleep(POLL_INTERVAL_S)
 
 
 @pytest.fixture
@@ -55,8 +94,11 @@ def test_kill9_during_production_loses_no_acknowledged_message_and_no_ack(standa
     producer = client.create_producer(TOPIC, send_timeout_millis=60_000)
     for i in range(50):
         producer.send(f"m{i}".encode())
-    receive_all(consumer, 50)
-    time.sleep(ACK_FLUSH_WAIT_S)
+    got = receive_all(consumer, 50, ack=False)
+    persists_before = _cursor_persists(standalone)   # the cursor is clean: nothing acked yet
+    consumer.acknowledge_cumulative(got[-1])
+    last = got[-1].message_id()
+    _wait_until_acks_persisted(standalone, "sub", Position(last.ledger_id(), last.entry_id()), persists_before)
 
     confirmed: set[bytes] = set()
     lock = threading.Lock()

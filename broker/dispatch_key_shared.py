@@ -14,14 +14,16 @@ is parked behind them, and a replayed entry goes out only as its slot's oldest. 
 closing while a read is in flight (its entries come back to the replay set mid-pass) cannot let a
 newer entry of the same key overtake them.
 
-A slow consumer never stalls keys it does not own: an entry that cannot go now (owner without
+A slow consumer does not stall keys it does not own: an entry that cannot go now (owner without
 permits or blocked on unacked messages, slot held elsewhere, no owner for a sticky gap, older
 entries of its slot waiting) is parked in the replay set — with its bytes, while the cache
 allows — and the pass carries on with later entries. A pass walks the replay set in position
 order (kept sorted, never sorted per pass) and skips an entry whose slot cannot go before reading
-it, so parked keys cost a dict lookup each, no reads. When the replay set is full, reading ahead stops; an entry that no longer fits is handed
-back to the unread range (see `broker.dispatch_shared`), the largest position first, which keeps
-per-slot order because everything after it in its slot is unsent.
+it, so parked keys cost a dict lookup each, no reads. The look-ahead is bounded: once the replay
+set holds `replay_entries_max` parked entries, reading ahead stops (then every key waits, as in
+Pulsar once its look-ahead limit is reached); an entry that no longer fits is handed back to the
+unread range (see `broker.dispatch_shared`), the largest position first, which keeps per-slot
+order because nothing after it in its slot has been sent.
 
 Delayed entries (deliver_at_time in the future) wait in the delayed index of the Shared base (their
 slot in `delayed_slot`) and join the replay set when due; they do not park their slot while

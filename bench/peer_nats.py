@@ -7,8 +7,9 @@ each message, done when every PubAck has arrived (nats-py bounds the acks pendin
 
 The consumer pulls continuously, as nats.go's `Consume()` does: one pull request for
 PULL_BATCH messages is outstanding at a time, messages are taken as they arrive, and the next
-request goes out when the batch is used up or the server ends the request with a status message
-(408 on expiry). nats-py's `fetch(n)` waits until it has n messages or times out, which would
+request goes out when the batch is used up, the server ends the request with a status message
+(408 on expiry), or the request is older than its expiry (a lost 408 must not leave a consumer
+waiting on a request the server already dropped; a duplicate request is harmless). nats-py's `fetch(n)` waits until it has n messages or times out, which would
 turn the end-to-end test into a test of the fetch timeout.
 
 nats-server runs with `-js -sd <tmp>` on a free loopback port.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ PUBLISH_PENDING_MAX = 16_384
 ACK_PENDING_MAX = 1_000_000
 PULL_BATCH = 1000
 PULL_EXPIRES_S = 5.0
+PULL_STATUS_GRACE_S = 2.0  # a request older than its expiry plus this is taken as ended
 ACK_SEMANTICS = ("NATS JetStream (2.9, file storage, one server): the PubAck comes once the message is "
                  "appended to the stream's block file (the OS page cache); the file store fsyncs on its own "
                  "schedule, not before the ack, so a machine crash can lose acknowledged messages.")
@@ -102,10 +105,13 @@ class NatsDriver(Driver):
                       want_payloads: bool) -> tuple[int, list[bytes]]:
         from nats.js.client import JetStreamContext
         pull: _Pull = consumer
+        if pull.outstanding > 0 and time.monotonic() - pull.requested_s > PULL_EXPIRES_S + PULL_STATUS_GRACE_S:
+            pull.outstanding = 0  # expired without its 408 reaching us: never wait on it forever
         if pull.outstanding == 0:
             request = {"batch": PULL_BATCH, "expires": int(PULL_EXPIRES_S * 1e9)}
             await self.nc.publish(pull.next_subject, json.dumps(request).encode(), reply=pull.inbox)
             pull.outstanding = PULL_BATCH
+            pull.requested_s = time.monotonic()
         if not pull.arrived:
             pull.event.clear()
             try:
@@ -118,7 +124,7 @@ class NatsDriver(Driver):
             if JetStreamContext.is_status_msg(msg):
                 pull.outstanding = 0  # the server ended this pull request (408 expired, 409, ...)
                 continue
-            pull.outstanding -= 1
+            pull.outstanding = max(0, pull.outstanding - 1)
             data.append(msg.data)
             last = msg
         if last is not None:
@@ -137,6 +143,7 @@ class _Pull:
         self.inbox = inbox
         self.sub: Any = None
         self.outstanding = 0      # messages the open pull request still owes; 0: no request open
+        self.requested_s = 0.0    # monotonic s the open request went out
         self.arrived: list = []   # delivered, not yet taken by receive(); at most PULL_BATCH + statuses
         self.event = asyncio.Event()
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ SUBSCRIPTION = "bench"
 RECEIVER_QUEUE = 10_000
 PRODUCER_PENDING_MAX = 10_000
 START_WAIT_S = 90.0
+INBOX_MESSAGES_MAX = RECEIVER_QUEUE  # messages handed over by the listener, not yet taken
+INBOX_WAIT_S = 120.0                 # bound on the listener's wait for a free place
 ACK_SEMANTICS = ("Strata: a send receipt comes once Qa bookies have the entry in their journal and have "
                  "fsynced it (group commit): an acknowledged message is on disk on Qa bookies "
                  "(1 at 1/1/1, 2 at 3/2/2).")
@@ -214,7 +218,9 @@ class StrataPulsarClientDriver(_StrataBase):
 
         def callback(result, msg_id) -> None:  # on the client's I/O thread
             error = None if result == pulsar.Result.Ok else RuntimeError(f"send failed: {result}")
-            loop.call_soon_threadsafe(_settle, done, error)
+            # the ack time is taken here, not when the loop gets round to the future: publish
+            # latency is the client's, not this harness's queueing behind its other threads
+            loop.call_soon_threadsafe(_settle, done, error, time.perf_counter())
 
         for payload in payloads[:-1]:
             producer.send_async(payload, None)
@@ -247,11 +253,12 @@ class StrataPulsarClientDriver(_StrataBase):
         await asyncio.to_thread(consumer.consumer.close)
 
 
-def _settle(future: asyncio.Future, error: Exception | None) -> None:
+def _settle(future: asyncio.Future, error: Exception | None, acked_s: float | None = None) -> None:
+    """Complete `future`; its result is the perf_counter time of the ack when the caller knows it."""
     if future.done():
         return
     if error is None:
-        future.set_result(None)
+        future.set_result(acked_s)
     else:
         future.set_exception(error)
 
@@ -262,10 +269,16 @@ class _ListenerInbox:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.consumer: Any = None
-        self.messages: collections.deque = collections.deque()  # bounded by the receiver queue
+        self.messages: collections.deque = collections.deque()  # at most INBOX_MESSAGES_MAX
+        # Free places in `messages`. The listener thread waits for one before appending, so a
+        # harness that falls behind holds the client's listener, and the client's bounded
+        # receiver queue then stops asking the broker for more (backpressure, not growth).
+        self.room = threading.Semaphore(INBOX_MESSAGES_MAX)
         self.waiter: asyncio.Future | None = None  # set while take() waits for the first message
 
     def on_message(self, consumer: Any, message: Any) -> None:  # on the listener thread
+        if not self.room.acquire(timeout=INBOX_WAIT_S):
+            raise TimeoutError(f"bench consumer took nothing for {INBOX_WAIT_S} s")  # logged by the client
         self.messages.append(message)
         waiter = self.waiter
         if waiter is not None:
@@ -284,4 +297,5 @@ class _ListenerInbox:
         out = []
         while self.messages and len(out) < max_n:
             out.append(self.messages.popleft())
+            self.room.release()
         return out

@@ -22,10 +22,11 @@ delayed entry it meets that is not yet due goes back into the index, with its du
 the stored metadata. So a restart never releases the pending delayed messages all at once
 (apache/pulsar#20638); it only costs a re-read.
 
-Bound. At most `capacity` entries (`broker_delayed_delivery_entries_max`). The dispatcher never
-reads more new entries than `room()`, and stops reading ahead at 0 until something becomes due:
-backpressure, never a drop (then entries that are not delayed wait behind the full index too).
-`add` past capacity is a `LimitExceeded`, never silent growth.
+Bound. At most `capacity` entries (`broker_delayed_delivery_entries_max`); `add` past capacity is
+a `LimitExceeded`, never silent growth. The dispatcher checks `room()` first and, when the index
+is full, reads on: a delayed entry that does not fit is overflowed (left unacked in the cursor,
+found again later by a bounded re-scan, `broker.delayed_overflow`), so entries that are not
+delayed are never held back by a full index, and nothing is dropped.
 
 What must hold: a position is handed out by `pop_due` at most once per `add`, and never before its
 due time by the injected clock; `len(self) <= capacity`.

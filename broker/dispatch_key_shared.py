@@ -119,7 +119,11 @@ class KeySharedDispatcher(SharedDispatcher):
 
     def _delay(self, position: Position, facts: EntryFacts) -> None:
         super()._delay(position, facts)
-        self.delayed_slot[position] = facts.slot
+        if position in self.delayed:    # not overflowed
+            self.delayed_slot[position] = facts.slot
+
+    def _replay_slot(self, facts: EntryFacts) -> int | None:
+        return facts.slot
 
     def _forget_delayed(self, position: Position) -> None:
         super()._forget_delayed(position)
@@ -156,6 +160,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self._release_due()
         parked: set[int] = set()
         try:
+            await self._rescan_overflow()
             await self._dispatch_parked(parked)
             await self._dispatch_new_keyed(parked)
         finally:

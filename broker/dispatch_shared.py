@@ -29,8 +29,10 @@ a no-op: it neither counts nor moves anything.
 Delayed delivery (`broker.delayed_delivery`): a new entry whose deliver_at_time is still in the
 future goes into `delayed` instead of to a consumer, and the pass goes on with later entries. At
 the start of every pass the entries that became due move to the replay set; a timer (`_wake`)
-kicks a pass when the next one falls due. New entries are read at most `delayed.room()` at a
-time, so the index never overflows: when full, reading ahead stops until something is due.
+kicks a pass when the next one falls due. The index is bounded; when it is full, reading goes on
+(entries that are not delayed are never held back) and a delayed entry that does not fit is
+*overflowed*: read past and left unacked, to be found again by a bounded re-scan once the index
+has room or its due time comes (`broker.delayed_overflow`).
 
 Unacked limit: consumers get `broker_consumer_unacked_messages_max` (see `broker.consumer`); a
 blocked consumer counts as one without permits.
@@ -38,7 +40,8 @@ blocked consumer counts as one without permits.
 What must hold: an entry is at most one of {in replay, pending at exactly one consumer, delayed};
 an entry acknowledged is in none; every unacked entry before `read_position` is in one of them or
 was handed back by moving `read_position` to or before it (so nothing unacked is lost);
-`len(replay) <= replay_entries_max`; an entry in `delayed` leaves it only when due (never early).
+`len(replay) <= replay_entries_max`; an entry in `delayed` leaves it only when due (never early);
+every other unacked delayed entry read so far is overflowed (see `broker.delayed_overflow`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
 from broker.delayed_delivery import DelayedDeliveryIndex
+from broker.delayed_overflow import SCAN_ENTRIES_PER_PASS, DelayedOverflow
 from broker.dispatch_base import Dispatcher
 from broker.entry_facts import EntryFacts
 from common.errors import StrataError
@@ -76,6 +80,7 @@ class SharedDispatcher(Dispatcher):
         self.delayed = DelayedDeliveryIndex(config.broker_delayed_delivery_entries_max,
                                             config.broker_delayed_delivery_tick_ms,
                                             sub.topic.service.clock)
+        self.overflow = DelayedOverflow()                 # delayed entries the full index turned away
         self._wake: asyncio.TimerHandle | None = None     # kicks a pass when the next delay ends
         self._wake_at_s = 0.0                             # loop time `_wake` fires at
 
@@ -125,6 +130,15 @@ class SharedDispatcher(Dispatcher):
         for position in list(self.replay_order):
             self._drop_replay(position)
         self.delayed.clear()
+        self.overflow.clear()
+
+    def seek(self, position: Position) -> None:
+        super().seek(position)
+        self.overflow.forget_from(position)
+
+    def rewind(self) -> None:
+        super().rewind()
+        self.overflow.forget_from(self.read_position)
 
     def close(self) -> None:
         super().close()
@@ -150,7 +164,15 @@ class SharedDispatcher(Dispatcher):
         return facts
 
     def _delay(self, position: Position, facts: EntryFacts) -> None:
-        self.delayed.add(position, facts.deliver_at_ms)
+        """Index a not-yet-due entry, or overflow it when the index is full."""
+        if self.delayed.room() > 0:
+            self.delayed.add(position, facts.deliver_at_ms)
+        else:
+            self.overflow.add(position, facts.deliver_at_ms)
+
+    def _replay_slot(self, facts: EntryFacts) -> int | None:
+        """Key_Shared: the slot a replay entry carries (Shared has none)."""
+        return None
 
     def _forget_delayed(self, position: Position) -> None:
         self.delayed.remove(position)
@@ -164,15 +186,58 @@ class SharedDispatcher(Dispatcher):
         for position in self.delayed.pop_due():
             self._add_replay(position, None, self._due_slot(position))
 
+    async def _rescan_overflow(self) -> None:
+        """One bounded step of the overflow scan, when one is due (see `broker.delayed_overflow`):
+        re-read overflowed entries and index, release or keep them overflowed."""
+        delayed, overflow = self.delayed, self.overflow
+        if not overflow.should_scan(delayed.room(), delayed.capacity, delayed.clock.wall_ms()):
+            return
+        scan = overflow.begin_scan()
+        budget = SCAN_ENTRIES_PER_PASS
+        while budget > 0:
+            if scan.next_position >= self.read_position:
+                overflow.finish_scan()
+                return
+            epoch, start = self._epoch, scan.next_position
+            entries = await self.sub.ml.read(start, min(budget, self.batch_entries_max))
+            if self._closed or epoch != self._epoch or overflow.scan is not scan:
+                return      # rewound, sought or cleared meanwhile: the state was reset
+            if not entries:
+                overflow.finish_scan()
+                return
+            budget -= len(entries)
+            for entry in entries:
+                if entry.position >= self.read_position:
+                    break
+                self._rescan_one(entry, scan)
+            scan.next_position = self.sub.ml.next_position(entries[-1].position)
+        self.kick()     # more to scan: carry on in the next pass, after others had their turn
+
+    def _rescan_one(self, entry, scan) -> None:
+        position = entry.position
+        if (self.sub.cursor.is_acked(position) or position in self.owner or position in self.replay
+                or position in self.delayed):
+            return
+        facts = self.facts(entry.data)
+        if not self.delayed.holds(facts.deliver_at_ms):
+            self._add_replay(position, entry.data, self._replay_slot(facts))   # due now
+        elif self.delayed.room() > 0:
+            self._delay(position, facts)
+        else:
+            scan.stays_out(position, facts.deliver_at_ms)
+
     def _read_budget(self) -> int:
-        """How many new entries to read now: 0 while the delayed index is full."""
-        return min(self.batch_entries_max, self.delayed.room())
+        """How many new entries to read now (a full delayed index no longer stops reading)."""
+        return self.batch_entries_max
 
     def _schedule_wake(self) -> None:
-        """Make sure a pass runs when the next delayed entry falls due."""
-        wait_ms = self.delayed.wake_in_ms()
-        if wait_ms is None or self._closed:
+        """Make sure a pass runs when the next delayed (or overflowed) entry falls due."""
+        waits = [w for w in (self.delayed.wake_in_ms(),
+                             self.overflow.wake_in_ms(self.delayed.clock.wall_ms(), self.delayed.tick_ms))
+                 if w is not None]
+        if not waits or self._closed:
             return
+        wait_ms = min(waits)
         loop = asyncio.get_running_loop()
         fire_at = loop.time() + wait_ms / 1000
         if self._wake is not None and self._wake_at_s <= fire_at:
@@ -284,6 +349,7 @@ class SharedDispatcher(Dispatcher):
     async def _dispatch_pass(self) -> None:
         self._release_due()
         try:
+            await self._rescan_overflow()
             await self._dispatch_replay()
             await self._dispatch_new()
         finally:

@@ -84,7 +84,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_consumer_unacked_messages_max", int, 50_000, 0, 100_000_000, "Shared/Key_Shared: a consumer holding this many unacked messages gets no more until acks bring it to half (Pulsar's maxUnackedMessagesPerConsumer; 0: no limit)"),
     Setting("broker_partitions_max", int, 1_000, 1, 100_000, "most partitions a partitioned topic may have"),
     Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),
-    Setting("broker_delayed_delivery_entries_max", int, 100_000, 1, 10_000_000, "delayed entries a subscription indexes before it stops reading ahead"),
+    Setting("broker_delayed_delivery_entries_max", int, 100_000, 1, 10_000_000, "delayed entries a subscription keeps in memory; more are found again by re-scanning storage"),
     Setting("broker_dedup_snapshot_interval_entries", int, 1_000, 1, 10_000_000, "entries between dedup snapshots"),
     Setting("broker_dedup_snapshot_interval_ms", int, 60_000, 100, 86_400_000, "longest time stored entries wait for a dedup snapshot (checked as entries are stored)"),
     Setting("broker_dedup_producers_max", int, 10_000, 1, 10_000_000, "producer names whose dedup marks a topic keeps; the least recently used go first"),

@@ -25,7 +25,7 @@ from broker.codec import (encode_ack_response, encode_get_last_message_id_respon
 from broker.consumer import Consumer
 from broker.names import parse_topic
 from broker.subscription import start_position
-from common.errors import ConsumerNotFound, CursorError, StrataError
+from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
 from ledger.position import EARLIEST, LATEST
 from proto import pulsar_api_pb2 as pb
 
@@ -149,9 +149,17 @@ async def seek(conn: "ServerConnection", cmd: pb.CommandSeek) -> None:
     if consumer is None:
         raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
     if cmd.HasField("message_publish_time"):
+        # a publish time after the last message is not an error: it means "the end" (Pulsar)
         consumer.subscription.seek(None, cmd.message_publish_time)
     else:
-        consumer.subscription.seek(start_position(cmd.message_id), None)
+        position = start_position(cmd.message_id)
+        last = consumer.subscription.ml.last_confirmed
+        if position not in (EARLIEST, LATEST) and position > last:
+            # checked before anything moves: the consumers stay connected, nothing changes
+            raise InvalidArgument("seek past the end of the topic: no such message",
+                                  ledger_id=position.ledger_id, entry_id=position.entry_id,
+                                  last_ledger_id=last.ledger_id, last_entry_id=last.entry_id)
+        consumer.subscription.seek(position, None)
     conn.write(encode_success(cmd.request_id))
 
 

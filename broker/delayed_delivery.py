@@ -11,9 +11,10 @@ so an index full of different due times costs at most one wake-up per tick, and 
 delivered at most about one tick after it is due. Exclusive and Failover never consult the index:
 they deliver at once, as Pulsar does.
 
-A `deliver_at_time` at or before now — including a negative one, which a client produces from a
-negative `deliver_after` — means "deliver now": `holds()` is False and the entry never enters the
-index. It is not an error (Pulsar does the same); nothing is refused or lost.
+A `deliver_at_time` at or before now — which is what a client makes of a negative
+`deliver_after` — means "deliver now": `holds()` is False and the entry never enters the index.
+It is not an error (Pulsar does the same). A negative `deliver_at_time` on the wire is no time at
+all; the producer refuses it with SEND_ERROR before anything is stored (`broker.producer`).
 
 Restart. The index lives in memory and needs no persisting, because it is a function of the stored
 entries after mark-delete: a new dispatcher (after a broker restart, a seek, or the subscription

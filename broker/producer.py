@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Protocol
 from broker.codec import encode_send_error, encode_send_receipt
 from broker.dedup import Verdict
 from broker.entry_format import EntryInfo, parse_entry
-from common.errors import (ChecksumError, MessageTooLarge, PulsarServerError, ServiceNotReady,
-                           StrataError)
+from common.errors import (ChecksumError, InvalidArgument, MessageTooLarge, PulsarServerError,
+                           ServiceNotReady, StrataError)
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -108,7 +108,13 @@ class Producer:
             except StrataError as exc:
                 self._fail(slot, exc)
             else:
-                self._store(slot, entry, meta)
+                if meta.deliver_at_time_ms is not None and meta.deliver_at_time_ms < 0:
+                    # not a time at all (the official client refuses it; a deliver_at in the
+                    # past is fine and means "now"): refused, nothing stored
+                    self._fail(slot, InvalidArgument("deliver_at_time is negative",
+                                                     deliver_at_time=meta.deliver_at_time_ms))
+                else:
+                    self._store(slot, entry, meta)
         if len(self.pending) >= self.pending_max and not self.backlogged:
             self.backlogged = True
             self.link.producer_backlogged(self, True)

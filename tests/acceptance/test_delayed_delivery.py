@@ -100,10 +100,12 @@ def test_exclusive_and_failover_deliver_at_once(client: pulsar.Client, topic: st
     assert [p for p, _ in got] == [b"delayed-but-exclusive", b"plain"]
 
 
-def test_past_and_negative_deliver_at_mean_deliver_now(standalone: StandaloneProcess, client: pulsar.Client,
-                                                        topic: str) -> None:
-    """A deliver_at in the past (or negative: the client refuses a negative deliver_at, so the raw
-    protocol sends one) is not an error: the message is delivered at once."""
+def test_past_deliver_at_means_now_and_a_negative_one_is_refused(standalone: StandaloneProcess,
+                                                                  client: pulsar.Client, topic: str) -> None:
+    """A deliver_at in the past is not an error: the message is delivered at once (Pulsar). A
+    negative deliver_after is just that: the client turns it into a deliver_at in the past. A
+    negative deliver_at_time on the wire is no time at all (the official client refuses to send
+    one): SEND_ERROR, nothing stored, and the producer goes on."""
     consumer = client.subscribe(topic, "sub", consumer_type=Shared)
     producer = client.create_producer(topic)
     producer.send(b"past", deliver_at=now_ms() - 60_000)
@@ -112,17 +114,23 @@ def test_past_and_negative_deliver_at_mean_deliver_now(standalone: StandalonePro
     try:
         raw.connect()
         assert raw.producer(topic, producer_id=7).type == T.PRODUCER_SUCCESS
-        md = pb.MessageMetadata(producer_name="raw-neg", sequence_id=0, publish_time=now_ms(),
-                                deliver_at_time=-5_000)
-        cmd = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=7, sequence_id=0))
-        raw.send_bytes(encode_payload_command(cmd, build_entry(md, b"negative-at")))
-        assert raw.next_command().type == T.SEND_RECEIPT
+        for seq, (at, payload) in enumerate([(-5_000, b"negative-at"), (now_ms(), b"after-refusal")]):
+            md = pb.MessageMetadata(producer_name="raw-neg", sequence_id=seq, publish_time=now_ms(),
+                                    deliver_at_time=at)
+            cmd = pb.BaseCommand(type=T.SEND, send=pb.CommandSend(producer_id=7, sequence_id=seq))
+            raw.send_bytes(encode_payload_command(cmd, build_entry(md, payload)))
+        refused, stored = raw.next_command(), raw.next_command()
+        assert refused.type == T.SEND_ERROR and refused.send_error.sequence_id == 0
+        assert refused.send_error.error == pb.NotAllowedError
+        assert "negative" in refused.send_error.message
+        assert stored.type == T.SEND_RECEIPT and stored.send_receipt.sequence_id == 1
     finally:
         raw.close()
     start = now_ms()
     got = receive_timed(consumer, 3, timeout_ms=5_000)
-    assert sorted(p for p, _ in got) == [b"negative-after", b"negative-at", b"past"]
+    assert sorted(p for p, _ in got) == [b"after-refusal", b"negative-after", b"past"]
     assert all(at - start < 1_000 for _, at in got)
+    assert_no_more(consumer)
 
 
 def test_a_full_index_holds_back_nothing_and_loses_nothing(client: pulsar.Client, topic: str) -> None:

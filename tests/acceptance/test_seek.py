@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pulsar
+import pytest
 
 from tests.acceptance.conftest import assert_no_more, receive_all
 
@@ -89,17 +90,21 @@ def test_reader_seek_by_id_and_by_time(client: pulsar.Client, topic: str) -> Non
     inclusive.close()
 
 
-def test_seek_past_the_end_positions_at_the_end_and_loses_nothing(client: pulsar.Client, topic: str) -> None:
+def test_seek_past_the_end_is_refused_and_loses_nothing(client: pulsar.Client, topic: str) -> None:
+    """A message id after the last message names no message: the seek fails with a clear error
+    and nothing moves. A publish time after the last message is Pulsar's way to say "the end"."""
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     ids = _produce(client, topic, 3)
     receive_all(consumer, 2)                 # m2 delivered but not acked
     consumer.receive(10_000)
     last = ids[-1]
-    beyond = pulsar.MessageId(last.partition(), last.ledger_id() + 1_000, 5, -1)
-    consumer.seek(beyond)                    # no error
-    assert_no_more(consumer)
+    for beyond in (pulsar.MessageId(last.partition(), last.ledger_id() + 1_000, 5, -1),
+                   pulsar.MessageId(last.partition(), last.ledger_id(), last.entry_id() + 1, -1)):
+        with pytest.raises(pulsar.PulsarException) as refused:
+            consumer.seek(beyond)
+        assert "NotAllowed" in type(refused.value).__name__ or "not allowed" in str(refused.value).lower()
     _produce(client, topic, 2, start=3)
-    assert _payloads(receive_all(consumer, 2)) == _names(3, 5)
+    assert _payloads(receive_all(consumer, 2)) == _names(3, 5)   # the consumer carried on
     consumer.seek(int(time.time() * 1000) + 3_600_000)   # a publish time in the future: the end
     assert_no_more(consumer)
     consumer.seek(pulsar.MessageId.earliest)             # nothing was deleted by those seeks

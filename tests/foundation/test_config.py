@@ -1,5 +1,10 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
+from cli.perf_standalone import REPO_ROOT
 from common.config import SETTINGS, default_config, load_config
 from common.errors import ConfigError
 
@@ -43,3 +48,42 @@ def test_config_is_read_only():
     with pytest.raises(AttributeError):
         cfg.broker_port = 1
     assert cfg.replace(broker_port=1234).broker_port == 1234
+
+
+# Retention pairs (time minutes, size MB), Pulsar's meanings: 0 = keep nothing acked, -1 = no
+# bound. A 0 makes sense only paired with 0: (0, -1) would say "keep nothing" and "keep forever".
+RETENTION_REFUSED = [(0, -1), (-1, 0), (0, 10), (10, 0)]
+RETENTION_ACCEPTED = [(0, 0), (-1, -1), (-1, 5), (5, -1), (5, 10)]
+
+
+def _retention_env(time_minutes: int, size_mb: int) -> dict[str, str]:
+    return {"STRATA_RETENTION_TIME_MINUTES": str(time_minutes), "STRATA_RETENTION_SIZE_MB": str(size_mb)}
+
+
+@pytest.mark.parametrize("time_minutes,size_mb", RETENTION_REFUSED)
+def test_retention_with_a_lone_zero_is_refused(tmp_path, time_minutes, size_mb):
+    f = tmp_path / "strata.toml"
+    f.write_text(f"[strata]\nretention_time_minutes = {time_minutes}\nretention_size_mb = {size_mb}\n")
+    with pytest.raises(ConfigError, match="retention"):
+        load_config(f, env={})
+    with pytest.raises(ConfigError, match="retention"):
+        load_config(env=_retention_env(time_minutes, size_mb))
+
+
+@pytest.mark.parametrize("time_minutes,size_mb", RETENTION_ACCEPTED)
+def test_retention_pairs_that_make_sense_are_accepted(time_minutes, size_mb):
+    cfg = load_config(env=_retention_env(time_minutes, size_mb))
+    assert (cfg.retention_time_minutes, cfg.retention_size_mb) == (time_minutes, size_mb)
+
+
+@pytest.mark.parametrize("time_minutes,size_mb", [(0, -1), (-1, 0)])
+def test_standalone_refuses_to_start_with_a_lone_zero_retention(tmp_path, time_minutes, size_mb):
+    """The real start-up path: `strata standalone` exits 2 with the reason, before any bookie
+    or broker runs (so nothing listens and nothing is written but the empty data dir)."""
+    env = {**os.environ, **_retention_env(time_minutes, size_mb)}
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(tmp_path / "d"),
+                           "--port", "0", "--admin-port", "0"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "retention: 0 is valid only paired with 0" in proc.stderr
+    assert not list((tmp_path / "d").iterdir())

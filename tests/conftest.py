@@ -2,19 +2,37 @@
 
 - A run that collects no test fails (exit 1 with a message), so CI can never pass on nothing.
 - Seeded randomized tests take their seed from the `seed` fixture, which prints it on failure.
+- `pg_server`: one real PostgreSQL server for the whole run, started only when a test asks for
+  it; a server that cannot start fails the test (never a skip). Each test takes a fresh database
+  on it (`fresh_database_url`).
 """
 
 from __future__ import annotations
 
 import os
 import random
+from typing import Iterator
 
 import pytest
+
+from tests.support.postgres import PostgresServerError, TestPostgres
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if not session.items and not session.config.getoption("collectonly"):
         raise pytest.UsageError("no tests collected: refusing to report success on an empty run")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[TestPostgres]:
+    server = TestPostgres()
+    try:
+        server.start()
+    except PostgresServerError as exc:
+        server.cleanup()
+        pytest.fail(f"could not start PostgreSQL: {exc}")
+    yield server
+    server.cleanup()
 
 
 @pytest.fixture

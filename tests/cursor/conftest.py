@@ -1,7 +1,6 @@
-"""Fixtures for the cursor tests: a real metadata store on each backend (SQLite, PostgreSQL).
-
-The PostgreSQL server is started once per session, only when a test asks for it; a server that
-cannot start fails the test (tests/support/postgres.py), it is never skipped."""
+"""Fixtures for the cursor tests: a real metadata store on each backend (SQLite, and a database on
+the suite's one PostgreSQL server, `pg_server` in tests/conftest.py, which fails rather than
+skips when it cannot start)."""
 
 from __future__ import annotations
 
@@ -10,19 +9,6 @@ from typing import Iterator
 import pytest
 
 import metadata
-from tests.support.postgres import PostgresServerError, TestPostgres
-
-
-@pytest.fixture(scope="session")
-def cursor_pg_server() -> Iterator[TestPostgres]:
-    server = TestPostgres()
-    try:
-        server.start()
-    except PostgresServerError as exc:
-        server.cleanup()
-        pytest.fail(f"could not start PostgreSQL for the cursor tests: {exc}")
-    yield server
-    server.cleanup()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -31,7 +17,7 @@ def backend_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[object]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/meta.db"
     else:
-        url = request.getfixturevalue("cursor_pg_server").fresh_database_url("cursor")
+        url = request.getfixturevalue("pg_server").fresh_database_url("cursor")
     store = metadata.open_store(url)
     yield store
     store.close()

@@ -1,5 +1,5 @@
-"""Fixtures for the metadata store tests: one real PostgreSQL server per session, started only
-when a test asks for it, and a `store_url` parametrized over both backends."""
+"""Fixtures for the metadata store tests: a `store_url` parametrized over both backends (SQLite
+files; databases on the suite's one PostgreSQL server, `pg_server` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,10 @@ import pytest
 
 from common.config import default_config
 from metadata import open_store
-from tests.support.postgres import PostgresServerError, TestPostgres
+from tests.support.postgres import TestPostgres
 
 BACKENDS = ["sqlite", "postgres"]
 _sqlite_names = itertools.count(1)
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[TestPostgres]:
-    server = TestPostgres()
-    try:
-        server.start()
-    except PostgresServerError as exc:
-        server.cleanup()
-        pytest.fail(f"could not start PostgreSQL for the metadata tests: {exc}")
-    yield server
-    server.cleanup()
 
 
 def make_url(backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:

@@ -3,8 +3,9 @@
 Field names follow Pulsar's TopicStats / SubscriptionStats / ConsumerStats / PublisherStats JSON:
 `msgInCounter`, `bytesInCounter`, `msgBacklog`, `backlogSize`, `storageSize`, `publishers`,
 `subscriptions.{name}.{msgBacklog, msgBacklogNoDelayed, unackedMessages, consumers, type,
-msgRateOut, ...}`. Backlog and storage numbers come from the cursor arithmetic
-(`cursor.stats`). Strata adds, per subscription, the cursor's persisted state:
+msgRateOut, ...}`, and per consumer `unackedMessages` and `blockedConsumerOnUnackedMsgs` (true
+while `broker_consumer_unacked_messages_max` holds it back). Backlog and storage numbers come from
+the cursor arithmetic (`cursor.stats`). Strata adds, per subscription, the cursor's persisted state:
 `cursorStateBytes` (as last encoded), `cursorPersistedBytes`, `cursorStateBytesMax`,
 `cursorStateError` (set while acks that add ack holes are refused: the state is over
 `cursor_state_bytes_max`) and `cursorPersistError` (the last persist failure, e.g. fenced);
@@ -220,6 +221,8 @@ def _consumer_stats(consumer) -> dict:
         "consumerName": consumer.name,
         "availablePermits": consumer.permits,
         "unackedMessages": consumer.unacked_messages(),
+        # Pulsar's name: at broker_consumer_unacked_messages_max, until acks bring it to half
+        "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
         "msgOutCounter": consumer.msg_out_counter,
         "bytesOutCounter": consumer.bytes_out_counter,
         "msgRateOut": rates(consumer)[0],

@@ -15,6 +15,7 @@ from broker.dispatch_single_active import ring_pick
 from broker.murmur3 import key_slot
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
+from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 
@@ -473,17 +474,40 @@ def test_unacked_limit_blocks_a_consumer_until_acks_bring_it_to_half(limited_sta
         payloads = _send(producer, 100)
         held = receive_all(hoarder, UNACKED_MAX, timeout_ms=20_000, ack=False)
         assert_no_more(hoarder, QUIET_MS)                # blocked at the limit, permits or not
+        assert _hoarder_stats(limited_standalone, topic, (True, UNACKED_MAX))
         for msg in held[:UNACKED_MAX // 2 - 1]:          # 11 unacked: above half, still blocked
             hoarder.acknowledge(msg)
         assert_no_more(hoarder, QUIET_MS)
+        assert _hoarder_stats(limited_standalone, topic, (True, UNACKED_MAX // 2 + 1))
         hoarder.acknowledge(held[UNACKED_MAX // 2 - 1])  # 10 unacked: half, resumes
         more = receive_all(hoarder, UNACKED_MAX // 2, timeout_ms=20_000, ack=False)
         assert_no_more(hoarder, QUIET_MS)                # up to the limit again
+        assert _hoarder_stats(limited_standalone, topic, (True, UNACKED_MAX))
         other = client.subscribe(topic, "sub", consumer_type=Shared, consumer_name="other")
         rest = receive_all(other, 100 - len(held) - len(more), timeout_ms=20_000)
         assert sorted(m.data() for m in held + more + rest) == sorted(payloads)
+        for msg in held[UNACKED_MAX // 2:] + more:       # all acked: no longer blocked
+            hoarder.acknowledge(msg)
+        assert _hoarder_stats(limited_standalone, topic, (False, 0))
     finally:
         client.close()
+
+
+def _hoarder_stats(sa: StandaloneProcess, topic: str, expected: tuple[bool, int],
+                   deadline_s: float = 20.0) -> bool:
+    """Poll the admin stats until the consumer "hoarder" shows (blockedConsumerOnUnackedMsgs,
+    unackedMessages) == expected; acks travel asynchronously (the client groups them)."""
+    url = f"{sa.admin_url}/admin/v2/persistent/{topic.split('://', 1)[1]}/stats"
+    seen = None
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        consumers = http("GET", url)[1]["subscriptions"]["sub"]["consumers"]
+        seen = [(c["blockedConsumerOnUnackedMsgs"], c["unackedMessages"])
+                for c in consumers if c["consumerName"] == "hoarder"]
+        if seen == [expected]:
+            return True
+        time.sleep(0.1)
+    raise AssertionError(f"hoarder stats {seen}, expected {expected}")
 
 
 def test_unacked_limit_on_key_shared_stalls_only_the_blocked_consumers_keys(limited_standalone,

@@ -25,6 +25,7 @@ import struct
 
 import google_crc32c
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from common.errors import MalformedFrame
 from proto import pulsar_api_pb2 as pb
@@ -34,6 +35,8 @@ ENTRY_HEAD_BYTES = 2 + 4 + 4  # magic, crc32c, md_size
 NONE_KEY = b"NONE_KEY"  # Key_Shared sticky key of an entry with neither ordering nor partition key
 
 _U32 = struct.Struct(">I")
+# MessageMetadata.compression: a value our enum lacks is kept by parsing as an unknown field.
+_COMPRESSION_FIELD = pb.MessageMetadata.DESCRIPTOR.fields_by_name["compression"].number
 # Tails at least this long are checksummed in place instead of sliced (see crc32c_from).
 CRC_IN_PLACE_BYTES_MIN = 16 * 1024
 
@@ -123,6 +126,20 @@ class EntryInfo:
         """Absolute ms when a delayed message becomes deliverable; None if not delayed."""
         md = self.metadata
         return md.deliver_at_time if md.HasField("deliver_at_time") else None
+
+    @property
+    def unknown_compression(self) -> int | None:
+        """The compression value when it is none the protocol knows (parsing keeps such an enum
+        value as an unknown field and reads the field as NONE), else None. No consumer can
+        decode such a payload; the official one takes it for uncompressed. Costs a walk of the
+        unknown fields, so it is for the SEND path only, not for dispatch."""
+        md = self.metadata
+        if md.HasField("compression"):
+            return None
+        for unknown in UnknownFieldSet(md):
+            if unknown.field_number == _COMPRESSION_FIELD:
+                return unknown.data
+        return None
 
     @property
     def marker_type(self) -> int | None:

@@ -4,8 +4,10 @@ Every SEND becomes an append to the topic's managed ledger; the receipt goes out
 append completed (the entry is on Qa bookies). Appends may complete in any order, but the client
 matches each receipt against the head of its pending queue, so `pending` keeps one slot per SEND
 in arrival order and `_drain` writes replies from the head only, as far as they are complete.
-A SEND that is refused up front (checksum mismatch, oversize) takes a slot too, already
-completed with its error, so SEND_ERROR is ordered like any receipt.
+A SEND that is refused up front (checksum mismatch, oversize, metadata no consumer could use:
+a negative deliver_at_time, an unknown compression codec, chunk fields that lie, see
+`broker.chunk_check`) takes a slot too, already completed with its error, so SEND_ERROR is
+ordered like any receipt; such a refusal leaves the producer usable.
 
 `pending` is bounded by `broker_pending_sends_max`: past it the connection stops reading (TCP
 backpressure reaches the client) until the producer has drained below half.
@@ -36,6 +38,7 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Protocol
 
+from broker.chunk_check import ChunkCheck
 from broker.codec import encode_send_error, encode_send_receipt
 from broker.dedup import Verdict
 from broker.entry_format import EntryInfo, parse_entry
@@ -88,6 +91,7 @@ class Producer:
         # The managed ledger's `append_failures` when each outstanding append (accepted, its
         # outcome not yet seen by `_publish`) was accepted: epoch -> how many. Empty = none.
         self._outstanding_epochs: collections.Counter[int] = collections.Counter()
+        self.chunks = ChunkCheck()   # the chunked message under way (broker.chunk_check)
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
 
@@ -105,19 +109,31 @@ class Producer:
         else:
             try:
                 meta = parse_entry(entry)
+                refusal = self._refusal(entry, meta)
             except StrataError as exc:
                 self._fail(slot, exc)
             else:
-                if meta.deliver_at_time_ms is not None and meta.deliver_at_time_ms < 0:
-                    # not a time at all (the official client refuses it; a deliver_at in the
-                    # past is fine and means "now"): refused, nothing stored
-                    self._fail(slot, InvalidArgument("deliver_at_time is negative",
-                                                     deliver_at_time=meta.deliver_at_time_ms))
+                if refusal is not None:
+                    self._fail(slot, refusal)
                 else:
                     self._store(slot, entry, meta)
         if len(self.pending) >= self.pending_max and not self.backlogged:
             self.backlogged = True
             self.link.producer_backlogged(self, True)
+
+    def _refusal(self, entry: bytes, meta: EntryInfo) -> InvalidArgument | None:
+        """Why metadata no consumer could use must not be stored (a SEND_ERROR, the producer
+        stays usable), or None. Checked before dedup, so a refused SEND records nothing."""
+        if meta.deliver_at_time_ms is not None and meta.deliver_at_time_ms < 0:
+            # not a time at all (the official client refuses it; a deliver_at in the past is
+            # fine and means "now")
+            return InvalidArgument("deliver_at_time is negative", deliver_at_time=meta.deliver_at_time_ms)
+        compression = meta.unknown_compression
+        if compression is not None:
+            # no consumer can decode it; the official one takes it for uncompressed and hands
+            # the raw bytes to the application
+            return InvalidArgument("unknown compression codec", compression=compression)
+        return self.chunks.refusal(meta, len(entry) - meta.payload_offset)
 
     def _store(self, slot: _Slot, entry: bytes, meta: EntryInfo) -> None:
         verdict = self.topic.dedup.check(meta)

@@ -7,7 +7,10 @@ another type while consumers are attached is refused with ConsumerBusy (Pulsar's
 
 Acks (PROTOCOL.md §8.4, §7): individual (with optional batch `ack_set`, merged by AND),
 cumulative (Exclusive/Failover), and `validation_error` (the client discarded a corrupt entry:
-treated as an ack). Non-durable subscriptions (readers) ignore acks. The cursor persists itself,
+treated as an ack). A batch-index ack is read against the entry's real member count when a
+consumer holds the entry, whatever batch_size the client claims; an id the cursor refuses
+(batch_size out of range) does not stop the other ids of the ACK. Non-durable subscriptions
+(readers) ignore acks. The cursor persists itself,
 coalesced per `cursor_persist_interval_ms`; closing a consumer flushes at once. A cursor whose
 state is at `cursor_state_bytes_max` refuses acks that would add ack holes
 (`CursorStateTooLarge`): the other acks of the command are still taken and reach the dispatcher,
@@ -36,7 +39,8 @@ from broker.dispatch_base import Dispatcher
 from broker.dispatch_key_shared import KeySharedDispatcher
 from broker.dispatch_shared import SharedDispatcher
 from broker.dispatch_single_active import SingleActiveDispatcher
-from common.errors import ConsumerBusy, CursorStateTooLarge, NotAllowed, StrataError
+from common.errors import (ConsumerBusy, CursorStateTooLarge, InvalidArgument, NotAllowed,
+                           StrataError)
 from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
 
@@ -186,7 +190,7 @@ class Subscription:
 
     def _ack_individual(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
         whole: list[Position] = []
-        refused: CursorStateTooLarge | None = None  # the cursor took the other acks
+        refused: StrataError | None = None  # why one id was refused; the others were taken
         corrupt = cmd.HasField("validation_error")
         for mid in cmd.message_id:
             position = wire_position(mid)
@@ -194,7 +198,7 @@ class Subscription:
                 try:
                     if self._ack_batch(consumer, position, mid):
                         whole.append(position)
-                except CursorStateTooLarge as exc:
+                except (CursorStateTooLarge, InvalidArgument) as exc:
                     refused = exc
             else:
                 whole.append(position)
@@ -210,15 +214,25 @@ class Subscription:
 
     def _ack_batch(self, consumer: Consumer, position: Position, mid: pb.MessageIdData) -> bool:
         """Merge a batch-index ack; True if the whole entry is now acked."""
-        if mid.HasField("batch_size") and mid.batch_size > 0:
-            batch_size = mid.batch_size
-        else:
-            batch_size = consumer.pending.get(position) or 64 * len(mid.ack_set)
-        self.cursor.ack_batch_indexes(position, list(mid.ack_set), batch_size)
+        self.cursor.ack_batch_indexes(position, list(mid.ack_set), self._batch_size(consumer, position, mid))
         if self.cursor.is_acked(position):
             self.dispatcher.on_acked([position])
             return True
         return False
+
+    def _batch_size(self, consumer: Consumer, position: Position, mid: pb.MessageIdData) -> int:
+        """Members of the entry a batch-index ack is about. The broker's own count wins when a
+        consumer holds the entry (it was read from the entry): a client's batch_size that is
+        too small would ack members it says are unacked, one too large would leave the entry
+        partly acked for good, every later delivery hiding all its members. Otherwise (never
+        delivered, or given back since) the client's word, else what its ack_set covers."""
+        for holder in (consumer, *self.consumers):
+            messages = holder.pending.get(position)
+            if messages:
+                return messages
+        if mid.HasField("batch_size") and mid.batch_size > 0:
+            return mid.batch_size
+        return 64 * len(mid.ack_set)
 
     def redeliver(self, consumer: Consumer, ids: list[pb.MessageIdData]) -> None:
         if self.dispatcher is None or consumer not in self.dispatcher.consumers:

@@ -16,6 +16,7 @@ The host class provides `name`, `durable`, `clock` and `snapshot()`.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 import logging
@@ -50,14 +51,14 @@ _TRANSITIONS = {
 }
 
 
-
-class CursorPersistence:
+class CursorPersistence(abc.ABC):
     name: str
     durable: bool
     clock: "Clock"
 
+    @abc.abstractmethod
     def snapshot(self) -> "CursorSnapshot":
-        raise NotImplementedError
+        """The state to persist (ManagedCursor builds it from its ack state)."""
 
     def _init_persistence(self, store: "CursorStore | None", persist_interval_ms: int | None,
                           state_bytes_max: int | None, writer_token: str | None,

@@ -40,6 +40,10 @@ class RawClient:
 
     def next_command(self) -> pb.BaseCommand:
         """The next command from the broker; raises ConnectionError if the broker closed."""
+        return self.next_frame().command
+
+    def next_frame(self):
+        """The next whole frame (command, and for MESSAGE the entry bytes as sent)."""
         deadline = time.monotonic() + self.timeout_s
         while not self.frames:
             if time.monotonic() > deadline:
@@ -48,7 +52,7 @@ class RawClient:
             if not data:
                 raise ConnectionError("broker closed the connection")
             self.frames.extend(self.decoder.feed(data))
-        return self.frames.pop(0).command
+        return self.frames.pop(0)
 
     def is_closed_by_broker(self) -> bool:
         """True if the broker closes the connection (within the timeout) without replying."""

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.postgres import PostgresServerError, TestPostgres
+from tests.support.postgres import TestPostgres, started_or_fail
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -25,12 +25,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[TestPostgres]:
-    server = TestPostgres()
-    try:
-        server.start()
-    except PostgresServerError as exc:
-        server.cleanup()
-        pytest.fail(f"could not start PostgreSQL: {exc}")
+    server = started_or_fail()
     yield server
     server.cleanup()
 

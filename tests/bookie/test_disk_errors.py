@@ -66,9 +66,7 @@ def _temp_files(tmp_path) -> list:
 
 @pytest.mark.parametrize("code,error,mode", CASES, ids=CASE_IDS)
 def test_a_failed_index_or_checkpoint_write_turns_read_only_and_loses_nothing(
-        tmp_path, code, error, mode):
-    seed = random.randrange(1 << 32)
-    print(f"seed={seed}")
+        tmp_path, code, error, mode, seed):
     rng = random.Random(seed)
 
     async def go():
@@ -110,10 +108,8 @@ def test_a_failed_index_or_checkpoint_write_turns_read_only_and_loses_nothing(
     asyncio.run(go())
 
 
-def test_enospc_at_the_byte_budget_during_a_seal_keeps_the_old_checkpoint_good(tmp_path):
+def test_enospc_at_the_byte_budget_during_a_seal_keeps_the_old_checkpoint_good(tmp_path, seed):
     """The disk fills up in the middle of an .idx/checkpoint write (a torn temp file)."""
-    seed = random.randrange(1 << 32)
-    print(f"seed={seed}")
     rng = random.Random(seed)
 
     async def go():

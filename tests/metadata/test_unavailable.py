@@ -14,7 +14,7 @@ from common.config import default_config
 from common.errors import MetadataUnavailable
 from metadata import open_store
 from metadata.pg_server import free_port
-from tests.support.postgres import PostgresServerError, TestPostgres
+from tests.support.postgres import TestPostgres, started_or_fail
 
 OP_TIMEOUT_MS = 2_000
 BOUND_S = OP_TIMEOUT_MS / 1000 * 2 + 3  # connect + statement, plus slack for a loaded 2-core machine
@@ -30,12 +30,7 @@ def timed_unavailable(call) -> float:
 
 def test_postgres_stopped_then_back():
     config = default_config(metadata_op_timeout_ms=OP_TIMEOUT_MS, metadata_session_lease_ms=5_000)
-    server = TestPostgres()
-    try:
-        server.start()
-    except PostgresServerError as exc:
-        server.cleanup()
-        pytest.fail(f"could not start PostgreSQL: {exc}")
+    server = started_or_fail()
     try:
         store = open_store(server.url(), config=config)
         store.put("/k", b"v")

@@ -19,7 +19,7 @@ import os
 
 from metadata.pg_server import PostgresServer, PostgresServerError
 
-__all__ = ["TestPostgres", "PostgresServerError"]
+__all__ = ["TestPostgres", "PostgresServerError", "started_or_fail"]
 
 TEST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
@@ -36,3 +36,16 @@ class TestPostgres(PostgresServer):
     def fresh_database_url(self, prefix: str = "t") -> str:
         """Create a new, empty database and return its postgresql:// URL."""
         return self.create_database(f"{prefix}_{os.getpid()}_{next(self._names)}")
+
+
+def started_or_fail(**kwargs: object) -> TestPostgres:
+    """A started server; a server that cannot start fails the calling test (never a skip)."""
+    import pytest
+
+    server = TestPostgres(**kwargs)
+    try:
+        server.start()
+    except PostgresServerError as exc:
+        server.cleanup()
+        pytest.fail(f"could not start PostgreSQL: {exc}")
+    return server

@@ -22,12 +22,6 @@ class StartFailed(RuntimeError):
     """A server exited or did not become ready in time; the message ends with its log tail."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):

@@ -1,5 +1,5 @@
 """Strata: `strata standalone` (1 bookie at 1/1/1, or 3 bookies at 3/2/2) driven by the native driver
-(cli/native_client.py) or by the official pulsar-client.
+(perf/native_client.py) or by the official pulsar-client.
 
 The standalone runs as a subprocess in its own session (broker + bookie processes: all counted
 by procstat) with its data in the run's temp dir, on free loopback ports. A topic is
@@ -107,19 +107,19 @@ class _StrataBase(Driver):
         return [self.server.proc.pid] if self.server.proc else []
 
     async def _create_partitioned(self, parent: str, partitions: int) -> None:
-        from cli.perf_common import create_partitioned_topic
+        from perf.harness import create_partitioned_topic
         await asyncio.to_thread(create_partitioned_topic, self.server.admin_url, full_name(parent), partitions)
 
 
 class StrataNativeDriver(_StrataBase):
-    client = "native (cli/native_client.py)"
+    client = "native (perf/native_client.py)"
 
     def __init__(self, bookies: int) -> None:
         super().__init__(bookies, "native")
         self.nc = None
 
     async def connect(self) -> None:
-        from cli.native_client import NativeClient
+        from perf.native_client import NativeClient
         self.nc = NativeClient(self.server.service_url)
 
     async def close(self) -> None:
@@ -128,7 +128,7 @@ class StrataNativeDriver(_StrataBase):
             self.nc = None
 
     async def create_topics(self, topics: list[str], partitioned_as: str | None = None) -> None:
-        from cli.native_client import EARLIEST
+        from perf.native_client import EARLIEST
         if partitioned_as is not None:
             await self._create_partitioned(partitioned_as, len(topics))
         for topic in topics:
@@ -148,7 +148,7 @@ class StrataNativeDriver(_StrataBase):
         await producer[0].close()
 
     async def open_consumer(self, topic: str) -> Any:
-        from cli.native_client import EARLIEST
+        from perf.native_client import EARLIEST
         consumers = await self.nc.subscribe(full_name(topic), SUBSCRIPTION, initial_position=EARLIEST,
                                             receiver_queue_size=RECEIVER_QUEUE)
         return consumers[0]

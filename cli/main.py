@@ -19,13 +19,13 @@ COMMANDS: dict[str, str] = {
 
 # `strata perf <name>` -> module with main(argv)
 PERF_COMMANDS: dict[str, str] = {
-    "metadata": "cli.perf_metadata",
-    "bookie": "cli.perf_bookie",
-    "ledger": "cli.perf_ledger",
-    "cursor": "cli.perf_cursor",
-    "produce": "cli.perf_produce",
-    "consume": "cli.perf_consume",
-    "topics": "cli.perf_topics",
+    "metadata": "perf.metadata",
+    "bookie": "perf.bookie",
+    "ledger": "perf.ledger",
+    "cursor": "perf.cursor",
+    "produce": "perf.produce",
+    "consume": "perf.consume",
+    "topics": "perf.topics",
 }
 
 

@@ -19,13 +19,10 @@ position (all state is under D).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ctypes
 import json
 import logging
-import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +34,7 @@ import uvloop
 from cli.broker_cmd import serve_until_signal
 from common.config import load_config
 from common.errors import StrataError, TimeoutExpired
+from common.net import free_port
 
 log = logging.getLogger("strata.standalone")
 
@@ -61,12 +59,6 @@ def quorums(bookies: int) -> tuple[int, int, int]:
         return 1, 1, 1
     q = min(bookies, 2)
     return bookies, q, q
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bookie_ports(data_dir: Path, count: int, avoid: set[int] = frozenset()) -> list[int]:

@@ -16,7 +16,7 @@ import pulsar
 import pytest
 
 from broker.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch, encode_send
-from cli.native_client import EARLIEST, NativeClient, PlainBatchEncoder, batch_sizes
+from perf.native_client import EARLIEST, NativeClient, PlainBatchEncoder, batch_sizes
 from tests.acceptance.conftest import assert_no_more
 
 COMPRESSIONS = {"none": NONE, "lz4": LZ4}

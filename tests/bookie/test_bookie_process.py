@@ -12,7 +12,7 @@ import pytest
 from bookie.client import BookieClient
 from common.config import default_config
 from common.errors import BookieUnavailable, DiskFull, LedgerFenced, ShuttingDown, TimeoutExpired
-from cli.bookie_proc import BookieProcess, free_port
+from perf.bookie_proc import BookieProcess, free_port
 
 CONFIG = default_config()
 

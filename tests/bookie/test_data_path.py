@@ -17,7 +17,7 @@ from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from common.config import default_config
 from common.errors import BookieUnavailable, ChecksumMismatch, TimeoutExpired
 from proto import bookie_pb2 as pb
-from cli.bookie_proc import BookieProcess
+from perf.bookie_proc import BookieProcess
 
 CONFIG = default_config()
 

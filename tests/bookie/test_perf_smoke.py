@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from cli.bookie_proc import REPO_ROOT
+from perf.bookie_proc import REPO_ROOT
 
 
 def test_perf_bookie_json_smoke():

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli import perf_cursor
+from perf import cursor as perf_cursor
 from common.errors import InvalidRetention
 from cursor.managed_cursor import ManagedCursor
 from cursor.retention import MIB, RetentionPolicy, apply_retention, ledgers_to_trim, trim_position

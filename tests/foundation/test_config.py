@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from cli.perf_standalone import REPO_ROOT
+from perf.standalone_proc import REPO_ROOT
 from common.config import SETTINGS, default_config, load_config
 from common.errors import ConfigError
 

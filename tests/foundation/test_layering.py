@@ -1,5 +1,5 @@
 """Imports run one way (DESIGN.md): broker -> cursor -> ledger -> bookie client -> proto, everything
--> metadata and common; offload sits beside ledger; nothing imports broker except cli.
+-> metadata and common; offload sits beside ledger; nothing imports broker except cli and perf.
 No product package imports `tests` (it is not installed: `strata` must run without the source
 tree), also not through importlib."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["common", "proto", "metadata", "bookie", "ledger", "offload", "cursor", "broker", "cli"]
+PACKAGES = ["common", "proto", "metadata", "bookie", "ledger", "offload", "cursor", "broker", "cli", "perf"]
 
 ALLOWED = {
     "common": {"common"},
@@ -21,6 +21,7 @@ ALLOWED = {
     "cursor": {"common", "metadata", "ledger", "cursor"},
     "broker": {"common", "metadata", "proto", "bookie", "ledger", "offload", "cursor", "broker"},
     "cli": set(PACKAGES),
+    "perf": set(PACKAGES) - {"cli"},
 }
 
 

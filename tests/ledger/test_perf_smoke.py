@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli.perf_ledger import main
+from perf.ledger import main
 
 
 def test_perf_ledger_json(capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli.perf_metadata import main
+from perf.metadata import main
 
 KEYS = {"cas_ops_per_s_sqlite", "cas_ops_per_s_postgres", "watch_p50_ms_sqlite", "watch_p99_ms_sqlite",
         "watch_p50_ms_postgres", "watch_p99_ms_postgres"}

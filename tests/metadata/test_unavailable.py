@@ -13,7 +13,7 @@ import pytest
 from common.config import default_config
 from common.errors import MetadataUnavailable
 from metadata import open_store
-from metadata.pg_server import free_port
+from perf.pg_server import free_port
 from tests.support.postgres import TestPostgres, started_or_fail
 
 OP_TIMEOUT_MS = 2_000

@@ -6,10 +6,10 @@
         sa.kill9()        # the whole process group: broker and its bookies
         sa.restart()      # same data dir and ports
 
-The process logic lives in the product module `cli/perf_standalone.py` (the perf tools use it too);
+The process logic lives in the product module `perf/standalone_proc.py` (the perf tools use it too);
 this name is what the tests import.
 """
 
-from cli.perf_standalone import REPO_ROOT, LocalStandalone as StandaloneProcess, free_port
+from perf.standalone_proc import REPO_ROOT, LocalStandalone as StandaloneProcess, free_port
 
 __all__ = ["REPO_ROOT", "StandaloneProcess", "free_port"]

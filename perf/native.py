@@ -27,9 +27,15 @@ import time
 import uvloop
 
 from broker.batch import LZ4, NONE, ZLIB, ZSTD
-from cli.native_client import (EARLIEST, SUB_EXCLUSIVE, NativeClient, PlainBatchEncoder,
-                               ReceivedEntry, batch_sizes)
-from cli.perf_common import LatencyHistogram
+from perf.harness import LatencyHistogram
+from perf.native_client import (
+    EARLIEST,
+    SUB_EXCLUSIVE,
+    NativeClient,
+    PlainBatchEncoder,
+    ReceivedEntry,
+    batch_sizes,
+)
 
 COMPRESSIONS = {"none": NONE, "lz4": LZ4, "zstd": ZSTD, "zlib": ZLIB}
 RATE_TICK_S_MIN = 0.0005

@@ -204,7 +204,7 @@ def server_from_args(args: argparse.Namespace) -> Iterator[Server]:
             pids = [pid] if pid is not None else []
         yield Server(args.service_url, admin, ServerCpu(pids))
         return
-    from cli.perf_standalone import LocalStandalone
+    from perf.standalone_proc import LocalStandalone
     with LocalStandalone.start(bookies=args.bookies) as sa:
         try:
             yield Server(sa.service_url, sa.admin_url, ServerCpu([sa.pid]), started_here=True)

@@ -34,7 +34,7 @@ What must hold:
   else the broker broke flow control and the consumer fails), grouped acks.
 - Receipts are matched strictly in send order; a mismatch is an error, never skipped.
 - Batches are what the official client sends: `send_batch` uses broker.batch.build_batch; the
-  fast path (cli/perf_batches.py) is byte-identical to it for plain messages
+  fast path (perf/batches.py) is byte-identical to it for plain messages
   (tests/acceptance/test_native_driver.py checks both).
 """
 
@@ -47,10 +47,11 @@ import time
 from urllib.parse import urlparse
 
 from broker.batch import NONE, BatchMessage, build_batch, decode_payload
-from broker.codec import CommandType as T, FrameDecoder, encode_command
+from broker.codec import CommandType as T
+from broker.codec import FrameDecoder, encode_command
 from broker.entry_format import parse_entry
-from cli.perf_batches import PlainBatchEncoder, batch_sizes, encode_send_frame  # noqa: F401 (re-exported)
-from common.errors import BrokerError, CODE_TO_ERROR, StrataError, TimeoutExpired
+from common.errors import CODE_TO_ERROR, BrokerError, StrataError, TimeoutExpired
+from perf.batches import PlainBatchEncoder, batch_sizes, encode_send_frame  # noqa: F401 (re-exported)
 from proto import pulsar_api_pb2 as pb
 
 CLIENT_VERSION = "Strata-native-perf"

@@ -28,11 +28,22 @@ import functools
 import multiprocessing
 import sys
 
-from cli.perf_common import (MB, WorkerPool, add_load_args, check_load_args, cpu_per_message_us,
-                             install_sigterm_cleanup,
-                             merge_histograms, prepare_topic, print_report, producer_kwargs,
-                             server_from_args, throughput, worker_main)
 from common.errors import StrataError
+from perf.harness import (
+    MB,
+    WorkerPool,
+    add_load_args,
+    check_load_args,
+    cpu_per_message_us,
+    install_sigterm_cleanup,
+    merge_histograms,
+    prepare_topic,
+    print_report,
+    producer_kwargs,
+    server_from_args,
+    throughput,
+    worker_main,
+)
 
 E2E_SUBSCRIPTION = "perf-e2e"
 
@@ -48,9 +59,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def driver_module(driver: str):
     if driver == "native":
-        import cli.perf_native as module
+        import perf.native as module
     else:
-        import cli.perf_pulsar_client as module
+        import perf.official_client as module
     return module
 
 

@@ -29,13 +29,24 @@ import functools
 import multiprocessing
 import sys
 
-from cli.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
-from cli.perf_common import (MB, WorkerPool, add_load_args, check_load_args, cpu_per_message_us,
-                             install_sigterm_cleanup,
-                             merge_histograms, prepare_topic, print_report, producer_kwargs,
-                             server_from_args, throughput, worker_main)
-from cli.perf_produce import driver_module
 from common.errors import StrataError
+from perf.harness import (
+    MB,
+    WorkerPool,
+    add_load_args,
+    check_load_args,
+    cpu_per_message_us,
+    install_sigterm_cleanup,
+    merge_histograms,
+    prepare_topic,
+    print_report,
+    producer_kwargs,
+    server_from_args,
+    throughput,
+    worker_main,
+)
+from perf.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
+from perf.produce import driver_module
 
 SUBSCRIPTION = "perf-consume"
 
@@ -68,7 +79,7 @@ async def _create_subscription(service_url: str, topic: str, subscription: str, 
 
 
 def _fill(args: argparse.Namespace, server, topic: str, ctx) -> dict:
-    import cli.perf_native as native
+    import perf.native as native
     pool = WorkerPool(functools.partial(worker_main, native.run_producer),
                       producer_kwargs(args, server, topic, 1, None), ctx)
     try:

@@ -35,9 +35,14 @@ import time
 import uuid
 from pathlib import Path
 
-from cli.native_client import EARLIEST, SUB_EXCLUSIVE, NativeClient
-from cli.perf_common import descendants, install_sigterm_cleanup, print_report, process_cpu_s
 from common.errors import StrataError, TimeoutExpired
+from perf.harness import (
+    descendants,
+    install_sigterm_cleanup,
+    print_report,
+    process_cpu_s,
+)
+from perf.native_client import EARLIEST, SUB_EXCLUSIVE, NativeClient
 
 KIB = 1024
 SEND_TIMEOUT_S = 120.0
@@ -193,7 +198,7 @@ async def _measure(args: argparse.Namespace, service_url: str, pid: int,
 
 
 def run(args: argparse.Namespace) -> dict:
-    from cli.perf_standalone import LocalStandalone
+    from perf.standalone_proc import LocalStandalone
     env = {}
     trace_out = None
     if args.tracemalloc:

@@ -20,8 +20,8 @@ import os
 import threading
 import time
 
-from cli.perf_common import LatencyHistogram
 from common.errors import StrataError, TimeoutExpired
+from perf.harness import LatencyHistogram
 
 SEND_TIMEOUT_S = 30.0
 RECEIVE_POLL_MS = 200

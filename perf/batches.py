@@ -20,7 +20,8 @@ from __future__ import annotations
 import struct
 
 from broker.batch import BATCH_BYTES_MAX, BATCH_MESSAGES_MAX, NONE, compress
-from broker.codec import CommandType as T, encode_payload_command
+from broker.codec import CommandType as T
+from broker.codec import encode_payload_command
 from broker.entry_format import build_entry
 from proto import pulsar_api_pb2 as pb
 

@@ -22,6 +22,8 @@ import subprocess
 import tempfile
 import time
 
+from common.net import free_port
+
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 SUPERUSER = "strata"
@@ -42,12 +44,6 @@ def find_bin_dir() -> str:
         if os.path.exists(os.path.join(candidate, "pg_ctl")):
             return candidate
     raise PostgresServerError("no PostgreSQL binaries (initdb, pg_ctl) on PATH or under /usr/lib/postgresql")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run_as_user() -> str | None:

@@ -1,7 +1,7 @@
 """Start real `strata bookie` processes: free port, a data dir, bounded waits, cleanup.
 
 Used by `strata perf bookie` (which must work from an installed package, so this is product
-code, like cli/perf_standalone.py) and by the tests:
+code, like perf/standalone_proc.py) and by the tests:
 
     with BookieProcess.start(tmp_path / "b1") as bookie:        # waits for "bookie ready"
         client = BookieClient(bookie.address, config=default_config())
@@ -22,22 +22,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Iterator
 
+from common.net import free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BookieProcess:

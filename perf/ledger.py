@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import metadata
 from common.config import default_config
+from common.net import free_port
 from ledger.client import LedgerClient
 from metadata.aio import AsyncMetadataStore
 
@@ -38,17 +38,11 @@ _WINDOW_BYTES_MAX = 8 * 1024 * 1024
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_bookie(data_dir: Path, metadata_url: str) -> subprocess.Popen:
     data_dir.mkdir(parents=True, exist_ok=True)
     log = open(data_dir.parent / f"{data_dir.name}.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "bookie", "--data-dir", str(data_dir),
-                             "--port", str(_free_port()), "--metadata-url", metadata_url],
+                             "--port", str(free_port()), "--metadata-url", metadata_url],
                             cwd=_REPO_ROOT, stdout=subprocess.PIPE, stderr=log,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     log.close()

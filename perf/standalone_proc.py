@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from common.errors import StrataError, TimeoutExpired
+from common.net import free_port
 
 PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 60.0
@@ -42,12 +43,6 @@ def _stop_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalStandalone:

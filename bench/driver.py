@@ -23,9 +23,10 @@ import abc
 import asyncio
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 STAMP = struct.Struct("<q")  # first 8 bytes of a stamped payload: perf_counter_ns at send
 BATCH_MESSAGES = 128         # messages per client batch at max rate (128 KiB of 1 KiB messages)
@@ -237,5 +238,5 @@ async def _bounded(aw: Awaitable, deadline: float) -> Any:
         raise Incomplete("deadline passed")
     try:
         return await asyncio.wait_for(aw, left_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise Incomplete("deadline passed while waiting for acknowledgements") from None

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.driver import Driver
-from bench.server import ServerProcess, free_port
+from bench.server import ServerProcess
+from common.net import free_port
 
 GROUP = "bench"
 PUBLISH_PENDING_MAX = 16_384
@@ -116,7 +117,7 @@ class NatsDriver(Driver):
             pull.event.clear()
             try:
                 await asyncio.wait_for(pull.event.wait(), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return 0, []
         msgs, pull.arrived = pull.arrived[:max_n], pull.arrived[max_n:]
         data, last = [], None

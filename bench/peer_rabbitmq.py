@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.driver import Driver
-from bench.server import ServerProcess, free_port
+from bench.server import ServerProcess
+from common.net import free_port
 
 RABBIT_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBIT_USER = "rabbitmq"
@@ -165,7 +166,7 @@ class RabbitDriver(Driver):
             inbox.arrived.clear()
             try:
                 await asyncio.wait_for(inbox.arrived.wait(), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return 0, []
         taken, inbox.messages = inbox.messages[:max_n], inbox.messages[max_n:]
         if len(inbox.messages) < CONSUMER_QUEUE_MAX:

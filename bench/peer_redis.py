@@ -27,7 +27,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bench.driver import Driver
-from bench.server import ServerProcess, free_port
+from bench.server import ServerProcess
+from common.net import free_port
 
 GROUP = "bench"
 ACK_SEMANTICS = {

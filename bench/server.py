@@ -43,7 +43,7 @@ class ServerProcess:
         self.user = user
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.env, cwd=self.cwd, start_new_session=True,

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.driver import Driver
-from bench.server import ServerProcess, free_port
+from bench.server import ServerProcess
+from common.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUBSCRIPTION = "bench"
@@ -290,7 +291,7 @@ class _ListenerInbox:
             try:
                 if not self.messages:  # a message may have come before the waiter was set
                     await asyncio.wait_for(asyncio.shield(self.waiter), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return []
             finally:
                 self.waiter = None

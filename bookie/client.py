@@ -45,8 +45,16 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
-from bookie.client_core import (Inflight, PendingRead, encode_add_request, fail_adds, fail_reads,
-                                resolve_add_response, take_add_request, take_read_response)
+from bookie.client_core import (
+    Inflight,
+    PendingRead,
+    encode_add_request,
+    fail_adds,
+    fail_reads,
+    resolve_add_response,
+    take_add_request,
+    take_read_response,
+)
 from bookie.data_link import DataLink, LinkState
 from bookie.frames import MESSAGE_OVERHEAD_BYTES, frame_bytes_max
 from bookie.types import BookieInfo, LedgerSummary
@@ -497,7 +505,7 @@ class BookieClient:
         self._ensure_stub()
         try:
             await asyncio.wait_for(self._channel.channel_ready(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BookieUnavailable("bookie not reachable", address=self.address,
                                     timeout_s=timeout_s) from None
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import google_crc32c
 
 from common.config import MIB
-from common.errors import BookieUnavailable, ChecksumMismatch, NoSuchEntry, StrataError, \
-    error_from_code
+from common.errors import BookieUnavailable, ChecksumMismatch, NoSuchEntry, StrataError, error_from_code
 from common.invariant import invariant
 from proto import bookie_pb2 as pb
 

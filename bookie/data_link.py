@@ -28,16 +28,22 @@ import asyncio
 import enum
 import logging
 from collections import deque
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from google.protobuf.message import DecodeError
 
-from bookie.client_core import (Inflight, PendingRead, fail_adds, fail_reads, resolve_add_response,
-                                take_add_request, take_read_response)
+from bookie.client_core import (
+    Inflight,
+    PendingRead,
+    fail_adds,
+    fail_reads,
+    resolve_add_response,
+    take_add_request,
+    take_read_response,
+)
 from bookie.frames import FrameDecoder, FrameKind, encode_frame, frame_header
 from common.clock import Clock
-from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, \
-    error_from_code
+from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, error_from_code
 from proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -68,8 +74,8 @@ class DataLink(asyncio.Protocol):
     def __init__(self, *, address: str, host: str, discover: Callable[[], Awaitable[int]],
                  frame_bytes_max: int, add_timeout_s: float, clock: Clock,
                  next_request_id: Callable[[], int],
-                 on_retired: Callable[["DataLink"], None],
-                 on_no_data_port: Callable[["DataLink"], None]) -> None:
+                 on_retired: Callable[[DataLink], None],
+                 on_no_data_port: Callable[[DataLink], None]) -> None:
         self.address = address
         self._host = host
         self._discover = discover
@@ -114,7 +120,7 @@ class DataLink(asyncio.Protocol):
             raise
         except StrataError as exc:
             self.fail(exc)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             self.fail(BookieUnavailable(f"cannot connect to the bookie's data port: {exc!r}",
                                         address=self.address))
 

@@ -56,7 +56,7 @@ _JOIN_BODY_BYTES_MAX = 64 * 1024
 class _DataConnection(asyncio.Protocol):
     """One client connection. Pause reasons: 'room' (storage add queue full), 'adds', 'reads'."""
 
-    def __init__(self, server: "DataServer") -> None:
+    def __init__(self, server: DataServer) -> None:
         self._server = server
         self._storage: Storage = server.storage
         self._decoder = FrameDecoder(server.frame_bytes_max)

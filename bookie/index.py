@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import google_crc32c
 
-from common.errors import ChecksumMismatch
 from bookie.record import HEADER_BYTES as _RECORD_HEADER_BYTES
+from common.errors import ChecksumMismatch
 from common.invariant import invariant
 
 # location = segment_id << 80 | offset << 40 | length: offsets and lengths below 2**40.
@@ -75,7 +75,7 @@ class LedgerState:
                 "first_segment_id": self.first_segment_id}
 
     @classmethod
-    def from_json(cls, data: dict) -> "LedgerState":
+    def from_json(cls, data: dict) -> LedgerState:
         return cls(ledger_id=int(data["ledger_id"]), fenced=bool(data["fenced"]),
                    lac=int(data["lac"]), last_entry_id=int(data["last_entry_id"]),
                    writer_token=bytes.fromhex(data["writer_token"]),

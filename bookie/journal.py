@@ -29,11 +29,11 @@ What must hold: an item is reported done without error only after its bytes are 
 from __future__ import annotations
 
 import enum
-import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from bookie.fileio import AppendFile, FileSystem
 from common.invariant import invariant
@@ -173,7 +173,7 @@ class Journal:
                 buffers.extend(item.buffers)
             self._flush(buffers)
             return None
-        except BaseException as exc:  # noqa: BLE001 - not only OSError: a bug (an invariant, a
+        except BaseException as exc:
             # TypeError) must fail the journal too, or this thread dies silently and every
             # pending add and wait_for_room() waits forever while the bookie looks writable.
             self._fail(exc, durable_size)

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 
-from bookie.index import (CHECKPOINT_NAME, Index, SegmentInfo, decode_checkpoint, decode_idx)
+from bookie.index import CHECKPOINT_NAME, Index, SegmentInfo, decode_checkpoint, decode_idx
 from bookie.record import HEADER_BYTES, Record, RecordKind, RecordScanner
 from common.invariant import invariant
 

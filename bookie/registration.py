@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from common.config import Config
 from common.errors import AlreadyExists, BadVersion, MetadataError, NotFound, SessionExpired, StrataError

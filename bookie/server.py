@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 import grpc.aio
@@ -209,7 +209,7 @@ class BookieServer:
             await asyncio.sleep(delay_s)
             try:
                 await job()
-            except Exception as exc:  # noqa: BLE001 - any failure: log, count, back off, go on
+            except Exception as exc:
                 self.periodic_failures[name] = self.periodic_failures.get(name, 0) + 1
                 delay_s = min(delay_s * 2, max(interval_s, _PERIODIC_BACKOFF_S_MAX))
                 if isinstance(exc, StrataError):

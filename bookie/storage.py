@@ -49,16 +49,25 @@ import google_crc32c
 
 from bookie import recovery
 from bookie.fileio import FileSystem, OsFileSystem, disk_error, is_disk_full
-from bookie.index import (CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, encode_checkpoint,
-                          encode_idx)
+from bookie.index import CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, encode_checkpoint, encode_idx
 from bookie.journal import STOP_TIMEOUT_S as JOURNAL_STOP_TIMEOUT_S
 from bookie.journal import Journal, RollItem, WriteItem
 from bookie.record import HEADER_BYTES, RecordKind, encode, encode_header
 from bookie.segment_reader import SegmentReader, segment_path
 from bookie.types import BookieInfo, LedgerSummary
 from common.config import Config
-from common.errors import (BadRequest, BookieError, ChecksumMismatch, DiskFull, EntryTooLarge,
-                           LedgerFenced, NoSuchEntry, NoSuchLedger, ReadOnly, ShuttingDown)
+from common.errors import (
+    BadRequest,
+    BookieError,
+    ChecksumMismatch,
+    DiskFull,
+    EntryTooLarge,
+    LedgerFenced,
+    NoSuchEntry,
+    NoSuchLedger,
+    ReadOnly,
+    ShuttingDown,
+)
 from common.invariant import invariant
 
 log = logging.getLogger(__name__)

@@ -46,10 +46,18 @@ from aiohttp import web
 
 from broker import metrics, policies
 from broker.names import TopicName, parse_namespace, parse_topic
-from broker.topic_stats import topic_stats
-from broker.topic_stats import partitioned_stats
-from common.errors import (AlreadyExists, InvalidArgument, InvalidRetention, InvalidTopicName,
-                           NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError)
+from broker.topic_stats import partitioned_stats, topic_stats
+from common.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    InvalidRetention,
+    InvalidTopicName,
+    NotAllowed,
+    NotFound,
+    ServiceNotReady,
+    ShuttingDown,
+    StrataError,
+)
 from cursor.retention import RetentionPolicy
 
 if TYPE_CHECKING:
@@ -125,7 +133,7 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
 
 
 class AdminServer:
-    def __init__(self, service: "BrokerService", port: int) -> None:
+    def __init__(self, service: BrokerService, port: int) -> None:
         self.service = service
         self.port = port
         self._runner: web.AppRunner | None = None

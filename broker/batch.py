@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from google.protobuf.message import DecodeError
 

@@ -36,8 +36,8 @@ from collections.abc import Iterable
 import google_crc32c
 from google.protobuf.message import DecodeError, EncodeError
 
-from common.errors import InvariantViolation, MalformedFrame, FrameTooLarge, PulsarServerError, StrataError
 from broker.entry_format import crc32c_from, verify_entry_checksum  # noqa: F401  (re-exported)
+from common.errors import FrameTooLarge, InvariantViolation, MalformedFrame, PulsarServerError, StrataError
 from proto import pulsar_api_pb2 as pb
 
 BaseCommand = pb.BaseCommand
@@ -83,7 +83,7 @@ class Frame:
         non-payload frames and for a SEND that came without a checksum.
     """
 
-    __slots__ = ("command", "entry", "checksum_ok")
+    __slots__ = ("checksum_ok", "command", "entry")
 
     def __init__(self, command: pb.BaseCommand, entry: bytes | None = None, checksum_ok: bool = True):
         self.command = command
@@ -103,7 +103,7 @@ class FrameDecoder:
     passes config `broker_frame_bytes_max`.
     """
 
-    __slots__ = ("_frame_bytes_max", "_buf", "_failure")
+    __slots__ = ("_buf", "_failure", "_frame_bytes_max")
 
     def __init__(self, frame_bytes_max: int) -> None:
         if frame_bytes_max < 8:

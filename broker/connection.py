@@ -28,14 +28,25 @@ import asyncio
 import collections
 import enum
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from broker import consumer_commands, lookup
-from broker.codec import (CommandType as T, FrameDecoder, encode_connected, encode_error,
-                          encode_error_for, encode_get_schema_response,
-                          encode_get_topics_of_namespace_response, encode_pong, encode_ping,
-                          encode_producer_success, encode_send_error, encode_success,
-                          negotiate_protocol_version)
+from broker.codec import CommandType as T
+from broker.codec import (
+    FrameDecoder,
+    encode_connected,
+    encode_error,
+    encode_error_for,
+    encode_get_schema_response,
+    encode_get_topics_of_namespace_response,
+    encode_ping,
+    encode_pong,
+    encode_producer_success,
+    encode_send_error,
+    encode_success,
+    negotiate_protocol_version,
+)
 from broker.consumer import WRITE_BUFFER_BYTES_HIGH, Consumer
 from broker.names import parse_namespace, parse_topic
 from broker.producer import Producer
@@ -65,7 +76,7 @@ _TRANSITIONS = {
 
 
 class ServerConnection(asyncio.Protocol):
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
         self.state = ConnState.AWAIT_CONNECT

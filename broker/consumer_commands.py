@@ -20,8 +20,7 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
-from broker.codec import (encode_ack_response, encode_get_last_message_id_response, encode_success,
-                          encode_error_for)
+from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.consumer import Consumer
 from broker.names import parse_topic
 from broker.subscription import start_position
@@ -45,7 +44,7 @@ class _AckErrorLog:
     unlogged = 0                  # refusals since then
 
 
-def _log_ack_error(conn: "ServerConnection", cmd: pb.CommandAck, exc: StrataError) -> None:
+def _log_ack_error(conn: ServerConnection, cmd: pb.CommandAck, exc: StrataError) -> None:
     now_s = conn.service.clock.monotonic_s()
     _AckErrorLog.unlogged += 1
     if _AckErrorLog.last_s is not None and now_s - _AckErrorLog.last_s < _ACK_ERROR_LOG_INTERVAL_S:
@@ -62,7 +61,7 @@ def _start_of(cmd: pb.CommandSubscribe):
     return EARLIEST if cmd.initialPosition == pb.CommandSubscribe.Earliest else LATEST
 
 
-async def subscribe(conn: "ServerConnection", cmd: pb.CommandSubscribe) -> None:
+async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
     if cmd.consumer_id in conn.consumers:
         conn.write(encode_success(cmd.request_id))   # already attached: idempotent
         return
@@ -87,19 +86,19 @@ async def subscribe(conn: "ServerConnection", cmd: pb.CommandSubscribe) -> None:
     consumer.announce()
 
 
-def detach(conn: "ServerConnection", consumer: Consumer) -> None:
+def detach(conn: ServerConnection, consumer: Consumer) -> None:
     conn.forget_consumer(consumer)
     if consumer.subscription is not None:
         consumer.subscription.remove_consumer(consumer)
 
 
-def flow(conn: "ServerConnection", cmd: pb.CommandFlow) -> None:
+def flow(conn: ServerConnection, cmd: pb.CommandFlow) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is not None:
         consumer.subscription.flow(consumer, cmd.messagePermits)
 
 
-def ack(conn: "ServerConnection", cmd: pb.CommandAck) -> None:
+def ack(conn: ServerConnection, cmd: pb.CommandAck) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     has_request = cmd.HasField("request_id")
     try:
@@ -119,13 +118,13 @@ def ack(conn: "ServerConnection", cmd: pb.CommandAck) -> None:
         conn.write(encode_ack_response(cmd.consumer_id, cmd.request_id))
 
 
-def redeliver(conn: "ServerConnection", cmd: pb.CommandRedeliverUnacknowledgedMessages) -> None:
+def redeliver(conn: ServerConnection, cmd: pb.CommandRedeliverUnacknowledgedMessages) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is not None:
         consumer.subscription.redeliver(consumer, list(cmd.message_ids))
 
 
-def close_consumer(conn: "ServerConnection", cmd: pb.CommandCloseConsumer) -> None:
+def close_consumer(conn: ServerConnection, cmd: pb.CommandCloseConsumer) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is not None:
         detach(conn, consumer)
@@ -134,7 +133,7 @@ def close_consumer(conn: "ServerConnection", cmd: pb.CommandCloseConsumer) -> No
     conn.write(encode_success(cmd.request_id))
 
 
-async def unsubscribe(conn: "ServerConnection", cmd: pb.CommandUnsubscribe) -> None:
+async def unsubscribe(conn: ServerConnection, cmd: pb.CommandUnsubscribe) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is None:
         raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
@@ -144,7 +143,7 @@ async def unsubscribe(conn: "ServerConnection", cmd: pb.CommandUnsubscribe) -> N
     conn.write(encode_success(cmd.request_id))
 
 
-async def seek(conn: "ServerConnection", cmd: pb.CommandSeek) -> None:
+async def seek(conn: ServerConnection, cmd: pb.CommandSeek) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is None:
         raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
@@ -163,7 +162,7 @@ async def seek(conn: "ServerConnection", cmd: pb.CommandSeek) -> None:
     conn.write(encode_success(cmd.request_id))
 
 
-def get_last_message_id(conn: "ServerConnection", cmd: pb.CommandGetLastMessageId) -> None:
+def get_last_message_id(conn: ServerConnection, cmd: pb.CommandGetLastMessageId) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is None:
         conn.write(encode_error_for(cmd.request_id, ConsumerNotFound("no such consumer", consumer_id=cmd.consumer_id)))

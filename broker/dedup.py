@@ -50,7 +50,8 @@ import collections
 import enum
 import json
 import logging
-from typing import Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from broker.entry_format import EntryInfo, parse_entry
 from common.clock import Clock

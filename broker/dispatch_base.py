@@ -45,7 +45,7 @@ READ_RETRY_DELAY_MAX_S = 5.0
 class Dispatcher(abc.ABC):
     """Base class; subclasses implement `_dispatch_pass`, consumer add/remove and redelivery."""
 
-    def __init__(self, sub: "Subscription", read_position: Position, batch_entries_max: int) -> None:
+    def __init__(self, sub: Subscription, read_position: Position, batch_entries_max: int) -> None:
         self.sub = sub
         self.consumers: list[Consumer] = []
         self.read_position = read_position

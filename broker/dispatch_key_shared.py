@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, sub: "Subscription", read_position: Position, batch_entries_max: int,
+    def __init__(self, sub: Subscription, read_position: Position, batch_entries_max: int,
                  sticky: bool, allow_out_of_order: bool) -> None:
         super().__init__(sub, read_position, batch_entries_max)
         self.sticky = sticky

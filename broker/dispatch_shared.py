@@ -67,7 +67,7 @@ REPLAY_CACHE_BYTES_MAX = 64 * 1024 * 1024
 
 
 class SharedDispatcher(Dispatcher):
-    def __init__(self, sub: "Subscription", read_position: Position, batch_entries_max: int) -> None:
+    def __init__(self, sub: Subscription, read_position: Position, batch_entries_max: int) -> None:
         super().__init__(sub, read_position, batch_entries_max)
         self.replay: dict[Position, bytes | None] = {}   # entry -> its bytes if cached, else None
         self.replay_order: list[Position] = []            # the keys of `replay`, ascending

@@ -69,7 +69,7 @@ def pick_active_index(topic_name: str, partition_index: int, ordered: list[Consu
 
 
 class SingleActiveDispatcher(Dispatcher):
-    def __init__(self, sub: "Subscription", read_position: Position, batch_entries_max: int,
+    def __init__(self, sub: Subscription, read_position: Position, batch_entries_max: int,
                  failover: bool, partition_index: int) -> None:
         super().__init__(sub, read_position, batch_entries_max)
         self.failover = failover

@@ -82,7 +82,7 @@ class EntryInfo:
     checksum: the CRC32C stored in the entry (not verified by parse_entry).
     """
 
-    __slots__ = ("metadata", "payload_offset", "checksum")
+    __slots__ = ("checksum", "metadata", "payload_offset")
 
     def __init__(self, metadata: pb.MessageMetadata, payload_offset: int, checksum: int) -> None:
         self.metadata = metadata

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import bisect
 import zlib
-from typing import Generic, Hashable, TypeVar
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 from common.errors import ConsumerAssignError
 

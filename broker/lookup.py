@@ -25,7 +25,7 @@ def _code(exc: StrataError) -> int:
     return exc.server_error if exc.server_error is not None else PulsarServerError.UnknownError
 
 
-async def partitioned_metadata(service: "BrokerService", cmd: pb.CommandPartitionedTopicMetadata) -> bytes:
+async def partitioned_metadata(service: BrokerService, cmd: pb.CommandPartitionedTopicMetadata) -> bytes:
     try:
         name = parse_topic(cmd.topic)
         partitions = await service.partitions(name)
@@ -34,7 +34,7 @@ async def partitioned_metadata(service: "BrokerService", cmd: pb.CommandPartitio
     return encode_partitioned_metadata_response(cmd.request_id, partitions)
 
 
-async def lookup(service: "BrokerService", cmd: pb.CommandLookupTopic) -> bytes:
+async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic) -> bytes:
     try:
         parse_topic(cmd.topic)
     except StrataError as exc:

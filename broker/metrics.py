@@ -65,7 +65,7 @@ def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
 
-def _broker_counters(service: "BrokerService") -> dict[str, tuple[str, int]]:
+def _broker_counters(service: BrokerService) -> dict[str, tuple[str, int]]:
     out = {name: ("cursor persistence counter", value) for name, value in cursor_metrics.snapshot().items()}
     writer = service.cursor_writer
     out["strata_cursor_writer_transactions_total"] = ("group transactions carrying cursor persists",
@@ -80,7 +80,7 @@ def _broker_counters(service: "BrokerService") -> dict[str, tuple[str, int]]:
     return out
 
 
-def render(service: "BrokerService") -> str:
+def render(service: BrokerService) -> str:
     stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
     lines = ["# TYPE pulsar_topics_count gauge", f'pulsar_topics_count{_labels(cluster=CLUSTER)} {len(stats)}']
     for metric, (help_text, value) in _broker_counters(service).items():

@@ -42,14 +42,14 @@ class TopicName:
         return int(match.group("index")) if match else -1
 
     @property
-    def base(self) -> "TopicName":
+    def base(self) -> TopicName:
         """The partitioned topic this partition belongs to (itself when not a partition)."""
         match = _PARTITION.match(self.local)
         if not match:
             return self
         return TopicName(self.domain, self.tenant, self.namespace, match.group("base"))
 
-    def partition(self, index: int) -> "TopicName":
+    def partition(self, index: int) -> TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local}{PARTITION_SUFFIX}{index}")
 
     @property

@@ -42,8 +42,14 @@ from broker.chunk_check import ChunkCheck
 from broker.codec import encode_send_error, encode_send_receipt
 from broker.dedup import Verdict
 from broker.entry_format import EntryInfo, parse_entry
-from common.errors import (ChecksumError, InvalidArgument, MessageTooLarge, PulsarServerError,
-                           ServiceNotReady, StrataError)
+from common.errors import (
+    ChecksumError,
+    InvalidArgument,
+    MessageTooLarge,
+    PulsarServerError,
+    ServiceNotReady,
+    StrataError,
+)
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -60,13 +66,13 @@ DUPLICATE_POSITION = Position(-1, -1)
 class ProducerLink(Protocol):
     def write(self, data: bytes) -> None: ...
 
-    def producer_backlogged(self, producer: "Producer", backlogged: bool) -> None: ...
+    def producer_backlogged(self, producer: Producer, backlogged: bool) -> None: ...
 
 
 class _Slot:
     """One SEND awaiting its reply."""
 
-    __slots__ = ("sequence_id", "position", "error", "done")
+    __slots__ = ("done", "error", "position", "sequence_id")
 
     def __init__(self, sequence_id: int) -> None:
         self.sequence_id = sequence_id
@@ -76,7 +82,7 @@ class _Slot:
 
 
 class Producer:
-    def __init__(self, link: ProducerLink, topic: "PersistentTopic", producer_id: int, name: str,
+    def __init__(self, link: ProducerLink, topic: PersistentTopic, producer_id: int, name: str,
                  pending_max: int, max_message_bytes: int) -> None:
         self.link = link
         self.topic = topic

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def durable_cursors(topic: "PersistentTopic") -> list[Any]:
+def durable_cursors(topic: PersistentTopic) -> list[Any]:
     """The cursors that hold data: durable subscriptions still open (readers excluded)."""
     return [sub.cursor for sub in list(topic.subscriptions.values()) if sub.durable and not sub.closed]
 
@@ -49,7 +49,7 @@ class _RecheckedTrim:
     """`cursor.retention.Trimmable` over a topic's managed ledger that re-checks the trim point
     from the topic's durable cursors once the ledger's metadata lock is held."""
 
-    def __init__(self, topic: "PersistentTopic", policy: RetentionPolicy, now_ms: int) -> None:
+    def __init__(self, topic: PersistentTopic, policy: RetentionPolicy, now_ms: int) -> None:
         self.topic = topic
         self.policy = policy
         self.now_ms = now_ms
@@ -65,7 +65,7 @@ class _RecheckedTrim:
 
 
 class RetentionTask:
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.interval_s = service.config.broker_retention_check_interval_ms / 1000
         self.passes = 0              # passes completed since start
@@ -110,7 +110,7 @@ class RetentionTask:
             await asyncio.sleep(0)
         self.passes += 1
 
-    async def check_topic(self, topic: "PersistentTopic", ns_policies: dict,
+    async def check_topic(self, topic: PersistentTopic, ns_policies: dict,
                           topic_policies: dict | None = None) -> list[int]:
         """Apply TTL, then retention, to one topic; returns the ids of the ledgers trimmed."""
         config = self.service.config

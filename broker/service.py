@@ -29,17 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 from broker import dedup, policies, topic_stats
-from broker.retention_task import RetentionTask
 from broker.entry_format import parse_entry
 from broker.names import TopicName
+from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
 from common.clock import Clock
 from common.config import Config
-from common.errors import (AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown,
-                           StrataError)
+from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
 from cursor.cursor_writer import CursorWriter
 from ledger.managed_ledger import ManagedLedger
 
@@ -111,7 +111,7 @@ class BrokerService:
             task.add_done_callback(lambda t, k=key: self._loading.pop(k, None))
         try:
             return await asyncio.wait_for(asyncio.shield(task), TOPIC_LOAD_WAIT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ServiceNotReady("topic is still loading", topic=key) from None
 
     async def _load(self, name: TopicName) -> PersistentTopic:

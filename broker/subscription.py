@@ -39,8 +39,7 @@ from broker.dispatch_base import Dispatcher
 from broker.dispatch_key_shared import KeySharedDispatcher
 from broker.dispatch_shared import SharedDispatcher
 from broker.dispatch_single_active import SingleActiveDispatcher
-from common.errors import (ConsumerBusy, CursorStateTooLarge, InvalidArgument, NotAllowed,
-                           StrataError)
+from common.errors import ConsumerBusy, CursorStateTooLarge, InvalidArgument, NotAllowed, StrataError
 from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
 
@@ -84,7 +83,7 @@ def start_position(mid: pb.MessageIdData) -> Position:
 
 
 class Subscription:
-    def __init__(self, topic: "PersistentTopic", name: str, cursor, durable: bool) -> None:
+    def __init__(self, topic: PersistentTopic, name: str, cursor, durable: bool) -> None:
         self.topic = topic
         self.name = name
         self.cursor = cursor

@@ -23,7 +23,7 @@ from broker.dedup import Deduplication
 from broker.names import TopicName
 from broker.producer import Producer
 from broker.subscription import Subscription
-from common.errors import ProducerBusy, ServiceNotReady, StrataError, SubscriptionNotFound, NotAllowed
+from common.errors import NotAllowed, ProducerBusy, ServiceNotReady, StrataError, SubscriptionNotFound
 from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
 from ledger.position import Position
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 class PersistentTopic:
-    def __init__(self, service: "BrokerService", name: TopicName, ml, cursor_store: CursorStore) -> None:
+    def __init__(self, service: BrokerService, name: TopicName, ml, cursor_store: CursorStore) -> None:
         self.service = service
         self.config = service.config
         self.name = name
@@ -49,7 +49,7 @@ class PersistentTopic:
         self.bytes_in_counter = 0    # entry bytes stored since the topic was loaded
 
     @classmethod
-    async def open(cls, service: "BrokerService", name: TopicName, ml) -> "PersistentTopic":
+    async def open(cls, service: BrokerService, name: TopicName, ml) -> PersistentTopic:
         store = CursorStore(service.astore, name.managed_ledger_name, service.cursor_writer)
         topic = cls(service, name, ml, store)
         cursors = await store.load_all(ml, clock=service.clock, config=service.config)

@@ -48,7 +48,7 @@ class RateWindow:
     200 bytes per window instead of a deque of tuples (~1.4 KiB at the default 12 samples).
     """
 
-    __slots__ = ("window_s", "samples_max", "_times", "_values", "_last_raw", "_offset")
+    __slots__ = ("_last_raw", "_offset", "_times", "_values", "samples_max", "window_s")
 
     def __init__(self, window_s: float, samples_max: int) -> None:
         self.window_s = window_s
@@ -87,7 +87,7 @@ class RateWindow:
 class TrafficMeter:
     """Message and byte rates of one object's counters."""
 
-    __slots__ = ("messages", "bytes", "__weakref__")
+    __slots__ = ("__weakref__", "bytes", "messages")
 
     def __init__(self, window_s: float, samples_max: int) -> None:
         self.messages = RateWindow(window_s, samples_max)
@@ -99,7 +99,7 @@ class TrafficMeter:
 
 
 # object (topic, producer, subscription, consumer) -> its meter; gone with the object.
-_meters: "weakref.WeakKeyDictionary[object, TrafficMeter]" = weakref.WeakKeyDictionary()
+_meters: weakref.WeakKeyDictionary[object, TrafficMeter] = weakref.WeakKeyDictionary()
 
 
 def _sample(obj: object, config, now_s: float, messages: int, size: int) -> None:
@@ -119,7 +119,7 @@ def rates(obj: object) -> tuple[float, float]:
     return meter.messages.rate(), meter.bytes.rate()
 
 
-def sample_topic(topic: "PersistentTopic", now_s: float) -> tuple[int, int]:
+def sample_topic(topic: PersistentTopic, now_s: float) -> tuple[int, int]:
     """Sample every counter of `topic`; returns (messages in, messages out) as sampled."""
     c = topic.config
     _sample(topic, c, now_s, topic.msg_in_counter, topic.bytes_in_counter)
@@ -139,7 +139,7 @@ def sample_topic(topic: "PersistentTopic", now_s: float) -> tuple[int, int]:
     return topic.msg_in_counter, out_msgs
 
 
-def forget_topic(topic: "PersistentTopic") -> None:
+def forget_topic(topic: PersistentTopic) -> None:
     """Drop the meters of `topic` and of its producers, subscriptions and consumers."""
     _meters.pop(topic, None)
     for p in list(topic.producers.values()):
@@ -156,7 +156,7 @@ def forget_topic(topic: "PersistentTopic") -> None:
 class _Activity:
     """What the sampler remembers of an active topic."""
 
-    __slots__ = ("counters", "changed_s")
+    __slots__ = ("changed_s", "counters")
 
     def __init__(self, counters: tuple[int, int], changed_s: float) -> None:
         self.counters = counters    # (messages in, messages out) at the last sample
@@ -176,7 +176,7 @@ class StatsSampler:
         self.active: dict = {}
         self.last_tick_s: float | None = None
 
-    def touch(self, topic: "PersistentTopic") -> None:
+    def touch(self, topic: PersistentTopic) -> None:
         """`topic`'s counters are about to move (call before they do)."""
         if topic in self.active:
             return
@@ -197,7 +197,7 @@ class StatsSampler:
             elif now_s - activity.changed_s >= self.window_s:
                 self.discard(topic)          # every rate is 0.0 now: the same without meters
 
-    def discard(self, topic: "PersistentTopic") -> None:
+    def discard(self, topic: PersistentTopic) -> None:
         if self.active.pop(topic, None) is not None:
             forget_topic(topic)
 
@@ -206,10 +206,10 @@ class _OutKey:
     """The topic's outgoing meter lives on a companion object kept alive by the topic."""
 
     __slots__ = ("__weakref__",)
-    _by_topic: "weakref.WeakKeyDictionary[object, _OutKey]" = weakref.WeakKeyDictionary()
+    _by_topic: weakref.WeakKeyDictionary[object, _OutKey] = weakref.WeakKeyDictionary()
 
     @classmethod
-    def of(cls, topic: object) -> "_OutKey":
+    def of(cls, topic: object) -> _OutKey:
         key = cls._by_topic.get(topic)
         if key is None:
             key = cls._by_topic[topic] = cls()
@@ -231,7 +231,7 @@ def _consumer_stats(consumer) -> dict:
     }
 
 
-def subscription_json(sub: "Subscription") -> dict:
+def subscription_json(sub: Subscription) -> dict:
     stats = subscription_stats(sub.cursor, sub.ml)
     consumers = sub.consumers
     sub_type = SUB_TYPE_NAMES[sub.sub_type] if sub.sub_type is not None else SUB_TYPE_NAMES[SubType.EXCLUSIVE]
@@ -257,7 +257,7 @@ def subscription_json(sub: "Subscription") -> dict:
     }
 
 
-def topic_stats(topic: "PersistentTopic") -> dict:
+def topic_stats(topic: PersistentTopic) -> dict:
     subs = {name: subscription_json(sub) for name, sub in topic.subscriptions.items()}
     durable = [s for s in topic.subscriptions.values() if s.durable]
     backlog = max((subs[s.name]["msgBacklog"] for s in durable), default=0)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from common.errors import ConfigError
 
@@ -116,7 +117,7 @@ class Config:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Config is read-only; build a new one with replace()")
 
-    def replace(self, **overrides: Any) -> "Config":
+    def replace(self, **overrides: Any) -> Config:
         merged = dict(self._values)
         merged.update(overrides)
         return _validated(merged)

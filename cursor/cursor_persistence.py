@@ -24,8 +24,7 @@ import math
 from typing import TYPE_CHECKING
 
 from common.config import SETTINGS_BY_NAME
-from common.errors import (BadVersion, CursorClosed, CursorFenced, CursorStateTooLarge,
-                           IllegalTransition, StrataError)
+from common.errors import BadVersion, CursorClosed, CursorFenced, CursorStateTooLarge, IllegalTransition, StrataError
 from cursor import metrics
 from cursor.codec import encode
 from cursor.state_limit import StateLimit
@@ -54,13 +53,13 @@ _TRANSITIONS = {
 class CursorPersistence(abc.ABC):
     name: str
     durable: bool
-    clock: "Clock"
+    clock: Clock
 
     @abc.abstractmethod
-    def snapshot(self) -> "CursorSnapshot":
+    def snapshot(self) -> CursorSnapshot:
         """The state to persist (ManagedCursor builds it from its ack state)."""
 
-    def _init_persistence(self, store: "CursorStore | None", persist_interval_ms: int | None,
+    def _init_persistence(self, store: CursorStore | None, persist_interval_ms: int | None,
                           state_bytes_max: int | None, writer_token: str | None,
                           state_bytes: int) -> None:
         self.state = CursorState.ACTIVE

@@ -42,8 +42,7 @@ from typing import Any
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
-from common.errors import (AlreadyExists, BadVersion, CursorFenced, CursorNotFound,
-                           InvalidArgument, NotFound)
+from common.errors import AlreadyExists, BadVersion, CursorFenced, CursorNotFound, InvalidArgument, NotFound
 from cursor import metrics
 from cursor.codec import CursorSnapshot, decode, encode, writer_of
 from cursor.cursor_writer import CursorWriter

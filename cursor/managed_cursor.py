@@ -34,16 +34,16 @@ every change with `CursorFenced` (counted in `CURSOR_FENCED_TOTAL`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.errors import InvalidArgument
 from common.invariant import invariant
-from cursor.ack_state import (ENTRY_ID_END, AckState, BatchAck, full_words, run_end, to_signed,
-                              to_unsigned)
+from cursor.ack_state import ENTRY_ID_END, AckState, BatchAck, full_words, run_end, to_signed, to_unsigned
 from cursor.codec import CursorSnapshot
 from cursor.cursor_persistence import CursorPersistence, CursorState
 from cursor.state_limit import HOLE_BYTES, admit, batch_record_bytes, run_delta
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from cursor.cursor_store import CursorStore
     from cursor.stats import SubscriptionStats
 
-__all__ = ["ManagedCursor", "CursorState", "before", "BATCH_SIZE_MAX"]
+__all__ = ["BATCH_SIZE_MAX", "CursorState", "ManagedCursor", "before"]
 
 BATCH_SIZE_MAX = 1 << 20  # members in one batch entry; Pulsar's clients send at most a few 1000
 
@@ -66,7 +66,7 @@ def before(position: Position) -> Position:
 
 class ManagedCursor(CursorPersistence):
     def __init__(self, name: str, view: LedgerView, *, mark_delete_position: Position,
-                 durable: bool = True, store: "CursorStore | None" = None,
+                 durable: bool = True, store: CursorStore | None = None,
                  clock: Clock = SYSTEM_CLOCK, persist_interval_ms: int | None = None,
                  state_bytes_max: int | None = None, snapshot: CursorSnapshot | None = None,
                  writer_token: str | None = None, state_bytes: int = 0) -> None:
@@ -101,7 +101,7 @@ class ManagedCursor(CursorPersistence):
     # ---- construction helpers -------------------------------------------------------------
 
     @classmethod
-    def starting_at(cls, name: str, view: LedgerView, start: Position, **kwargs: object) -> "ManagedCursor":
+    def starting_at(cls, name: str, view: LedgerView, start: Position, **kwargs: object) -> ManagedCursor:
         """A new cursor whose first entry to read is `start` (EARLIEST, LATEST or a position)."""
         first = _resolve_start(view, start)
         return cls(name, view, mark_delete_position=before(first), **kwargs)  # type: ignore[arg-type]
@@ -424,7 +424,7 @@ class ManagedCursor(CursorPersistence):
         return self._acks.count()
 
     @property
-    def stats(self) -> "SubscriptionStats":
+    def stats(self) -> SubscriptionStats:
         from cursor.stats import subscription_stats
         return subscription_stats(self, self.view)
 

@@ -21,8 +21,9 @@ and "keep some"; with -1 ((0, -1), (-1, 0)) it would mean both "keep nothing" an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from common.errors import InvalidRetention
 from common.invariant import invariant
@@ -50,13 +51,13 @@ class RetentionPolicy:
                                    time_minutes=self.time_minutes, size_mb=self.size_mb)
 
 
-def passes(cursor: "ManagedCursor", info: LedgerInfo) -> bool:
+def passes(cursor: ManagedCursor, info: LedgerInfo) -> bool:
     """True if every entry of the ledger is at or before the cursor's mark-delete."""
     md = cursor.mark_delete_position
     return info.ledger_id < md[0] or (info.ledger_id == md[0] and md[1] >= info.entries - 1)
 
 
-def trim_candidates(view: LedgerView, cursors: Iterable["ManagedCursor"]) -> list[LedgerInfo]:
+def trim_candidates(view: LedgerView, cursors: Iterable[ManagedCursor]) -> list[LedgerInfo]:
     cursors = list(cursors)
     infos = view.ledgers()
     out = []
@@ -67,7 +68,7 @@ def trim_candidates(view: LedgerView, cursors: Iterable["ManagedCursor"]) -> lis
     return out
 
 
-def ledgers_to_trim(view: LedgerView, cursors: Iterable["ManagedCursor"], policy: RetentionPolicy,
+def ledgers_to_trim(view: LedgerView, cursors: Iterable[ManagedCursor], policy: RetentionPolicy,
                     now_ms: int) -> list[int]:
     """Ids of the ledgers to delete now, oldest first (a prefix of the kept ledgers)."""
     total_bytes = sum(info.size_bytes for info in view.ledgers())
@@ -86,7 +87,7 @@ def ledgers_to_trim(view: LedgerView, cursors: Iterable["ManagedCursor"], policy
     return out
 
 
-def trim_position(view: LedgerView, cursors: Iterable["ManagedCursor"], policy: RetentionPolicy,
+def trim_position(view: LedgerView, cursors: Iterable[ManagedCursor], policy: RetentionPolicy,
                   now_ms: int) -> Position | None:
     """The `before` to pass to `ManagedLedger.trim()`: the first entry of the first ledger that
     stays, so exactly the chosen ledgers lie wholly before it. None when nothing is to trim."""
@@ -104,7 +105,7 @@ class Trimmable(Protocol):
     async def trim(self, before: Position) -> object: ...
 
 
-async def apply_retention(ledger: Trimmable, view: LedgerView, cursors: Iterable["ManagedCursor"],
+async def apply_retention(ledger: Trimmable, view: LedgerView, cursors: Iterable[ManagedCursor],
                           policy: RetentionPolicy, now_ms: int) -> list[int]:
     """Decide and call `ledger.trim()`; returns the ids chosen for trimming."""
     cursors = list(cursors)

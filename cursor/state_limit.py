@@ -22,7 +22,7 @@ What must hold: `error` is set exactly while the state is known or estimated to 
 
 from __future__ import annotations
 
-from typing import Container
+from collections.abc import Container
 
 from pyroaring import BitMap64
 
@@ -40,7 +40,7 @@ def batch_record_bytes(words: int) -> int:
 class StateLimit:
     """Measured size, estimated growth, and the current over-limit error of one cursor."""
 
-    __slots__ = ("bytes_max", "measured_bytes", "added_bytes", "error", "cursor_name")
+    __slots__ = ("added_bytes", "bytes_max", "cursor_name", "error", "measured_bytes")
 
     def __init__(self, bytes_max: int, cursor_name: str) -> None:
         self.bytes_max = bytes_max

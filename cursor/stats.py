@@ -22,8 +22,9 @@ Cost: per ledger after md, min(#unacked entries, #acked entries + entries before
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from pyroaring import BitMap64
 

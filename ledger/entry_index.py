@@ -30,7 +30,7 @@ _FORMAT = 1
 
 
 class EntryIndex:
-    __slots__ = ("sizes", "messages", "publish_ms", "publish_max", "total_bytes", "total_messages")
+    __slots__ = ("messages", "publish_max", "publish_ms", "sizes", "total_bytes", "total_messages")
 
     def __init__(self) -> None:
         self.sizes = array("Q")          # payload bytes of entry i
@@ -83,7 +83,7 @@ class EntryIndex:
         return _HEADER.pack(_MAGIC, _FORMAT, len(self)) + zlib.compress(body, 6)
 
     @classmethod
-    def from_blob(cls, blob: bytes) -> "EntryIndex":
+    def from_blob(cls, blob: bytes) -> EntryIndex:
         magic, fmt, count = _HEADER.unpack_from(blob)
         invariant(magic == _MAGIC and fmt == _FORMAT, "known entry index blob", magic=magic, fmt=fmt)
         body = zlib.decompress(blob[_HEADER.size:])

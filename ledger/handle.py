@@ -34,9 +34,18 @@ from typing import Any
 
 from common.clock import Clock
 from common.config import Config
-from common.errors import (AddOutcomeUnknown, BadVersion, EntryTooLarge, IllegalTransition,
-                           InvalidArgument, LedgerClosed, LedgerFenced, NotEnoughBookies,
-                           StrataError, TimeoutExpired)
+from common.errors import (
+    AddOutcomeUnknown,
+    BadVersion,
+    EntryTooLarge,
+    IllegalTransition,
+    InvalidArgument,
+    LedgerClosed,
+    LedgerFenced,
+    NotEnoughBookies,
+    StrataError,
+    TimeoutExpired,
+)
 from common.invariant import invariant
 from ledger import placement
 from ledger.ledger_metadata import LedgerMetadata, LedgerStatus

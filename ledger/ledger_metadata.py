@@ -113,7 +113,7 @@ class LedgerMetadata:
     # --- the only ways to change it -------------------------------------------------------------
 
     def with_state(self, state: LedgerStatus, *, last_entry_id: int | None = None,
-                   length_bytes: int | None = None) -> "LedgerMetadata":
+                   length_bytes: int | None = None) -> LedgerMetadata:
         """The single setter of `state`; refuses transitions the state machine forbids."""
         if state not in _TRANSITIONS[self.state]:
             raise IllegalTransition(f"ledger {self.ledger_id}: {self.state.value} -> {state.value}")
@@ -127,7 +127,7 @@ class LedgerMetadata:
         return replace(self, **changes)
 
     def with_fragment(self, first_entry_id: int, ensemble: tuple[str, ...], *,
-                      recovery_indexes: tuple[int, ...] = ()) -> "LedgerMetadata":
+                      recovery_indexes: tuple[int, ...] = ()) -> LedgerMetadata:
         """An ensemble change: entries from `first_entry_id` on live on `ensemble`. Made by the
         writer (OPEN) or by a recoverer re-replicating the tail past a dead bookie (IN_RECOVERY,
         naming the indexes it filled in `recovery_indexes`)."""
@@ -145,7 +145,7 @@ class LedgerMetadata:
             frags.append(fragment)
         return replace(self, fragments=tuple(frags))
 
-    def with_fragment_ensemble(self, fragment_index: int, ensemble: tuple[str, ...]) -> "LedgerMetadata":
+    def with_fragment_ensemble(self, fragment_index: int, ensemble: tuple[str, ...]) -> LedgerMetadata:
         """Re-replication: fragment `fragment_index` now lives on `ensemble` (its entries were
         copied there first). Allowed in any state: the entries do not change, only who holds them."""
         invariant(0 <= fragment_index < len(self.fragments), "fragment exists",
@@ -162,7 +162,7 @@ class LedgerMetadata:
             return self.fragments[fragment_index + 1].first_entry_id - 1
         return self.last_entry_id if self.is_closed else None
 
-    def with_version(self, version: int) -> "LedgerMetadata":
+    def with_version(self, version: int) -> LedgerMetadata:
         return replace(self, version=version)
 
     # --- encoding --------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class LedgerMetadata:
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes, version: int = 0) -> "LedgerMetadata":
+    def from_json(cls, raw: bytes, version: int = 0) -> LedgerMetadata:
         doc = json.loads(raw)
         invariant(doc.get("format") == METADATA_FORMAT_VERSION, "known ledger metadata format",
                   format=doc.get("format"))

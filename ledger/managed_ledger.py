@@ -46,13 +46,25 @@ import inspect
 import logging
 import secrets
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
-from common.errors import (AddOutcomeUnknown, BadVersion, EntryTooLarge, IllegalTransition,
-                           InvariantViolation, LedgerFenced, LimitExceeded, ManagedLedgerClosed,
-                           ManagedLedgerFenced, NotEmpty, NotFound, StrataError)
+from common.errors import (
+    AddOutcomeUnknown,
+    BadVersion,
+    EntryTooLarge,
+    IllegalTransition,
+    InvariantViolation,
+    LedgerFenced,
+    LimitExceeded,
+    ManagedLedgerClosed,
+    ManagedLedgerFenced,
+    NotEmpty,
+    NotFound,
+    StrataError,
+)
 from common.invariant import invariant
 from ledger import ml_open
 from ledger.cache import EntryCache
@@ -131,7 +143,7 @@ class ManagedLedger:
                    clock: Clock = SYSTEM_CLOCK, *, ensemble_size: int | None = None,
                    write_quorum: int | None = None, ack_quorum: int | None = None,
                    meta_from_entry: ml_open.MetaFromEntry | None = None,
-                   cache: EntryCache | None = None) -> "ManagedLedger":
+                   cache: EntryCache | None = None) -> ManagedLedger:
         if not inspect.iscoroutinefunction(getattr(store, "get", None)):
             store = client.store                     # given the synchronous store: use the async one
         quorum = (ensemble_size or config.ledger_ensemble_size, write_quorum or config.ledger_write_quorum,
@@ -275,7 +287,7 @@ class ManagedLedger:
             invariant(kept is not None and kept.entries == position.entry_id,
                       "the index grows one entry at a time", position=str(position))
             kept.index.append(len(data), messages, publish_time_ms)
-        except Exception as exc:  # noqa: BLE001 - raised in a done-callback, asyncio would only
+        except Exception as exc:
             # log it and `out` would never resolve: the producer would wait forever.
             self._fail_appends(exc)
             if not out.done():

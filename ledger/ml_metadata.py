@@ -69,7 +69,7 @@ class LedgerRecord:
                 "first_publish_ms": self.first_publish_ms, "last_publish_ms": self.last_publish_ms}
 
     @classmethod
-    def from_doc(cls, doc: dict) -> "LedgerRecord":
+    def from_doc(cls, doc: dict) -> LedgerRecord:
         return cls(int(doc["id"]), bool(doc["closed"]), int(doc["created_ms"]), int(doc["entries"]),
                    int(doc["size_bytes"]), int(doc["messages"]), int(doc["first_publish_ms"]),
                    int(doc["last_publish_ms"]))
@@ -91,16 +91,16 @@ class ManagedLedgerMetadata:
         invariant(all(a < b for a, b in zip(ids, ids[1:])), "ledger ids strictly increase", ids=ids)
         invariant(all(r.closed for r in self.ledgers[:-1]), "only the last ledger may be open", ids=ids)
 
-    def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> "ManagedLedgerMetadata":
+    def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> ManagedLedgerMetadata:
         return replace(self, ledgers=tuple(ledgers))
 
-    def with_deleting(self, ledger_ids) -> "ManagedLedgerMetadata":
+    def with_deleting(self, ledger_ids) -> ManagedLedgerMetadata:
         return replace(self, deleting=tuple(sorted(set(ledger_ids))))
 
-    def with_owner(self, owner: str) -> "ManagedLedgerMetadata":
+    def with_owner(self, owner: str) -> ManagedLedgerMetadata:
         return replace(self, owner=owner)
 
-    def with_version(self, version: int) -> "ManagedLedgerMetadata":
+    def with_version(self, version: int) -> ManagedLedgerMetadata:
         return replace(self, version=version)
 
     def to_json(self) -> bytes:
@@ -111,7 +111,7 @@ class ManagedLedgerMetadata:
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes, version: int) -> "ManagedLedgerMetadata":
+    def from_json(cls, raw: bytes, version: int) -> ManagedLedgerMetadata:
         doc = json.loads(raw)
         invariant(doc.get("format") == _FORMAT, "known managed ledger format", format=doc.get("format"))
         return cls(tuple(LedgerRecord.from_doc(d) for d in doc["ledgers"]), str(doc.get("owner", "")),

@@ -20,7 +20,8 @@ after a crash or takeover, and bounded by the rollover size.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from common.errors import AlreadyExists, BadVersion, ManagedLedgerFenced
 from ledger.entry_index import EntryIndex

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from common.errors import NotEnoughBookies, NotFound
 

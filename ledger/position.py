@@ -18,7 +18,7 @@ class Position(NamedTuple):
         return f"{self.ledger_id}:{self.entry_id}"
 
     @classmethod
-    def parse(cls, text: str) -> "Position":
+    def parse(cls, text: str) -> Position:
         ledger, _, entry = text.partition(":")
         return cls(int(ledger), int(entry))
 

@@ -44,8 +44,17 @@ from typing import Any
 
 from common.clock import Clock
 from common.config import Config
-from common.errors import (BadVersion, BookieError, LedgerFenced, NoSuchEntry, NoSuchLedger,
-                           NotEnoughBookies, NotFound, StrataError, TimeoutExpired)
+from common.errors import (
+    BadVersion,
+    BookieError,
+    LedgerFenced,
+    NoSuchEntry,
+    NoSuchLedger,
+    NotEnoughBookies,
+    NotFound,
+    StrataError,
+    TimeoutExpired,
+)
 from common.invariant import invariant
 from ledger import placement
 from ledger.handle import ReadHandle

@@ -21,7 +21,7 @@ class RolloverPolicy:
     age_ms_min: int
 
     @classmethod
-    def from_config(cls, config: Config) -> "RolloverPolicy":
+    def from_config(cls, config: Config) -> RolloverPolicy:
         return cls(config.managed_ledger_rollover_entries, config.managed_ledger_rollover_bytes,
                    config.managed_ledger_rollover_age_ms, config.managed_ledger_rollover_min_age_ms)
 

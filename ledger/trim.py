@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from common.errors import NotFound, StrataError
 from ledger.position import Position
@@ -65,7 +66,7 @@ class LedgerDeleter:
                 return
             except StrataError as exc:
                 log.warning("deleting ledger %d failed, retrying in %.1fs: %s", ledger_id, delay_s, exc)
-            except Exception:                # noqa: BLE001 - see the module docstring
+            except Exception:
                 self.unexpected_errors += 1
                 log.exception("deleting ledger %d failed unexpectedly, retrying in %.1fs",
                               ledger_id, delay_s)

@@ -15,8 +15,15 @@ from common.config import Config
 from metadata.api import EventKind, MetadataStore, Versioned, Watch, WatchEvent
 from metadata.sql_store import SqlMetadataStore
 
-__all__ = ["open_store", "MetadataStore", "SqlMetadataStore", "Versioned", "Watch", "WatchEvent",
-           "EventKind"]
+__all__ = [
+    "EventKind",
+    "MetadataStore",
+    "SqlMetadataStore",
+    "Versioned",
+    "Watch",
+    "WatchEvent",
+    "open_store",
+]
 
 
 def open_store(url: str, *, config: Config | None = None, clock: Clock | None = None) -> SqlMetadataStore:

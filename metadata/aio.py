@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from common.errors import StrataError
-
 from metadata.api import MetadataStore, Versioned, Watch, WatchEvent
 
 THREADS_MAX = 8

@@ -35,8 +35,9 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa

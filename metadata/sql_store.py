@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 
@@ -24,8 +24,7 @@ from common.config import Config, default_config
 from common.errors import InvalidArgument, SessionExpired, ShuttingDown, StrataError
 from metadata import sql_ops
 from metadata.api import Versioned, Watch, WatchEvent
-from metadata.paths import (check_expected_version, check_id_name, check_path, check_prefix,
-                            check_value)
+from metadata.paths import check_expected_version, check_id_name, check_path, check_prefix, check_value
 from metadata.sessions import SessionKeeper, end_session, open_session
 from metadata.sql_schema import Database
 from metadata.watches import WatchPoller
@@ -186,7 +185,7 @@ class SqlMetadataStore:
         finally:
             self._db.dispose()
 
-    def __enter__(self) -> "SqlMetadataStore":
+    def __enter__(self) -> SqlMetadataStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -45,7 +45,7 @@ WATCHES_MAX = 10_000  # per store; past it add() raises LimitExceeded
 
 
 class _Watch:
-    def __init__(self, poller: "WatchPoller", prefix: str, callback: Callable[[WatchEvent], None],
+    def __init__(self, poller: WatchPoller, prefix: str, callback: Callable[[WatchEvent], None],
                  start_seq: int) -> None:
         self.prefix = prefix
         self.callback = callback

@@ -25,8 +25,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from common.net import free_port
 
@@ -54,7 +54,7 @@ class BookieProcess:
         return f"127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, data_dir: Path, *, port: int | None = None, **kwargs) -> "BookieProcess":
+    def start(cls, data_dir: Path, *, port: int | None = None, **kwargs) -> BookieProcess:
         bookie = cls(data_dir, port or free_port(), **kwargs)
         bookie.launch()
         return bookie
@@ -135,7 +135,7 @@ class BookieProcess:
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
 
-    def __enter__(self) -> "BookieProcess":
+    def __enter__(self) -> BookieProcess:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -33,8 +33,8 @@ import time
 import traceback
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from common.errors import StrataError, TimeoutExpired
 
@@ -65,7 +65,7 @@ class LatencyHistogram:
         self.counts[index] = self.counts.get(index, 0) + count
         self.total += count
 
-    def merge(self, other: "LatencyHistogram") -> None:
+    def merge(self, other: LatencyHistogram) -> None:
         for index, count in other.counts.items():
             self.counts[index] = self.counts.get(index, 0) + count
         self.total += other.total
@@ -86,7 +86,7 @@ class LatencyHistogram:
         return {"counts": self.counts, "total": self.total}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LatencyHistogram":
+    def from_dict(cls, data: dict) -> LatencyHistogram:
         h = cls()
         h.counts = {int(k): v for k, v in data["counts"].items()}
         h.total = data["total"]

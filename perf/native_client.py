@@ -109,8 +109,17 @@ class ReceivedEntry:
     the frame was decoded (for end-to-end latency against metadata.publish_time).
     """
 
-    __slots__ = ("ledger_id", "entry_id", "partition", "redelivery_count", "entry", "metadata",
-                 "payload_offset", "num_messages", "received_s")
+    __slots__ = (
+        "entry",
+        "entry_id",
+        "ledger_id",
+        "metadata",
+        "num_messages",
+        "partition",
+        "payload_offset",
+        "received_s",
+        "redelivery_count",
+    )
 
     def __init__(self, message: pb.CommandMessage, entry: bytes, received_s: float) -> None:
         mid = message.message_id
@@ -145,15 +154,15 @@ class Connection(asyncio.Protocol):
         self._requests: dict[int, asyncio.Future] = {}  # request_id -> future of the reply
         self._request_ids = itertools.count(1)
         self._object_ids = itertools.count(1)
-        self.producers: dict[int, "Producer"] = {}
-        self.consumers: dict[int, "Consumer"] = {}
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
         self._connected: asyncio.Future = asyncio.get_running_loop().create_future()
         self._writable = asyncio.Event()
         self._writable.set()
         self.failure: StrataError | None = None  # why the connection is unusable; None = healthy
 
     @classmethod
-    async def open(cls, url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> "Connection":
+    async def open(cls, url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Connection:
         """TCP connect to pulsar://host:port, CONNECT, wait for CONNECTED."""
         parsed = urlparse(url)
         if parsed.scheme != "pulsar" or not parsed.hostname or not parsed.port:
@@ -311,7 +320,7 @@ class Connection(asyncio.Protocol):
 class SendReceipt:
     """Where a batch was stored and how long send -> receipt took."""
 
-    __slots__ = ("ledger_id", "entry_id", "latency_s", "count")
+    __slots__ = ("count", "entry_id", "latency_s", "ledger_id")
 
     def __init__(self, ledger_id: int, entry_id: int, latency_s: float, count: int) -> None:
         self.ledger_id = ledger_id

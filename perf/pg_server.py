@@ -99,7 +99,7 @@ class PostgresServer:
             raise PostgresServerError(f"{args[0]} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}"
                                       f"\n{self.log_tail()}")
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         if self.running:
             return self
         if not self._initialised:
@@ -157,7 +157,7 @@ class PostgresServer:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "PostgresServer":
+    def __enter__(self) -> PostgresServer:
         try:
             return self.start()
         except BaseException:

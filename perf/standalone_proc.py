@@ -77,7 +77,7 @@ class LocalStandalone:
 
     @classmethod
     def start(cls, data_dir: str | Path | None = None, bookies: int = 1,
-              env: dict[str, str] | None = None) -> "LocalStandalone":
+              env: dict[str, str] | None = None) -> LocalStandalone:
         if data_dir is None:
             sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies, env)
         else:
@@ -179,7 +179,7 @@ class LocalStandalone:
         if self.owns_dir:
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
 
-    def __enter__(self) -> "LocalStandalone":
+    def __enter__(self) -> LocalStandalone:
         return self
 
     def __exit__(self, *exc: object) -> None:

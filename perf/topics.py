@@ -77,7 +77,7 @@ def rss_bytes(pid: int) -> int:
 
 
 class _Topic:
-    __slots__ = ("name", "producer", "consumer")
+    __slots__ = ("consumer", "name", "producer")
 
     def __init__(self, name: str, producer, consumer) -> None:
         self.name = name

@@ -7,7 +7,6 @@ unique topic names (`topic` fixture). Tests that restart or crash the standalone
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 
 import pulsar

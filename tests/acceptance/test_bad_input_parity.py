@@ -44,8 +44,9 @@ import time
 import pulsar
 import pytest
 
-from broker.batch import (LZ4, SNAPPY, ZLIB, ZSTD, BatchMessage, build_batch, encode_send)
-from broker.codec import CommandType as T, encode_payload_command
+from broker.batch import LZ4, SNAPPY, ZLIB, ZSTD, BatchMessage, build_batch, encode_send
+from broker.codec import CommandType as T
+from broker.codec import encode_payload_command
 from broker.entry_format import build_entry
 from broker.names import NAME_BYTES_MAX
 from broker.producer import ENTRY_HEADER_SLACK_BYTES

@@ -14,7 +14,6 @@ import pulsar
 import pytest
 
 from ledger.position import Position
-
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.support.standalone_proc import StandaloneProcess
 

@@ -27,8 +27,8 @@ from cursor.retention import RetentionPolicy, apply_retention
 from ledger.managed_ledger import ManagedLedger
 from ledger.position import EARLIEST
 from tests.acceptance.conftest import make_client, receive_all
-from tests.ledger.conftest import env, run, shutdown  # noqa: F401  (env is a fixture)
 from tests.acceptance.test_admin import http
+from tests.ledger.conftest import env, run, shutdown  # noqa: F401  (env is a fixture)
 from tests.support.standalone_proc import StandaloneProcess
 
 ENV = {"STRATA_BROKER_RETENTION_CHECK_INTERVAL_MS": "200",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import socket
 import time
 
 import pulsar
@@ -299,7 +298,7 @@ class RawSession:
         self.raw.sock.settimeout(max(0.01, min(0.5, until - time.monotonic())))
         try:
             cmd = self.raw.next_command()
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return None
         if cmd.type == T.PING:
             self.raw.send(pb.BaseCommand(type=T.PONG, pong=pb.CommandPong()))

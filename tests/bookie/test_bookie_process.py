@@ -12,7 +12,8 @@ import pytest
 from bookie.client import BookieClient
 from common.config import default_config
 from common.errors import BookieUnavailable, DiskFull, LedgerFenced, ShuttingDown, TimeoutExpired
-from perf.bookie_proc import BookieProcess, free_port
+from common.net import free_port
+from perf.bookie_proc import BookieProcess
 
 CONFIG = default_config()
 

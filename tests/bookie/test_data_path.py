@@ -16,8 +16,8 @@ from bookie.client_core import PendingRead, crc32c, take_read_response
 from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from common.config import default_config
 from common.errors import BookieUnavailable, ChecksumMismatch, TimeoutExpired
-from proto import bookie_pb2 as pb
 from perf.bookie_proc import BookieProcess
+from proto import bookie_pb2 as pb
 
 CONFIG = default_config()
 

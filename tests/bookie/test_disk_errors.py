@@ -23,7 +23,6 @@ from bookie.server import BookieServer
 from bookie.storage import StorageMode
 from common.config import default_config
 from common.errors import BookieError, DiskFull, ReadOnly
-
 from tests.bookie.storage_helpers import add, config, entry, opened, read_all
 
 CASES = [(errno.ENOSPC, DiskFull, StorageMode.DISK_FULL),

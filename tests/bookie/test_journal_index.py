@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import threading
 import time
 from array import array
@@ -13,8 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bookie.fileio import FailingFileSystem, OsFileSystem
-from bookie.index import (LedgerState, decode_checkpoint, decode_idx, encode_checkpoint,
-                          encode_idx, pack_location, unpack_location)
+from bookie.index import (
+    LedgerState,
+    decode_checkpoint,
+    decode_idx,
+    encode_checkpoint,
+    encode_idx,
+    pack_location,
+    unpack_location,
+)
 from bookie.journal import Journal, JournalState, RollItem, WriteItem
 from common.errors import ChecksumMismatch
 

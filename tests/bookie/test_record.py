@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import google_crc32c
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bookie.record import HEADER_BYTES, RecordKind, RecordScanner, decode_one, encode
-import pytest
-from bookie.record import InvalidRecord
+from bookie.record import HEADER_BYTES, InvalidRecord, RecordKind, RecordScanner, decode_one, encode
 
 MAX = 1 << 20
 

@@ -7,11 +7,18 @@ import os
 
 import pytest
 
-from bookie.storage import StorageMode
 from bookie.fileio import OsAppendFile, OsFileSystem
-from common.errors import (BadRequest, ChecksumMismatch, DiskFull, EntryTooLarge, LedgerFenced,
-                           NoSuchEntry, NoSuchLedger, ReadOnly)
-
+from bookie.storage import StorageMode
+from common.errors import (
+    BadRequest,
+    ChecksumMismatch,
+    DiskFull,
+    EntryTooLarge,
+    LedgerFenced,
+    NoSuchEntry,
+    NoSuchLedger,
+    ReadOnly,
+)
 from tests.bookie.storage_helpers import add, config, crash, entry, opened, read_all
 
 

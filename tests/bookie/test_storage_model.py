@@ -7,10 +7,9 @@ import asyncio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from common.errors import LedgerFenced, NoSuchLedger
-
-from tests.bookie.storage_helpers import add, config, crash, entry, opened, read_all
 from bookie import gc
+from common.errors import LedgerFenced, NoSuchLedger
+from tests.bookie.storage_helpers import add, config, crash, entry, opened, read_all
 
 ops_st = st.lists(st.one_of(
     st.tuples(st.just("add"), st.integers(1, 3), st.integers(0, 40_000), st.integers(1, 4)),

@@ -26,7 +26,7 @@ from broker.batch import BatchMessage, build_batch
 from broker.codec import FrameDecoder
 from broker.consumer import Consumer
 from broker.entry_format import build_entry
-from broker.subscription import SubType, Subscription
+from broker.subscription import Subscription, SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
 from common.errors import BookieUnavailable

@@ -8,7 +8,8 @@ from __future__ import annotations
 import socket
 import time
 
-from broker.codec import CommandType as T, FrameDecoder, encode_command, encode_payload_command
+from broker.codec import CommandType as T
+from broker.codec import FrameDecoder, encode_command, encode_payload_command
 from broker.entry_format import build_entry
 from proto import pulsar_api_pb2 as pb
 
@@ -61,7 +62,7 @@ class RawClient:
                 self.next_command()
         except (ConnectionError, ConnectionResetError):
             return True
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return False
 
     def producer(self, topic: str, producer_id: int = 1, request_id: int = 1) -> pb.BaseCommand:

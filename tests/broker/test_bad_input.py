@@ -6,7 +6,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.codec import CommandType as T
 from common.errors import PulsarServerError

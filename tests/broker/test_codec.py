@@ -10,8 +10,14 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from broker import codec, entry_format
 from broker.codec import CommandType as T
-from common.errors import (ChecksumError, FrameTooLarge, InvariantViolation, MalformedFrame,
-                           PulsarServerError, TopicNotFound)
+from common.errors import (
+    ChecksumError,
+    FrameTooLarge,
+    InvariantViolation,
+    MalformedFrame,
+    PulsarServerError,
+    TopicNotFound,
+)
 from proto import pulsar_api_pb2 as pb
 
 LIMIT = 1 << 20

@@ -41,7 +41,7 @@ class TinyBroker:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "TinyBroker":
+    def __enter__(self) -> TinyBroker:
         self._thread.start()
         assert self._ready.wait(10)
         return self

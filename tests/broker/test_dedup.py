@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from broker.dedup import DedupState, Deduplication, Verdict, entry_high_mark, snapshot_path
+from broker.dedup import Deduplication, DedupState, Verdict, entry_high_mark, snapshot_path
 from broker.entry_format import build_entry, parse_entry
 from common.clock import ManualClock
 from common.config import default_config

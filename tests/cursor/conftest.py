@@ -4,7 +4,7 @@ skips when it cannot start)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

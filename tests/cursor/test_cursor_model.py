@@ -8,7 +8,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cursor import codec
 from cursor.ack_state import full_words, to_signed

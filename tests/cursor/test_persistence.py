@@ -27,8 +27,8 @@ from cursor import codec
 from cursor.ack_state import AckState
 from cursor.cursor_store import CursorStore, escape_segment, unescape_segment
 from cursor.cursor_writer import CursorWriter
-from metadata.aio import AsyncMetadataStore
 from ledger.position import EARLIEST, Position
+from metadata.aio import AsyncMetadataStore
 from tests.support.ledger_view import MemoryLedgerView
 
 REPO = Path(__file__).resolve().parents[2]
@@ -268,7 +268,7 @@ _ACKER = textwrap.dedent("""
 """)
 
 
-def _read_lines(stream, out: "queue.Queue[str]") -> None:
+def _read_lines(stream, out: queue.Queue[str]) -> None:
     for line in stream:
         out.put(line.strip())
 
@@ -283,7 +283,7 @@ def test_kill_9_loses_no_ack_older_than_the_persist_interval(tmp_path):
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     proc = subprocess.Popen([sys.executable, "-c", _ACKER, url, str(interval_ms), str(entries)],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
-    lines: "queue.Queue[str]" = queue.Queue(maxsize=1_000_000)
+    lines: queue.Queue[str] = queue.Queue(maxsize=1_000_000)
     reader = threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True)
     reader.start()
     try:

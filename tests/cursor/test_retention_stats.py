@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perf import cursor as perf_cursor
 from common.errors import InvalidRetention
 from cursor.managed_cursor import ManagedCursor
 from cursor.retention import MIB, RetentionPolicy, apply_retention, ledgers_to_trim, trim_position
 from cursor.stats import kept_ledgers, storage_size_bytes, subscription_stats
 from ledger.position import EARLIEST, Position
+from perf import cursor as perf_cursor
 from tests.support.ledger_view import MemoryLedgerView
 
 P = Position

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from perf.standalone_proc import REPO_ROOT
 from common.config import SETTINGS, default_config, load_config
 from common.errors import ConfigError
+from perf.standalone_proc import REPO_ROOT
 
 
 def test_defaults_validate():

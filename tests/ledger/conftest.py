@@ -13,9 +13,10 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Iterator
+from typing import Any
 
 import pytest
 

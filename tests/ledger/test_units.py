@@ -18,7 +18,6 @@ from ledger.placement import BookieInfo, choose
 from ledger.rollover import RolloverPolicy
 from ledger.striping import absent_decided, coverage_met, holds, read_chunks, write_set
 
-
 # --- striping -------------------------------------------------------------------------------
 
 def test_write_set_starts_at_entry_mod_ensemble():

@@ -4,7 +4,7 @@ files; databases on the suite's one PostgreSQL server, `pg_server` in tests/conf
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -18,9 +18,9 @@ import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from common.config import default_config  # noqa: E402
-from common.errors import BadVersion  # noqa: E402
-from metadata import open_store  # noqa: E402
+from common.config import default_config
+from common.errors import BadVersion
+from metadata import open_store
 
 
 def wait_go(path: str) -> None:

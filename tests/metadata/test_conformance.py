@@ -8,8 +8,16 @@ import time
 
 import pytest
 
-from common.errors import (AlreadyExists, BadVersion, InvalidArgument, InvalidPath, NotEmpty,
-                           NotFound, ShuttingDown, ValueTooLarge)
+from common.errors import (
+    AlreadyExists,
+    BadVersion,
+    InvalidArgument,
+    InvalidPath,
+    NotEmpty,
+    NotFound,
+    ShuttingDown,
+    ValueTooLarge,
+)
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
 from metadata.api import EventKind, Versioned, WatchEvent

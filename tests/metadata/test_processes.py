@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from common.config import default_config
 from metadata import open_store

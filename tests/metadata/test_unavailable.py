@@ -12,8 +12,8 @@ import pytest
 
 from common.config import default_config
 from common.errors import MetadataUnavailable
+from common.net import free_port
 from metadata import open_store
-from perf.pg_server import free_port
 from tests.support.postgres import TestPostgres, started_or_fail
 
 OP_TIMEOUT_MS = 2_000

@@ -19,7 +19,7 @@ import os
 
 from perf.pg_server import PostgresServer, PostgresServerError
 
-__all__ = ["TestPostgres", "PostgresServerError", "started_or_fail"]
+__all__ = ["PostgresServerError", "TestPostgres", "started_or_fail"]
 
 TEST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 

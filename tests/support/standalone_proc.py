@@ -10,6 +10,8 @@ The process logic lives in the product module `perf/standalone_proc.py` (the per
 this name is what the tests import.
 """
 
-from perf.standalone_proc import REPO_ROOT, LocalStandalone as StandaloneProcess, free_port
+from common.net import free_port
+from perf.standalone_proc import REPO_ROOT
+from perf.standalone_proc import LocalStandalone as StandaloneProcess
 
 __all__ = ["REPO_ROOT", "StandaloneProcess", "free_port"]

@@ -172,6 +172,11 @@ class ServerConnection(asyncio.Protocol):
         if self.state is not ConnState.CLOSED and self.transport is not None:
             self.transport.write(data)
 
+    def write_parts(self, parts: list[bytes | memoryview]) -> None:
+        """Write several buffers as one frame or frames without joining them (writev)."""
+        if self.state is not ConnState.CLOSED and self.transport is not None:
+            self.transport.writelines(parts)
+
     def write_buffer_bytes(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport is not None else 0
 

@@ -116,7 +116,7 @@ def decode(value: bytes) -> CursorSnapshot:
     return CursorSnapshot(
         mark_delete=Position(*header["md"]),
         acks=acks,
-        redelivery_counts={Position(l, e): n for l, e, n in header["redelivery"]},
+        redelivery_counts={Position(ledger, e): n for ledger, e, n in header["redelivery"]},
         properties={str(k): str(v) for k, v in header["properties"].items()},
         writer=None if writer is None else str(writer),
     )

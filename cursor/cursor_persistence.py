@@ -1,26 +1,27 @@
-"""Persistence and lifecycle of a managed cursor: the mixin `ManagedCursor` builds on.
+"""Persistence and lifecycle of a managed cursor: a part the cursor owns, not a base class.
 
-A durable cursor persists through a `CursorStore`: every change calls `_changed()`, which marks
-the cursor dirty and schedules one write at most once per `cursor_persist_interval_ms`
-(coalesced: many acks, one write); `flush()` writes now and `close()` flushes a last time. Each
-write measures the encoded state (`cursor.state_limit`): over `cursor_state_bytes_max` it is
+`ManagedCursor` holds one `CursorPersistence` (`cursor.persistence`) and hands it a callable that
+returns its state as a `CursorSnapshot`. A durable cursor persists through a `CursorStore`: every
+change calls `changed()`, which marks the state dirty and schedules one write at most once per
+`cursor_persist_interval_ms` (coalesced: many acks, one write); `flush()` writes now and `close()`
+flushes a last time (`close(flush=False)` drops unpersisted changes: the cursor is being deleted).
+Each write measures the encoded state (`cursor.state_limit`): over `cursor_state_bytes_max` it is
 `CursorStateTooLarge`, never written, never hidden. Each write carries the cursor's writer token;
 when the store finds another owner's token (`CursorFenced`) the cursor turns FENCED for good.
 
 What must hold: the state only moves along `_TRANSITIONS` (one setter, `_set_state`); a FENCED or
-CLOSED cursor never writes and refuses every change (`_check_active`); `_dirty` is True whenever
-a change has not been persisted.
-
-The host class provides `name`, `durable`, `clock` and `snapshot()`.
+CLOSED cursor never writes and refuses every change (`check_active`); `dirty` is True whenever a
+change has not been persisted. Only this class reads or writes its fields; the store and the
+cursor use the methods and read-only properties below.
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import enum
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from common.config import SETTINGS_BY_NAME
@@ -50,41 +51,42 @@ _TRANSITIONS = {
 }
 
 
-class CursorPersistence(abc.ABC):
-    name: str
-    durable: bool
-    clock: Clock
+class CursorPersistence:
+    """The lifecycle state, the dirty flag, the scheduled write and the state limit of one
+    cursor. `snapshot` returns the cursor's state to persist."""
 
-    @abc.abstractmethod
-    def snapshot(self) -> CursorSnapshot:
-        """The state to persist (ManagedCursor builds it from its ack state)."""
-
-    def _init_persistence(self, store: CursorStore | None, persist_interval_ms: int | None,
-                          state_bytes_max: int | None, writer_token: str | None,
-                          state_bytes: int) -> None:
-        self.state = CursorState.ACTIVE
-        self._store = store
+    def __init__(self, name: str, snapshot: Callable[[], CursorSnapshot], *, durable: bool,
+                 clock: Clock, store: CursorStore | None, persist_interval_ms: int | None,
+                 state_bytes_max: int | None, writer_token: str | None, state_bytes: int) -> None:
+        self.name = name
+        self.durable = durable                  # False: a reader's cursor, never persisted
+        self.clock = clock
+        self.store = store                      # where writes go; None for non-durable cursors
+        self.writer_token = writer_token        # written into every persisted value; None: none
+        self.state = CursorState.ACTIVE         # change only through _set_state
+        self._snapshot = snapshot
         self._persist_interval_s = (persist_interval_ms if persist_interval_ms is not None else
                                     SETTINGS_BY_NAME["cursor_persist_interval_ms"].default) / 1000
-        self.writer_token = writer_token        # written into every persisted value; None: none
         self.state_limit = StateLimit(state_bytes_max if state_bytes_max is not None else
-                                      SETTINGS_BY_NAME["cursor_state_bytes_max"].default, self.name)
+                                      SETTINGS_BY_NAME["cursor_state_bytes_max"].default, name)
         self.state_limit.measured_bytes = state_bytes  # size of the value it was loaded from
         self._dirty = False                     # changed since the last successful persist
         self._last_persist_s = -math.inf        # monotonic time of the last persist attempt
-        self._persist_handle: asyncio.TimerHandle | None = None
+        self._persist_handle: asyncio.TimerHandle | None = None  # the scheduled write; None: none
         self._flush_task: asyncio.Task | None = None
         self._flush_lock = asyncio.Lock()
         self.persist_error: StrataError | None = None  # last failed persist, None after success
         self.persisted_bytes = state_bytes      # size of the last persisted (or loaded) value
 
     @property
-    def state_bytes_max(self) -> int:
-        return self.state_limit.bytes_max
+    def dirty(self) -> bool:
+        """A change has not been persisted yet."""
+        return self._dirty
 
-    @state_bytes_max.setter
-    def state_bytes_max(self, value: int) -> None:
-        self.state_limit.bytes_max = value
+    @property
+    def write_scheduled(self) -> bool:
+        """A coalesced write is due (a timer is set)."""
+        return self._persist_handle is not None
 
     @property
     def state_error(self) -> CursorStateTooLarge | None:
@@ -93,29 +95,30 @@ class CursorPersistence(abc.ABC):
 
     def encode_state(self) -> bytes:
         """The persisted value; measures the state (`state_limit`) and raises
-        CursorStateTooLarge (counted) when it is over `state_bytes_max`."""
-        value = encode(self.snapshot())
+        CursorStateTooLarge (counted) when it is over `state_limit.bytes_max`."""
+        value = encode(self._snapshot())
         error = self.state_limit.measure(len(value))
         if error is not None:
             self.persist_error = error
             raise error
         return value
 
-    async def flush(self) -> None:
-        """Persist now if anything changed since the last persist (durable cursors only).
-        A fenced cursor never writes: CursorFenced."""
-        if not self.durable or self._store is None:
+    async def flush(self, *, force: bool = False) -> None:
+        """Persist now if anything changed since the last persist, or always with `force` (a
+        new cursor is written at once). Durable cursors only; a fenced one never writes:
+        CursorFenced."""
+        if not self.durable or self.store is None:
             return
         async with self._flush_lock:
             if self.state is CursorState.FENCED:
                 raise self.persist_error or CursorFenced("cursor is fenced", cursor=self.name)
-            if not self._dirty:
+            if not (self._dirty or force):
                 return
             self._last_persist_s = self.clock.monotonic_s()
             value = self.encode_state()
             self._dirty = False
             try:
-                await self._store.save(self.name, value, self.writer_token)
+                await self.store.save(self.name, value, self.writer_token)
             except CursorFenced as exc:
                 self._dirty = True
                 self._become_fenced(exc)
@@ -127,18 +130,52 @@ class CursorPersistence(abc.ABC):
             self.persisted_bytes = len(value)
             self.persist_error = None
 
-    async def close(self) -> None:
-        """Flush a last time (unless fenced) and refuse further changes."""
+    async def close(self, *, flush: bool = True) -> None:
+        """Flush a last time (unless fenced, or `flush` is False: unpersisted changes are
+        dropped because the cursor is being deleted) and refuse further changes."""
         if self.state is CursorState.CLOSED:
             return
-        if self._persist_handle is not None:
-            self._persist_handle.cancel()
-            self._persist_handle = None
+        self._cancel_scheduled()
+        if not flush:
+            self._dirty = False
         try:
             if self.state is CursorState.ACTIVE:
                 await self.flush()
         finally:
             self._set_state(CursorState.CLOSED)
+
+    async def persist_scheduled_now(self) -> None:
+        """Run the scheduled background write now, as its timer would (errors are recorded in
+        `persist_error` and counted, not raised)."""
+        self._cancel_scheduled()
+        await self._auto_flush()
+
+    def changed(self) -> None:
+        """The cursor's state changed: mark it dirty and schedule a coalesced write."""
+        self._dirty = True
+        if not self.durable or self._persist_handle is not None or self.state is not CursorState.ACTIVE:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop: the owner persists with flush()
+        due_s = self._last_persist_s + self._persist_interval_s - self.clock.monotonic_s()
+        self._persist_handle = loop.call_later(max(0.0, due_s), self._start_auto_flush)
+
+    def check_active(self) -> None:
+        """Raise unless the cursor takes changes (CursorFenced, CursorClosed)."""
+        if self.state is CursorState.ACTIVE:
+            return
+        if self.state is CursorState.FENCED:
+            raise CursorFenced("cursor is fenced: another owner has taken it over", cursor=self.name)
+        raise CursorClosed("cursor is closed", cursor=self.name)
+
+    # ---- internals -------------------------------------------------------------------------------
+
+    def _cancel_scheduled(self) -> None:
+        if self._persist_handle is not None:
+            self._persist_handle.cancel()
+            self._persist_handle = None
 
     def _become_fenced(self, error: CursorFenced) -> None:
         """Another owner has the cursor: stop persisting for good; changes are refused."""
@@ -147,9 +184,7 @@ class CursorPersistence(abc.ABC):
         self._set_state(CursorState.FENCED)
         self.persist_error = error
         metrics.CURSOR_FENCED_TOTAL += 1
-        if self._persist_handle is not None:
-            self._persist_handle.cancel()
-            self._persist_handle = None
+        self._cancel_scheduled()
         log.error("cursor %s: fenced, another owner has taken it over; its unpersisted changes "
                   "here are dropped and it takes no more: %s", self.name, error)
 
@@ -160,17 +195,6 @@ class CursorPersistence(abc.ABC):
             raise IllegalTransition("cursor state change not allowed", cursor=self.name,
                                     old=self.state.value, new=new.value)
         self.state = new
-
-    def _changed(self) -> None:
-        self._dirty = True
-        if not self.durable or self._persist_handle is not None or self.state is not CursorState.ACTIVE:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no event loop: the owner persists with flush()
-        due_s = self._last_persist_s + self._persist_interval_s - self.clock.monotonic_s()
-        self._persist_handle = loop.call_later(max(0.0, due_s), self._start_auto_flush)
 
     def _start_auto_flush(self) -> None:
         self._persist_handle = None
@@ -193,11 +217,4 @@ class CursorPersistence(abc.ABC):
             metrics.CURSOR_PERSIST_FAILURES_TOTAL += 1
             log.warning("cursor %s: persist failed, retrying on the next change: %s", self.name, exc)
             if exc.retriable:
-                self._changed()
-
-    def _check_active(self) -> None:
-        if self.state is CursorState.ACTIVE:
-            return
-        if self.state is CursorState.FENCED:
-            raise CursorFenced("cursor is fenced: another owner has taken it over", cursor=self.name)
-        raise CursorClosed("cursor is closed", cursor=self.name)
+                self.changed()

@@ -223,9 +223,8 @@ class CursorStore:
         cursor = ManagedCursor.starting_at(cursor_name, view, start, durable=True, store=self,
                                            clock=clock, writer_token=new_writer_token(),
                                            **_limits(config))
-        cursor._dirty = True  # a new cursor is written at once, so a restart finds it
         try:
-            await cursor.flush()
+            await cursor.flush(force=True)  # a new cursor is written at once, so a restart finds it
         except AlreadyExists:  # created by another opener since we looked: take it over
             cursor = await self.load_cursor(view, cursor_name, clock=clock, config=config)
             if cursor is None:
@@ -258,11 +257,7 @@ class CursorStore:
 
     async def delete_cursor(self, cursor: ManagedCursor) -> None:
         """Drop a subscription: close the cursor without a last write and delete its key."""
-        if cursor._persist_handle is not None:
-            cursor._persist_handle.cancel()
-            cursor._persist_handle = None
-        cursor._dirty = False
-        await cursor.close()
+        await cursor.close(flush=False)
         await self.delete_owned(cursor.name, cursor.writer_token)
 
 

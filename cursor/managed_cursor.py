@@ -30,6 +30,10 @@ runs, cumulative acks and moves are always taken, so the consumer can get back u
 Fencing: a durable cursor writes with the writer token it was opened with (`CursorStore`). When a
 save finds another owner's token, the cursor turns FENCED: it never persists again and refuses
 every change with `CursorFenced` (counted in `CURSOR_FENCED_TOTAL`).
+
+Persistence is a part the cursor owns (`self.persistence`, a `CursorPersistence`), given
+`snapshot()` to read the state; the store restores a cursor through the constructor's `snapshot`
+argument and writes it through `flush(force=True)` / `close(flush=False)`, never through fields.
 """
 
 from __future__ import annotations
@@ -41,12 +45,12 @@ from typing import TYPE_CHECKING
 from pyroaring import BitMap64
 
 from common.clock import SYSTEM_CLOCK, Clock
-from common.errors import InvalidArgument
+from common.errors import CursorStateTooLarge, InvalidArgument, StrataError
 from common.invariant import invariant
 from cursor.ack_state import ENTRY_ID_END, AckState, BatchAck, full_words, run_end, to_signed, to_unsigned
 from cursor.codec import CursorSnapshot
 from cursor.cursor_persistence import CursorPersistence, CursorState
-from cursor.state_limit import HOLE_BYTES, admit, batch_record_bytes, run_delta
+from cursor.state_limit import HOLE_BYTES, StateLimit, admit, batch_record_bytes, run_delta
 from ledger.position import EARLIEST, LATEST, Position
 from ledger.types import LedgerView
 
@@ -64,7 +68,7 @@ def before(position: Position) -> Position:
     return Position(position[0], position[1] - 1)
 
 
-class ManagedCursor(CursorPersistence):
+class ManagedCursor:
     def __init__(self, name: str, view: LedgerView, *, mark_delete_position: Position,
                  durable: bool = True, store: CursorStore | None = None,
                  clock: Clock = SYSTEM_CLOCK, persist_interval_ms: int | None = None,
@@ -81,8 +85,10 @@ class ManagedCursor(CursorPersistence):
         self._acks = AckState()
         self._redelivery: dict[Position, int] = {}  # entry -> times redelivered; only entries > md
         self._properties: dict[str, str] = {}
-        self._init_persistence(store, persist_interval_ms, state_bytes_max, writer_token,
-                               state_bytes)
+        self.persistence = CursorPersistence(name, self.snapshot, durable=durable, clock=clock,
+                                             store=store, persist_interval_ms=persist_interval_ms,
+                                             state_bytes_max=state_bytes_max,
+                                             writer_token=writer_token, state_bytes=state_bytes)
         self._guard = self.state_limit if durable else None  # None: acks are never refused
         self._refused = 0                       # acks refused by the ack call under way
         self._entries_cache: dict[int, int] = {}  # ledger id -> entries, for closed ledgers
@@ -107,8 +113,56 @@ class ManagedCursor(CursorPersistence):
         return cls(name, view, mark_delete_position=before(first), **kwargs)  # type: ignore[arg-type]
 
     def snapshot(self) -> CursorSnapshot:
+        """The state to persist (what `CursorStore` restores through the constructor)."""
         return CursorSnapshot(self.mark_delete_position, self._acks, dict(self._redelivery),
-                              dict(self._properties), self.writer_token)
+                              dict(self._properties), self.persistence.writer_token)
+
+    # ---- persistence (delegated to the part the cursor owns) ----------------------------------
+
+    @property
+    def state(self) -> CursorState:
+        return self.persistence.state
+
+    @property
+    def writer_token(self) -> str | None:
+        return self.persistence.writer_token
+
+    @property
+    def state_limit(self) -> StateLimit:
+        return self.persistence.state_limit
+
+    @property
+    def state_bytes_max(self) -> int:
+        return self.persistence.state_limit.bytes_max
+
+    @state_bytes_max.setter
+    def state_bytes_max(self, value: int) -> None:
+        self.persistence.state_limit.bytes_max = value
+
+    @property
+    def state_error(self) -> CursorStateTooLarge | None:
+        """Why acks that add holes are refused now (state over the limit); None when it fits."""
+        return self.persistence.state_error
+
+    @property
+    def persist_error(self) -> StrataError | None:
+        """The last failed persist; None after a success."""
+        return self.persistence.persist_error
+
+    @property
+    def persisted_bytes(self) -> int:
+        return self.persistence.persisted_bytes
+
+    def encode_state(self) -> bytes:
+        return self.persistence.encode_state()
+
+    async def flush(self, *, force: bool = False) -> None:
+        """Persist now if changed (always with `force`); see `CursorPersistence.flush`."""
+        await self.persistence.flush(force=force)
+
+    async def close(self, *, flush: bool = True) -> None:
+        """Flush a last time (unless `flush` is False) and refuse further changes."""
+        await self.persistence.close(flush=flush)
 
     # ---- acks ------------------------------------------------------------------------------
 
@@ -116,7 +170,7 @@ class ManagedCursor(CursorPersistence):
         """Individual acks. Positions may come in any order; duplicates are harmless. Acks that
         would add ack holes to a state at its limit are refused (`CursorStateTooLarge`, raised
         after the others were taken)."""
-        self._check_active()
+        self.persistence.check_active()
         self._refused = 0
         lac = self.view.last_confirmed
         if type(positions) in (tuple, list) and len(positions) == 1:  # type: ignore[arg-type]
@@ -135,7 +189,7 @@ class ManagedCursor(CursorPersistence):
             changed = self._ack_groups(groups, lac)
         if changed:
             self._advance(lac)
-            self._changed()
+            self.persistence.changed()
             self._check_invariants(lac)
         self._raise_if_refused()
 
@@ -240,19 +294,19 @@ class ManagedCursor(CursorPersistence):
 
     def ack_cumulative(self, position: Position) -> None:
         """Everything at or before `position` is acked."""
-        self._check_active()
+        self.persistence.check_active()
         position = Position(*position)
         if not self._is_ackable(position, allow_before_first=True):
             return
         self._move_mark_delete(position)
         self._advance()
-        self._changed()
+        self.persistence.changed()
         self._check_invariants()
 
     def ack_batch_indexes(self, position: Position, ack_set: Sequence[int], batch_size: int) -> bool:
         """Merge a batch-index ack (`ack_set`: Pulsar words, a set bit = member still unacked) by
         AND into what is known of the entry. True if the entry became fully acked by this call."""
-        self._check_active()
+        self.persistence.check_active()
         self._refused = 0
         if not 1 <= batch_size <= BATCH_SIZE_MAX:
             raise InvalidArgument("batch_size out of range", batch_size=batch_size, max=BATCH_SIZE_MAX)
@@ -269,7 +323,7 @@ class ManagedCursor(CursorPersistence):
             taken = self._ack_groups({position[0]: [position[1]]})
             if taken:
                 self._advance()
-                self._changed()
+                self.persistence.changed()
                 self._check_invariants()
             self._raise_if_refused()
             return taken
@@ -279,7 +333,7 @@ class ManagedCursor(CursorPersistence):
             self._guard.grow(batch_record_bytes(len(remaining)))
         if known is None or remaining != known.remaining:
             self._acks.batches[position] = BatchAck(batch_size, remaining)
-            self._changed()
+            self.persistence.changed()
         self._check_invariants()
         return False
 
@@ -297,12 +351,12 @@ class ManagedCursor(CursorPersistence):
     def seek(self, position: Position) -> None:
         """Reset: `position` (EARLIEST / LATEST allowed) becomes the next entry to read, every
         entry before it counts as acked, acks at or after it are forgotten. May move md back."""
-        self._check_active()
+        self.persistence.check_active()
         target = _resolve_start(self.view, Position(*position))
         self._acks = AckState()
         self._move_mark_delete(before(target), allow_back=True)
         self.read_position = target
-        self._changed()
+        self.persistence.changed()
         self._check_invariants()
 
     def reset_to_publish_time(self, publish_time_ms: int) -> None:
@@ -311,7 +365,7 @@ class ManagedCursor(CursorPersistence):
 
     def skip(self, entries: int) -> int:
         """Ack the next `entries` unacked entries after md; returns how many were skipped."""
-        self._check_active()
+        self.persistence.check_active()
         if entries < 0:
             raise InvalidArgument("cannot skip a negative number of entries", entries=entries)
         lac = self.view.last_confirmed
@@ -333,23 +387,23 @@ class ManagedCursor(CursorPersistence):
             self._ack_groups({ledger_id: list(chosen)}, guarded=False)  # a move: never refused
             position = self.view.next_position(Position(ledger_id, end - 1))
         self._advance()
-        self._changed()
+        self.persistence.changed()
         self._check_invariants()
         return entries - left
 
     def clear_backlog(self) -> None:
         """Ack everything written so far."""
-        self._check_active()
+        self.persistence.check_active()
         lac = self.view.last_confirmed
         if lac > self.mark_delete_position:
             self._move_mark_delete(lac)
-        self._changed()
+        self.persistence.changed()
         self._check_invariants()
 
     def expire(self, ttl_seconds: int, now_ms: int | None = None) -> bool:
         """TTL: ack every entry published before now - TTL, holes included. Deletes nothing.
         `ttl_seconds <= 0` means no TTL. True if md moved."""
-        self._check_active()
+        self.persistence.check_active()
         if ttl_seconds <= 0:
             return False
         now_ms = self.clock.wall_ms() if now_ms is None else now_ms
@@ -359,7 +413,7 @@ class ManagedCursor(CursorPersistence):
             return False
         self._move_mark_delete(target)
         self._advance()
-        self._changed()
+        self.persistence.changed()
         self._check_invariants()
         return True
 
@@ -385,7 +439,7 @@ class ManagedCursor(CursorPersistence):
 
     def increment_redelivery(self, positions: Iterable[Position]) -> None:
         """Count one more redelivery of each (unacked) entry; persisted with the cursor."""
-        self._check_active()
+        self.persistence.check_active()
         changed = False
         for position in positions:
             position = Position(*position)
@@ -394,7 +448,7 @@ class ManagedCursor(CursorPersistence):
             self._redelivery[position] = self._redelivery.get(position, 0) + 1
             changed = True
         if changed:
-            self._changed()
+            self.persistence.changed()
 
     def redelivery_count(self, position: Position) -> int:
         return self._redelivery.get(Position(*position), 0)
@@ -405,9 +459,9 @@ class ManagedCursor(CursorPersistence):
 
     def set_properties(self, properties: Mapping[str, str]) -> None:
         """Replace the opaque properties the broker persists with the cursor."""
-        self._check_active()
+        self.persistence.check_active()
         self._properties = {str(k): str(v) for k, v in properties.items()}
-        self._changed()
+        self.persistence.changed()
 
     # ---- reading the state --------------------------------------------------------------------
 

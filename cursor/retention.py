@@ -40,7 +40,8 @@ MS_PER_MINUTE = 60_000
 @dataclass(frozen=True)
 class RetentionPolicy:
     time_minutes: int  # keep passed ledgers this long; -1 forever, 0 not at all (only with size 0)
-    size_mb: int       # keep passed ledgers while the topic is at most this big; -1 unbounded, 0 none (only with time 0)
+    size_mb: int       # keep passed ledgers while the topic is at most this big; -1 unbounded,
+                       # 0 none (only with time 0)
 
     def __post_init__(self) -> None:
         for name, value in (("time_minutes", self.time_minutes), ("size_mb", self.size_mb)):

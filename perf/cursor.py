@@ -133,9 +133,8 @@ async def _persist_and_restore(view: UniformView, acks: AckState, label: str, ur
         cursors = CursorStore(store, f"perf-{label}")
         cursor = ManagedCursor("sub", view, mark_delete_position=Position(1, -1), store=cursors,
                                snapshot=snapshot, state_bytes_max=512 * 1024 * 1024)
-        cursor._dirty = True
         started = time.perf_counter()
-        await cursor.flush()
+        await cursor.flush(force=True)
         persist_s = time.perf_counter() - started
         started = time.perf_counter()
         loaded = await CursorStore(store, f"perf-{label}").load_cursor(view, "sub")

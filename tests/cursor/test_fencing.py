@@ -99,13 +99,12 @@ def test_fenced_in_the_background_stops_persisting(backend_store):
         await b.flush()
         failures = metrics.CURSOR_PERSIST_FAILURES_TOTAL
         a.ack([P(1, 0)])
-        a._persist_handle.cancel()                         # run the scheduled persist now
-        await a._auto_flush()
+        await a.persistence.persist_scheduled_now()        # run the scheduled persist now
         assert isinstance(a.persist_error, CursorFenced) and a.state is CursorState.FENCED
         assert metrics.CURSOR_PERSIST_FAILURES_TOTAL == failures + 1
         with pytest.raises(CursorFenced):
             a.ack([P(1, 2)])
-        assert a._persist_handle is None                   # nothing scheduled, ever again
+        assert not a.persistence.write_scheduled           # nothing scheduled, ever again
         assert load_md(backend_store) == P(1, 1)
     asyncio.run(go())
 
@@ -121,7 +120,7 @@ def test_stale_owner_cannot_delete_the_new_owners_cursor(backend_store):
         with pytest.raises(CursorFenced):
             await old_store.delete_cursor(a)               # a stale unsubscribe
         assert load_md(backend_store) == P(1, 0)
-        new_store = b._store
+        new_store = b.persistence.store
         await new_store.delete_cursor(b)                   # the owner's unsubscribe works
         assert await new_store.names() == []
     asyncio.run(go())
@@ -244,12 +243,12 @@ def test_a_second_lost_race_while_writing_over_our_value_is_bad_version(backend_
         view = view_with(10)
         touching = TouchingStore(backend_store)
         cursor = await CursorStore(backend_store, "t").open_cursor(view, "s", start=EARLIEST)
-        cursor._store.metadata = touching
+        cursor.persistence.store.metadata = touching
         cursor.ack([P(1, 0)])
         with pytest.raises(BadVersion):
             await cursor.flush()
-        assert cursor.state is CursorState.ACTIVE and cursor._dirty
-        cursor._store.metadata = backend_store
+        assert cursor.state is CursorState.ACTIVE and cursor.persistence.dirty
+        cursor.persistence.store.metadata = backend_store
         await cursor.flush()
         assert load_md(backend_store) == P(1, 0)
     asyncio.run(go())

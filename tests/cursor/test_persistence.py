@@ -147,16 +147,16 @@ def test_writes_are_coalesced_and_flushed_on_close(store):
         counting = CountingStore(store)
         view = view_with(5000)
         cursors = CursorStore(counting, "topic/with/slashes")
-        cursor = await cursors.open_cursor(view, "sub", start=EARLIEST)  # creates: no put
-        cursor._persist_interval_s = 0.05
+        cursor = await cursors.open_cursor(view, "sub", start=EARLIEST,  # creates: no put
+                                           config=default_config(cursor_persist_interval_ms=50))
         claim_puts = counting.puts
         for e in range(0, 5000, 2):  # 2,500 acks without yielding: one scheduled persist
             cursor.ack([Position(1, e)])
-        assert cursor._persist_handle is not None and counting.puts == claim_puts
-        await wait_until(lambda: not cursor._dirty, deadline_s=30)
+        assert cursor.persistence.write_scheduled and counting.puts == claim_puts
+        await wait_until(lambda: not cursor.persistence.dirty, deadline_s=30)
         await asyncio.sleep(0)
         assert counting.puts == claim_puts + 1       # coalesced: one write for all of them
-        assert cursor._persist_handle is None        # and nothing more is due
+        assert not cursor.persistence.write_scheduled  # and nothing more is due
         cursor.ack([Position(1, 4999)])
         await cursor.close()
         assert counting.puts == claim_puts + 2
@@ -216,7 +216,8 @@ _READER = textwrap.dedent("""
         acked = [list(p) for p in view.all_positions() if cursor.is_acked(p)]
         print(json.dumps({"md": list(cursor.mark_delete_position), "read": list(cursor.read_position),
                           "acked": acked, "batch": cursor.batch_ack_set(Position(1, 3)),
-                          "redelivery": [cursor.redelivery_count(Position(1, 10)), cursor.redelivery_count(Position(2, 1))],
+                          "redelivery": [cursor.redelivery_count(Position(1, 10)),
+                                         cursor.redelivery_count(Position(2, 1))],
                           "properties": dict(cursor.properties), "backlog": cursor.stats.backlog_entries}))
         store.close()
 

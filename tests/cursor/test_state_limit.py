@@ -118,7 +118,7 @@ def test_the_estimate_refuses_holes_before_a_persist_would_be_over_the_limit(sto
                 taken += 1
             except CursorStateTooLarge:
                 refusals += 1
-                measured = cursor._dirty
+                measured = cursor.persistence.dirty
                 await cursor.flush()                     # measures exactly; must fit
                 assert cursor.persisted_bytes <= 1024
                 if measured:

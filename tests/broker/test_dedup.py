@@ -185,9 +185,30 @@ def test_high_mark_of_batches_chunks_and_explicit_highest() -> None:
     assert entry_high_mark(info("p", 10, chunk=(2, 3))) == 10
 
 
-def make_dedup(ml: FakeLedger, store: FakeStore, clock: ManualClock, **settings) -> Deduplication:
+SNAPSHOT_WORK_S = 10.0   # bound on waiting for scheduled snapshot work (in memory: instant)
+
+
+class Spawned:
+    """The `spawn` Deduplication is given: starts each coroutine as a task and keeps it, so a test
+    waits for the snapshot work scheduled so far (`settle`) instead of sleeping and hoping."""
+
+    def __init__(self) -> None:
+        self.tasks: list[asyncio.Future] = []
+
+    def __call__(self, coro) -> asyncio.Future:
+        task = asyncio.ensure_future(coro)
+        self.tasks.append(task)
+        return task
+
+    async def settle(self, timeout_s: float = SNAPSHOT_WORK_S) -> None:
+        """Every task spawned so far has finished (its exception, if any, is raised here)."""
+        await asyncio.wait_for(asyncio.gather(*self.tasks), timeout_s)
+
+
+def make_dedup(ml: FakeLedger, store: FakeStore, clock: ManualClock, spawned: Spawned | None = None,
+               **settings) -> Deduplication:
     config = default_config(**settings)
-    return Deduplication(ml, store, config, clock, asyncio.ensure_future)
+    return Deduplication(ml, store, config, clock, spawned if spawned is not None else Spawned())
 
 
 async def publish(d: Deduplication, ml: FakeLedger, data: bytes) -> Verdict:
@@ -195,6 +216,8 @@ async def publish(d: Deduplication, ml: FakeLedger, data: bytes) -> Verdict:
     verdict = d.check(meta)
     if verdict in (Verdict.ACCEPT, Verdict.UNCHECKED):
         d.on_stored(meta, ml.store(data))
+    # Not a wait: one turn of the event loop between two publishes, as a broker has, so snapshot
+    # work scheduled by this publish may start before the next (tests wait with Spawned.settle).
     await asyncio.sleep(0)
     return verdict
 
@@ -215,35 +238,35 @@ def test_only_the_last_chunk_is_checked_and_recorded() -> None:
 
 def test_snapshot_every_n_entries_and_after_the_interval() -> None:
     async def run() -> None:
-        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
-        d = make_dedup(ml, store, clock, broker_dedup_snapshot_interval_entries=3,
+        ml, store, clock, work = FakeLedger(), FakeStore(), ManualClock(), Spawned()
+        d = make_dedup(ml, store, clock, work, broker_dedup_snapshot_interval_entries=3,
                        broker_dedup_snapshot_interval_ms=5_000)
         await d.load(True)
         base = store.puts                                    # the snapshot taken when enabled
         for seq in range(2):
             await publish(d, ml, entry("p", seq))
-        await asyncio.sleep(0)
+        await work.settle()                                  # whatever was scheduled has run
         assert store.puts == base
         await publish(d, ml, entry("p", 2))
-        await asyncio.sleep(0.01)
+        await work.settle()
         assert store.puts == base + 1
         await publish(d, ml, entry("p", 3))
         clock.advance_s(6)
         await publish(d, ml, entry("p", 4))
-        await asyncio.sleep(0.01)
+        await work.settle()
         assert store.puts == base + 2
     asyncio.run(run())
 
 
 def test_restart_restores_snapshot_and_replays_the_tail() -> None:
     async def run() -> None:
-        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
-        d = make_dedup(ml, store, clock, broker_dedup_snapshot_interval_entries=4)
+        ml, store, clock, work = FakeLedger(), FakeStore(), ManualClock(), Spawned()
+        d = make_dedup(ml, store, clock, work, broker_dedup_snapshot_interval_entries=4)
         await d.load(True)
         for seq in range(10):
             await publish(d, ml, entry("p", seq))
         await publish(d, ml, entry("q", 100, batch=3))
-        await asyncio.sleep(0.01)
+        await work.settle()                                  # the snapshots taken so far are written
         # "kill -9": no close(), the snapshot is behind the stored entries
         again = make_dedup(ml, store, clock)
         await again.load(True)
@@ -256,18 +279,18 @@ def test_restart_restores_snapshot_and_replays_the_tail() -> None:
 
 def test_switching_off_drops_marks_and_snapshot_on_starts_at_the_end() -> None:
     async def run() -> None:
-        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
-        d = make_dedup(ml, store, clock)
+        ml, store, clock, work = FakeLedger(), FakeStore(), ManualClock(), Spawned()
+        d = make_dedup(ml, store, clock, work)
         await d.load(False)
         assert await publish(d, ml, entry("p", 0)) is Verdict.UNCHECKED
         d.set_enabled(True)                                  # mid-stream: starts at the end
-        await asyncio.sleep(0.01)
+        await work.settle()
         assert store.values[snapshot_path(ml.name)]
         assert d.last_sequence_id("p") == -1
         assert await publish(d, ml, entry("p", 0)) is Verdict.ACCEPT   # stored before: not known
         assert await publish(d, ml, entry("p", 0)) is Verdict.DUPLICATE
         d.set_enabled(False)
-        await asyncio.sleep(0.01)
+        await work.settle()
         assert snapshot_path(ml.name) not in store.values
         assert await publish(d, ml, entry("p", 0)) is Verdict.UNCHECKED  # off: everything stored
         assert d.last_sequence_id("p") == -1
@@ -277,13 +300,13 @@ def test_switching_off_drops_marks_and_snapshot_on_starts_at_the_end() -> None:
 
 def test_snapshot_is_compare_and_set_and_retried_once_after_a_write_behind_it() -> None:
     async def run() -> None:
-        ml, store, clock = FakeLedger(), FakeStore(), ManualClock()
-        d = make_dedup(ml, store, clock, broker_dedup_snapshot_interval_entries=1)
+        ml, store, clock, work = FakeLedger(), FakeStore(), ManualClock(), Spawned()
+        d = make_dedup(ml, store, clock, work, broker_dedup_snapshot_interval_entries=1)
         await d.load(True)
         path = snapshot_path(ml.name)
         await store.put(path, store.values[path])            # another writer bumps the version
         await publish(d, ml, entry("p", 0))
-        await asyncio.sleep(0.01)
+        await work.settle()
         assert b'"p": 0' in store.values[path] and store.versions[path] == 3
         calls = []
 

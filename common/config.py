@@ -80,6 +80,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_max_message_bytes", int, 5 * MIB, 1 * KIB, 64 * MIB, "largest message, told to clients in CONNECTED"),
     Setting("broker_frame_bytes_max", int, 5 * MIB + 10 * KIB + 1024, 2 * KIB, 65 * MIB, "largest frame read off the wire"),
     Setting("broker_pending_sends_max", int, 1_000, 1, 1_000_000, "SENDs in flight per producer before the connection stops reading"),
+    Setting("broker_connection_requests_inflight_max", int, 1_000, 1, 1_000_000, "requests (LOOKUP, PRODUCER, SUBSCRIBE, ...) a connection may have in flight; at this many the broker stops reading it until one completes (as Pulsar's maxPendingPublishRequestsPerConnection)"),
+    Setting("broker_connection_write_buffer_bytes_high", int, 8 * MIB, 16 * KIB, 1 * GIB, "unsent bytes queued for a client at which its consumers stop receiving; they resume when it drains to a quarter of this"),
+    Setting("broker_connection_write_buffer_bytes_max", int, 64 * MIB, 64 * KIB, 4 * GIB, "unsent bytes queued for a client at which the broker closes the connection (a client that does not read its socket)"),
     Setting("broker_keepalive_interval_ms", int, 30_000, 100, 3_600_000, "PING a silent client after this long; close it after twice this long"),
     Setting("broker_dispatch_batch_entries_max", int, 100, 1, 10_000, "entries read for dispatch in one go"),
     Setting("broker_consumer_unacked_messages_max", int, 50_000, 0, 100_000_000, "Shared/Key_Shared: a consumer holding this many unacked messages gets no more until acks bring it to half (Pulsar's maxUnackedMessagesPerConsumer; 0: no limit)"),
@@ -176,6 +179,9 @@ def _check_relations(v: Mapping[str, Any]) -> None:
         raise ConfigError("ledger quorums must satisfy E >= Qw >= Qa >= 1", E=e, Qw=qw, Qa=qa)
     if v["broker_frame_bytes_max"] < v["broker_max_message_bytes"]:
         raise ConfigError("broker_frame_bytes_max must be at least broker_max_message_bytes")
+    if v["broker_connection_write_buffer_bytes_max"] < v["broker_connection_write_buffer_bytes_high"] + v["broker_frame_bytes_max"]:
+        raise ConfigError("broker_connection_write_buffer_bytes_max must be at least "
+                          "broker_connection_write_buffer_bytes_high + broker_frame_bytes_max")
     if v["bookie_entry_bytes_max"] < v["broker_max_message_bytes"]:
         raise ConfigError("bookie_entry_bytes_max must be at least broker_max_message_bytes")
     if v["managed_ledger_rollover_min_age_ms"] > v["managed_ledger_rollover_age_ms"]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from common.clock import Clock
 from common.config import Config
-from metadata.api import EventKind, MetadataStore, Versioned, Watch, WatchEvent
+from metadata.api import AsyncStore, EventKind, MetadataStore, Versioned, Watch, WatchEvent
 from metadata.sql_store import SqlMetadataStore
 
 __all__ = [
+    "AsyncStore",
     "EventKind",
     "MetadataStore",
     "SqlMetadataStore",

@@ -6,6 +6,8 @@ once; further callers wait (asyncio backpressure) rather than growing an unbound
 `watch()` callbacks are delivered on the event loop that called `watch()` (via
 `call_soon_threadsafe`), in the order the store's poller saw them.
 
+It implements `metadata.api.AsyncStore`, the type asyncio code takes.
+
 What must hold: after `await close()` no callback is scheduled any more and the wrapped store is
 closed; the pool is shut down without waiting for the loop.
 """
@@ -19,13 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from common.errors import StrataError
-from metadata.api import MetadataStore, Versioned, Watch, WatchEvent
+from metadata.api import AsyncStore, MetadataStore, Versioned, Watch, WatchEvent
 
 THREADS_MAX = 8
 CALLS_IN_FLIGHT_MAX = 256
 
 
-class AsyncMetadataStore:
+class AsyncMetadataStore(AsyncStore):
     def __init__(self, store: MetadataStore, *, threads_max: int = THREADS_MAX,
                  calls_in_flight_max: int = CALLS_IN_FLIGHT_MAX) -> None:
         self.sync = store
@@ -58,13 +60,13 @@ class AsyncMetadataStore:
         await self._call(self.sync.delete, path, expected_version=expected_version)
 
     async def delete_recursive(self, path: str) -> int:
-        return await self._call(self.sync.delete_recursive, path)  # type: ignore[attr-defined]
+        return await self._call(self.sync.delete_recursive, path)
 
     async def children(self, path: str) -> list[str]:
         return await self._call(self.sync.children, path)
 
-    async def list_prefix(self, path: str, **kwargs: Any) -> list[tuple[str, Versioned]]:
-        return await self._call(self.sync.list_prefix, path, **kwargs)  # type: ignore[attr-defined]
+    async def list_prefix(self, path: str, *, limit: int = 100_000) -> list[tuple[str, Versioned]]:
+        return await self._call(self.sync.list_prefix, path, limit=limit)
 
     async def next_id(self, name: str) -> int:
         return await self._call(self.sync.next_id, name)

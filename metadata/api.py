@@ -16,6 +16,11 @@ What must hold:
 - An ephemeral key lives only while its session's lease is renewed; it is gone within
   lease + ~1 s after the owner dies, and at once when the session closes.
 - A watcher sees every change under its prefix, in commit order, within about 1 s.
+
+Two flavours of the one contract: `MetadataStore` (blocking; `SqlMetadataStore` implements it)
+and `AsyncStore` (the same calls as coroutines; `metadata.aio.AsyncMetadataStore`
+implements it by running the blocking store in a thread pool). asyncio code (ledger, cursor,
+broker) takes the async flavour and calls it one way; it never sniffs which one it was given.
 """
 
 from __future__ import annotations
@@ -110,3 +115,34 @@ class MetadataStore(Protocol):
     def close(self) -> None:
         """Stop watches, end the session (its ephemeral keys are deleted), release the DB."""
         ...
+
+
+class AsyncStore(Protocol):
+    """`MetadataStore` for asyncio callers: the same calls, same semantics, awaited.
+
+    `watch` callbacks run on the event loop that called `watch`."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    async def get(self, path: str) -> Versioned | None: ...
+
+    async def create(self, path: str, value: bytes, *, ephemeral: bool = False) -> int: ...
+
+    async def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int: ...
+
+    async def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]: ...
+
+    async def delete(self, path: str, *, expected_version: int | None = None) -> None: ...
+
+    async def delete_recursive(self, path: str) -> int: ...
+
+    async def list_prefix(self, path: str, *, limit: int = 100_000) -> list[tuple[str, Versioned]]: ...
+
+    async def children(self, path: str) -> list[str]: ...
+
+    async def next_id(self, name: str) -> int: ...
+
+    async def watch(self, prefix: str, callback: Callable[[WatchEvent], None]) -> Watch: ...
+
+    async def close(self) -> None: ...

@@ -23,7 +23,7 @@ from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
 from common.errors import InvalidArgument, SessionExpired, ShuttingDown, StrataError
 from metadata import sql_ops
-from metadata.api import Versioned, Watch, WatchEvent
+from metadata.api import MetadataStore, Versioned, Watch, WatchEvent
 from metadata.paths import check_expected_version, check_id_name, check_path, check_prefix, check_value
 from metadata.sessions import SessionKeeper, end_session, open_session
 from metadata.sql_schema import Database
@@ -33,7 +33,7 @@ LIST_PREFIX_KEYS_MAX = 100_000  # list_prefix() bound; ask for less, or page by 
 PUT_MANY_OPS_MAX = 10_000  # put_many() bound: one transaction holds the write lock this long
 
 
-class SqlMetadataStore:
+class SqlMetadataStore(MetadataStore):
     """See the module docstring; the method contracts are in `metadata.api.MetadataStore`."""
 
     def __init__(self, url: str, *, config: Config | None = None, clock: Clock | None = None) -> None:

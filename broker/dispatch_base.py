@@ -29,7 +29,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
-from broker.entry_facts import EntryFacts, entry_facts
+from broker.entry_facts import EntryFacts
 from common.errors import StrataError
 from ledger.position import Position
 
@@ -158,8 +158,9 @@ class Dispatcher(abc.ABC):
 
     # --- delivery helpers -------------------------------------------------------------------
 
-    def facts(self, data: bytes) -> EntryFacts:
-        return entry_facts(data)
+    def facts(self, position: Position, data: bytes) -> EntryFacts:
+        """The entry's facts, parsed once per topic and shared by its subscriptions."""
+        return self.sub.topic.entry_facts.get(position, data)
 
     def deliver(self, consumer: Consumer, position: Position, data: bytes, facts: EntryFacts) -> None:
         """Send one entry to `consumer` with its redelivery count and remaining batch ack set."""

@@ -224,7 +224,7 @@ class KeySharedDispatcher(SharedDispatcher):
             parked.add(slot)
             self._cache(position, data)
             return
-        facts = self.facts(data)
+        facts = self.facts(position, data)
         invariant(facts.slot == slot, "a replay entry's slot matches its bytes", position=str(position))
         self._drop_replay(position)
         self._send(consumer, position, data, facts)

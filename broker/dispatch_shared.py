@@ -157,7 +157,7 @@ class SharedDispatcher(Dispatcher):
         if (self.sub.cursor.is_acked(position) or position in self.owner or position in self.replay
                 or position in self.delayed):
             return None
-        facts = self.facts(entry.data)
+        facts = self.facts(position, entry.data)
         if self.delayed.holds(facts.deliver_at_ms):
             self._delay(position, facts)
             return None
@@ -218,7 +218,7 @@ class SharedDispatcher(Dispatcher):
         if (self.sub.cursor.is_acked(position) or position in self.owner or position in self.replay
                 or position in self.delayed):
             return
-        facts = self.facts(entry.data)
+        facts = self.facts(position, entry.data)
         if not self.delayed.holds(facts.deliver_at_ms):
             self._add_replay(position, entry.data, self._replay_slot(facts))   # due now
         elif self.delayed.room() > 0:
@@ -389,4 +389,4 @@ class SharedDispatcher(Dispatcher):
                 self._cache(position, data)
                 return
             self._drop_replay(position)
-            self._send(consumer, position, data, self.facts(data))
+            self._send(consumer, position, data, self.facts(position, data))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
 from broker.dispatch_base import Dispatcher
-from broker.murmur3 import murmur3_x86_32
+from broker.key_shared_selector import murmur3_x86_32
 from common.errors import ConsumerBusy
 from ledger.position import Position
 
@@ -150,4 +150,4 @@ class SingleActiveDispatcher(Dispatcher):
             self.read_position = self.sub.ml.next_position(entry.position)
             if cursor.is_acked(entry.position):
                 continue
-            self.deliver(consumer, entry.position, entry.data, self.facts(entry.data))
+            self.deliver(consumer, entry.position, entry.data, self.facts(entry.position, entry.data))

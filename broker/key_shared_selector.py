@@ -10,23 +10,42 @@ Two selectors, both answering `select(slot) -> consumer or None`:
   overlaps another consumer's is refused with ConsumerAssignError; a slot in no range has no owner
   and is not dispatched.
 
+An entry's slot is `key_slot(sticky_key)`: `(murmur3_x86_32(key, seed=0) & 0x7FFFFFFF) % 65536`,
+as Pulsar's broker computes it (PROTOCOL.md §8.10), with the C `mmh3` package.
+
 What must hold: `select` is a pure function of the current set of consumers (no history), so the
 dispatcher can compare owners before and after a change. The selectors never look at entries.
+`murmur3_x86_32` equals the reference MurmurHash3_x86_32 (Appleby's smhasher) as an unsigned
+32-bit value; `key_slot` is within 0..65535.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import zlib
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+import mmh3
+
 from common.errors import ConsumerAssignError
 
 SLOTS = 65536
+KEY_SLOTS = SLOTS  # Key_Shared hash space: slots 0..65535, ranges inclusive
 POINTS_PER_CONSUMER = 100
 
 C = TypeVar("C", bound=Hashable)
+
+
+def murmur3_x86_32(data: bytes | memoryview, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 of `data` as an unsigned 32-bit int (mmh3, C)."""
+    return mmh3.mmh3_32_uintdigest(data, seed)
+
+
+def key_slot(key: bytes) -> int:
+    """The Key_Shared hash slot (0..65535) of a sticky key, as Pulsar's broker computes it."""
+    return (mmh3.mmh3_32_uintdigest(key, 0) & 0x7FFFFFFF) % KEY_SLOTS
 
 
 def _ring_point(label: str) -> int:
@@ -93,7 +112,7 @@ class StickySelector(Generic[C]):
         for start, end in ordered:
             if not (0 <= start <= end < SLOTS):
                 raise ConsumerAssignError("hash range outside 0..65535", start=start, end=end)
-        for (_, end_a), (start_b, _) in zip(ordered, ordered[1:]):
+        for (_, end_a), (start_b, _) in itertools.pairwise(ordered):
             if start_b <= end_a:
                 raise ConsumerAssignError("a consumer's own hash ranges overlap")
         for start, end in ordered:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker.chunk_check import ChunkCheck
 from broker.codec import encode_send_error, encode_send_receipt
 from broker.dedup import Verdict
+from broker.entry_facts import facts_of_info
 from broker.entry_format import EntryInfo, parse_entry
 from common.errors import (
     ChecksumError,
@@ -198,6 +199,8 @@ class Producer:
         else:
             slot.position = task.result()
             self.topic.dedup.on_stored(meta, slot.position)
+            if self.topic.subscriptions:   # parsed already: the dispatchers need not parse it again
+                self.topic.entry_facts.put(slot.position, facts_of_info(meta))
             self.msg_in_counter += messages
             self.bytes_in_counter += size
         if slot.error is not None:

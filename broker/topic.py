@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from broker import policies
 from broker.codec import encode_close_producer
 from broker.dedup import Deduplication
+from broker.entry_facts import FactsCache
 from broker.names import TopicName
 from broker.producer import Producer
 from broker.subscription import Subscription
@@ -47,6 +48,7 @@ class PersistentTopic:
         self.dedup = Deduplication(ml, service.astore, service.config, service.clock, service.spawn)
         self.msg_in_counter = 0      # messages stored since the topic was loaded
         self.bytes_in_counter = 0    # entry bytes stored since the topic was loaded
+        self.entry_facts = FactsCache()   # parsed once, shared by every subscription
 
     @classmethod
     async def open(cls, service: BrokerService, name: TopicName, ml) -> PersistentTopic:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from broker.batch import BatchMessage, build_batch
 from broker.codec import FrameDecoder
 from broker.consumer import Consumer
+from broker.entry_facts import FactsCache
 from broker.entry_format import build_entry
 from broker.subscription import Subscription, SubType
 from common.clock import SYSTEM_CLOCK
@@ -133,8 +134,8 @@ class RecordingLink:
                 self.log.append(Delivery(self.name, Position(mid.ledgerId, mid.entryId),
                                          cmd.message.redelivery_count))
 
-    def write_buffer_bytes(self) -> int:
-        return 0
+    def writable(self) -> bool:
+        return True
 
     def forget_consumer(self, consumer: Consumer) -> None:
         pass
@@ -159,7 +160,7 @@ class Harness:
                                         stats=types.SimpleNamespace(touch=lambda topic: None))
         self.topic = types.SimpleNamespace(
             ml=self.ml, config=self.config, service=service, drop_subscription=lambda sub: None,
-            name=_TopicName())
+            name=_TopicName(), entry_facts=FactsCache())
         cursor = ManagedCursor.starting_at("sub", self.ml.view, EARLIEST, durable=False)
         self.sub = Subscription(self.topic, "sub", cursor, durable=True)
 

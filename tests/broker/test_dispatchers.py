@@ -12,9 +12,10 @@ import random
 
 import pytest
 
-from broker.murmur3 import key_slot
+from broker.key_shared_selector import key_slot
 from ledger.position import Position
-from tests.broker.dispatch_harness import KEY_SHARED, SHARED, Harness
+from tests.broker.dispatch_harness import KEY_SHARED, SETTLE_DEADLINE_S, SHARED, Harness
+from tests.support.waiting import until
 
 LOW = [(0, 32767)]
 HIGH = [(32768, 65535)]
@@ -26,6 +27,12 @@ def run(coro) -> None:
 
 def entries_of(h: Harness, name: str) -> list[Position]:
     return [d.position for d in h.sent if d.consumer == name]
+
+
+def read_held_or_idle(h: Harness) -> bool:
+    """A read waits at a gate, or no dispatch pass is running (so none will reach the gate now)."""
+    d = h.dispatcher
+    return h.ml.waiting > 0 or d is None or not d._running
 
 
 def key_with_slot_in(lo: int, hi: int, prefix: str = "k") -> str:
@@ -174,7 +181,7 @@ def test_randomized_joins_leaves_acks_and_read_races_lose_nothing_and_keep_pip37
             elif consumers:
                 h.flow(consumers[rng.choice(sorted(consumers))], rng.randint(1, 5))
             if gate is not None:
-                await asyncio.sleep(0.002)
+                await until(lambda: read_held_or_idle(h), SETTLE_DEADLINE_S, what="a held read or an idle dispatcher")
                 if consumers and rng.random() < 0.5:   # a consumer leaves while a read may be held
                     model.close(consumers.pop(rng.choice(sorted(consumers))))
                 gate.set()
@@ -227,9 +234,10 @@ def test_read_errors_back_off_and_the_backoff_resets() -> None:
         a = h.consumer("A", permits=10)
         h.ml.fail_next_reads(3)
         e0 = h.produce("k")
-        await asyncio.sleep(0.05)
         d = h.dispatcher
-        assert d._retry is not None and entries_of(h, "A") == []
+        await until(lambda: h.ml.reads >= 1 and d._retry is not None, SETTLE_DEADLINE_S,
+                    what="the first read failed and a retry is scheduled")
+        assert h.ml.reads == 1 and entries_of(h, "A") == []
         reads = h.ml.reads
         for _ in range(20):
             h.flow(a, 1)                 # triggers during the backoff wait for the retry
@@ -245,7 +253,7 @@ def test_an_entry_no_longer_kept_leaves_the_replay_set_even_when_its_read_fails(
     async def go() -> None:
         h = Harness(SHARED)
         a = h.consumer("A", permits=1)
-        e0 = h.produce("k")
+        h.produce("k")
         await h.settle()
         h.ml.roll()
         e1 = h.produce("k")
@@ -378,7 +386,7 @@ def test_unacked_limit_of_one_consumer_does_not_stall_another_keys() -> None:
         counts = collections.Counter()
         for i in range(30):
             key = low if i % 2 else high
-            position = h.produce(key)
+            h.produce(key)
             counts[key] += 1
             await h.settle()
             for d in [d for d in h.sent if d.consumer == "free" and d.position in free.pending]:

@@ -1,4 +1,4 @@
-"""broker.murmur3 against MurmurHash3_x86_32 reference vectors.
+"""broker.key_shared_selector.murmur3_x86_32 (mmh3) against MurmurHash3_x86_32 reference vectors.
 
 The expected values were produced by the `mmh3` C extension (an independent implementation of
 Appleby's reference code); "" seeds 0/1/0xFFFFFFFF and the "quick brown fox" line are also the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.murmur3 import KEY_SLOTS, key_slot, murmur3_x86_32
+from broker.key_shared_selector import KEY_SLOTS, key_slot, murmur3_x86_32
 
 VECTORS = [
     (b"", 0x0, 0x00000000, 0),

@@ -13,13 +13,33 @@ request's own failure form) carrying the error's ServerError code; the connectio
 Keepalive: every `broker_keepalive_interval_ms` the broker sends PING if it heard nothing in the last
 interval, and closes the connection if the interval after that stays silent too.
 
-Backpressure: a producer with `broker_pending_sends_max` SENDs awaiting receipts stops the
-connection from reading — and from routing frames already decoded, which wait in `_held` (at
-most one socket read's worth) — until it drains below half; consumers stop receiving while the socket's write
-buffer is over `WRITE_BUFFER_BYTES_HIGH` and resume when it drains.
+Backpressure, toward the broker (reading). The connection stops reading its socket — and stops
+routing frames already decoded, which wait in `_held` (at most one socket read's worth) — while
+  - a producer has `broker_pending_sends_max` SENDs awaiting receipts (until it drains below
+    half), or
+  - `broker_connection_requests_inflight_max` requests run as tasks (`spawn`: LOOKUP,
+    PARTITIONED_METADATA, PRODUCER, SUBSCRIBE, ...), until one completes.
+A client past the request cap therefore waits, as under Pulsar's
+`maxPendingPublishRequestsPerConnection` (the broker turns auto-read off): nothing is refused, the
+client's requests are read and answered as earlier ones complete. (TooManyRequests would make
+every client retry with its own back-off; a Pulsar client opening a 1,000-partition topic sends
+its SUBSCRIBEs at once and expects them all to succeed.) While reads are paused the keepalive does
+not count the client's silence: its PINGs may be unread in the socket.
+
+Backpressure toward the client (writing). The transport calls `pause_writing` when more than
+`broker_connection_write_buffer_bytes_high` bytes wait to be sent and `resume_writing` when they
+drain to a quarter of that. While paused, the connection is not `writable()`: its consumers take
+no entries (`Consumer.can_take`), so dispatchers skip them and serve other consumers; on resume
+every dispatcher with a consumer here is kicked. A MESSAGE already decided goes out (at most one
+frame past the high mark); replies (receipts, ACK_RESPONSE, PONG, request answers) go out
+too, so a client that sends requests and never reads could still fill memory: past
+`broker_connection_write_buffer_bytes_max` the connection is aborted (its buffer dropped) with a
+logged reason.
 
 What must hold: producers/consumers are keyed by the client's ids and released when the
-connection closes; nothing is written after CLOSED.
+connection closes; nothing is written after CLOSED or an abort; the bytes queued for one client
+never exceed `broker_connection_write_buffer_bytes_max` plus one write; at most
+`broker_connection_requests_inflight_max` request tasks run per connection.
 """
 
 from __future__ import annotations
@@ -47,7 +67,7 @@ from broker.codec import (
     encode_success,
     negotiate_protocol_version,
 )
-from broker.consumer import WRITE_BUFFER_BYTES_HIGH, Consumer
+from broker.consumer import Consumer
 from broker.names import parse_namespace, parse_topic
 from broker.producer import Producer
 from common.errors import IllegalTransition, PulsarServerError, StrataError
@@ -90,7 +110,13 @@ class ServerConnection(asyncio.Protocol):
         self._backlogged: set[Producer] = set()       # producers holding reads paused
         self._held: collections.deque = collections.deque()  # decoded frames not yet routed (paused)
         self._processing = False                      # _process_held is on the stack
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task] = set()        # requests in flight (spawn)
+        self._requests_max = self.config.broker_connection_requests_inflight_max
+        self._reads_paused = False                    # transport.pause_reading() is in force
+        self._resume_scheduled = False                # a _resume call is pending
+        self._sink: asyncio.Transport | None = None   # where writes go; None once closed or aborted
+        self._write_paused = False                    # between pause_writing and resume_writing
+        self._write_buffer_bytes_max = self.config.broker_connection_write_buffer_bytes_max
         self._keepalive_s = self.config.broker_keepalive_interval_ms / 1000
         self._heard = True                            # something arrived since the last tick
         self._ping_outstanding = False
@@ -108,7 +134,10 @@ class ServerConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_BYTES_HIGH)  # type: ignore[attr-defined]
+        self._sink = self.transport
+        # low defaults to a quarter of high: resume_writing once the client has read most of it
+        transport.set_write_buffer_limits(  # type: ignore[attr-defined]
+            high=self.config.broker_connection_write_buffer_bytes_high)
         self._keepalive = asyncio.get_running_loop().call_later(self._keepalive_s, self._tick)
 
     def data_received(self, data: bytes) -> None:
@@ -130,7 +159,7 @@ class ServerConnection(asyncio.Protocol):
             return
         self._processing = True
         try:
-            while self._held and not self._backlogged and self.state is not ConnState.CLOSED:
+            while self._held and not self._reads_held() and self.state is not ConnState.CLOSED:
                 frame = self._held.popleft()
                 try:
                     self._route(frame)
@@ -147,6 +176,7 @@ class ServerConnection(asyncio.Protocol):
         if self.state is ConnState.CLOSED:
             return
         self._set_state(ConnState.CLOSED)
+        self._sink = None
         if self._keepalive is not None:
             self._keepalive.cancel()
         for producer in list(self.producers.values()):
@@ -159,23 +189,50 @@ class ServerConnection(asyncio.Protocol):
             task.cancel()
 
     def pause_writing(self) -> None:
-        pass  # consumers check the buffer size themselves (Consumer.can_take)
+        """The write buffer passed the high mark: consumers here take nothing until it drains."""
+        self._write_paused = True
 
     def resume_writing(self) -> None:
+        self._write_paused = False
         for consumer in list(self.consumers.values()):
             if consumer.subscription.dispatcher is not None:
                 consumer.subscription.dispatcher.kick()
 
     # --- links used by producers and consumers ------------------------------------------------------
 
+    def writable(self) -> bool:
+        """True while the client keeps up: open, and the write buffer not over its high mark."""
+        return self._sink is not None and not self._write_paused
+
     def write(self, data: bytes) -> None:
-        if self.state is not ConnState.CLOSED and self.transport is not None:
-            self.transport.write(data)
+        sink = self._sink
+        if sink is not None:
+            sink.write(data)
+            if self._write_paused:
+                self._check_write_buffer()
 
     def write_parts(self, parts: list[bytes | memoryview]) -> None:
         """Write several buffers as one frame or frames without joining them (writev)."""
-        if self.state is not ConnState.CLOSED and self.transport is not None:
-            self.transport.writelines(parts)
+        sink = self._sink
+        if sink is not None:
+            sink.writelines(parts)
+            if self._write_paused:
+                self._check_write_buffer()
+
+    def _check_write_buffer(self) -> None:
+        """Abort a connection whose unsent bytes passed the hard cap: the client is not reading.
+
+        The abort drops the buffer at once (close would keep it until flushed); the transport
+        calls `connection_lost` on the next loop turn, so a dispatcher that is writing to this
+        connection right now finishes its step before the consumers are detached."""
+        buffered = self._sink.get_write_buffer_size() if self._sink is not None else 0
+        if buffered <= self._write_buffer_bytes_max:
+            return
+        log.warning("closing %s: %d bytes wait to be sent, over broker_connection_write_buffer_bytes_max "
+                    "(%d); the client is not reading its socket", self.peer, buffered,
+                    self._write_buffer_bytes_max)
+        self._sink = None
+        self.transport.abort()
 
     def write_buffer_bytes(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport is not None else 0
@@ -185,24 +242,37 @@ class ServerConnection(asyncio.Protocol):
             del self.consumers[consumer.consumer_id]
 
     def producer_backlogged(self, producer: Producer, backlogged: bool) -> None:
-        if self.transport is None or self.state is ConnState.CLOSED:
-            return
-        was_paused = bool(self._backlogged)
         if backlogged:
             self._backlogged.add(producer)
         else:
             self._backlogged.discard(producer)
-        if self._backlogged and not was_paused:
-            self.transport.pause_reading()
-        elif was_paused and not self._backlogged:
+        self._update_reading()
+
+    # --- reading: paused while producers are backlogged or requests at the cap -----------------------
+
+    def _reads_held(self) -> bool:
+        return bool(self._backlogged) or len(self._tasks) >= self._requests_max
+
+    def _update_reading(self) -> None:
+        """Pause the socket's reads while held; once clear, resume on the next loop turn."""
+        if self.transport is None or self.state is ConnState.CLOSED:
+            return
+        if self._reads_held():
+            if not self._reads_paused:
+                self._reads_paused = True
+                self.transport.pause_reading()
+        elif self._reads_paused and not self._resume_scheduled:
+            self._resume_scheduled = True
             asyncio.get_running_loop().call_soon(self._resume)
 
     def _resume(self) -> None:
-        """Producers drained: route the frames held back, then read again if still clear."""
-        if self.state is ConnState.CLOSED or self._backlogged:
+        """Clear again: route the frames held back, then read again if still clear."""
+        self._resume_scheduled = False
+        if self.state is ConnState.CLOSED or self._reads_held():
             return
         self._process_held()
-        if not self._backlogged and self.state is not ConnState.CLOSED:
+        if self._reads_paused and not self._reads_held() and self.state is not ConnState.CLOSED:
+            self._reads_paused = False
             self.transport.resume_reading()
 
     def close(self) -> None:
@@ -211,16 +281,24 @@ class ServerConnection(asyncio.Protocol):
         self.connection_lost(None)
 
     def spawn(self, coro: Coroutine) -> None:
+        """Run a request as a task; at `broker_connection_requests_inflight_max` reads pause."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._request_done)
+        if len(self._tasks) >= self._requests_max:
+            self._update_reading()
+
+    def _request_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if self._reads_paused:
+            self._update_reading()
 
     # --- keepalive ---------------------------------------------------------------------------------
 
     def _tick(self) -> None:
         if self.state is ConnState.CLOSED:
             return
-        if not self._heard:
+        if not self._heard and not self._reads_paused:   # not reading: its PINGs may be unread
             if self._ping_outstanding:
                 log.info("closing %s: no answer to keepalive", self.peer)
                 self.close()
@@ -238,7 +316,8 @@ class ServerConnection(asyncio.Protocol):
             T.PING: lambda cmd: self.write(encode_pong()),
             T.PONG: lambda cmd: None,
             T.SEND: None,  # handled in _route: needs the frame's entry
-            T.PARTITIONED_METADATA: lambda cmd: self._reply_async(lookup.partitioned_metadata(self.service, cmd.partitionMetadata)),
+            T.PARTITIONED_METADATA: lambda cmd: self._reply_async(
+                lookup.partitioned_metadata(self.service, cmd.partitionMetadata)),
             T.LOOKUP: lambda cmd: self._reply_async(lookup.lookup(self.service, cmd.lookupTopic)),
             T.PRODUCER: lambda cmd: self._request(cmd.producer.request_id, self._producer(cmd.producer)),
             T.CLOSE_PRODUCER: lambda cmd: self._close_producer(cmd.close_producer),
@@ -250,7 +329,8 @@ class ServerConnection(asyncio.Protocol):
             T.UNSUBSCRIBE: lambda cmd: self._request(cmd.unsubscribe.request_id, c.unsubscribe(self, cmd.unsubscribe)),
             T.SEEK: lambda cmd: self._request(cmd.seek.request_id, c.seek(self, cmd.seek)),
             T.GET_LAST_MESSAGE_ID: lambda cmd: c.get_last_message_id(self, cmd.getLastMessageId),
-            T.GET_TOPICS_OF_NAMESPACE: lambda cmd: self._request(cmd.getTopicsOfNamespace.request_id, self._topics_of_namespace(cmd.getTopicsOfNamespace)),
+            T.GET_TOPICS_OF_NAMESPACE: lambda cmd: self._request(
+                cmd.getTopicsOfNamespace.request_id, self._topics_of_namespace(cmd.getTopicsOfNamespace)),
             T.GET_SCHEMA: lambda cmd: self.write(encode_get_schema_response(cmd.getSchema.request_id)),
         }
 
@@ -321,6 +401,7 @@ class ServerConnection(asyncio.Protocol):
         if existing is not None:  # closed by the broker (topic unloaded or deleted): start afresh
             self.producers.pop(cmd.producer_id, None)
             self._backlogged.discard(existing)
+            self._update_reading()
         key = ("p", cmd.producer_id)
         self.creating.add(key)
         try:
@@ -354,6 +435,7 @@ class ServerConnection(asyncio.Protocol):
         if producer is not None:
             producer.topic.remove_producer(producer)
             self._backlogged.discard(producer)
+            self._update_reading()
         elif ("p", cmd.producer_id) in self.creating:
             self.cancelled.add(("p", cmd.producer_id))
         self.write(encode_success(cmd.request_id))

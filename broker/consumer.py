@@ -18,16 +18,15 @@ from typing import Protocol
 from broker.codec import encode_active_consumer_change, encode_close_consumer, encode_message
 from ledger.position import Position
 
-# A consumer whose connection has this many unsent bytes counts as full until it drains.
-WRITE_BUFFER_BYTES_HIGH = 8 * 1024 * 1024
-
 
 class ConsumerLink(Protocol):
     """What a consumer needs from its connection."""
 
     def write(self, data: bytes) -> None: ...
 
-    def write_buffer_bytes(self) -> int: ...
+    def writable(self) -> bool:
+        """False while the client lags (write buffer over its high mark) or the link is closed."""
+        ...
 
     def forget_consumer(self, consumer: Consumer) -> None: ...
 
@@ -61,7 +60,7 @@ class Consumer:
     def can_take(self) -> bool:
         """True when the client has permits and the socket is not backed up."""
         return (not self.closed and self.permits > 0 and not self.blocked_on_unacked
-                and self.link.write_buffer_bytes() < WRITE_BUFFER_BYTES_HIGH)
+                and self.link.writable())
 
     def send_entry(self, position: Position, data: bytes, messages: int,
                    redelivery_count: int, ack_set: list[int] | None) -> None:

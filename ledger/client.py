@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
@@ -30,10 +29,11 @@ from ledger.cache import EntryCache
 from ledger.handle import ReadHandle, WriteHandle
 from ledger.ledger_metadata import Fragment, LedgerMetadata, ledger_path
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
+from metadata.api import AsyncStore
 
 
 class LedgerClient:
-    def __init__(self, store: Any, config: Config, clock: Clock = SYSTEM_CLOCK, *,
+    def __init__(self, store: AsyncStore, config: Config, clock: Clock = SYSTEM_CLOCK, *,
                  rng: random.Random | None = None) -> None:
         self._store = store
         self._config = config
@@ -48,7 +48,7 @@ class LedgerClient:
         return self._config
 
     @property
-    def store(self) -> Any:
+    def store(self) -> AsyncStore:
         return self._store
 
     def _check_open(self) -> None:

@@ -10,22 +10,21 @@ ledger writing to a bookie shares its one add stream, so adds from many ledgers 
 
 from __future__ import annotations
 
-from typing import Any
-
 from bookie.client import BookieClient
 from common.clock import Clock
 from common.config import Config
 from ledger.ledger_metadata import LedgerMetadata, ledger_path
+from metadata.api import AsyncStore
 
 
-async def read_metadata(store: Any, ledger_id: int) -> LedgerMetadata | None:
+async def read_metadata(store: AsyncStore, ledger_id: int) -> LedgerMetadata | None:
     got = await store.get(ledger_path(ledger_id))
     if got is None:
         return None
     return LedgerMetadata.from_json(got.value, version=got.version)
 
 
-async def write_metadata(store: Any, meta: LedgerMetadata) -> LedgerMetadata:
+async def write_metadata(store: AsyncStore, meta: LedgerMetadata) -> LedgerMetadata:
     """Create (version 0) or compare-and-set (version = the one read); returns the stored value."""
     path = ledger_path(meta.ledger_id)
     if meta.version == 0:

@@ -21,19 +21,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from common.errors import AlreadyExists, BadVersion, ManagedLedgerFenced
 from ledger.entry_index import EntryIndex
 from ledger.handle import ReadHandle
 from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, ml_path
+from metadata.api import AsyncStore
+
+if TYPE_CHECKING:
+    from ledger.client import LedgerClient
 
 MetaFromEntry = Callable[[bytes], tuple[int, int]]
 _REBUILD_READ_CHUNK = 500
 _TAKEOVER_ATTEMPTS_MAX = 20
 
 
-async def take_ownership(store: Any, name: str, owner: str) -> ManagedLedgerMetadata:
+async def take_ownership(store: AsyncStore, name: str, owner: str) -> ManagedLedgerMetadata:
     """Write our owner token by compare-and-set. A race with the old owner's own update (a
     rollover, a trim) is retried: opening always wins over the owner being replaced."""
     path = ml_path(name)
@@ -64,7 +68,7 @@ async def rebuild_index(handle: ReadHandle, meta_from_entry: MetaFromEntry | Non
     return index
 
 
-async def load_index(store: Any, client: Any, name: str, record: LedgerRecord,
+async def load_index(store: AsyncStore, client: LedgerClient, name: str, record: LedgerRecord,
                      meta_from_entry: MetaFromEntry | None) -> EntryIndex:
     """The index of a closed ledger: its blob, or rebuilt from the entries if the blob is
     missing or disagrees with the recorded entry count."""

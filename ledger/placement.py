@@ -15,9 +15,9 @@ import json
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from common.errors import NotEnoughBookies, NotFound
+from metadata.api import AsyncStore
 
 AVAILABLE_PATH = "/bookies/available"
 
@@ -29,7 +29,7 @@ class BookieInfo:
     read_only: bool
 
 
-async def available_bookies(store: Any) -> list[BookieInfo]:
+async def available_bookies(store: AsyncStore) -> list[BookieInfo]:
     """Every registered bookie with its last reported state; unreadable entries are skipped."""
     try:
         names = await store.children(AVAILABLE_PATH)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
 
 from common.clock import Clock
 from common.config import Config
@@ -61,6 +60,7 @@ from ledger.handle import ReadHandle
 from ledger.ledger_metadata import LedgerMetadata, LedgerStatus
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.striping import absent_decided, coverage_met, write_set
+from metadata.api import AsyncStore
 
 _RECOVERY_READ_BATCH = 64          # entries past the LAC probed at once
 _LENGTH_READ_CHUNK = 1_000         # entries per read when summing the length
@@ -70,7 +70,7 @@ _ENSEMBLE_CHANGES_MAX = 8          # replacement rounds in one attempt before gi
 Found = tuple[int, bytes, list[int]]   # (entry_id, payload, write-set indexes that showed no copy)
 
 
-async def recover(store: Any, pool: BookiePool, ledger_id: int, config: Config, clock: Clock,
+async def recover(store: AsyncStore, pool: BookiePool, ledger_id: int, config: Config, clock: Clock,
                   rng: random.Random) -> LedgerMetadata:
     """Return the CLOSED metadata of `ledger_id`, recovering it first if it is not closed."""
     for attempt in range(_RECOVERY_ATTEMPTS_MAX):
@@ -90,7 +90,7 @@ async def recover(store: Any, pool: BookiePool, ledger_id: int, config: Config, 
     raise NotEnoughBookies("ledger recovery kept losing races", ledger_id=ledger_id)
 
 
-async def _find_end(store: Any, pool: BookiePool, meta: LedgerMetadata, config: Config,
+async def _find_end(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata, config: Config,
                     clock: Clock, rng: random.Random) -> tuple[LedgerMetadata, int, int]:
     """(metadata as changed by any ensemble change, last entry id, length in bytes)."""
     lac = await _fence(pool, meta)
@@ -167,7 +167,7 @@ async def _recovery_reads(pool: BookiePool, meta: LedgerMetadata, start: int) ->
         entry_id += _RECOVERY_READ_BATCH
 
 
-async def _rewrite(store: Any, pool: BookiePool, meta: LedgerMetadata, found: list[Found],
+async def _rewrite(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata, found: list[Found],
                    start: int, rng: random.Random) -> LedgerMetadata:
     """Recovery adds of kept entries to the write-set bookies that showed no copy, replacing
     (ensemble change) every target bookie that is unregistered or fails. Returns the metadata
@@ -218,7 +218,7 @@ async def _send_rewrites(pool: BookiePool, meta: LedgerMetadata, todo: set[tuple
     return failed
 
 
-async def _replace_bookies(store: Any, meta: LedgerMetadata, indexes: set[int], first: int,
+async def _replace_bookies(store: AsyncStore, meta: LedgerMetadata, indexes: set[int], first: int,
                            avoid: set[str], rng: random.Random) -> LedgerMetadata:
     """Ensemble change of the IN_RECOVERY ledger: entries from `first` on live on the last
     ensemble with new bookies at `indexes`. Compare-and-set: BadVersion if another recoverer

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from common.errors import BadVersion, NotEnoughBookies, NotFound, StrataError
 from common.invariant import invariant
@@ -34,6 +33,7 @@ from ledger import placement
 from ledger.ledger_metadata import LedgerMetadata
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.striping import write_set
+from metadata.api import AsyncStore
 
 _COPY_CHUNK_ENTRIES = 500          # entries read and written per round (bounds memory in flight)
 _READS_PARALLEL = 64               # single-entry reads from the live replicas in flight at once
@@ -49,7 +49,7 @@ class RereplicationResult:
     metadata: LedgerMetadata
 
 
-async def rereplicate(store: Any, pool: BookiePool, ledger_id: int,
+async def rereplicate(store: AsyncStore, pool: BookiePool, ledger_id: int,
                       rng: random.Random) -> RereplicationResult:
     for attempt in range(_ATTEMPTS_MAX):
         meta = await read_metadata(store, ledger_id)
@@ -64,7 +64,7 @@ async def rereplicate(store: Any, pool: BookiePool, ledger_id: int,
     raise NotEnoughBookies("re-replication kept losing metadata races", ledger_id=ledger_id)
 
 
-async def _rereplicate_closed(store: Any, pool: BookiePool, meta: LedgerMetadata,
+async def _rereplicate_closed(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata,
                               rng: random.Random) -> RereplicationResult:
     candidates = await placement.available_bookies(store)
     registered = placement.registered_addresses(candidates)
@@ -126,4 +126,3 @@ async def _read_live(pool: BookiePool, meta: LedgerMetadata, ensemble: tuple[str
                 errors.append(f"{ensemble[index]}: {exc!r}")
         raise NotEnoughBookies("no live replica of an entry to copy from", ledger_id=meta.ledger_id,
                                entry_id=entry_id, errors=errors)
-

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from common.errors import NotFound, StrataError
 from ledger.position import Position
 from ledger.view import KeptLedger
+from metadata.api import AsyncStore
+
+if TYPE_CHECKING:
+    from ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ def trimmable(kept: list[KeptLedger], before: Position) -> list[int]:
 class LedgerDeleter:
     """Background deletion of trimmed ledgers, retried until done (or until `close()`)."""
 
-    def __init__(self, client: Any, store: Any, index_path_of: Any) -> None:
+    def __init__(self, client: LedgerClient, store: AsyncStore, index_path_of: Callable[[int], str]) -> None:
         self._client = client
         self._store = store
         self._index_path_of = index_path_of      # ledger id -> its index blob path

@@ -10,8 +10,10 @@ An add waiting to be sent is a tuple
 `(ledger_id, entry_id, payload, lac, writer_token, recovery, future)` in an `unsent` deque.
 
 What must hold: each add future is resolved exactly once (a done future is skipped, never set
-again); a payload read is returned only if it matches its CRC32C (`ChecksumMismatch`); a read
-completes only with every entry it asked for, in order.
+again); a read completes only with every entry it asked for, in order. A payload read is not
+checksummed again here: the bookie checked it against its stored CRC32C when it read it from
+disk (bookie/record.py), TCP guards the hop, and the entry carries its own Pulsar CRC32C, which
+the consumer checks.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import google_crc32c
+from crc32c import crc32c
 
 from common.config import MIB
-from common.errors import BookieUnavailable, ChecksumMismatch, NoSuchEntry, StrataError, error_from_code
+from common.errors import BookieUnavailable, NoSuchEntry, StrataError, error_from_code
 from common.invariant import invariant
 from proto import bookie_pb2 as pb
 
@@ -32,7 +34,6 @@ from proto import bookie_pb2 as pb
 # a burst of adds becomes several moderate messages instead of one huge one.
 REQUEST_PAYLOAD_BYTES_MAX = 2 * MIB
 
-crc32c = google_crc32c.value
 _ENTRIES_TAG = b"\x1a"  # AddRequest.entries: field 3, length-delimited
 _PAYLOAD_TAG = b"\x22"  # AddEntry.payload: field 4, length-delimited
 # Payloads at least this big are spliced into a request instead of copied through protobuf
@@ -170,10 +171,6 @@ def take_read_response(pending: PendingRead, response: pb.ReadResponse, address:
         if entry.entry_id != expected:
             raise NoSuchEntry("bookie skipped an entry", ledger_id=ledger_id,
                               expected=expected, got=entry.entry_id)
-        if crc32c(payload) != entry.crc32c:
-            raise ChecksumMismatch("entry read does not match its CRC32C",
-                                   ledger_id=ledger_id, entry_id=entry.entry_id,
-                                   address=address)
         out.append((expected, payload))
         expected += 1
     pending.expected = expected

@@ -28,14 +28,13 @@ import enum
 import struct
 from dataclasses import dataclass
 
-import google_crc32c
+from crc32c import crc32c as _crc32c
 
 from common.invariant import invariant
 
 HEADER = struct.Struct("<IB3xQQqI")  # everything but the header CRC
 HEADER_BYTES = HEADER.size + 4
 _CRC = struct.Struct("<I")
-_crc32c = google_crc32c.value
 
 
 class RecordKind(enum.IntEnum):

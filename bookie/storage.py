@@ -45,7 +45,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
-import google_crc32c
+from crc32c import crc32c as _crc32c
 
 from bookie import recovery
 from bookie.fileio import FileSystem, OsFileSystem, disk_error, is_disk_full
@@ -71,7 +71,6 @@ from common.errors import (
 from common.invariant import invariant
 
 log = logging.getLogger(__name__)
-_crc32c = google_crc32c.value
 _ADD = int(RecordKind.ADD)
 
 

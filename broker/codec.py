@@ -20,7 +20,7 @@ What must hold:
 - For a payload frame, `Frame.entry` is the stored form `[0x0E01][crc32c][md_size][md][payload]`
   (a SEND without the magic gets magic + computed CRC prepended), byte-for-byte what a MESSAGE
   carries back, so dispatch never rewrites metadata or payload. `Frame.checksum_ok` says whether
-  the CRC32C (Castagnoli, C-accelerated `google_crc32c`) matches; the decoder does not reject a
+  the CRC32C (Castagnoli, C-accelerated `crc32c` package) matches; the decoder does not reject a
   mismatch, the broker answers SEND_ERROR ChecksumError and keeps the connection.
 - Every encoder emits only commands whose required fields are all filled (the C++ client drops
   the connection otherwise); `encode_command` raises `InvariantViolation` on one that is not.
@@ -33,7 +33,7 @@ import struct
 import types
 from collections.abc import Iterable
 
-import google_crc32c
+from crc32c import crc32c
 from google.protobuf.message import DecodeError, EncodeError
 
 from broker.entry_format import crc32c_from, verify_entry_checksum  # noqa: F401  (re-exported)
@@ -217,7 +217,7 @@ def _decode_entry(view: memoryview, pos: int, end: int, may_have_bem: bool) -> t
     if md_size > end - pos - 4:
         raise MalformedFrame("metadata size exceeds frame", md_size=md_size)
     tail = bytes(view[pos:end])
-    return MAGIC_CRC32C_BYTES + _U32.pack(google_crc32c.value(tail)) + tail, True
+    return MAGIC_CRC32C_BYTES + _U32.pack(crc32c(tail)) + tail, True
 
 
 # ------------------------------------------------------------------------------------------------

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ctypes
 import struct
 
-import google_crc32c
+from crc32c import crc32c
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -37,40 +36,12 @@ NONE_KEY = b"NONE_KEY"  # Key_Shared sticky key of an entry with neither orderin
 _U32 = struct.Struct(">I")
 # MessageMetadata.compression: a value our enum lacks is kept by parsing as an unknown field.
 _COMPRESSION_FIELD = pb.MessageMetadata.DESCRIPTOR.fields_by_name["compression"].number
-# Tails at least this long are checksummed in place instead of sliced (see crc32c_from).
-CRC_IN_PLACE_BYTES_MIN = 16 * 1024
 
 
-def _load_crc32c_extend() -> object | None:
-    """google_crc32c's C `crc32c_extend(crc, ptr, len)`, for checksumming inside a bytes object.
-
-    The package's Python API only takes whole `bytes` objects, so checksumming the tail of an
-    entry would cost a copy; for large entries that copy (a fresh 100 KiB allocation per frame)
-    measured slower than the CRC itself. Returns None (callers then slice) if the symbol is not
-    there or does not give the reference CRC32C.
-    """
-    try:
-        from google_crc32c import _crc32c
-        fn = ctypes.CDLL(_crc32c.__file__).crc32c_extend
-        fn.restype = ctypes.c_uint32
-        fn.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t]
-        if fn(0, ctypes.c_char_p(b"123456789"), 9) != 0xE3069283:
-            return None
-        return fn
-    except (ImportError, OSError, AttributeError):
-        return None
-
-
-_crc32c_extend = _load_crc32c_extend()
-
-
-def crc32c_from(data: bytes, offset: int) -> int:
-    """CRC32C (Castagnoli) of data[offset:], without copying a large tail."""
-    length = len(data) - offset
-    if length < CRC_IN_PLACE_BYTES_MIN or _crc32c_extend is None or type(data) is not bytes:
-        return google_crc32c.value(bytes(data[offset:]))
-    base = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value
-    return _crc32c_extend(0, base + offset, length)
+def crc32c_from(data: bytes | bytearray | memoryview, offset: int) -> int:
+    """CRC32C (Castagnoli) of data[offset:], without copying the tail (the `crc32c` package
+    takes any buffer, so a memoryview slice is checksummed in place)."""
+    return crc32c(memoryview(data)[offset:])
 
 
 class EntryInfo:
@@ -214,7 +185,7 @@ def build_entry(metadata: pb.MessageMetadata | bytes, payload: bytes) -> bytes:
     """The stored form of (metadata, payload), with its CRC32C. Accepts serialized metadata."""
     md = metadata if isinstance(metadata, (bytes, bytearray)) else metadata.SerializeToString()
     tail = _U32.pack(len(md)) + md + payload
-    return MAGIC_CRC32C_BYTES + _U32.pack(google_crc32c.value(tail)) + tail
+    return MAGIC_CRC32C_BYTES + _U32.pack(crc32c(tail)) + tail
 
 
 def sticky_key(md: pb.MessageMetadata) -> bytes:

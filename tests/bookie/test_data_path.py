@@ -12,10 +12,10 @@ import time
 import pytest
 
 from bookie.client import BookieClient
-from bookie.client_core import PendingRead, crc32c, take_read_response
+from bookie.client_core import crc32c
 from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from common.config import default_config
-from common.errors import BookieUnavailable, ChecksumMismatch, TimeoutExpired
+from common.errors import BookieUnavailable, TimeoutExpired
 from perf.bookie_proc import BookieProcess
 from proto import bookie_pb2 as pb
 
@@ -49,19 +49,6 @@ def test_adds_then_reads_round_trip_over_tcp(tmp_path):
         assert (await client.read_lac(7))[1] == len(sizes) - 1
         await client.close()
     _run(bookie, go)
-
-
-def test_a_read_whose_crc_does_not_match_is_refused():
-    loop = asyncio.new_event_loop()
-    try:
-        pending = PendingRead(1, 0, 0, [], loop.create_future())
-        response = pb.ReadResponse(request_id=1, last=True)
-        response.entries.add(entry_id=0, payload=b"data", crc32c=crc32c(b"data") ^ 1)
-        with pytest.raises(ChecksumMismatch):
-            take_read_response(pending, response, "test")
-        assert pending.out == []
-    finally:
-        loop.close()
 
 
 def _raw_exchange(port: int, data: bytes) -> bytes:
@@ -163,7 +150,7 @@ def test_bookie_killed_midstream_fails_inflight_adds_within_a_bound(tmp_path):
         await asyncio.sleep(0.05)
         bookie.kill9()
         killed = time.monotonic()
-        done, not_done = await asyncio.wait(futures, timeout=5)
+        _done, not_done = await asyncio.wait(futures, timeout=5)
         assert not not_done and time.monotonic() - killed < 5
         errors = [f.exception() for f in futures if f.exception() is not None]
         assert errors, "some adds must have been in flight when the bookie died"

@@ -51,14 +51,15 @@ import enum
 import json
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 from broker.entry_format import EntryInfo, parse_entry
 from common.clock import Clock
 from common.config import Config
 from common.errors import BadVersion, NotFound, StrataError
+from ledger.managed_ledger import ManagedLedger
 from ledger.ml_metadata import ml_path
 from ledger.position import Position
+from metadata.api import AsyncStore
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +143,11 @@ class DedupState:
             if persisted >= failed:          # something after it was reported stored first
                 self._hold(name, failed, persisted)
                 self.persisted[name] = failed - 1
-        persisted = self.persisted.get(name)
-        if persisted is None:
+        kept = self.persisted.get(name)
+        if kept is None:
             self.pushed.pop(name, None)
         else:
-            self.pushed[name] = persisted
+            self.pushed[name] = kept
 
     def _hold(self, name: str, failed: int, mark: int) -> None:
         self.held_marks += 1
@@ -186,8 +187,8 @@ def snapshot_path(ml_name: str) -> str:
 class Deduplication:
     """One topic's dedup switch, state, snapshots and replay."""
 
-    def __init__(self, ml: Any, astore: Any, config: Config, clock: Clock,
-                 spawn: Callable[[Coroutine], Any]) -> None:
+    def __init__(self, ml: ManagedLedger, astore: AsyncStore, config: Config, clock: Clock,
+                 spawn: Callable[[Coroutine], asyncio.Task]) -> None:
         self.ml = ml
         self.astore = astore
         self.clock = clock
@@ -222,18 +223,18 @@ class Deduplication:
             return
         snap = json.loads(found.value)
         self.state.restore(snap["marks"])
-        self.position = Position(*snap["position"])
-        replayed = await self._replay()
+        self.position = position = Position(*snap["position"])
+        replayed = await self._replay(position)
         log.info("dedup of %s restored %d producers, replayed %d entries",
                  self.ml.name, len(snap["marks"]), replayed)
         if replayed:
             await self._write_snapshot()
 
-    async def _replay(self) -> int:
-        """Apply every stored entry after the snapshot position to the marks."""
+    async def _replay(self, after: Position) -> int:
+        """Apply every stored entry after `after` (the snapshot position) to the marks."""
         replayed = 0
         while True:
-            entries = await self.ml.read(self.ml.next_position(self.position), REPLAY_BATCH_ENTRIES,
+            entries = await self.ml.read(self.ml.next_position(after), REPLAY_BATCH_ENTRIES,
                                          max_bytes=REPLAY_BATCH_BYTES_MAX)
             if not entries:
                 return replayed
@@ -244,7 +245,7 @@ class Deduplication:
                     info = None
                 if info is not None and counts_for_dedup(info):
                     self.state.on_persisted(info.producer_name, entry_high_mark(info), info.sequence_id)
-                self.position = entry.position
+                self.position = after = entry.position
                 replayed += 1
 
     # --- switching -------------------------------------------------------------------------------

@@ -20,11 +20,12 @@ What must hold: a partition count, once written, is in 1..broker_partitions_max 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from broker.names import TopicName
+from common.config import Config
 from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound
 from cursor.retention import RetentionPolicy
+from metadata.api import AsyncStore
 
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 POLICIES_ROOT = "/admin/policies"
@@ -39,7 +40,7 @@ def _partitioned_path(name: TopicName) -> str:
     return f"{PARTITIONED_ROOT}/{name.path}"
 
 
-async def partition_count(astore: Any, name: TopicName) -> int:
+async def partition_count(astore: AsyncStore, name: TopicName) -> int:
     """Partitions of `name` (0 = not partitioned)."""
     found = await astore.get(_partitioned_path(name.base if name.partition_index >= 0 else name))
     if found is None or name.partition_index >= 0:
@@ -47,7 +48,7 @@ async def partition_count(astore: Any, name: TopicName) -> int:
     return int(json.loads(found.value)["partitions"])
 
 
-async def create_partitioned(astore: Any, name: TopicName, partitions: int, partitions_max: int) -> None:
+async def create_partitioned(astore: AsyncStore, name: TopicName, partitions: int, partitions_max: int) -> None:
     """Record a partitioned topic; AlreadyExists if it is already partitioned."""
     if not 1 <= partitions <= partitions_max:
         raise InvalidArgument("partition count out of range", partitions=partitions, max=partitions_max)
@@ -56,7 +57,7 @@ async def create_partitioned(astore: Any, name: TopicName, partitions: int, part
     await astore.create(_partitioned_path(name), json.dumps({"partitions": partitions}).encode())
 
 
-async def update_partitioned(astore: Any, name: TopicName, partitions: int, partitions_max: int) -> int:
+async def update_partitioned(astore: AsyncStore, name: TopicName, partitions: int, partitions_max: int) -> int:
     """Raise the partition count of a partitioned topic (never lower it); returns the old count.
     NotFound if it is not partitioned; AlreadyExists (a conflict) if `partitions` is not larger."""
     if not 1 <= partitions <= partitions_max:
@@ -79,35 +80,35 @@ async def update_partitioned(astore: Any, name: TopicName, partitions: int, part
     raise InvalidArgument("partition count changed concurrently too often", topic=str(name))
 
 
-async def delete_partitioned(astore: Any, name: TopicName) -> None:
+async def delete_partitioned(astore: AsyncStore, name: TopicName) -> None:
     await astore.delete(_partitioned_path(name))
 
 
-async def partitioned_topics(astore: Any, tenant: str, namespace: str) -> list[str]:
+async def partitioned_topics(astore: AsyncStore, tenant: str, namespace: str) -> list[str]:
     return await astore.children(f"{PARTITIONED_ROOT}/{tenant}/{namespace}")
 
 
-async def namespace_policies(astore: Any, tenant: str, namespace: str) -> dict:
+async def namespace_policies(astore: AsyncStore, tenant: str, namespace: str) -> dict:
     found = await astore.get(f"{POLICIES_ROOT}/{tenant}/{namespace}")
     return json.loads(found.value) if found is not None else {}
 
 
-async def set_namespace_policy(astore: Any, tenant: str, namespace: str, key: str, value: object) -> None:
+async def set_namespace_policy(astore: AsyncStore, tenant: str, namespace: str, key: str, value: object) -> None:
     """Set one policy field with compare-and-set, retrying if another writer raced us."""
     await _set_field(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", key, value)
 
 
-async def topic_policies(astore: Any, name: TopicName) -> dict:
+async def topic_policies(astore: AsyncStore, name: TopicName) -> dict:
     found = await astore.get(f"{TOPIC_POLICIES_ROOT}/{name.base.path}")
     return json.loads(found.value) if found is not None else {}
 
 
-async def set_topic_policy(astore: Any, name: TopicName, key: str, value: object) -> None:
+async def set_topic_policy(astore: AsyncStore, name: TopicName, key: str, value: object) -> None:
     """Set (or with value None, remove) one topic policy field of `name` (its base topic)."""
     await _set_field(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", key, value)
 
 
-async def dedup_enabled(astore: Any, name: TopicName) -> bool:
+async def dedup_enabled(astore: AsyncStore, name: TopicName) -> bool:
     """Effective dedup switch: the topic's policy if set, else the namespace's, else off."""
     topic_level = (await topic_policies(astore, name)).get(DEDUP_KEY)
     if topic_level is not None:
@@ -115,7 +116,7 @@ async def dedup_enabled(astore: Any, name: TopicName) -> bool:
     return bool((await namespace_policies(astore, name.tenant, name.namespace)).get(DEDUP_KEY, False))
 
 
-def retention_of(ns_policies: dict, config: Any, topic_policies: dict | None = None) -> RetentionPolicy:
+def retention_of(ns_policies: dict, config: Config, topic_policies: dict | None = None) -> RetentionPolicy:
     """Effective retention: the topic's policy if set, else the namespace's, else the config's."""
     found = (topic_policies or {}).get(RETENTION_KEY)
     if found is None:
@@ -125,7 +126,7 @@ def retention_of(ns_policies: dict, config: Any, topic_policies: dict | None = N
     return RetentionPolicy(int(found["retentionTimeInMinutes"]), int(found["retentionSizeInMB"]))
 
 
-def ttl_seconds_of(ns_policies: dict, config: Any, topic_policies: dict | None = None) -> int:
+def ttl_seconds_of(ns_policies: dict, config: Config, topic_policies: dict | None = None) -> int:
     """Effective message TTL in seconds (0 = off): the topic's, else the namespace's, else the
     config's."""
     found = (topic_policies or {}).get(TTL_KEY)
@@ -134,21 +135,21 @@ def ttl_seconds_of(ns_policies: dict, config: Any, topic_policies: dict | None =
     return int(config.ttl_seconds if found is None else found)
 
 
-async def namespace_topic_policies(astore: Any, tenant: str, namespace: str) -> dict[str, dict]:
+async def namespace_topic_policies(astore: AsyncStore, tenant: str, namespace: str) -> dict[str, dict]:
     """Every topic-level policy record of a namespace, by base topic local name (one read)."""
     prefix = f"{TOPIC_POLICIES_ROOT}/{tenant}/{namespace}"
     return {path.rsplit("/", 1)[1]: json.loads(found.value)
             for path, found in await astore.list_prefix(prefix) if path != prefix}
 
 
-async def delete_topic_policies(astore: Any, name: TopicName) -> None:
+async def delete_topic_policies(astore: AsyncStore, name: TopicName) -> None:
     try:
         await astore.delete(f"{TOPIC_POLICIES_ROOT}/{name.base.path}")
     except NotFound:
         pass
 
 
-async def _set_field(astore: Any, path: str, key: str, value: object) -> None:
+async def _set_field(astore: AsyncStore, path: str, key: str, value: object) -> None:
     for _ in range(10):
         found = await astore.get(path)
         fields = json.loads(found.value) if found is not None else {}
@@ -168,20 +169,20 @@ async def _set_field(astore: Any, path: str, key: str, value: object) -> None:
     raise InvalidArgument("policies changed concurrently too often", path=path)
 
 
-async def register_topic(astore: Any, name: TopicName, now_ms: int) -> None:
+async def register_topic(astore: AsyncStore, name: TopicName, now_ms: int) -> None:
     try:
         await astore.create(f"{TOPICS_ROOT}/{name.path}", json.dumps({"created_ms": now_ms}).encode())
     except AlreadyExists:
         pass
 
 
-async def unregister_topic(astore: Any, name: TopicName) -> None:
+async def unregister_topic(astore: AsyncStore, name: TopicName) -> None:
     try:
         await astore.delete(f"{TOPICS_ROOT}/{name.path}")
     except NotFound:
         pass
 
 
-async def topics_of_namespace(astore: Any, tenant: str, namespace: str) -> list[TopicName]:
+async def topics_of_namespace(astore: AsyncStore, tenant: str, namespace: str) -> list[TopicName]:
     locals_ = await astore.children(f"{TOPICS_ROOT}/{tenant}/{namespace}")
     return [TopicName("persistent", tenant, namespace, local) for local in locals_]

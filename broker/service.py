@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
 
 from broker import dedup, policies, topic_stats
 from broker.entry_format import parse_entry
@@ -41,7 +40,9 @@ from common.clock import Clock
 from common.config import Config
 from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
 from cursor.cursor_writer import CursorWriter
+from ledger.client import LedgerClient
 from ledger.managed_ledger import ManagedLedger
+from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ OWNERSHIP_ROOT = "/ownership"
 
 
 class BrokerService:
-    def __init__(self, config: Config, store: Any, astore: Any, ledger_client: Any, clock: Clock,
-                 advertised_url: str, broker_id: str) -> None:
+    def __init__(self, config: Config, store: MetadataStore, astore: AsyncStore, ledger_client: LedgerClient,
+                 clock: Clock, advertised_url: str, broker_id: str) -> None:
         self.config = config
         self.store = store                  # synchronous MetadataStore (the managed ledger's)
         self.astore = astore                # AsyncMetadataStore over the same store
@@ -64,7 +65,7 @@ class BrokerService:
         self._loading: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self._background_started = False   # policy watch and stats sampler (started lazily)
-        self._policy_watch: Any = None
+        self._policy_watch: Watch | None = None
         self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
         self.stats = topic_stats.StatsSampler(config, clock)  # rates of topics with traffic
         self.closing = False
@@ -108,7 +109,7 @@ class BrokerService:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._load(name))
             self._loading[key] = task
-            task.add_done_callback(lambda t, k=key: self._loading.pop(k, None))
+            task.add_done_callback(lambda _: self._loading.pop(key, None))
         try:
             return await asyncio.wait_for(asyncio.shield(task), TOPIC_LOAD_WAIT_S)
         except TimeoutError:
@@ -184,13 +185,14 @@ class BrokerService:
         except StrataError:
             pass
 
-    async def apply_dedup_policy(self, match: Any) -> None:
+    async def apply_dedup_policy(self, match: Callable[[TopicName], bool]) -> None:
         """Re-read the dedup switch of every loaded topic for which `match(name)` holds."""
         for topic in list(self.topics.values()):
             if match(topic.name) and not topic.closing:
                 topic.dedup.set_enabled(await policies.dedup_enabled(self.astore, topic.name))
 
-    async def drop_unloaded_dedup_snapshots(self, tenant: str, namespace: str, match: Any) -> None:
+    async def drop_unloaded_dedup_snapshots(self, tenant: str, namespace: str,
+                                            match: Callable[[TopicName], bool]) -> None:
         """Dedup went off for topics nobody has loaded: delete their snapshots now, so switching
         on again later starts afresh at the end instead of replaying from a stale snapshot."""
         for name in await policies.topics_of_namespace(self.astore, tenant, namespace):
@@ -208,7 +210,7 @@ class BrokerService:
         self.retention.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)
 
-    def _policy_changed(self, event: Any) -> None:
+    def _policy_changed(self, event: WatchEvent) -> None:
         path = event.path
         if path.startswith(policies.POLICIES_ROOT + "/"):
             tenant, _, ns = path[len(policies.POLICIES_ROOT) + 1:].partition("/")
@@ -256,7 +258,7 @@ def _entry_meta(data: bytes) -> tuple[int, int]:
     return max(1, info.num_messages), info.publish_time_ms
 
 
-async def _close_ml(ml: Any) -> None:
+async def _close_ml(ml: ManagedLedger) -> None:
     try:
         await ml.close()
     except StrataError as exc:

@@ -5,6 +5,7 @@ add failure (a hung bookie) failing every append behind it, also during a rollov
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 
 import pytest
@@ -15,6 +16,7 @@ from ledger.ml_metadata import ManagedLedgerMetadata, ml_path
 from ledger.position import EARLIEST, Position
 from ledger.types import LedgerState
 from tests.ledger.conftest import frozen, run, shutdown
+from tests.support.waiting import until
 
 NAME = "public/default/persistent/ml-test"
 
@@ -38,13 +40,10 @@ async def _disk_used(client, env) -> dict[str, int]:
 
 async def _wait_disk_below(client, env, limits: dict[str, int], timeout_s: float) -> None:
     """Poll GetInfo until every bookie's disk use is at most its limit (checkpoint + GC)."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
+    async def freed() -> dict[str, int] | None:
         used = await _disk_used(client, env)
-        if all(used[a] <= limits[a] for a in limits):
-            return
-        assert asyncio.get_running_loop().time() < deadline, f"disk not freed: {used} > {limits}"
-        await asyncio.sleep(0.2)
+        return None if any(used[a] > limits[a] for a in limits) else used
+    await until(freed, timeout_s, what=f"every bookie's disk use at most {limits}", interval_s=0.2)
 
 
 async def _append_all(ml: ManagedLedger, first: int, count: int) -> list[Position]:
@@ -211,11 +210,8 @@ def test_two_owners_never_interleave(env):
                 i += 20
 
         task = asyncio.ensure_future(writer_a())
-        deadline_s = asyncio.get_running_loop().time() + 30
-        while not acked:                                     # A has written something
-            assert asyncio.get_running_loop().time() < deadline_s, "owner A acked nothing"
-            assert not task.done(), task
-            await asyncio.sleep(0.01)
+        await until(lambda: acked or task.done(), 30, what="owner A acking an append")
+        assert acked and not task.done(), task               # A has written something, still writing
         b = await ManagedLedger.open(NAME, store_b, client_b, config, ensemble_size=3, write_quorum=2, ack_quorum=2)
         await asyncio.wait_for(task, 30)                     # A stops: fenced
         a_last = max(acked)
@@ -271,10 +267,7 @@ def _hung_bookie_env(env, add_timeout_ms: int, **overrides):
 
 
 async def _wait_state(ml: ManagedLedger, state, timeout_s: float = 10) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while ml.state is not state:
-        assert asyncio.get_running_loop().time() < deadline, f"{ml.state} never became {state}"
-        await asyncio.sleep(0)
+    await until(lambda: ml.state is state, timeout_s, what=f"the managed ledger in state {state}")
 
 
 def test_an_add_failing_during_a_rollover_fails_every_append_queued_behind_it(env):
@@ -293,8 +286,8 @@ def test_an_add_failing_during_a_rollover_fails_every_append_queued_behind_it(en
             rolling = asyncio.ensure_future(ml.append(_entry(4)))
             await _wait_state(ml, MLState.ROLLING)           # sealing waits for entry 4
             queued = [asyncio.ensure_future(ml.append(_entry(i))) for i in range(5, 10)]
-            await asyncio.sleep(0.1)
-            assert len(ml._waiting) == 5 and ml.state is MLState.ROLLING
+            await until(lambda: len(ml._waiting) == 5, 10, what="five appends waiting for the new ledger")
+            assert ml.state is MLState.ROLLING
             with pytest.raises(StrataError) as failed:
                 await asyncio.wait_for(rolling, 30)
             assert failed.value.retriable
@@ -311,6 +304,13 @@ def test_an_add_failing_during_a_rollover_fails_every_append_queued_behind_it(en
         await ml.close()
         await shutdown(store, client)
     run(body())
+
+
+def _stored_in_the_current_epoch(ml: ManagedLedger, calls: list[tuple[int, bytes]],
+                                 results: dict[int, Position | BaseException]) -> bool:
+    """Some append accepted while `append_failures` had its present value has been stored."""
+    epoch = ml.append_failures
+    return any(e == epoch and isinstance(results.get(i), Position) for i, (e, _) in enumerate(calls))
 
 
 def test_no_append_succeeds_behind_a_failed_one_of_the_same_failure_epoch(env, seed):
@@ -341,23 +341,26 @@ def test_no_append_succeeds_behind_a_failed_one_of_the_same_failure_epoch(env, s
             while not stop.is_set():
                 tasks.append(asyncio.ensure_future(one(i, b"e%d" % i)))
                 i += 1
-                await asyncio.sleep(rng.uniform(0.001, 0.01))
+                await asyncio.sleep(rng.uniform(0.001, 0.01))   # the load's pace, not a wait
             return tasks
 
         stop = asyncio.Event()
         appending = asyncio.ensure_future(appender(stop))
+        # The sleeps below are the scenario (how long the bookie runs, then hangs), not waits.
         for _ in range(3):
             await asyncio.sleep(rng.uniform(0.3, 1.0))
             with frozen(env.bookies[rng.randrange(2)]):
                 await asyncio.sleep(rng.uniform(0.8, 2.5))   # around the 1 s add timeout
-        await asyncio.sleep(1.0)
+        # the bookie is back: go on until an append made since the last failure is stored
+        await until(lambda: _stored_in_the_current_epoch(ml, calls, results), 60,
+                    what="an append stored after the last failure", interval_s=0.05)
         stop.set()
         tasks = await appending
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
         assert len(results) == len(calls)
 
         failed_epochs: set[int] = set()
-        for i, (epoch, data) in enumerate(calls):
+        for i, (epoch, _data) in enumerate(calls):
             out = results[i]
             if isinstance(out, BaseException):
                 assert out.retriable, out
@@ -372,7 +375,7 @@ def test_no_append_succeeds_behind_a_failed_one_of_the_same_failure_epoch(env, s
               f"{len(failed_epochs)} epochs, {len(ml.ledgers())} ledgers")
         got = await ml.read(EARLIEST, 10**6)
         assert [(e.position, e.data) for e in got] == sorted(stored)
-        for a, b in zip(got, got[1:]):
+        for a, b in itertools.pairwise(got):
             assert ml.next_position(a.position) == b.position
         await ml.close()
         await shutdown(store, client)

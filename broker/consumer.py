@@ -15,14 +15,23 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from broker.codec import encode_active_consumer_change, encode_close_consumer, encode_message
+from broker.codec import encode_active_consumer_change, encode_close_consumer, encode_message_prefix
 from ledger.position import Position
+
+# Entries at least this big go out as [header, entry] (writev) instead of one joined frame:
+# joining copies the entry (a fresh allocation per frame), which for 128 KiB entries cost the
+# dispatch pass a seventh of its time; below it one joined write is the cheaper call.
+WRITE_PARTS_ENTRY_BYTES_MIN = 8 * 1024
 
 
 class ConsumerLink(Protocol):
     """What a consumer needs from its connection."""
 
     def write(self, data: bytes) -> None: ...
+
+    def write_parts(self, parts: list[bytes | memoryview]) -> None:
+        """Write several buffers back to back without joining them."""
+        ...
 
     def writable(self) -> bool:
         """False while the client lags (write buffer over its high mark) or the link is closed."""
@@ -65,9 +74,12 @@ class Consumer:
     def send_entry(self, position: Position, data: bytes, messages: int,
                    redelivery_count: int, ack_set: list[int] | None) -> None:
         """Write one MESSAGE and record it as pending; costs `messages` permits."""
-        frame = encode_message(self.consumer_id, position.ledger_id, position.entry_id,
-                               self.partition, redelivery_count, ack_set, data)
-        self.link.write(frame)
+        prefix = encode_message_prefix(self.consumer_id, position.ledger_id, position.entry_id,
+                                       self.partition, redelivery_count, ack_set, len(data))
+        if len(data) >= WRITE_PARTS_ENTRY_BYTES_MIN:
+            self.link.write_parts([prefix, data])
+        else:
+            self.link.write(prefix + data)
         self.permits -= messages
         self.unacked_count += messages - self.pending.get(position, 0)
         self.pending[position] = messages

@@ -134,6 +134,9 @@ class RecordingLink:
                 self.log.append(Delivery(self.name, Position(mid.ledgerId, mid.entryId),
                                          cmd.message.redelivery_count))
 
+    def write_parts(self, parts: list) -> None:
+        self.write(b"".join(parts))
+
     def writable(self) -> bool:
         return True
 

@@ -10,7 +10,7 @@ PROTO_PY := $(PROTOS:.proto=_pb2.py)
 APT_STAMP := $(VENV)/.apt-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup standalone test bench proto clean-data clean
+.PHONY: setup standalone lint test bench proto clean-data clean
 
 setup: $(APT_STAMP) $(STAMP) $(PROTO_PY)
 
@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-proto/%_pb2.py: proto/%.proto $(STAMP)
+proto/%_pb2.py: proto/%.proto proto/build.py $(STAMP)
 	$(VPY) proto/build.py
 
 proto: $(STAMP)
@@ -35,6 +35,12 @@ proto: $(STAMP)
 
 standalone: setup
 	$(VENV)/bin/strata standalone --data-dir ./data
+
+# ruff (style, bugs) and mypy (types; configured in pyproject.toml), in seconds: `make test`
+# runs them first, so a lint failure fails fast, before the suite starts any server.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: setup
 	$(VPY) -m pytest $(PYTEST_ARGS)

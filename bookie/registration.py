@@ -4,10 +4,10 @@ The bookie holds an ephemeral key `/bookies/available/<host>:<port>` whose JSON 
 `{"address": "host:port", "free_bytes": n, "read_only": bool, "bookie_id": "...",
 "data_port": p}`; `data_port` is the bookie's framed TCP data port on the same host
 (bookie/data_server.py), absent when it serves none (clients then use the gRPC streams; a
-bookie client also learns it from `GetInfo`). The key
-lives as long as the metadata session (renewed by the store's own keeper thread), so it
-vanishes within about a lease after the bookie dies. Every `refresh_interval_s` the value is
-rewritten with fresh free space and read-only state. If the session expired (the process was
+bookie client also learns it from `GetInfo`). The key lives as long as the metadata session
+(renewed by the store's own keeper thread), so it vanishes within about a lease after the bookie
+dies. Every `bookie_registration_refresh_interval_ms` the value is rewritten with fresh free space
+and read-only state. If the session expired (the process was
 stalled past the lease), a new store is opened and the key re-created.
 
 What must hold: at most one live registration per address; a failed refresh never stops the
@@ -28,7 +28,6 @@ from metadata.aio import AsyncMetadataStore
 
 log = logging.getLogger(__name__)
 BOOKIES_AVAILABLE_PATH = "/bookies/available"
-REFRESH_INTERVAL_S = 3.0
 
 
 def registration_path(address: str) -> str:
@@ -37,14 +36,13 @@ def registration_path(address: str) -> str:
 
 class BookieRegistration:
     def __init__(self, metadata_url: str, address: str, describe: Callable[[], dict],
-                 *, config: Config, refresh_interval_s: float = REFRESH_INTERVAL_S,
-                 data_port: int = 0) -> None:
+                 *, config: Config, data_port: int = 0) -> None:
         self._url = metadata_url
         self._address = address
         self._data_port = data_port      # advertised framed data port; 0 = none (not written)
         self._describe = describe        # -> {"free_bytes": int, "read_only": bool, ...}
         self._config = config
-        self._refresh_interval_s = refresh_interval_s
+        self._refresh_interval_s = config.bookie_registration_refresh_interval_ms / 1000
         self._store: AsyncMetadataStore | None = None
         self._task: asyncio.Task | None = None
         self._version = 0  # version of our key as we last wrote it
@@ -63,7 +61,7 @@ class BookieRegistration:
     async def _register(self) -> None:
         loop = asyncio.get_running_loop()
         store = await loop.run_in_executor(None, lambda: open_store(self._url, config=self._config))
-        self._store = AsyncMetadataStore(store)
+        self._store = AsyncMetadataStore(store, config=self._config)
         path = registration_path(self._address)
         try:
             self._version = await self._store.create(path, self._value(), ephemeral=True)

@@ -56,7 +56,7 @@ class Broker:
         c = self.config
         memdebug.install_from_env(asyncio.get_running_loop())   # off unless STRATA_TRACEMALLOC
         self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
-        self.astore = AsyncMetadataStore(self.store)
+        self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, host="0.0.0.0", port=c.broker_port,

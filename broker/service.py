@@ -4,7 +4,7 @@ Topics are loaded lazily, the first time a PRODUCER, SUBSCRIBE or admin call nam
 claims ownership (an ephemeral key `/ownership/<tenant>/<ns>/<topic>` bound to this broker's
 metadata session), records the topic in the topic list, opens its managed ledger (which fences
 any previous writer) and loads its cursors. Concurrent callers share one load; each waits at most
-`TOPIC_LOAD_WAIT_S` and then gets ServiceNotReady, which the client retries.
+`broker_topic_load_timeout_ms` and then gets ServiceNotReady, which the client retries.
 
 A broker restarted at the same advertised address takes over ownership keys its previous
 incarnation left behind (their session has not expired yet); a key held by a different broker is
@@ -46,7 +46,6 @@ from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 
-TOPIC_LOAD_WAIT_S = 10.0
 OWNERSHIP_ROOT = "/ownership"
 
 
@@ -56,7 +55,7 @@ class BrokerService:
         self.config = config
         self.store = store                  # synchronous MetadataStore (the managed ledger's)
         self.astore = astore                # AsyncMetadataStore over the same store
-        self.cursor_writer = CursorWriter(astore)  # one group commit for every cursor's persists
+        self.cursor_writer = CursorWriter(astore, config=config)  # one group commit for every cursor's persists
         self.ledger_client = ledger_client
         self.clock = clock
         self.advertised_url = advertised_url
@@ -111,7 +110,7 @@ class BrokerService:
             self._loading[key] = task
             task.add_done_callback(lambda _: self._loading.pop(key, None))
         try:
-            return await asyncio.wait_for(asyncio.shield(task), TOPIC_LOAD_WAIT_S)
+            return await asyncio.wait_for(asyncio.shield(task), self.config.broker_topic_load_timeout_ms / 1000)
         except TimeoutError:
             raise ServiceNotReady("topic is still loading", topic=key) from None
 
@@ -238,7 +237,7 @@ class BrokerService:
         await self.retention.stop()
         for task in list(self._loading.values()):
             try:
-                await asyncio.wait_for(asyncio.shield(task), TOPIC_LOAD_WAIT_S)
+                await asyncio.wait_for(asyncio.shield(task), self.config.broker_topic_load_timeout_ms / 1000)
             except BaseException:
                 pass
         for topic in list(self.topics.values()):

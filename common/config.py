@@ -23,6 +23,8 @@ from common.errors import ConfigError
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
+# Listen on every interface: fine to bind, meaningless to advertise.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,22 @@ SETTINGS: tuple[Setting, ...] = (
             "bound on one metadata operation, including a database that is down"),
     Setting("metadata_changelog_keep_ms", int, 300_000, 10_000, 86_400_000,
             "how long change-log rows are kept for watchers"),
+    Setting("metadata_pool_connections", int, 4, 1, 1_024,
+            "database connections kept open per store"),
+    Setting("metadata_pool_overflow_max", int, 8, 0, 1_024,
+            "extra database connections opened under load per store, closed when returned"),
+    Setting("metadata_async_threads_max", int, 8, 1, 1_024,
+            "threads running metadata calls for asyncio code, per AsyncMetadataStore"),
+    Setting("metadata_async_calls_in_flight_max", int, 256, 1, 1_000_000,
+            "metadata calls queued or running per AsyncMetadataStore; further callers wait"),
+    Setting("metadata_watches_max", int, 10_000, 1, 10_000_000,
+            "watches one store may hold; past it a new watch is refused (LimitExceeded)"),
+    Setting("metadata_watch_rows_per_poll_max", int, 1_000, 1, 1_000_000,
+            "change-log rows read per poll; a poll that gets this many polls again at once"),
+    Setting("metadata_list_prefix_keys_max", int, 100_000, 1, 100_000_000,
+            "most keys one list_prefix() returns (ask for less, or page by sub-prefix)"),
+    Setting("metadata_put_many_ops_max", int, 10_000, 1, 1_000_000,
+            "most writes in one put_many() transaction, which holds the write lock that long"),
     # --- bookie ---
     Setting("bookie_entry_bytes_max", int, 5 * MIB + 64 * KIB, 1 * KIB, 64 * MIB,
             "largest entry a bookie stores (5 MiB plus headers)"),
@@ -69,6 +87,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_add_queue_entries_max", int, 10_000, 1, 10_000_000,
             "adds waiting for the journal before the bookie pushes back"),
     Setting("bookie_read_entries_max", int, 10_000, 1, 10_000_000, "most entries one read request returns"),
+    Setting("bookie_port", int, 3181, 0, 65535,
+            "gRPC port of `strata bookie` (its --port overrides; 0: any free port)"),
+    Setting("bookie_bind_host", str, "127.0.0.1",
+            doc="address the bookie's gRPC and data ports listen on (0.0.0.0: every interface)"),
+    Setting("bookie_advertised_host", str, "",
+            doc="host other nodes are told to connect to, and the bookie's identity in ledger metadata "
+                "('': bookie_bind_host; must be set when that is a wildcard address)"),
+    Setting("bookie_registration_refresh_interval_ms", int, 3_000, 100, 3_600_000,
+            "how often a bookie rewrites its registration (free space, read-only)"),
+    Setting("bookie_read_response_bytes_max", int, 1 * MIB, 4 * KIB, 64 * MIB,
+            "entry bytes per read response; one larger entry goes alone"),
+    Setting("bookie_gc_compact_batch_bytes", int, 4 * MIB, 64 * KIB, 1 * GIB,
+            "live entry bytes copied per batch when a segment is compacted"),
     Setting("bookie_data_port", int, 0, 0, 65535,
             "TCP port of the bookie's framed add/read data path, same host as gRPC (0: any free port; advertised in "
             "its registration and GetInfo)"),
@@ -83,6 +114,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ledger_ensemble_size", int, 1, 1, 64, "E: bookies a ledger is striped over"),
     Setting("ledger_write_quorum", int, 1, 1, 64, "Qw: copies of each entry"),
     Setting("ledger_ack_quorum", int, 1, 1, 64, "Qa: copies that must be durable before an add is acknowledged"),
+    Setting("ledger_read_runs_in_flight_max", int, 32, 1, 10_000,
+            "runs of consecutive entries (one per bookie) one ledger read has in flight at once"),
     # --- managed ledger ---
     Setting("managed_ledger_rollover_entries", int, 50_000, 1, 10_000_000_000,
             "roll to a new ledger after this many entries"),
@@ -92,15 +125,29 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("managed_ledger_rollover_min_age_ms", int, 10 * 60_000, 0, 30 * 86_400_000, "never roll before this age"),
     Setting("managed_ledger_cache_bytes_max", int, 256 * MIB, 0, 64 * GIB,
             "tail-read cache of recently appended entries, per broker"),
+    Setting("managed_ledger_read_handles_max", int, 16, 1, 10_000,
+            "closed ledgers a managed ledger keeps open for reads (least recently used closed first)"),
     # --- cursor ---
     Setting("cursor_state_bytes_max", int, 4 * MIB, 1 * KIB, 512 * MIB,
             "largest persisted cursor state; over it is an error and a metric"),
     Setting("cursor_persist_interval_ms", int, 1_000, 0, 60_000,
             "coalesce cursor writes: at most one persist per cursor per interval"),
+    Setting("cursor_writer_ops_per_transaction_max", int, 1_000, 1, 1_000_000,
+            "cursor saves grouped into one metadata transaction (at most metadata_put_many_ops_max)"),
+    Setting("cursor_writer_queue_max", int, 20_000, 1, 10_000_000,
+            "cursor saves waiting for a group transaction per broker; further saves wait for room"),
     # --- broker ---
     Setting("broker_port", int, 6650, 0, 65535, "Pulsar binary protocol port"),
     Setting("broker_admin_port", int, 8080, 0, 65535, "admin HTTP port"),
     Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to"),
+    Setting("broker_bind_host", str, "0.0.0.0",
+            doc="address the Pulsar protocol port listens on (0.0.0.0: every interface)"),
+    Setting("broker_admin_bind_host", str, "0.0.0.0",
+            doc="address the admin HTTP port (and /metrics) listens on (0.0.0.0: every interface)"),
+    Setting("broker_admin_body_bytes_max", int, 64 * KIB, 1 * KIB, 64 * MIB,
+            "largest admin HTTP request body"),
+    Setting("broker_topic_load_timeout_ms", int, 10_000, 100, 600_000,
+            "a lookup or command waits this long for a topic to load, then gets ServiceNotReady (retried)"),
     Setting("broker_max_message_bytes", int, 5 * MIB, 1 * KIB, 64 * MIB,
             "largest message, told to clients in CONNECTED"),
     Setting("broker_frame_bytes_max", int, 5 * MIB + 10 * KIB + 1024, 2 * KIB, 65 * MIB,
@@ -126,6 +173,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),
     Setting("broker_delayed_delivery_entries_max", int, 100_000, 1, 10_000_000,
             "delayed entries a subscription keeps in memory; more are found again by re-scanning storage"),
+    Setting("broker_delayed_delivery_scan_entries_per_pass", int, 2_048, 1, 1_000_000,
+            "entries one dispatch pass re-reads while re-scanning storage for overflowed delayed entries"),
     Setting("broker_dedup_snapshot_interval_entries", int, 1_000, 1, 10_000_000, "entries between dedup snapshots"),
     Setting("broker_dedup_snapshot_interval_ms", int, 60_000, 100, 86_400_000,
             "longest time stored entries wait for a dedup snapshot (checked as entries are stored)"),
@@ -140,6 +189,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),
     Setting("ttl_seconds", int, 0, 0, 10_000_000, "messages older than this are acked by TTL (0: off)"),
+    # --- strata standalone ---
+    Setting("standalone_bookie_start_timeout_ms", int, 60_000, 1_000, 3_600_000,
+            "`strata standalone` waits this long for each bookie to recover and serve"),
+    Setting("standalone_bookie_stop_timeout_ms", int, 10_000, 100, 600_000,
+            "`strata standalone` waits this long for its bookies to stop before killing them"),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -166,9 +220,6 @@ class Config:
         merged = dict(self._values)
         merged.update(overrides)
         return _validated(merged)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
 
 
 def _coerce(setting: Setting, raw: Any, source: str) -> Any:
@@ -231,6 +282,16 @@ def _check_relations(v: Mapping[str, Any]) -> None:
         raise ConfigError("managed_ledger_rollover_min_age_ms must not exceed managed_ledger_rollover_age_ms")
     if v["cursor_state_bytes_max"] > v["metadata_value_bytes_max"]:
         raise ConfigError("cursor_state_bytes_max must not exceed metadata_value_bytes_max")
+    if v["cursor_writer_ops_per_transaction_max"] > v["metadata_put_many_ops_max"]:
+        raise ConfigError("cursor_writer_ops_per_transaction_max must not exceed metadata_put_many_ops_max")
+    for name in ("bookie_bind_host", "broker_bind_host", "broker_admin_bind_host", "broker_advertised_host"):
+        if not v[name]:
+            raise ConfigError(f"{name} must not be empty")
+    if not v["bookie_advertised_host"] and v["bookie_bind_host"] in WILDCARD_HOSTS:
+        raise ConfigError("bookie_advertised_host must be set when bookie_bind_host is a wildcard address",
+                          bind=v["bookie_bind_host"])
+    if v["broker_advertised_host"] in WILDCARD_HOSTS or v["bookie_advertised_host"] in WILDCARD_HOSTS:
+        raise ConfigError("an advertised host must be one clients can connect to, not a wildcard address")
     if v["bookie_data_transport"] not in ("tcp", "grpc"):
         raise ConfigError("bookie_data_transport must be 'tcp' or 'grpc'", value=v["bookie_data_transport"])
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]

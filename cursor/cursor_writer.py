@@ -11,8 +11,9 @@ while the previous one is in flight: the bookie journal's group commit, applied 
 What must hold: each save is a compare-and-set on its own expected version and gets its own
 result (the new version, or BadVersion / NotFound), exactly as a single `put` would; a save's
 future completes only after the transaction carrying it committed (or failed, and then every
-save in it fails with that error); at most `ops_max` saves ride one transaction; at most
-`queue_max` saves are queued or in flight, further callers wait for room.
+save in it fails with that error); at most `cursor_writer_ops_per_transaction_max` saves ride
+one transaction; at most `cursor_writer_queue_max` saves are queued or in flight, further callers
+wait for room.
 """
 
 from __future__ import annotations
@@ -22,17 +23,18 @@ import inspect
 from collections import deque
 from typing import Any
 
-OPS_MAX = 1_000
-QUEUE_MAX = 20_000
+from common.config import Config, default_config
 
 _Op = tuple[str, bytes, "int | None", asyncio.Future]
 
 
 class CursorWriter:
-    def __init__(self, metadata: Any, *, ops_max: int = OPS_MAX, queue_max: int = QUEUE_MAX) -> None:
+    def __init__(self, metadata: Any, *, config: Config | None = None) -> None:
+        """`config`: the broker's settings (None: the defaults)."""
+        config = config or default_config()
         self.metadata = metadata
-        self.ops_max = ops_max
-        self._slots = asyncio.Semaphore(queue_max)
+        self.ops_max = config.cursor_writer_ops_per_transaction_max
+        self._slots = asyncio.Semaphore(config.cursor_writer_queue_max)
         self._queue: deque[_Op] = deque()
         self._task: asyncio.Task | None = None
         self.transactions = 0   # put_many calls made (for tests and metrics)

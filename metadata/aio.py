@@ -1,8 +1,8 @@
 """`AsyncMetadataStore`: the metadata store for asyncio code.
 
-Every method of the synchronous store runs in a bounded thread pool (`threads_max` threads), so
-the event loop never waits on SQL. At most `calls_in_flight_max` calls are queued or running at
-once; further callers wait (asyncio backpressure) rather than growing an unbounded queue.
+Every method of the synchronous store runs in a bounded thread pool (`metadata_async_threads_max`
+threads), so the event loop never waits on SQL. At most `metadata_async_calls_in_flight_max` calls
+are queued or running at once; further callers wait (asyncio backpressure) rather than growing an unbounded queue.
 `watch()` callbacks are delivered on the event loop that called `watch()` (via
 `call_soon_threadsafe`), in the order the store's poller saw them.
 
@@ -20,19 +20,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from common.config import Config, default_config
 from common.errors import StrataError
 from metadata.api import AsyncStore, MetadataStore, Versioned, Watch, WatchEvent
 
-THREADS_MAX = 8
-CALLS_IN_FLIGHT_MAX = 256
-
 
 class AsyncMetadataStore(AsyncStore):
-    def __init__(self, store: MetadataStore, *, threads_max: int = THREADS_MAX,
-                 calls_in_flight_max: int = CALLS_IN_FLIGHT_MAX) -> None:
+    def __init__(self, store: MetadataStore, *, config: Config | None = None) -> None:
+        """`config`: the process's settings (None: the defaults)."""
+        config = config or default_config()
         self.sync = store
-        self._pool = ThreadPoolExecutor(max_workers=threads_max, thread_name_prefix="metadata-aio")
-        self._slots = asyncio.Semaphore(calls_in_flight_max)  # bound on queued + running calls
+        self._pool = ThreadPoolExecutor(max_workers=config.metadata_async_threads_max,
+                                        thread_name_prefix="metadata-aio")
+        self._slots = asyncio.Semaphore(config.metadata_async_calls_in_flight_max)  # queued + running calls
         self._closed = False
 
     @property
@@ -65,7 +65,7 @@ class AsyncMetadataStore(AsyncStore):
     async def children(self, path: str) -> list[str]:
         return await self._call(self.sync.children, path)
 
-    async def list_prefix(self, path: str, *, limit: int = 100_000) -> list[tuple[str, Versioned]]:
+    async def list_prefix(self, path: str, *, limit: int | None = None) -> list[tuple[str, Versioned]]:
         return await self._call(self.sync.list_prefix, path, limit=limit)
 
     async def next_id(self, name: str) -> int:

@@ -95,8 +95,9 @@ class MetadataStore(Protocol):
         """Delete `path` and every key below it in one transaction; returns how many."""
         ...
 
-    def list_prefix(self, path: str, *, limit: int = 100_000) -> list[tuple[str, Versioned]]:
-        """`(path, Versioned)` of `path` and every key below it, sorted, at most `limit`."""
+    def list_prefix(self, path: str, *, limit: int | None = None) -> list[tuple[str, Versioned]]:
+        """`(path, Versioned)` of `path` and every key below it, sorted, at most `limit` (None,
+        or more than the store's `metadata_list_prefix_keys_max`: that setting)."""
         ...
 
     def children(self, path: str) -> list[str]:
@@ -137,7 +138,7 @@ class AsyncStore(Protocol):
 
     async def delete_recursive(self, path: str) -> int: ...
 
-    async def list_prefix(self, path: str, *, limit: int = 100_000) -> list[tuple[str, Versioned]]: ...
+    async def list_prefix(self, path: str, *, limit: int | None = None) -> list[tuple[str, Versioned]]: ...
 
     async def children(self, path: str) -> list[str]: ...
 

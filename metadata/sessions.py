@@ -112,7 +112,8 @@ class SessionKeeper:
         self._keep_ms = changelog_keep_ms
         self._clock = clock
         self._on_expired = on_expired
-        self._tick_s = min(lease_ms / 6000, TICK_S_MAX)  # reaping at lease/6 keeps a dead owner's keys within lease + 1 s with room to spare
+        # reaping at lease/6 keeps a dead owner's keys within lease + 1 s with room to spare
+        self._tick_s = min(lease_ms / 6000, TICK_S_MAX)
         self._stop = threading.Event()
         # monotonic seconds of the last successful renewal / prune (0.0: not yet)
         self._renewed_s = clock.monotonic_s()

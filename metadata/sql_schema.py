@@ -52,9 +52,6 @@ T = TypeVar("T")
 # Any constant works; it only has to be the same in every Strata process on the database.
 WRITE_LOCK_KEY = 0x5354_5241_5441  # "STRATA"
 
-POOL_CONNECTIONS = 4  # connections kept open per store
-POOL_OVERFLOW_MAX = 8  # extra connections under load, closed when returned
-
 _PATH = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
 _SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite: INTEGER PK AUTOINCREMENT
 
@@ -135,15 +132,15 @@ class Database:
     retried (the outcome would be unknown). On PostgreSQL each transaction is armed with the
     client-side watchdog (`metadata.sql_watchdog`) for `op_timeout_ms`."""
 
-    def __init__(self, url: str, op_timeout_ms: int) -> None:
+    def __init__(self, url: str, op_timeout_ms: int, *, pool_connections: int, pool_overflow_max: int) -> None:
         self.url = url
         self.op_timeout_ms = op_timeout_ms
         sa_url, self.dialect = _normalise_url(url)
         self._watchdog: Watchdog | None = None
         if self.dialect == "sqlite":
-            self.engine = _sqlite_engine(sa_url, op_timeout_ms)
+            self.engine = _sqlite_engine(sa_url, op_timeout_ms, pool_connections, pool_overflow_max)
         else:
-            self.engine = _postgres_engine(sa_url, op_timeout_ms)
+            self.engine = _postgres_engine(sa_url, op_timeout_ms, pool_connections, pool_overflow_max)
             self._watchdog = Watchdog()
 
     def run_write(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
@@ -223,11 +220,11 @@ def _normalise_url(url: str) -> tuple[sa.URL, str]:
     raise InvalidArgument("metadata URL must be sqlite:///... or postgresql://...", url=url)
 
 
-def _sqlite_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
+def _sqlite_engine(url: sa.URL, op_timeout_ms: int, pool_connections: int, pool_overflow_max: int) -> sa.Engine:
     engine = sa.create_engine(
         url,
         connect_args={"timeout": op_timeout_ms / 1000, "check_same_thread": False},
-        poolclass=sa.pool.QueuePool, pool_size=POOL_CONNECTIONS, max_overflow=POOL_OVERFLOW_MAX,
+        poolclass=sa.pool.QueuePool, pool_size=pool_connections, max_overflow=pool_overflow_max,
         pool_timeout=op_timeout_ms / 1000,
     )
 
@@ -271,7 +268,7 @@ def _enable_wal(cur: sqlite3.Cursor, op_timeout_ms: int) -> None:
             time.sleep(random.uniform(0.005, 0.05))
 
 
-def _postgres_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
+def _postgres_engine(url: sa.URL, op_timeout_ms: int, pool_connections: int, pool_overflow_max: int) -> sa.Engine:
     timeout_s = max(2, math.ceil(op_timeout_ms / 1000))  # libpq's smallest useful value is 2
     options = (f"-c statement_timeout={op_timeout_ms} -c lock_timeout={op_timeout_ms} "
                f"-c idle_in_transaction_session_timeout={max(op_timeout_ms * 4, 10_000)}")
@@ -284,6 +281,6 @@ def _postgres_engine(url: sa.URL, op_timeout_ms: int) -> sa.Engine:
             "keepalives": 1, "keepalives_idle": timeout_s, "keepalives_interval": 1,
             "keepalives_count": 3, "tcp_user_timeout": op_timeout_ms,
         },
-        pool_size=POOL_CONNECTIONS, max_overflow=POOL_OVERFLOW_MAX,
+        pool_size=pool_connections, max_overflow=pool_overflow_max,
         pool_timeout=op_timeout_ms / 1000,
     )

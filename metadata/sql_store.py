@@ -29,9 +29,6 @@ from metadata.sessions import SessionKeeper, end_session, open_session
 from metadata.sql_schema import Database
 from metadata.watches import WatchPoller
 
-LIST_PREFIX_KEYS_MAX = 100_000  # list_prefix() bound; ask for less, or page by sub-prefix
-PUT_MANY_OPS_MAX = 10_000  # put_many() bound: one transaction holds the write lock this long
-
 
 class SqlMetadataStore(MetadataStore):
     """See the module docstring; the method contracts are in `metadata.api.MetadataStore`."""
@@ -39,7 +36,9 @@ class SqlMetadataStore(MetadataStore):
     def __init__(self, url: str, *, config: Config | None = None, clock: Clock | None = None) -> None:
         self._config = config or default_config()
         self._clock = clock or SYSTEM_CLOCK
-        self._db = Database(url, self._config.metadata_op_timeout_ms)
+        self._db = Database(url, self._config.metadata_op_timeout_ms,
+                            pool_connections=self._config.metadata_pool_connections,
+                            pool_overflow_max=self._config.metadata_pool_overflow_max)
         self.url = url
         self.session_id: str = uuid.uuid4().hex
         self._closed = False  # True once close() began; every call then raises ShuttingDown
@@ -52,8 +51,7 @@ class SqlMetadataStore(MetadataStore):
         except BaseException:
             self._db.dispose()
             raise
-        self._watches = WatchPoller(self._db, self._config.metadata_watch_poll_ms,
-                                    self._config.metadata_changelog_keep_ms, self._clock.monotonic_s)
+        self._watches = WatchPoller(self._db, self._config, self._clock.monotonic_s)
         self._keeper = SessionKeeper(self._db, self.session_id, self._config.metadata_session_lease_ms,
                                      self._config.metadata_changelog_keep_ms, self._clock,
                                      self._mark_expired)
@@ -87,12 +85,14 @@ class SqlMetadataStore(MetadataStore):
         path = check_prefix(path)
         return self._db.run_read("children", lambda conn: sql_ops.children(conn, path))
 
-    def list_prefix(self, path: str, *, limit: int = LIST_PREFIX_KEYS_MAX) -> list[tuple[str, Versioned]]:
+    def list_prefix(self, path: str, *, limit: int | None = None) -> list[tuple[str, Versioned]]:
         """`(path, Versioned)` for `path` itself and every key below it, sorted by path, at most
-        `limit` of them (raise the limit or narrow the prefix if you hit it)."""
+        `limit` of them, never more than `metadata_list_prefix_keys_max` (raise the setting or
+        narrow the prefix if you hit it)."""
         self._check_open()
         path = check_prefix(path)
-        limit = max(1, min(int(limit), LIST_PREFIX_KEYS_MAX))
+        keys_max = self._config.metadata_list_prefix_keys_max
+        limit = keys_max if limit is None else max(1, min(int(limit), keys_max))
         return self._db.run_read("list_prefix", lambda conn: sql_ops.list_prefix(conn, path, limit))
 
     # --- writes --------------------------------------------------------------------------------
@@ -127,8 +127,9 @@ class SqlMetadataStore(MetadataStore):
 
     def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
         self._check_open()
-        if len(ops) > PUT_MANY_OPS_MAX:
-            raise InvalidArgument("too many ops in one put_many", ops=len(ops), max=PUT_MANY_OPS_MAX)
+        ops_max = self._config.metadata_put_many_ops_max
+        if len(ops) > ops_max:
+            raise InvalidArgument("too many ops in one put_many", ops=len(ops), max=ops_max)
         checked = [(check_path(path), check_value(value, self._config.metadata_value_bytes_max),
                     check_expected_version(expected)) for path, value, expected in ops]
         now_ms = self._clock.wall_ms()

@@ -2,7 +2,7 @@
 
 How it works. The poller keeps `_cursor`, the highest change-log seq it has read. Every
 `metadata_watch_poll_ms` (or at once when this store commits a change: `wake()`), it reads rows
-with `seq > _cursor` in seq order, `ROWS_PER_POLL_MAX` at a time, and calls each matching
+with `seq > _cursor` in seq order, `metadata_watch_rows_per_poll_max` at a time, and calls each matching
 watch's callback from the poller thread. Because write transactions are serialised and seqs are
 drawn under the write lock (see sql_schema), seqs become visible in increasing order with no
 late commits, so `seq > _cursor` never skips a row.
@@ -33,15 +33,13 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from common.config import Config
 from common.errors import LimitExceeded, StrataError
 from metadata.api import EventKind, WatchEvent
 from metadata.paths import is_under
 from metadata.sql_schema import Database, changes
 
 log = logging.getLogger("strata.metadata.watches")
-
-ROWS_PER_POLL_MAX = 1_000
-WATCHES_MAX = 10_000  # per store; past it add() raises LimitExceeded
 
 
 class _Watch:
@@ -63,11 +61,13 @@ def _max_seq(conn: sa.Connection) -> int:
 
 
 class WatchPoller:
-    def __init__(self, db: Database, poll_ms: int, changelog_keep_ms: int,
+    def __init__(self, db: Database, config: Config,
                  monotonic_s: Callable[[], float] = time.monotonic) -> None:
         self._db = db
-        self._poll_s = poll_ms / 1000
-        self._keep_s = changelog_keep_ms / 1000
+        self._poll_s = config.metadata_watch_poll_ms / 1000
+        self._keep_s = config.metadata_changelog_keep_ms / 1000
+        self._rows_per_poll_max = config.metadata_watch_rows_per_poll_max
+        self._watches_max = config.metadata_watches_max  # past it add() raises LimitExceeded
         self._monotonic_s = monotonic_s
         self._polled_s: float | None = None  # monotonic s of the last successful read (None: none)
         self.stalls = 0  # polls that came later than the change-log keep time after the last one
@@ -80,8 +80,8 @@ class WatchPoller:
 
     def add(self, prefix: str, callback: Callable[[WatchEvent], None]) -> _Watch:
         with self._lock:
-            if len(self._watches) >= WATCHES_MAX:
-                raise LimitExceeded("too many watches on this store", max=WATCHES_MAX)
+            if len(self._watches) >= self._watches_max:
+                raise LimitExceeded("too many watches on this store", max=self._watches_max)
             start = self._db.run_read("start watch", _max_seq)
             if not self._watches:
                 self._cursor = start  # nobody needs older rows
@@ -115,7 +115,7 @@ class WatchPoller:
             if self._stop.is_set():
                 return
             try:
-                while self.poll_once() == ROWS_PER_POLL_MAX and not self._stop.is_set():
+                while self.poll_once() == self._rows_per_poll_max and not self._stop.is_set():
                     pass
             except StrataError as exc:  # database down: the cursor did not move; retry later
                 log.warning("watch poller: %s", exc)
@@ -133,10 +133,10 @@ class WatchPoller:
         with self._lock:
             if not self._watches:
                 return 0
-            cursor = self._cursor
+            cursor, rows_max = self._cursor, self._rows_per_poll_max
             rows = self._db.run_read("poll change log", lambda conn: conn.execute(
                 sa.select(changes.c.seq, changes.c.path, changes.c.kind, changes.c.version, changes.c.value)
-                .where(changes.c.seq > cursor).order_by(changes.c.seq).limit(ROWS_PER_POLL_MAX)
+                .where(changes.c.seq > cursor).order_by(changes.c.seq).limit(rows_max)
             ).all())
             if rows:
                 self._cursor = int(rows[-1].seq)

@@ -95,7 +95,7 @@ async def _run_one(client: LedgerClient, quorum: tuple[int, int, int], size: int
 
 async def _measure(metadata_url: str, counts: dict[str, int], window: int) -> dict[str, float]:
     config = default_config()
-    store = AsyncMetadataStore(metadata.open_store(metadata_url, config=config))
+    store = AsyncMetadataStore(metadata.open_store(metadata_url, config=config), config=config)
     client = LedgerClient(store, config)
     out: dict[str, float] = {}
     try:

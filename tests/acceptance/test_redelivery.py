@@ -9,22 +9,47 @@ loses and duplicates nothing beyond at-least-once.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pulsar
 import pytest
 
 from broker.codec import CommandType as T
+from broker.names import parse_topic
+from cursor.codec import decode
+from ledger.ml_metadata import ml_path
+from metadata.sql_schema import keys
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
 
 Shared = pulsar.ConsumerType.Shared
 KeyShared = pulsar.ConsumerType.KeyShared
 NACK_DELAY_MS = 200
 FAST_CURSOR_PERSIST_ENV = {"STRATA_CURSOR_PERSIST_INTERVAL_MS": "100"}
-PERSIST_WAIT_S = 1.0   # cursor_persist_interval_ms (100 ms with FAST_CURSOR_PERSIST_ENV), wide margin
+PERSIST_DEADLINE_S = 30.0   # bound on the count reaching the store (persisted every 100 ms here)
+
+
+def _persisted_counts(sa: StandaloneProcess, topic: str, subscription: str) -> list[int]:
+    """The redelivery counts in the cursor as the metadata store holds it (the standalone's SQLite
+    file, read-only: WAL readers take no lock), [] before the first persist."""
+    path = f"{ml_path(parse_topic(topic).managed_ledger_name)}/cursors/{subscription}"
+    db = sqlite3.connect(f"file:{sa.data_dir / 'metadata.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        row = db.execute(f"SELECT value FROM {keys.name} WHERE path = ?", (path,)).fetchone()
+    finally:
+        db.close()
+    return [] if row is None else sorted(decode(row[0]).redelivery_counts.values())
+
+
+def _wait_until_count_persisted(sa: StandaloneProcess, topic: str, subscription: str, count: int) -> None:
+    """Poll the store until the cursor persisted there carries redelivery count `count` (the
+    broker had it when it sent the message with that count)."""
+    wait_until(lambda: _persisted_counts(sa, topic, subscription) == [count], PERSIST_DEADLINE_S,
+               what=f"redelivery count {count} persisted", interval_s=0.05)
 
 
 @pytest.mark.parametrize("sub_type", [Shared, KeyShared], ids=["shared", "key_shared"])
@@ -147,7 +172,7 @@ def test_redelivery_count_survives_a_broker_crash(tmp_path) -> None:
             consumer.negative_acknowledge(msg)
         msg = consumer.receive(10_000)
         assert msg.redelivery_count() == 3
-        time.sleep(PERSIST_WAIT_S)         # the count is persisted within the interval
+        _wait_until_count_persisted(sa, topic, "sub", 3)
         client.close()
         sa.restart(crash=True)
         client = make_client(sa.service_url)

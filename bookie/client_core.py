@@ -99,7 +99,8 @@ def take_add_request(unsent: deque, inflight: dict[int, Inflight], next_request_
                      deadline_s: float) -> bytes | None:
     """Move the oldest unsent adds (one writer token, up to `REQUEST_PAYLOAD_BYTES_MAX`)
     into one request, registered in `inflight`; None if every one of them was cancelled."""
-    adds, futures = [], []
+    adds: list[tuple[int, int, bytes, int, bool]] = []   # (ledger, entry, payload, lac, recovery)
+    futures: list[asyncio.Future] = []
     token = b""
     request_bytes = 0
     while unsent:

@@ -174,7 +174,7 @@ class AdminServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "0.0.0.0", self.port, reuse_address=True)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked
+        self.port = self._runner.addresses[0][1]  # the real port when 0 was asked
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -161,7 +161,7 @@ def build_batch(messages: list[BatchMessage], *, producer_name: str, sequence_id
     md = pb.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id,
                             publish_time=publish_time_ms, num_messages_in_batch=len(members))
     if compression != NONE:  # the client sets both only for a compressed payload
-        md.compression = compression
+        md.compression = compression  # type: ignore[assignment]  # the stubs type enum fields apart from int; run time takes the int
         md.uncompressed_size = len(raw)
     first = members[0]
     if first.partition_key is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.invariant import invariant
+from common.invariant import present
 from ledger.position import Position
 
 SCAN_ENTRIES_PER_PASS = 2_048   # entries re-read by one dispatch pass while scanning
@@ -80,8 +80,7 @@ class DelayedOverflow:
 
     def begin_scan(self) -> Scan:
         if self.scan is None:
-            invariant(self.from_position is not None, "a scan starts only with entries overflowed")
-            self.scan = Scan(self.from_position)
+            self.scan = Scan(present(self.from_position, "a scan starts only with entries overflowed"))
         return self.scan
 
     def finish_scan(self) -> None:

@@ -17,6 +17,10 @@ import asyncio
 import logging
 import os
 import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tracemalloc  # imported for real only when the tracer is switched on
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +30,7 @@ TOP_SITES = 40
 class _Tracer:
     def __init__(self, out_path: str | None) -> None:
         self.out_path = out_path
-        self.baseline = None      # the first snapshot; None until SIGUSR1 arrives once
+        self.baseline: tracemalloc.Snapshot | None = None  # the first snapshot; None until SIGUSR1 arrives once
         self.dumps = 0
 
     def on_signal(self) -> None:

@@ -379,8 +379,8 @@ class MalformedPayload(BrokerError):
     code = 540
 
 
-def _all_subclasses(cls: type) -> list[type]:
-    out = []
+def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:
+    out: list[type[StrataError]] = []
     for sub in cls.__subclasses__():
         out.append(sub)
         out.extend(_all_subclasses(sub))
@@ -405,4 +405,3 @@ def error_from_code(code: int, message: str = "") -> StrataError:
     """Rebuild an error received over the wire (e.g. from a bookie response)."""
     cls = CODE_TO_ERROR.get(code, StrataError)
     return cls(message)
-

@@ -74,10 +74,10 @@ class LedgerClient:
     async def open_ledger(self, ledger_id: int, *, recover: bool) -> ReadHandle:
         self._check_open()
         if recover:
-            meta = await recovery.recover(self._store, self.pool, ledger_id, self._config,
-                                          self._clock, self._rng)
-            invariant(meta.is_closed, "a recovered ledger is closed", ledger_id=ledger_id)
-            return ReadHandle(meta, self.pool, self._config, self._clock)
+            recovered = await recovery.recover(self._store, self.pool, ledger_id, self._config,
+                                               self._clock, self._rng)
+            invariant(recovered.is_closed, "a recovered ledger is closed", ledger_id=ledger_id)
+            return ReadHandle(recovered, self.pool, self._config, self._clock)
         meta = await read_metadata(self._store, ledger_id)
         if meta is None:
             raise NotFound("no such ledger", ledger_id=ledger_id)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 import json
 from dataclasses import dataclass, field, replace
 
 from common.errors import IllegalTransition
-from common.invariant import invariant
+from common.invariant import invariant, present
 
 LEDGERS_PATH = "/ledgers"
 METADATA_FORMAT_VERSION = 1
@@ -81,7 +82,7 @@ class LedgerMetadata:
         invariant(self.fragments and self.fragments[0].first_entry_id == 0,
                   "fragments start at entry 0", ledger=self.ledger_id)
         firsts = [f.first_entry_id for f in self.fragments]
-        invariant(all(a < b for a, b in zip(firsts, firsts[1:])),
+        invariant(all(a < b for a, b in itertools.pairwise(firsts)),
                   "fragment first entry ids strictly increase", firsts=firsts)
         for frag in self.fragments:
             invariant(len(frag.ensemble) == e and len(set(frag.ensemble)) == e,
@@ -117,14 +118,13 @@ class LedgerMetadata:
         """The single setter of `state`; refuses transitions the state machine forbids."""
         if state not in _TRANSITIONS[self.state]:
             raise IllegalTransition(f"ledger {self.ledger_id}: {self.state.value} -> {state.value}")
-        changes: dict[str, object] = {"state": state}
         if state is LedgerStatus.CLOSED:
-            invariant(last_entry_id is not None and length_bytes is not None,
-                      "closing records last entry id and length", ledger=self.ledger_id)
+            last_entry_id = present(last_entry_id, "closing records last entry id", ledger=self.ledger_id)
+            length_bytes = present(length_bytes, "closing records length", ledger=self.ledger_id)
             invariant(last_entry_id >= -1 and length_bytes >= 0, "sane close values",
                       last=last_entry_id, length=length_bytes)
-            changes.update(last_entry_id=last_entry_id, length_bytes=length_bytes)
-        return replace(self, **changes)
+            return replace(self, state=state, last_entry_id=last_entry_id, length_bytes=length_bytes)
+        return replace(self, state=state)
 
     def with_fragment(self, first_entry_id: int, ensemble: tuple[str, ...], *,
                       recovery_indexes: tuple[int, ...] = ()) -> LedgerMetadata:

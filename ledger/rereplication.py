@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass
 
 from common.errors import BadVersion, NotEnoughBookies, NotFound, StrataError
-from common.invariant import invariant
+from common.invariant import present
 from ledger import placement
 from ledger.ledger_metadata import LedgerMetadata
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
@@ -75,8 +75,8 @@ async def _rereplicate_closed(store: AsyncStore, pool: BookiePool, meta: LedgerM
             continue
         ensemble = placement.replace(candidates, fragment.ensemble, gone, rng,
                                      avoid=[fragment.ensemble[i] for i in gone])
-        last = meta.fragment_last_entry_id(index)
-        invariant(last is not None, "a closed ledger's fragments are final", ledger_id=meta.ledger_id)
+        last = present(meta.fragment_last_entry_id(index), "a closed ledger's fragments are final",
+                       ledger_id=meta.ledger_id)
         copied += await _copy_fragment(pool, meta, fragment.first_entry_id, last,
                                        fragment.ensemble, ensemble, set(gone), rng.randbytes(16))
         meta = await write_metadata(store, meta.with_fragment_ensemble(index, ensemble))

@@ -144,11 +144,13 @@ class BookieServicer(pb_grpc.BookieServicer):
 class BookieServer:
     """Storage + gRPC server + periodic checkpoint, GC and disk checks, on one event loop."""
 
-    def __init__(self, data_dir: str, config: Config, *, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, data_dir: str, config: Config, *, port: int = 0,
                  fs: FileSystem | None = None) -> None:
         self.config = config
         self.storage = Storage(data_dir, config, fs=fs)
-        self._host = host
+        self._host = config.bookie_bind_host  # the gRPC and data ports listen here
+        # What other nodes connect to, and the bookie's identity in ledger metadata.
+        self._advertised_host = config.bookie_advertised_host or config.bookie_bind_host
         self._requested_port = port
         self.port = 0
         self._server: grpc.aio.Server | None = None
@@ -163,7 +165,7 @@ class BookieServer:
 
     @property
     def address(self) -> str:
-        return f"{self._host}:{self.port}"
+        return f"{self._advertised_host}:{self.port}"
 
     async def start(self) -> None:
         await self.storage.open()

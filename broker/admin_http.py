@@ -33,7 +33,9 @@ Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
 A dedup switch is applied to the topics loaded on this broker before the reply (other brokers
 follow through their policy watch). Errors are JSON `{"reason": ...}` with Pulsar's status
 codes: 400 bad input (a body of the wrong type), 404 unknown topic, 409 conflict, 412 a
-partition count out of range, an invalid retention or TTL, or a delete refused while clients are attached, 503 not ready.
+partition count out of range, an invalid retention or TTL, or a delete refused while clients are
+attached, 503 not ready. Request bodies are bounded by `broker_admin_body_bytes_max`; the port
+listens on `broker_admin_bind_host`.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BODY_BYTES_MAX = 64 * 1024
+# The largest request body (`broker_admin_body_bytes_max`), kept on the application.
+_BODY_BYTES_MAX = web.AppKey("body_bytes_max", int)
 
 
 class _BadBody(InvalidArgument):
@@ -82,8 +85,9 @@ def _topic(request: web.Request) -> TopicName:
 
 
 async def _body_json(request: web.Request) -> object:
-    raw = await request.content.read(BODY_BYTES_MAX + 1)
-    if len(raw) > BODY_BYTES_MAX:
+    body_bytes_max = request.app[_BODY_BYTES_MAX]
+    raw = await request.content.read(body_bytes_max + 1)
+    if len(raw) > body_bytes_max:
         raise InvalidArgument("request body too large")
     try:
         return json.loads(raw.decode() or "null")
@@ -139,7 +143,9 @@ class AdminServer:
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=BODY_BYTES_MAX)
+        body_bytes_max = self.service.config.broker_admin_body_bytes_max
+        app = web.Application(middlewares=[_errors], client_max_size=body_bytes_max)
+        app[_BODY_BYTES_MAX] = body_bytes_max
         base = "/admin/v2/persistent/{tenant}/{ns}"
         app.router.add_put(base + "/{topic}/partitions", self.create_partitions)
         app.router.add_post(base + "/{topic}/partitions", self.update_partitions)
@@ -172,7 +178,8 @@ class AdminServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "0.0.0.0", self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.service.config.broker_admin_bind_host, self.port,
+                           reuse_address=True)
         await site.start()
         self.port = self._runner.addresses[0][1]  # the real port when 0 was asked
 

@@ -1,8 +1,9 @@
 """The broker process: metadata session, ledger client, BrokerService, binary and admin servers.
 
 `Broker.start()` opens everything in dependency order and listens on `broker_port` (Pulsar
-binary protocol) and `broker_admin_port` (admin HTTP + /metrics); `Broker.stop()` undoes it in
-reverse: stop accepting, close connections, close topics (cursors flushed, ledgers closed),
+binary protocol, on `broker_bind_host`) and `broker_admin_port` (admin HTTP + /metrics, on
+`broker_admin_bind_host`), and tells clients `broker_advertised_host`; `Broker.stop()` undoes it
+in reverse: stop accepting, close connections, close topics (cursors flushed, ledgers closed),
 close the ledger client, close the metadata session (its ephemeral ownership keys go at once).
 The event loop is uvloop; the process entry (`cli`) installs it before starting the loop.
 
@@ -59,7 +60,7 @@ class Broker:
         self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, host="0.0.0.0", port=c.broker_port,
+        self._server = await loop.create_server(self._new_connection, host=c.broker_bind_host, port=c.broker_port,
                                                 reuse_address=True, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         broker_id = f"{c.broker_advertised_host}:{self.port}"

@@ -1,11 +1,14 @@
 """`strata bookie`: run one bookie storage node until SIGTERM or Ctrl-C.
 
-    strata bookie --data-dir D --port P [--metadata-url URL] [--config FILE] [--host 127.0.0.1]
+    strata bookie --data-dir D [--port P] [--metadata-url URL] [--config FILE] [--host H]
+                  [--advertised-host A]
 
 Recovers the data directory, serves the gRPC Bookie service, registers
 `/bookies/available/<host>:<port>` in the metadata store when `--metadata-url` is given, and
 prints `bookie ready <host>:<port>` on stdout once it accepts requests (tests wait for that
-line). SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and seal the journal,
+line). `--port`, `--host` and `--advertised-host` override the settings `bookie_port`,
+`bookie_bind_host` and `bookie_advertised_host`; `<host>` is the advertised host (by default the
+bind host, 127.0.0.1). SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and seal the journal,
 deregister, exit 0.
 
 `--inject-enospc-after-bytes N` is a test seam: the journal's file writer fails with ENOSPC
@@ -20,19 +23,32 @@ import logging
 import signal
 import sys
 
-from common.config import load_config
+from common.config import Config, load_config
 from common.errors import StrataError
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="strata bookie", description="Run a bookie storage node.")
     p.add_argument("--data-dir", required=True, help="directory for segments, indexes, checkpoint")
-    p.add_argument("--port", type=int, default=3181, help="gRPC port (0 = any free port)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
+    p.add_argument("--port", type=int, default=None, help="gRPC port (default 3181; 0 = any free port)")
+    p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--advertised-host", default=None, help="host other nodes connect to (default: --host)")
     p.add_argument("--metadata-url", default=None, help="register in this metadata store")
     p.add_argument("--config", default=None, help="TOML file of settings")
     p.add_argument("--inject-enospc-after-bytes", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
+
+
+def build_config(args: argparse.Namespace) -> Config:
+    """The settings: the file, the environment, then the command-line flags."""
+    overrides: dict[str, object] = {}
+    if args.port is not None:
+        overrides["bookie_port"] = args.port
+    if args.host is not None:
+        overrides["bookie_bind_host"] = args.host
+    if args.advertised_host is not None:
+        overrides["bookie_advertised_host"] = args.advertised_host
+    return load_config(args.config, **overrides)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -40,11 +56,11 @@ async def _run(args: argparse.Namespace) -> int:
     from bookie.registration import BookieRegistration
     from bookie.server import BookieServer
 
-    config = load_config(args.config)
+    config = build_config(args)
     fs = None
     if args.inject_enospc_after_bytes is not None:
         fs = FailingFileSystem(args.inject_enospc_after_bytes)
-    server = BookieServer(args.data_dir, config, host=args.host, port=args.port, fs=fs)
+    server = BookieServer(args.data_dir, config, port=config.bookie_port, fs=fs)
     await server.start()
     registration = None
     if args.metadata_url:

@@ -5,6 +5,10 @@ Starts, in order: the SQLite metadata store at `D/metadata.db`; N bookie subproc
 `service URL pulsar://...` and `admin URL http://...` once everything serves. SIGINT/SIGTERM stops
 the broker first (cursors flushed), then the bookies.
 
+Bookies listen on `bookie_bind_host` (the same settings file and environment reach them), the
+broker on `broker_bind_host` / `broker_admin_bind_host`; waits on the bookies are bounded by
+`standalone_bookie_start_timeout_ms` and `standalone_bookie_stop_timeout_ms`.
+
 Quorums: one bookie → E=Qw=Qa=1 (like `pulsar standalone`); three → 3/2/2; N → N/min(N,2)/min(N,2).
 
 Bookie ports are chosen once and kept in `D/standalone.json`: ledger metadata names bookies by
@@ -38,9 +42,7 @@ from common.net import free_port
 
 log = logging.getLogger("strata.standalone")
 
-BOOKIE_START_WAIT_S = 60.0
-BOOKIE_STOP_WAIT_S = 10.0
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -61,7 +63,7 @@ def quorums(bookies: int) -> tuple[int, int, int]:
     return bookies, q, q
 
 
-def bookie_ports(data_dir: Path, count: int, avoid: set[int] = frozenset()) -> list[int]:
+def bookie_ports(data_dir: Path, count: int, avoid: set[int] = frozenset(), host: str = "127.0.0.1") -> list[int]:
     """The bookie ports recorded for this data dir, extended with free ones if needed.
 
     `avoid` holds the broker and admin ports: they are not bound yet when bookies start, and the
@@ -70,7 +72,7 @@ def bookie_ports(data_dir: Path, count: int, avoid: set[int] = frozenset()) -> l
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     ports = list(state.get("bookie_ports", []))
     while len(ports) < count:
-        port = free_port()
+        port = free_port(host)
         if port not in ports and port not in avoid:
             ports.append(port)
     state["bookie_ports"] = ports
@@ -119,12 +121,13 @@ def wait_ready(bookies: list[BookieProcess], deadline_s: float) -> None:
                 raise TimeoutExpired("bookie did not become ready", port=bookie.port)
 
 
-def stop_bookies(bookies: list[BookieProcess]) -> None:
+def stop_bookies(bookies: list[BookieProcess], timeout_s: float) -> None:
+    """SIGTERM every bookie, wait up to `timeout_s` in all, then SIGKILL those still running."""
     procs = [b.proc for b in bookies]
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
-    deadline = time.monotonic() + BOOKIE_STOP_WAIT_S
+    deadline = time.monotonic() + timeout_s
     for proc in procs:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -157,13 +160,14 @@ def main(argv: list[str]) -> int:
     except StrataError as exc:
         print(f"strata standalone: {exc}", file=sys.stderr)
         return 2
-    ports = bookie_ports(data_dir, args.bookies, {config.broker_port, config.broker_admin_port})
+    ports = bookie_ports(data_dir, args.bookies, {config.broker_port, config.broker_admin_port},
+                         config.bookie_bind_host)
     bookies: list[BookieProcess] = []
     signal.signal(signal.SIGTERM, _interrupt)  # before the loop runs, SIGTERM acts like Ctrl-C
     try:
         for index, port in enumerate(ports):
             bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config))
-        wait_ready(bookies, time.monotonic() + BOOKIE_START_WAIT_S)
+        wait_ready(bookies, time.monotonic() + config.standalone_bookie_start_timeout_ms / 1000)
         log.info("%d bookie(s) listening on %s", len(ports), ports)
         from broker.server import Broker
         broker = Broker(config, metadata_url)
@@ -174,5 +178,5 @@ def main(argv: list[str]) -> int:
         print(f"strata standalone: {exc}", file=sys.stderr)
         return 1
     finally:
-        stop_bookies(bookies)
+        stop_bookies(bookies, config.standalone_bookie_stop_timeout_ms / 1000)
     return 0

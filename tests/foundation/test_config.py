@@ -30,10 +30,39 @@ def test_file_env_and_override_precedence(tmp_path):
     {"no_such_setting": 1},
     {"ledger_ensemble_size": 1, "ledger_write_quorum": 2},
     {"retention_time_minutes": 0, "retention_size_mb": 10},
+    {"cursor_writer_ops_per_transaction_max": 2_000, "metadata_put_many_ops_max": 1_000},
+    {"bookie_bind_host": "0.0.0.0"},                         # a wildcard bind needs an advertised host
+    {"bookie_bind_host": "::"},
+    {"bookie_advertised_host": "0.0.0.0"},                   # nobody can connect to a wildcard
+    {"broker_advertised_host": "0.0.0.0"},
+    {"broker_bind_host": ""},
 ])
 def test_bad_values_are_typed_errors(bad):
     with pytest.raises(ConfigError):
         default_config(**bad)
+
+
+def test_listen_and_advertised_hosts():
+    cfg = default_config(bookie_bind_host="0.0.0.0", bookie_advertised_host="bookie-1",
+                         broker_bind_host="::", broker_advertised_host="broker-1")
+    assert (cfg.bookie_bind_host, cfg.bookie_advertised_host) == ("0.0.0.0", "bookie-1")
+    # today's defaults: the broker listens on every interface, a bookie on loopback only
+    cfg = default_config()
+    assert (cfg.broker_bind_host, cfg.broker_admin_bind_host) == ("0.0.0.0", "0.0.0.0")
+    assert (cfg.bookie_bind_host, cfg.bookie_advertised_host) == ("127.0.0.1", "")
+
+
+def test_every_setting_has_a_unit_or_is_a_count_flag_or_name():
+    """Names carry units (STYLE.md 11): a number is in _ms/_s/_minutes/_seconds/_bytes/_mb, or is a
+    count (_max/_entries/...), a port, a ratio; strings are hosts or a transport name."""
+    units = ("_ms", "_bytes", "_bytes_max", "_bytes_min", "_bytes_high", "_mb", "_minutes", "_seconds")
+    counts = ("_max", "_entries", "_size", "_quorum", "_port", "_connections", "_per_pass",
+              "_ratio_max")
+    for s in SETTINGS:
+        if s.type in (int, float):
+            assert s.name.endswith(units + counts), s.name
+            assert s.min is not None and s.max is not None, s.name
+        assert s.doc, s.name
 
 
 def test_unknown_setting_in_file(tmp_path):

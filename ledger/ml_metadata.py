@@ -16,6 +16,7 @@ is in `ledgers` or in `deleting`, never both.
 
 from __future__ import annotations
 
+import itertools
 import json
 import string
 from dataclasses import dataclass, field, replace
@@ -88,7 +89,7 @@ class ManagedLedgerMetadata:
 
     def __post_init__(self) -> None:
         ids = [r.ledger_id for r in self.ledgers]
-        invariant(all(a < b for a, b in zip(ids, ids[1:])), "ledger ids strictly increase", ids=ids)
+        invariant(all(a < b for a, b in itertools.pairwise(ids)), "ledger ids strictly increase", ids=ids)
         invariant(all(r.closed for r in self.ledgers[:-1]), "only the last ledger may be open", ids=ids)
 
     def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> ManagedLedgerMetadata:

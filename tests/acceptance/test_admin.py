@@ -65,7 +65,7 @@ def test_namespace_deduplication_switch(standalone) -> None:
 def test_topic_stats_use_pulsar_field_names(standalone, client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
     producer = client.create_producer(topic)
-    for i in range(10):
+    for _i in range(10):
         producer.send(b"x" * 100)
     got = receive_all(consumer, 10, ack=False)
     for msg in got[:4]:

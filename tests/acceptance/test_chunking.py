@@ -77,7 +77,7 @@ def test_dedup_checks_only_the_last_chunk(standalone, topic: str) -> None:
         raw.connect()
         assert raw.producer(topic).type == T.PRODUCER_SUCCESS
         stored = []
-        for attempt in range(2):              # the same two-chunk message, sent twice
+        for _attempt in range(2):              # the same two-chunk message, sent twice
             for chunk_id in range(2):
                 _send_chunk(raw, 5, chunk_id, 2, b"part%d" % chunk_id)
                 receipt = raw.next_command()

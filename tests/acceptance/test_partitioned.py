@@ -137,7 +137,7 @@ def test_delete_partitioned_topic(sa, client, topic: str) -> None:
     _create(sa, topic, 2)
     base = _base(sa, topic) + "/partitions"
     producer = client.create_producer(topic)
-    for i in range(4):
+    for _i in range(4):
         producer.send(b"old")
     status, body = http("DELETE", base)                   # a producer is attached
     assert status == 412 and "reason" in body

@@ -367,7 +367,8 @@ class RawSession:
             md, payload = build_batch(members, producer_name="raw-batches", sequence_id=i * batch_size,
                                       publish_time_ms=int(time.time() * 1000))
             self.raw.send_bytes(encode_send(1, i * batch_size, batch_size, md, payload))
-            self.wait_for(lambda c: c.type == T.SEND_RECEIPT and c.send_receipt.sequence_id == i * batch_size)
+            first = i * batch_size
+            self.wait_for(lambda c, first=first: c.type == T.SEND_RECEIPT and c.send_receipt.sequence_id == first)
 
 
 def test_permits_are_counted_in_messages_not_entries(standalone, topic: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import random
 import time
 
@@ -230,7 +231,7 @@ def test_a_periodic_job_survives_any_exception_and_backs_off(tmp_path):
         await _eventually(lambda: len(calls) >= 6, "the job ran again after failing")
         assert not task.done()
         assert server.periodic_failures == {"flaky": 3}
-        gaps = [b - a for a, b in zip(calls, calls[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(calls)]
         assert gaps[2] >= 0.15  # 0.04, 0.08, 0.16: doubled after each failure
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -89,7 +89,7 @@ def test_half_deleted_segment_is_finished_at_start(tmp_path):
         victim = tmp_path / "segments" / f"{sealed[0]:010d}"
         os.unlink(f"{victim}.idx")
         s = await opened(tmp_path)
-        assert not os.path.exists(f"{victim}.seg")
+        assert not await asyncio.to_thread(os.path.exists, f"{victim}.seg")
         assert len(await read_all(s, 2)) == 3
         await s.close()
     asyncio.run(go())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import google_crc32c
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,7 @@ records_st = st.lists(
 
 
 def _encode_all(records):
-    return [encode(k, l, e, lac, p) for k, l, e, lac, p in records]
+    return [encode(k, ledger, e, lac, p) for k, ledger, e, lac, p in records]
 
 
 @settings(deadline=None)
@@ -67,13 +69,10 @@ def test_any_flipped_byte_stops_the_scan_at_that_record(records, data):
     whole[pos] ^= data.draw(st.integers(1, 255))
     scanner = RecordScanner(payload_bytes_max=MAX)
     got = scanner.feed(bytes(whole))
-    start = 0
-    for i, blob in enumerate(blobs):
-        if start <= pos < start + len(blob):
-            break
-        start += len(blob)
-    assert len(got) == i  # every record before the damaged one, none from it on
-    assert scanner.end_offset == start
+    ends = list(itertools.accumulate(len(blob) for blob in blobs))
+    damaged = next(i for i, end in enumerate(ends) if pos < end)
+    assert len(got) == damaged  # every record before the damaged one, none from it on
+    assert scanner.end_offset == ends[damaged] - len(blobs[damaged])   # where the damaged one starts
     assert scanner.invalid or scanner.trailing_bytes > 0
 
 

@@ -56,7 +56,7 @@ async def _run_ops(tmp, ops) -> None:
             _, ledger_id, size, count = op
             existing = model.entries.get(ledger_id, [])
             batch = []
-            for i in range(count):
+            for _i in range(count):
                 counter += 1
                 batch.append(bytes([counter % 251]) * (size // count) + b"%d" % counter)
             entries = [entry(ledger_id, len(existing) + i, p) for i, p in enumerate(batch)]

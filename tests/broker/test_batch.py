@@ -61,7 +61,8 @@ def test_encode_send_is_a_valid_send_frame(compression: int) -> None:
     md, payload = batch.build_batch(sample(4), producer_name="p", sequence_id=9, publish_time_ms=1,
                                     compression=compression)
     frame = codec.FrameDecoder(1 << 20).feed(batch.encode_send(3, 9, 4, md, payload))[0]
-    assert (frame.command.send.producer_id, frame.command.send.sequence_id, frame.command.send.num_messages) == (3, 9, 4)
+    send = frame.command.send
+    assert (send.producer_id, send.sequence_id, send.num_messages) == (3, 9, 4)
     assert frame.checksum_ok
     info = entry_format.parse_entry(frame.entry)
     assert info.metadata == md and bytes(info.payload(frame.entry)) == payload

@@ -165,7 +165,8 @@ def test_reply_builder_values() -> None:
     e = decode_one(codec.encode_error(5, PulsarServerError.ConsumerBusy, "")).command.error
     assert e.HasField("message") and e.error == pb.ConsumerBusy
     lk = decode_one(codec.encode_lookup_response(3, "pulsar://h:1")).command.lookupTopicResponse
-    assert (lk.response, lk.brokerServiceUrl, lk.authoritative) == (pb.CommandLookupTopicResponse.Connect, "pulsar://h:1", True)
+    assert (lk.response, lk.brokerServiceUrl, lk.authoritative) == (
+        pb.CommandLookupTopicResponse.Connect, "pulsar://h:1", True)
     failed = decode_one(codec.encode_lookup_response(3, server_error=PulsarServerError.ServiceNotReady,
                                                      message="loading")).command.lookupTopicResponse
     assert failed.response == pb.CommandLookupTopicResponse.Failed and failed.error == pb.ServiceNotReady
@@ -223,7 +224,8 @@ def test_send_receipt_fast_path_equals_protobuf() -> None:
 def test_message_fast_path_equals_protobuf_and_carries_entry(ack_set, partition, redelivery) -> None:
     entry = make_entry(b"x" * 300)
     data = codec.encode_message(11, 22, 33, partition, redelivery, ack_set, entry)
-    expected = pb.CommandMessage(consumer_id=11, message_id=pb.MessageIdData(ledgerId=22, entryId=33, partition=partition))
+    expected = pb.CommandMessage(consumer_id=11,
+                                 message_id=pb.MessageIdData(ledgerId=22, entryId=33, partition=partition))
     if redelivery:
         expected.redelivery_count = redelivery
     expected.ack_set.extend(codec.to_int64(w) for w in ack_set or [])

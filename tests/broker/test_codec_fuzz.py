@@ -4,6 +4,8 @@ connection); no other exception may escape, so the server can never crash on inp
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +35,7 @@ def _feed_all(data: bytes, cuts: list[int]) -> None:
     decoder = codec.FrameDecoder(LIMIT)
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
     try:
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in itertools.pairwise(bounds):
             for frame in decoder.feed(data[a:b]):
                 assert frame.command.IsInitialized()
                 if frame.entry is not None:

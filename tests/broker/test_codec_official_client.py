@@ -206,7 +206,7 @@ def test_official_unbatched_producer_metadata(tiny_broker: TinyBroker) -> None:
         client.close()
     infos = [(entry_format.parse_entry(e), e) for _, e, ok in tiny_broker.sent_entries if ok]
     assert len(infos) == 2
-    (first, e1), (second, e2) = infos
+    (first, e1), (second, _e2) = infos
     assert not first.is_batch and first.num_messages == 1
     assert first.producer_name == "named-producer" and first.sequence_id == 0
     assert bytes(first.payload(e1)) == b"solo" and first.sticky_key == b"pk"

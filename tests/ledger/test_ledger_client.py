@@ -110,7 +110,7 @@ def test_recovery_fences_writer_and_finds_every_acked_entry(env):
         last = recovered.metadata.last_entry_id
         assert recovered.metadata.is_closed and last >= acked[-1]
         outcomes = await asyncio.gather(*in_flight, return_exceptions=True)
-        for i, outcome in enumerate(outcomes):
+        for _i, outcome in enumerate(outcomes):
             if isinstance(outcome, BaseException):
                 assert isinstance(outcome, AddOutcomeUnknown)
             else:

@@ -14,6 +14,7 @@ the kill/restart schedule does not depend on how many appends happened to run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 
@@ -144,7 +145,7 @@ async def _chaos(env, seed: int, duration_s: float) -> None:
             except StrataError:
                 await asyncio.sleep(0.05)
                 continue
-            for a, b in zip(entries, entries[1:]):
+            for a, b in itertools.pairwise(entries):
                 if ml.next_position(a.position) != b.position:
                     violations.append(f"tail reader: gap between {a.position} and {b.position}")
             if entries:
@@ -168,7 +169,7 @@ async def _chaos(env, seed: int, duration_s: float) -> None:
     got = await _read_all(ml)
     assert [e.position for e in got] == sorted(acked), "lost, extra or reordered entries"
     assert all(acked[e.position] == e.data for e in got)
-    for a, b in zip(got, got[1:]):            # no gap: each entry is the next position of the last
+    for a, b in itertools.pairwise(got):            # no gap: each entry is the next position of the last
         assert ml.next_position(a.position) == b.position
     independent.check(acked)
     print(f"chaos seed={seed}: {len(acked)} acked, {len(ml.ledgers())} ledgers, "

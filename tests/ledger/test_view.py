@@ -38,8 +38,8 @@ def test_view_matches_model(seed):
         assert view.ledgers() == model.ledgers()
         assert view.last_confirmed == model.last_confirmed
         assert view.first_position == model.first_position
-        ids = [l.ledger_id for l in model.ledgers()]
-        probes = [Position(l, e) for l in range(min(ids) - 1, max(ids) + 2) for e in range(-1, 9)]
+        ids = [info.ledger_id for info in model.ledgers()]
+        probes = [Position(lid, e) for lid in range(min(ids) - 1, max(ids) + 2) for e in range(-1, 9)]
         for p in probes:
             assert view.next_position(p) == model.next_position(p), p
             try:

@@ -209,7 +209,7 @@ def test_a_change_reaches_another_stores_watcher_within_about_a_second(store_url
             value = str(i).encode()
             sent = time.monotonic()
             b.put("/lat/k", value)
-            wait_for(lambda: value in arrived, what=f"change {i} at the other store")
+            wait_for(lambda value=value: value in arrived, what=f"change {i} at the other store")
             delays.append(arrived[value] - sent)
         delays.sort()
         assert delays[len(delays) // 2] < 0.5, delays

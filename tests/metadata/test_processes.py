@@ -25,7 +25,8 @@ def start_all(procs: list[subprocess.Popen], go: Path) -> None:
     """Wait until every worker has opened its store, then let them all go at once."""
     for p in procs:
         line = p.stdout.readline()
-        assert line.strip() == "ready", f"worker failed to start: {line!r} {p.stderr.read() if p.poll() is not None else ''}"
+        err = p.stderr.read() if p.poll() is not None else ""
+        assert line.strip() == "ready", f"worker failed to start: {line!r} {err}"
     go.touch()
 
 

@@ -69,18 +69,18 @@ class MemoryLedgerView:
         return dropped
 
     def all_positions(self) -> list[Position]:
-        return [Position(l.ledger_id, e) for l in self._ledgers for e in range(len(l.entries))]
+        return [Position(kept.ledger_id, e) for kept in self._ledgers for e in range(len(kept.entries))]
 
     # ---- LedgerView ----------------------------------------------------------------------------
 
     def ledgers(self) -> list[LedgerInfo]:
         return [LedgerInfo(
-            ledger_id=l.ledger_id, entries=len(l.entries),
-            size_bytes=sum(e.size_bytes for e in l.entries),
-            messages=sum(e.messages for e in l.entries), state=l.state, created_ms=l.created_ms,
-            first_publish_ms=l.entries[0].publish_time_ms if l.entries else 0,
-            last_publish_ms=l.entries[-1].publish_time_ms if l.entries else 0,
-        ) for l in self._ledgers]
+            ledger_id=kept.ledger_id, entries=len(kept.entries),
+            size_bytes=sum(e.size_bytes for e in kept.entries),
+            messages=sum(e.messages for e in kept.entries), state=kept.state, created_ms=kept.created_ms,
+            first_publish_ms=kept.entries[0].publish_time_ms if kept.entries else 0,
+            last_publish_ms=kept.entries[-1].publish_time_ms if kept.entries else 0,
+        ) for kept in self._ledgers]
 
     @property
     def last_confirmed(self) -> Position:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import weakref
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from broker.subscription import SUB_TYPE_NAMES, SubType
 from cursor.stats import storage_size_bytes, subscription_stats
@@ -206,7 +206,7 @@ class _OutKey:
     """The topic's outgoing meter lives on a companion object kept alive by the topic."""
 
     __slots__ = ("__weakref__",)
-    _by_topic: weakref.WeakKeyDictionary[object, _OutKey] = weakref.WeakKeyDictionary()
+    _by_topic: ClassVar[weakref.WeakKeyDictionary[object, _OutKey]] = weakref.WeakKeyDictionary()
 
     @classmethod
     def of(cls, topic: object) -> _OutKey:

@@ -35,8 +35,6 @@ from common.errors import BookieError, ChecksumMismatch
 from common.invariant import invariant
 
 log = logging.getLogger(__name__)
-# Live records are read back and re-appended in batches of about this many bytes.
-_COMPACT_BATCH_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -106,6 +104,7 @@ async def _compact(storage: Storage, segment_id: int) -> int:
     moved_bytes = 0
     batch: list[tuple[int, int, int]] = []  # (ledger, entry, location)
     batch_bytes = 0
+    batch_bytes_max = storage.config.bookie_gc_compact_batch_bytes  # read back and re-appended at once
     for i in range(0, len(quads), 4):
         ledger_id, entry_id, offset, length = quads[i], quads[i + 1], quads[i + 2], quads[i + 3]
         location = pack_location(segment_id, offset, length)
@@ -113,7 +112,7 @@ async def _compact(storage: Storage, segment_id: int) -> int:
             continue
         batch.append((ledger_id, entry_id, location))
         batch_bytes += length
-        if batch_bytes >= _COMPACT_BATCH_BYTES:
+        if batch_bytes >= batch_bytes_max:
             moved_bytes += await _move_batch(storage, batch)
             batch, batch_bytes = [], 0
     if batch:

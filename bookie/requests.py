@@ -1,12 +1,11 @@
-"""Answering adds and reads against `Storage`, whatever transport they came on.
+"""Answering adds and reads against `Storage` for the framed TCP data path (bookie/data_server.py).
 
-Shared by the gRPC servicer (bookie/server.py) and the framed TCP data path
-(bookie/data_server.py), so both apply the same checks (fencing, writer token, CRC, LAC) in
-`Storage` and build the same `AddResponse` / `ReadResponse` messages.
+The checks (fencing, writer token, CRC, LAC) are `Storage`'s; this builds the `AddResponse` /
+`ReadResponse` messages that travel as frame bodies.
 
 What must hold: an add response has one result per entry, in entry order, and says success only
 once `adds.durable` resolved without error; the responses to one read are entries in order in
-chunks of at most `READ_RESPONSE_BYTES_MAX` payload bytes (one larger entry goes alone), or one
+chunks of at most `bookie_read_response_bytes_max` payload bytes (one larger entry goes alone), or one
 error response, and a stream read's last response has `last` set.
 """
 
@@ -15,9 +14,6 @@ from __future__ import annotations
 from bookie.storage import PendingAdds, Storage
 from common.errors import BookieError, StrataError
 from proto import bookie_pb2 as pb
-
-# A read response carries at most this many payload bytes (one larger entry goes alone).
-READ_RESPONSE_BYTES_MAX = 1024 * 1024
 
 
 async def add_response(request_id: int, entries, adds: PendingAdds) -> pb.AddResponse:
@@ -60,8 +56,9 @@ async def read_responses(storage: Storage, request: pb.ReadRequest):
     lac = _lac(storage, request.ledger_id)
     response = pb.ReadResponse(last_add_confirmed=lac)
     response_bytes = 0
+    response_bytes_max = storage.config.bookie_read_response_bytes_max  # one larger entry goes alone
     for entry_id, payload, crc in entries:
-        if response_bytes and response_bytes + len(payload) > READ_RESPONSE_BYTES_MAX:
+        if response_bytes and response_bytes + len(payload) > response_bytes_max:
             yield response
             response, response_bytes = pb.ReadResponse(last_add_confirmed=lac), 0
         response.entries.add(entry_id=entry_id, payload=payload, crc32c=crc)

@@ -126,7 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("managed_ledger_cache_bytes_max", int, 256 * MIB, 0, 64 * GIB,
             "tail-read cache of recently appended entries, per broker"),
     Setting("managed_ledger_read_handles_max", int, 16, 1, 10_000,
-            "closed ledgers a managed ledger keeps open for reads (least recently used closed first)"),
+            "closed ledgers a managed ledger keeps open for reads (the one opened first is dropped first)"),
     # --- cursor ---
     Setting("cursor_state_bytes_max", int, 4 * MIB, 1 * KIB, 512 * MIB,
             "largest persisted cursor state; over it is an error and a metric"),

@@ -53,7 +53,6 @@ from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.pending import AddPipeline, PendingAdd
 from ledger.striping import read_chunks, write_set
 
-_READ_PARALLEL = 32                # runs of one read() in flight at once (Qw < E: runs are short)
 _ENSEMBLE_RETRY_S = 0.2            # wait between attempts to find a replacement bookie
 
 
@@ -89,7 +88,7 @@ class ReadHandle:
             lo, hi = max(first, frag.first_entry_id), min(last, frag_last)
             for bookie_index, a, b in read_chunks(lo, hi, meta.ensemble_size, meta.write_quorum):
                 runs.append((frag.ensemble, bookie_index, a, b))
-        gate = asyncio.Semaphore(_READ_PARALLEL)
+        gate = asyncio.Semaphore(self._config.ledger_read_runs_in_flight_max)  # Qw < E: runs are short
         parts = await asyncio.gather(*(self._read_run(gate, *run) for run in runs))
         out = [entry for part in parts for entry in part]
         invariant([e for e, _ in out] == list(range(first, last + 1)), "read returns the range in order",

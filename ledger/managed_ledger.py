@@ -79,7 +79,6 @@ from ledger.view import KeptLedger, LedgerListView
 
 log = logging.getLogger(__name__)
 AppendListener = Callable[[Position], None]
-_READ_HANDLES_MAX = 16             # closed-ledger read handles kept open per managed ledger
 
 
 class MLState(enum.Enum):
@@ -463,7 +462,7 @@ class ManagedLedger:
         handle = self._read_handles.get(ledger_id)
         if handle is None:
             handle = await self._client.open_ledger(ledger_id, recover=False)
-            if len(self._read_handles) >= _READ_HANDLES_MAX:
+            if len(self._read_handles) >= self._config.managed_ledger_read_handles_max:
                 self._read_handles.pop(next(iter(self._read_handles)))
             self._read_handles[ledger_id] = handle
         return handle

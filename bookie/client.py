@@ -1,29 +1,25 @@
 """The asyncio client of one bookie: what the ledger layer uses to talk to storage.
 
 How it works
-- Adds and reads take one of two transports, chosen per client:
-  * the bookie's framed TCP data port (bookie/data_link.py), when `bookie_data_transport` is
-    "tcp" and the bookie advertises a `data_port` in `GetInfo` (and in its registration): one
-    connection for adds and one for reads, frames written straight to the socket;
-  * gRPC streams otherwise (transport "grpc", or an older bookie without a data port: the
-    first link finds none and hands its adds over; the client then stays on gRPC).
-  Which one is in use is `_data_mode`; the bookkeeping (coalescing, responses, CRC checks,
-  failing) is shared in bookie/client_core.py.
-- gRPC adds go over ONE long-lived `AddEntries` stream per client. `submit_add()` only appends
-  the add to the stream's `unsent` queue and wakes its sender task. The sender builds a request
-  from everything unsent when it is free, so while one write is in progress the adds behind it
-  gather into the next request: the busier the client, the fewer and bigger the messages. Each
-  request gets a `request_id`; the bookie answers each request once, with one result per entry.
+- Adds and reads go over the bookie's framed TCP data port (bookie/data_link.py), which the
+  bookie advertises as `data_port` in `GetInfo` (and in its registration): one connection for
+  adds and one for reads, frames written straight to the socket. The bookkeeping (coalescing,
+  responses, failing) is in bookie/client_core.py. A bookie advertising no data port is
+  unavailable for adds and reads (`BookieUnavailable`).
+- `submit_add()` only appends the add to the link's `unsent` queue; the link's flush builds a
+  request from everything unsent, so adds submitted while it is busy gather into the next
+  request: the busier the client, the fewer and bigger the frames. Each request gets a
+  `request_id`; the bookie answers each request once, with one result per entry.
 - Requests are encoded by `encode_add_request` (client_core) as valid `AddRequest` protobuf
   bytes: large payloads are spliced in by hand, so such a payload is copied once.
-- If a stream or link breaks (transport error, bookie restart, unexpected end), every add in
-  flight on it fails with `BookieUnavailable` and the next add opens a new one. An add in
-  flight longer than `ledger_add_timeout_ms` fails with `TimeoutExpired` and resets the stream
-  or link (the bookie is stuck; later adds on it would wait behind it).
-- Reads go over ONE long-lived read stream (gRPC `ReadEntriesStream`) or link per client: each
-  read gets a `request_id` and a future; the response marked `last` completes it. A read not
-  answered within `ledger_read_timeout_ms` fails with `BookieUnavailable` and resets the
-  stream/link, like a broken one does for every read on it.
+- If a link breaks (transport error, bookie restart, unexpected end), every add in flight on
+  it fails with `BookieUnavailable` and the next add opens a new one. An add in flight longer
+  than `ledger_add_timeout_ms` fails with `TimeoutExpired` and resets the link (the bookie is
+  stuck; later adds on it would wait behind it).
+- Reads go over ONE long-lived read link per client: each read gets a `request_id` and a
+  future; the response marked `last` completes it. A read not answered within
+  `ledger_read_timeout_ms` fails with `BookieUnavailable` and resets the link, like a broken
+  one does for every read on it.
 - LAC, fence, delete, list and info are plain gRPC calls with a deadline
   (`ledger_read_timeout_ms`; fence and delete use `ledger_add_timeout_ms`).
 
@@ -32,29 +28,17 @@ What must hold
   said the entry is durable, otherwise a typed `StrataError`.
 - grpc exceptions never leave this module (socket errors never leave data_link.py): they
   become `BookieUnavailable` there and only there.
-- Every payload read is checked against its CRC32C before it is returned (`ChecksumMismatch`).
+- Every payload read was checked against its CRC32C by the bookie when it read it from disk.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-from collections import deque
-from dataclasses import dataclass, field
 
 import grpc
 import grpc.aio
 
-from bookie.client_core import (
-    Inflight,
-    PendingRead,
-    encode_add_request,
-    fail_adds,
-    fail_reads,
-    resolve_add_response,
-    take_add_request,
-    take_read_response,
-)
+from bookie.client_core import PendingRead, encode_add_request
 from bookie.data_link import DataLink, LinkState
 from bookie.frames import MESSAGE_OVERHEAD_BYTES, frame_bytes_max
 from bookie.types import BookieInfo, LedgerSummary
@@ -65,8 +49,6 @@ from common.errors import (
     EntryTooLarge,
     InvalidArgument,
     ShuttingDown,
-    StrataError,
-    TimeoutExpired,
     error_from_code,
 )
 from proto import bookie_pb2 as pb
@@ -74,12 +56,8 @@ from proto import bookie_pb2_grpc as pb_grpc
 
 __all__ = ["BookieClient", "encode_add_request", "grpc_channel_options"]
 
-# How often an open add stream checks its oldest request against the add deadline, as a
-# fraction of that deadline.
-_WATCHDOG_FRACTION = 0.1
 _RECONNECT_BACKOFF_MS_MIN = 100
 _RECONNECT_BACKOFF_MS_MAX = 1000
-_ADD_ENTRIES_METHOD = "/strata.bookie.Bookie/AddEntries"
 
 
 def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
@@ -96,42 +74,6 @@ def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
     ]
 
 
-class _DataMode(enum.Enum):
-    UNKNOWN = "unknown"  # transport "tcp", not yet known whether the bookie has a data port
-    TCP = "tcp"          # the bookie advertised a data port: adds and reads use DataLinks
-    GRPC = "grpc"        # transport "grpc", or the bookie has no data port: gRPC streams
-
-
-class _StreamState(enum.Enum):
-    OPEN = "open"        # accepting requests; sender and receiver tasks running
-    FAILED = "failed"    # broken or reset: every add on it has been failed; never reused
-
-
-@dataclass
-class _AddStream:
-    """One AddEntries stream: its call, its tasks, adds not yet sent, requests in flight."""
-
-    call: grpc.aio.StreamStreamCall
-    # Adds submitted and not yet in a request, in submission order (client_core tuples).
-    unsent: deque = field(default_factory=deque)
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)  # set when `unsent` gained adds
-    inflight: dict[int, Inflight] = field(default_factory=dict)
-    state: _StreamState = _StreamState.OPEN
-    tasks: list[asyncio.Task] = field(default_factory=list)
-    watchdog: asyncio.TimerHandle | None = None
-
-
-@dataclass
-class _ReadStream:
-    """One ReadEntriesStream: its call, its tasks, its reads in flight by request id."""
-
-    call: grpc.aio.StreamStreamCall
-    send_queue: asyncio.Queue  # unbounded: one request per waiting reader, who bound themselves
-    pending: dict[int, PendingRead] = field(default_factory=dict)
-    state: _StreamState = _StreamState.OPEN
-    tasks: list[asyncio.Task] = field(default_factory=list)
-
-
 class BookieClient:
     """Client of one bookie at `address` ("host:port", its gRPC address)."""
 
@@ -143,21 +85,12 @@ class BookieClient:
         self._add_timeout_s = config.ledger_add_timeout_ms / 1000.0
         self._read_timeout_s = config.ledger_read_timeout_ms / 1000.0
         self._entry_bytes_max = config.bookie_entry_bytes_max
-        self._data_mode = (_DataMode.GRPC if config.bookie_data_transport == "grpc"
-                           else _DataMode.UNKNOWN)
         self._channel: grpc.aio.Channel | None = None
-        self._stub: pb_grpc.BookieStub | None = None
-        self._stream: _AddStream | None = None
-        self._read_stream: _ReadStream | None = None
+        self._stub: pb_grpc.BookieStub | None = None   # control calls (LAC, fence, delete, info)
         self._add_link: DataLink | None = None    # TCP link for adds; None = open on next add
         self._read_link: DataLink | None = None   # TCP link for reads; None = open on next read
         self._next_request_id = 1
         self._closed = False
-
-    @property
-    def data_transport(self) -> str:
-        """"tcp", "grpc", or "unknown" (not decided yet): what adds and reads use."""
-        return self._data_mode.value
 
     def _request_id(self) -> int:
         request_id = self._next_request_id
@@ -189,22 +122,10 @@ class BookieClient:
             fut.set_exception(InvalidArgument("ids must be >= 0 and LAC >= -1",
                                               ledger_id=ledger_id, entry_id=entry_id))
             return fut
-        add = (ledger_id, entry_id, payload, last_add_confirmed, writer_token, recovery, fut)
-        if self._data_mode is not _DataMode.GRPC:
-            link = self._add_link
-            if link is None:
-                link = self._add_link = self._open_link()
-            link.submit(add)
-            return fut
-        stream = self._stream
-        if stream is None:
-            try:
-                stream = self._open_stream()
-            except StrataError as exc:
-                fut.set_exception(exc)
-                return fut
-        stream.unsent.append(add)
-        stream.wakeup.set()
+        link = self._add_link
+        if link is None:
+            link = self._add_link = self._open_link()
+        link.submit((ledger_id, entry_id, payload, last_add_confirmed, writer_token, recovery, fut))
         return fut
 
     # --- TCP data links -------------------------------------------------------------------
@@ -213,15 +134,12 @@ class BookieClient:
         return DataLink(address=self.address, host=self._host, discover=self._discover_data_port,
                         frame_bytes_max=frame_bytes_max(self._config),
                         add_timeout_s=self._add_timeout_s, clock=self._clock,
-                        next_request_id=self._request_id, on_retired=self._link_retired,
-                        on_no_data_port=self._link_found_no_data_port)
+                        next_request_id=self._request_id, on_retired=self._link_retired)
 
     async def _discover_data_port(self) -> int:
         """The bookie's data port from GetInfo (asked per new link: a restarted bookie may
         listen elsewhere); 0 = it has none."""
         response = await self._unary("GetInfo", pb.GetInfoRequest(), self._add_timeout_s)
-        if response.data_port:
-            self._data_mode = _DataMode.TCP
         return response.data_port
 
     def _link_retired(self, link: DataLink) -> None:
@@ -230,107 +148,11 @@ class BookieClient:
         if self._read_link is link:
             self._read_link = None
 
-    def _link_found_no_data_port(self, link: DataLink) -> None:
-        """An older bookie (or one on transport "grpc"): use gRPC streams from now on, and
-        move the adds that waited on the link to the add stream, in order."""
-        self._data_mode = _DataMode.GRPC
-        if not link.unsent:
-            return
-        try:
-            stream = self._stream if self._stream is not None else self._open_stream()
-        except StrataError as exc:
-            fail_adds({}, link.unsent, exc)
-            return
-        stream.unsent.extend(link.unsent)
-        link.unsent.clear()
-        stream.wakeup.set()
-
-    # --- gRPC add stream --------------------------------------------------------------------
-
-    def _open_stream(self) -> _AddStream:
-        self._ensure_stub()
-        call = self._channel.stream_stream(
-            _ADD_ENTRIES_METHOD, request_serializer=None,  # requests arrive encoded
-            response_deserializer=pb.AddResponse.FromString)()
-        stream = _AddStream(call=call)
-        stream.tasks.append(asyncio.ensure_future(self._sender(stream)))
-        stream.tasks.append(asyncio.ensure_future(self._receiver(stream)))
-        self._stream = stream
-        self._arm_watchdog(stream)
-        return stream
-
-    async def _sender(self, stream: _AddStream) -> None:
-        try:
-            while True:
-                if not stream.unsent:
-                    stream.wakeup.clear()
-                    await stream.wakeup.wait()
-                    continue
-                deadline_s = self._clock.monotonic_s() + self._add_timeout_s
-                request = take_add_request(stream.unsent, stream.inflight, self._request_id,
-                                           deadline_s)
-                if request is not None:
-                    await stream.call.write(request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # grpc.aio errors, or writing to a finished call
-            self._fail_stream(stream, BookieUnavailable(f"add stream write failed: {exc!r}",
-                                                        address=self.address))
-
-    async def _receiver(self, stream: _AddStream) -> None:
-        try:
-            while True:
-                response = await stream.call.read()
-                if response is grpc.aio.EOF:
-                    raise BookieUnavailable("bookie ended the add stream", address=self.address)
-                resolve_add_response(stream.inflight, response, self.address)
-        except asyncio.CancelledError:
-            raise
-        except StrataError as exc:
-            self._fail_stream(stream, exc)
-        except Exception as exc:  # grpc.aio.AioRpcError and friends
-            self._fail_stream(stream, BookieUnavailable(f"add stream failed: {exc!r}",
-                                                        address=self.address))
-
-    def _arm_watchdog(self, stream: _AddStream) -> None:
-        period_s = max(0.01, self._add_timeout_s * _WATCHDOG_FRACTION)
-        stream.watchdog = asyncio.get_running_loop().call_later(period_s, self._watchdog, stream)
-
-    def _watchdog(self, stream: _AddStream) -> None:
-        if stream.state is not _StreamState.OPEN:
-            return
-        oldest = next(iter(stream.inflight.values()), None)
-        if oldest is not None and self._clock.monotonic_s() >= oldest.deadline_s:
-            self._fail_stream(stream, BookieUnavailable("add stream reset after an add timed out",
-                                                        address=self.address), timed_out=True)
-            return
-        self._arm_watchdog(stream)
-
-    def _fail_stream(self, stream: _AddStream, exc: StrataError, *, timed_out: bool = False) -> None:
-        """Fail every add on `stream` and retire it; the next add opens a new stream."""
-        if stream.state is _StreamState.FAILED:
-            return
-        stream.state = _StreamState.FAILED
-        if self._stream is stream:
-            self._stream = None
-        timeout_error = None
-        if timed_out:
-            timeout_error = TimeoutExpired("add not acknowledged within ledger_add_timeout_ms",
-                                           address=self.address, timeout_s=self._add_timeout_s)
-        fail_adds(stream.inflight, stream.unsent, exc, timeout_error, self._clock.monotonic_s())
-        if stream.watchdog is not None:
-            stream.watchdog.cancel()
-        current = asyncio.current_task()
-        for task in stream.tasks:
-            if task is not current:
-                task.cancel()
-        stream.call.cancel()
-
     # --- reads ------------------------------------------------------------------------------
 
     async def read(self, ledger_id: int, first_entry: int, last_entry: int, *,
                    allow_past_lac: bool = False) -> list[tuple[int, bytes]]:
-        """Entries first_entry..last_entry (inclusive), in order, each checked against its CRC32C.
+        """Entries first_entry..last_entry (inclusive), in order (the bookie checked each CRC32C).
         Raises NoSuchEntry if any is missing (or past the bookie's LAC without allow_past_lac)."""
         if first_entry < 0 or last_entry < first_entry:
             raise InvalidArgument("bad entry range", first_entry=first_entry, last_entry=last_entry)
@@ -343,32 +165,12 @@ class BookieClient:
 
     async def _read_chunk(self, ledger_id: int, first: int, last: int, allow_past_lac: bool,
                           out: list[tuple[int, bytes]]) -> None:
-        if self._data_mode is not _DataMode.GRPC:
-            if self._closed:
-                raise ShuttingDown("bookie client is closed", address=self.address)
-            link = self._read_link
-            if link is None:
-                link = self._read_link = self._open_link()
-            if await asyncio.shield(link.ready):
-                await self._read_chunk_link(link, ledger_id, first, last, allow_past_lac, out)
-                return
-        stream = self._read_stream if self._read_stream is not None else self._open_read_stream()
-        request_id = self._request_id()
-        loop = asyncio.get_running_loop()
-        pending = PendingRead(ledger_id, first, last, out, loop.create_future())
-        stream.pending[request_id] = pending
-        stream.send_queue.put_nowait(pb.ReadRequest(
-            ledger_id=ledger_id, first_entry=first, last_entry=last,
-            allow_past_lac=allow_past_lac, request_id=request_id))
-        timer = loop.call_later(self._read_timeout_s, self._read_timed_out, stream, request_id)
-        try:
-            await pending.future
-        finally:
-            timer.cancel()
-            stream.pending.pop(request_id, None)
-
-    async def _read_chunk_link(self, link: DataLink, ledger_id: int, first: int, last: int,
-                               allow_past_lac: bool, out: list[tuple[int, bytes]]) -> None:
+        if self._closed:
+            raise ShuttingDown("bookie client is closed", address=self.address)
+        link = self._read_link
+        if link is None:
+            link = self._read_link = self._open_link()
+        await asyncio.shield(link.ready)
         request_id = self._request_id()
         loop = asyncio.get_running_loop()
         pending = PendingRead(ledger_id, first, last, out, loop.create_future())
@@ -387,65 +189,6 @@ class BookieClient:
             link.fail(BookieUnavailable(
                 "read not answered within ledger_read_timeout_ms; data link reset",
                 address=self.address, timeout_s=self._read_timeout_s))
-
-    def _open_read_stream(self) -> _ReadStream:
-        stub = self._ensure_stub()
-        stream = _ReadStream(call=stub.ReadEntriesStream(), send_queue=asyncio.Queue())
-        stream.tasks.append(asyncio.ensure_future(self._read_sender(stream)))
-        stream.tasks.append(asyncio.ensure_future(self._read_receiver(stream)))
-        self._read_stream = stream
-        return stream
-
-    async def _read_sender(self, stream: _ReadStream) -> None:
-        try:
-            while True:
-                await stream.call.write(await stream.send_queue.get())
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # grpc.aio errors, or writing to a finished call
-            self._fail_read_stream(stream, BookieUnavailable(f"read stream write failed: {exc!r}",
-                                                             address=self.address))
-
-    async def _read_receiver(self, stream: _ReadStream) -> None:
-        try:
-            while True:
-                response = await stream.call.read()
-                if response is grpc.aio.EOF:
-                    raise BookieUnavailable("bookie ended the read stream", address=self.address)
-                pending = stream.pending.get(response.request_id)
-                if pending is None or pending.future.done():
-                    continue  # its reader gave up (cancelled)
-                try:
-                    take_read_response(pending, response, self.address)
-                except StrataError as exc:
-                    pending.future.set_exception(exc)
-        except asyncio.CancelledError:
-            raise
-        except StrataError as exc:
-            self._fail_read_stream(stream, exc)
-        except Exception as exc:  # grpc.aio.AioRpcError and friends
-            self._fail_read_stream(stream, BookieUnavailable(f"read stream failed: {exc!r}",
-                                                             address=self.address))
-
-    def _read_timed_out(self, stream: _ReadStream, request_id: int) -> None:
-        if request_id in stream.pending:  # reads are answered in order: the stream is stuck
-            self._fail_read_stream(stream, BookieUnavailable(
-                "read not answered within ledger_read_timeout_ms; read stream reset",
-                address=self.address, timeout_s=self._read_timeout_s))
-
-    def _fail_read_stream(self, stream: _ReadStream, exc: StrataError) -> None:
-        """Fail every read on `stream` and retire it; the next read opens a new stream."""
-        if stream.state is _StreamState.FAILED:
-            return
-        stream.state = _StreamState.FAILED
-        if self._read_stream is stream:
-            self._read_stream = None
-        fail_reads(stream.pending, exc)
-        current = asyncio.current_task()
-        for task in stream.tasks:
-            if task is not current:
-                task.cancel()
-        stream.call.cancel()
 
     # --- other calls ------------------------------------------------------------------------
 
@@ -519,15 +262,6 @@ class BookieClient:
         for link in (self._add_link, self._read_link):
             if link is not None:
                 link.fail(closed)
-        if self._stream is not None:
-            stream = self._stream
-            self._fail_stream(stream, BookieUnavailable("bookie client closed", address=self.address))
-            await asyncio.gather(*stream.tasks, return_exceptions=True)
-        if self._read_stream is not None:
-            read_stream = self._read_stream
-            self._fail_read_stream(read_stream, BookieUnavailable("bookie client closed",
-                                                                  address=self.address))
-            await asyncio.gather(*read_stream.tasks, return_exceptions=True)
         if self._channel is not None:
             await self._channel.close()
             self._channel = None

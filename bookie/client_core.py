@@ -1,10 +1,9 @@
-"""The bookie client's bookkeeping that does not depend on the transport.
+"""The bookie client's bookkeeping apart from the socket (bookie/data_link.py owns that).
 
-Used by both add/read transports of `BookieClient` (gRPC streams in bookie/client.py, framed
-TCP in bookie/data_link.py): how queued adds become one `AddRequest` (coalesced, split per
-writer token and at `REQUEST_PAYLOAD_BYTES_MAX`), how an `AddResponse` resolves the futures of
-its request, how a stream of `ReadResponse`s is checked and collected, and how everything on a
-broken stream or connection is failed.
+How queued adds become one `AddRequest` (coalesced, split per writer token and at
+`REQUEST_PAYLOAD_BYTES_MAX`), how an `AddResponse` resolves the futures of its request, how a
+stream of `ReadResponse`s is checked and collected, and how everything on a broken connection
+is failed.
 
 An add waiting to be sent is a tuple
 `(ledger_id, entry_id, payload, lac, writer_token, recovery, future)` in an `unsent` deque.

@@ -3,9 +3,8 @@
 How it works
 - A `DataLink` starts CONNECTING: it asks the bookie for its data port (`discover`, the
   `GetInfo` call over gRPC, bounded by the add timeout) and connects to it. Adds submitted
-  meanwhile wait in `unsent`; readers await `ready`. A bookie advertising no data port makes
-  the link hand over: `ready` becomes False and `on_no_data_port` gets the link, whose `unsent`
-  adds the client moves to its gRPC stream.
+  meanwhile wait in `unsent`; readers await `ready`. A bookie advertising no data port fails
+  the link (`BookieUnavailable`): the data path has no other transport.
 - OPEN: `submit()` appends the add to `unsent` and schedules one flush with `call_soon` (no
   task per add); the flush turns everything unsent into ADD_REQUEST frames
   (bookie/client_core.py: coalesced, split per writer token and size) and writes them with
@@ -53,7 +52,7 @@ _WATCHDOG_FRACTION = 0.1
 # Socket write buffer high-water mark: over it, adds wait in `unsent` (and coalesce).
 _WRITE_BUFFER_BYTES_HIGH = 1024 * 1024
 # Add requests sent and not yet answered before further adds wait in `unsent` (and so gather
-# into bigger requests, as they do behind a gRPC stream's write): a busy client sends fewer,
+# into bigger requests): a busy client sends fewer,
 # bigger frames; an idle one sends each add at once.
 _REQUESTS_IN_FLIGHT_MAX = 32
 # Bodies at least this big are written apart from their header (no copy to join them).
@@ -63,7 +62,7 @@ _JOIN_BODY_BYTES_MAX = 64 * 1024
 class LinkState(enum.Enum):
     CONNECTING = "connecting"  # finding the data port / connecting; adds wait in `unsent`
     OPEN = "open"              # connected: adds are flushed as frames, reads are sent
-    FAILED = "failed"          # broken, reset, closed or handed over to gRPC; never reused
+    FAILED = "failed"          # broken, reset or closed; never reused
 
 
 _TRANSITIONS = {LinkState.CONNECTING: {LinkState.OPEN, LinkState.FAILED},
@@ -74,8 +73,7 @@ class DataLink(asyncio.Protocol):
     def __init__(self, *, address: str, host: str, discover: Callable[[], Awaitable[int]],
                  frame_bytes_max: int, add_timeout_s: float, clock: Clock,
                  next_request_id: Callable[[], int],
-                 on_retired: Callable[[DataLink], None],
-                 on_no_data_port: Callable[[DataLink], None]) -> None:
+                 on_retired: Callable[[DataLink], None]) -> None:
         self.address = address
         self._host = host
         self._discover = discover
@@ -83,14 +81,13 @@ class DataLink(asyncio.Protocol):
         self._clock = clock
         self._next_request_id = next_request_id
         self._on_retired = on_retired
-        self._on_no_data_port = on_no_data_port
         self._decoder = FrameDecoder(frame_bytes_max)
         self._loop = asyncio.get_running_loop()
         self.state = LinkState.CONNECTING
         self.unsent: deque = deque()                  # adds not yet in a frame (client_core)
         self.inflight: dict[int, Inflight] = {}       # add requests sent, by request id
         self.reads: dict[int, PendingRead] = {}       # reads sent, by request id
-        # True once OPEN, False if the bookie has no data port (use gRPC), else the error.
+        # True once OPEN, else the error that failed the link.
         self.ready: asyncio.Future = self._loop.create_future()
         self._transport: asyncio.Transport | None = None
         self._flush_scheduled = False
@@ -112,7 +109,7 @@ class DataLink(asyncio.Protocol):
             if self.state is not LinkState.CONNECTING:
                 return
             if not port:
-                self._hand_over()
+                self.fail(BookieUnavailable("bookie advertises no data port", address=self.address))
                 return
             await asyncio.wait_for(self._loop.create_connection(lambda: self, self._host, port),
                                    self._add_timeout_s)
@@ -123,13 +120,6 @@ class DataLink(asyncio.Protocol):
         except (TimeoutError, OSError) as exc:
             self.fail(BookieUnavailable(f"cannot connect to the bookie's data port: {exc!r}",
                                         address=self.address))
-
-    def _hand_over(self) -> None:
-        self._set_state(LinkState.FAILED)
-        self._stop_timers()
-        self.ready.set_result(False)
-        self._on_retired(self)
-        self._on_no_data_port(self)
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         if self.state is not LinkState.CONNECTING:  # failed (e.g. closed) while connecting

@@ -6,12 +6,11 @@ How it works
   (bookie/frames.py) straight from `data_received`, with no task per message.
 - ADD_REQUEST: handed to `Storage.add_request` at once when the storage has room, else kept in
   `_admit_queue` while the connection stops reading (`pause_reading`) and one admit task waits
-  for room (`Storage.wait_for_room`: the same `bookie_add_queue_entries_max` backpressure as
-  the gRPC path). Submitted requests queue in `_adds` for the connection's responder task,
-  which writes each ADD_RESPONSE in request order once its adds are durable (bookie/requests.py,
-  shared with the gRPC servicer).
+  for room (`Storage.wait_for_room`: `bookie_add_queue_entries_max` bounds the entries across
+  connections). Submitted requests queue in `_adds` for the connection's responder task, which
+  writes each ADD_RESPONSE in request order once its adds are durable (bookie/requests.py).
 - READ_REQUEST: queued in `_reads` for the connection's reader task, which answers them one
-  after another like `ReadEntriesStream`.
+  after another, in request order.
 - Writing respects the transport's flow control: when the socket buffer is over its high mark
   (`pause_writing`) the responder and reader wait; a reader that does not read its responses
   therefore stops its own requests being read (the queues fill, the socket is paused).

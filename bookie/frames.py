@@ -30,7 +30,7 @@ from common.errors import BadRequest
 _HEADER = struct.Struct(">IB")
 HEADER_BYTES = _HEADER.size  # 5
 # Headroom over the largest entry for the protobuf framing of one request / response
-# (the gRPC path uses the same figure for its message limit).
+# (gRPC control calls use the same figure for their message limit).
 MESSAGE_OVERHEAD_BYTES = 4 * MIB
 
 

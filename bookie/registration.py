@@ -3,8 +3,8 @@
 The bookie holds an ephemeral key `/bookies/available/<host>:<port>` whose JSON value is
 `{"address": "host:port", "free_bytes": n, "read_only": bool, "bookie_id": "...",
 "data_port": p}`; `data_port` is the bookie's framed TCP data port on the same host
-(bookie/data_server.py), absent when it serves none (clients then use the gRPC streams; a
-bookie client also learns it from `GetInfo`). The key lives as long as the metadata session
+(bookie/data_server.py), where adds and reads go (a bookie client also learns it from
+`GetInfo`). The key lives as long as the metadata session
 (renewed by the store's own keeper thread), so it vanishes within about a lease after the bookie
 dies. Every `bookie_registration_refresh_interval_ms` the value is rewritten with fresh free space
 and read-only state. If the session expired (the process was

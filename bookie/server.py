@@ -1,17 +1,10 @@
-"""The bookie's gRPC service (grpc.aio) and the `BookieServer` that runs storage behind it.
+"""The bookie's gRPC control service (grpc.aio) and the `BookieServer` that runs storage behind it.
 
 How it works
-- `AddEntries`: a reader task takes requests off the stream in order, waits while the add
-  queue is full (backpressure: the stream simply stops being read, HTTP/2 flow control pushes
-  back on the writer), hands each to `Storage.add_request` and queues the pending result (at
-  most `_ADD_REQUESTS_QUEUED_MAX` per stream, then the reader waits too); the handler itself
-  writes responses in request order, each once its adds are durable.
-- Reads: `ReadEntriesStream` answers the reads of one long-lived stream in order, each like a
-  `ReadEntries` call (which remains for single reads), so a reader pays no call set-up per read.
-- The same adds and reads are also served over a framed TCP port (bookie/data_server.py,
-  unless `bookie_data_transport` is "grpc"); `GetInfo` advertises it as `data_port`. Both
-  paths answer through bookie/requests.py.
-- Every other rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
+- Adds and reads are served over the framed TCP data port only (bookie/data_server.py, which
+  answers through bookie/requests.py); `GetInfo` advertises it as `data_port`. gRPC carries
+  the control calls: LAC, fence, delete, list, info.
+- Every rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
 - `BookieServer` also runs the periodic work: checkpoint (`bookie_checkpoint_interval_ms`),
   GC (`bookie_gc_interval_ms`) and the free-disk check (every second). A job that fails, with
@@ -19,8 +12,8 @@ How it works
   that doubles up to `_PERIODIC_BACKOFF_S_MAX`: a periodic task never dies silently. (A disk
   error inside a job has already turned storage read-only, see bookie/storage.py.)
 
-What must hold: responses on an AddEntries stream come in request order, one per request,
-with one result per entry; a success result is sent only after the entry is durable.
+What must hold: the data port is served whenever the gRPC port is (a bookie without one could
+take no adds); a fence or delete is answered only once durable.
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ from bookie import gc
 from bookie.client import grpc_channel_options
 from bookie.data_server import DataServer
 from bookie.fileio import FileSystem
-from bookie.requests import add_response, read_responses, stream_read_responses
 from bookie.storage import Storage
 from common.config import Config
 from common.errors import ShuttingDown, StrataError
@@ -49,58 +41,12 @@ _DISK_CHECK_INTERVAL_S = 1.0
 # Longest wait between tries of a periodic job that keeps failing (unless its interval is
 # longer): long enough not to flood the log, short enough to notice a recovered disk.
 _PERIODIC_BACKOFF_S_MAX = 60.0
-# AddEntries requests handed to storage and not yet answered, per stream; when full the
-# stream is not read further (as on the data port, bookie/data_server.py). The storage's
-# own add queue (`bookie_add_queue_entries_max`) bounds the entries across streams.
-_ADD_REQUESTS_QUEUED_MAX = 1024
-_END = object()
 
 
 class BookieServicer(pb_grpc.BookieServicer):
     def __init__(self, storage: Storage, data_port: Callable[[], int] = lambda: 0) -> None:
         self._storage = storage
         self._data_port = data_port  # -> the framed data port GetInfo advertises (0 = none)
-
-    async def AddEntries(self, request_iterator, context):
-        # The reader takes a slot per request and the handler gives it back once answered, so
-        # at most _ADD_REQUESTS_QUEUED_MAX requests plus _END are ever queued.
-        slots = asyncio.Semaphore(_ADD_REQUESTS_QUEUED_MAX)
-        pending: asyncio.Queue = asyncio.Queue(maxsize=_ADD_REQUESTS_QUEUED_MAX + 1)
-        reader = asyncio.ensure_future(self._read_adds(request_iterator, pending, slots))
-        try:
-            while True:
-                item = await pending.get()
-                if item is _END:
-                    break
-                request_id, entries, adds = item
-                await context.write(await add_response(request_id, entries, adds))
-                slots.release()
-        finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
-
-    async def _read_adds(self, request_iterator, pending: asyncio.Queue,
-                         slots: asyncio.Semaphore) -> None:
-        storage = self._storage
-        try:
-            async for request in request_iterator:
-                await storage.wait_for_room()
-                await slots.acquire()  # before storage takes it: the queue never overflows
-                entries = request.entries
-                pending.put_nowait((request.request_id, entries,
-                                    storage.add_request(request.writer_token, entries)))
-        finally:
-            pending.put_nowait(_END)
-
-    async def ReadEntries(self, request, context):
-        async for response in read_responses(self._storage, request):
-            yield response
-
-    async def ReadEntriesStream(self, request_iterator, context):
-        async for request in request_iterator:
-            async for response in stream_read_responses(self._storage, request):
-                await context.write(response)
 
     async def ReadLastAddConfirmed(self, request, context):
         try:
@@ -154,8 +100,8 @@ class BookieServer:
         self._requested_port = port
         self.port = 0
         self._server: grpc.aio.Server | None = None
-        # The framed TCP data path (bookie/data_server.py); None when bookie_data_transport
-        # is "grpc". `data_port` is its port, 0 = not served.
+        # The framed TCP data path for adds and reads (bookie/data_server.py); `data_port` is
+        # its port once started.
         self._data_server: DataServer | None = None
         self.data_port = 0
         self._tasks: list[asyncio.Task] = []
@@ -179,16 +125,15 @@ class BookieServer:
         if self.port == 0:
             raise ShuttingDown(f"cannot listen on {self._host}:{self._requested_port}")
         await self._server.start()
-        if self.config.bookie_data_transport == "tcp":
-            self._data_server = DataServer(self.storage, self.config, host=self._host,
-                                           port=self.config.bookie_data_port)
-            try:
-                await self._data_server.start()
-            except OSError as exc:
-                await self._server.stop(0)
-                raise ShuttingDown(f"cannot listen on data port {self._host}:"
-                                   f"{self.config.bookie_data_port}: {exc}") from None
-            self.data_port = self._data_server.port
+        self._data_server = DataServer(self.storage, self.config, host=self._host,
+                                       port=self.config.bookie_data_port)
+        try:
+            await self._data_server.start()
+        except OSError as exc:
+            await self._server.stop(0)
+            raise ShuttingDown(f"cannot listen on data port {self._host}:"
+                               f"{self.config.bookie_data_port}: {exc}") from None
+        self.data_port = self._data_server.port
         cfg = self.config
         self._tasks = [
             asyncio.ensure_future(self._every(cfg.bookie_checkpoint_interval_ms / 1000.0,

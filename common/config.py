@@ -103,9 +103,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_data_port", int, 0, 0, 65535,
             "TCP port of the bookie's framed add/read data path, same host as gRPC (0: any free port; advertised in "
             "its registration and GetInfo)"),
-    Setting("bookie_data_transport", str, "tcp",
-            doc="adds and reads: 'tcp' = a bookie also serves the framed data port and a client uses it when the "
-                "bookie advertises one (else gRPC); 'grpc' = gRPC streams only (no data port served or used)"),
     # --- ledger client ---
     Setting("ledger_add_timeout_ms", int, 10_000, 100, 600_000,
             "an add fails (retriable) when Qa bookies have not answered in this time"),
@@ -292,8 +289,6 @@ def _check_relations(v: Mapping[str, Any]) -> None:
                           bind=v["bookie_bind_host"])
     if v["broker_advertised_host"] in WILDCARD_HOSTS or v["bookie_advertised_host"] in WILDCARD_HOSTS:
         raise ConfigError("an advertised host must be one clients can connect to, not a wildcard address")
-    if v["bookie_data_transport"] not in ("tcp", "grpc"):
-        raise ConfigError("bookie_data_transport must be 'tcp' or 'grpc'", value=v["bookie_data_transport"])
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
     if (rt == 0) != (rs == 0):  # as cursor.retention.RetentionPolicy: 0 only paired with 0
         raise ConfigError("retention: 0 is valid only paired with 0", time=rt, size=rs)

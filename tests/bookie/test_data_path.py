@@ -1,10 +1,10 @@
 """The framed TCP data path between `BookieClient` and real `strata bookie` processes:
-round trips, bad frames, falling back to gRPC, a bookie killed mid-stream, backpressure."""
+round trips, bad frames, a bookie killed mid-stream, backpressure (adds and reads travel only
+over this path)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import struct
 import time
@@ -42,7 +42,6 @@ def test_adds_then_reads_round_trip_over_tcp(tmp_path):
         futures = [client.submit_add(7, i, _payload(i, size), i - 1, writer_token=b"w")
                    for i, size in enumerate(sizes)]
         await asyncio.gather(*futures)
-        assert client.data_transport == "tcp"
         assert (await client.info()).data_port > 0
         got = await client.read(7, 0, len(sizes) - 1, allow_past_lac=True)
         assert got == [(i, _payload(i, size)) for i, size in enumerate(sizes)]
@@ -97,46 +96,8 @@ def test_malformed_and_oversize_frames_close_only_that_connection(tmp_path):
             await client.add(3, i, _payload(i), i - 1, writer_token=b"w")
         got = await client.read(3, 0, 19, allow_past_lac=True)
         assert got == [(i, _payload(i)) for i in range(20)]
-        assert client.data_transport == "tcp"
         await client.close()
     _run(bookie, go)
-
-
-def test_client_falls_back_to_grpc_when_no_data_port_is_advertised(tmp_path):
-    from metadata import open_store
-
-    config_path = tmp_path / "bookie.toml"
-    config_path.write_text('bookie_data_transport = "grpc"\n')
-    url = f"sqlite:///{tmp_path}/meta.db"
-    old = BookieProcess.start(tmp_path / "old", config_path=config_path, metadata_url=url)
-    new = BookieProcess.start(tmp_path / "new", metadata_url=url)
-    store = open_store(url)
-
-    async def go():
-        old_doc = json.loads(store.get(f"/bookies/available/{old.address}").value)
-        new_doc = json.loads(store.get(f"/bookies/available/{new.address}").value)
-        assert "data_port" not in old_doc and new_doc["data_port"] > 0
-        client = BookieClient(old.address, config=CONFIG)
-        futures = [client.submit_add(1, i, _payload(i), i - 1, writer_token=b"w")
-                   for i in range(50)]  # submitted before the client knows: handed over
-        await asyncio.gather(*futures)
-        assert client.data_transport == "grpc"
-        assert (await client.read(1, 0, 49, allow_past_lac=True)) == [
-            (i, _payload(i)) for i in range(50)]
-        await client.close()
-        # And a client configured for gRPC never uses the data port of a bookie that has one.
-        grpc_client = BookieClient(new.address, config=default_config(bookie_data_transport="grpc"))
-        await grpc_client.add(1, 0, b"x", -1, writer_token=b"w")
-        assert (await grpc_client.read(1, 0, 0, allow_past_lac=True)) == [(0, b"x")]
-        assert grpc_client.data_transport == "grpc"
-        await grpc_client.close()
-
-    try:
-        asyncio.run(go())
-    finally:
-        store.close()
-        old.close()
-        new.close()
 
 
 def test_bookie_killed_midstream_fails_inflight_adds_within_a_bound(tmp_path):
@@ -177,6 +138,5 @@ def test_bookie_over_its_add_queue_limit_pushes_back_without_losing_adds(tmp_pat
         await asyncio.gather(*futures)
         got = await client.read(2, 0, 2999, allow_past_lac=True)
         assert got == [(i, _payload(i, 2000)) for i in range(3000)]
-        assert client.data_transport == "tcp"
         await client.close()
     _run(bookie, go)

@@ -173,9 +173,9 @@ def test_a_delete_that_fails_to_become_durable_blocks_gc_until_restart(tmp_path)
 
 # --- the server: periodic tasks, and acks that wait for fsync ---------------------------------
 
-def _server_config(transport: str = "tcp", **overrides):
+def _server_config(**overrides):
     settings = dict(bookie_checkpoint_interval_ms=100, bookie_gc_interval_ms=100,
-                    bookie_journal_group_commit_wait_ms=0.0, bookie_data_transport=transport)
+                    bookie_journal_group_commit_wait_ms=0.0)
     return default_config(**{**settings, **overrides})
 
 
@@ -239,10 +239,9 @@ def test_a_periodic_job_survives_any_exception_and_backs_off(tmp_path):
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("transport", ["tcp", "grpc"])
-def test_an_add_is_acknowledged_only_after_its_fsync_succeeded(tmp_path, transport):
+def test_an_add_is_acknowledged_only_after_its_fsync_succeeded(tmp_path):
     async def go():
-        cfg = _server_config(transport, bookie_checkpoint_interval_ms=3_600_000)
+        cfg = _server_config(bookie_checkpoint_interval_ms=3_600_000)
         fs = FailingFileSystem()
         server = BookieServer(str(tmp_path / "b"), cfg, fs=fs)
         await server.start()
@@ -278,42 +277,47 @@ def test_an_add_is_acknowledged_only_after_its_fsync_succeeded(tmp_path, transpo
     asyncio.run(go())
 
 
-def test_a_grpc_add_stream_holds_at_most_its_bound_of_unanswered_requests(tmp_path):
-    """While fsync is held nothing is answered: the stream stops being read at
-    `_ADD_REQUESTS_QUEUED_MAX` requests; once released every request is answered, in order."""
-    import grpc.aio
-
-    from bookie import server as server_module
-    from bookie.client import grpc_channel_options
+def test_a_data_connection_holds_at_most_its_bound_of_unanswered_requests(tmp_path):
+    """While fsync is held nothing is answered: the connection stops being read at
+    `_ADD_REQUESTS_QUEUED_MAX` requests (plus what one read of the socket carried); once
+    released every request is answered, in order."""
+    from bookie import data_server
+    from bookie.frames import FrameDecoder, FrameKind, encode_frame
     from proto import bookie_pb2 as pb
-    from proto import bookie_pb2_grpc as pb_grpc
 
-    bound = server_module._ADD_REQUESTS_QUEUED_MAX
-    count = bound + 200
+    bound = data_server._ADD_REQUESTS_QUEUED_MAX
+    count = bound + 400
+    frames_per_write = 20
 
     async def go():
-        cfg = _server_config("grpc", bookie_checkpoint_interval_ms=3_600_000)
+        cfg = _server_config(bookie_checkpoint_interval_ms=3_600_000)
         fs = FailingFileSystem()
         server = BookieServer(str(tmp_path / "b"), cfg, fs=fs)
         await server.start()
         storage = server.storage
-        channel = grpc.aio.insecure_channel(server.address, options=grpc_channel_options(cfg))
-        call = pb_grpc.BookieStub(channel).AddEntries()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.data_port)
         fs.hold_fsync()
-        for i in range(count):
-            await call.write(pb.AddRequest(request_id=i, writer_token=b"w",
-                                           entries=[entry(9, i, b"%06d" % i)]))
-        await _eventually(lambda: storage._pending_entries >= bound, "the stream is read")
-        await asyncio.sleep(0.3)  # the reader would take more now if it were unbounded
-        assert storage._pending_entries == bound
+        for first in range(0, count, frames_per_write):
+            writer.write(b"".join(encode_frame(FrameKind.ADD_REQUEST, pb.AddRequest(
+                request_id=i, writer_token=b"w", entries=[entry(9, i, b"%06d" % i)]).SerializeToString())
+                for i in range(first, min(count, first + frames_per_write))))
+            await writer.drain()
+            await asyncio.sleep(0.001)  # separate reads on the bookie's side
+        await _eventually(lambda: storage._pending_entries >= bound, "the connection is read")
+        await asyncio.sleep(0.3)  # the bookie would take more now if it were unbounded
+        assert bound <= storage._pending_entries < count
         fs.release_fsync()
-        await call.done_writing()
-        ids = []
-        for _ in range(count):
-            response = await asyncio.wait_for(call.read(), DEADLINE_S)
-            assert [r.error_code for r in response.results] == [0]
-            ids.append(response.request_id)
+        decoder = FrameDecoder(1 << 20)
+        ids: list[int] = []
+        while len(ids) < count:
+            data = await asyncio.wait_for(reader.read(1 << 16), DEADLINE_S)
+            assert data, "the bookie closed the connection"
+            for kind, body in decoder.feed(data):
+                assert kind == FrameKind.ADD_RESPONSE
+                response = pb.AddResponse.FromString(body)
+                assert [r.error_code for r in response.results] == [0]
+                ids.append(response.request_id)
         assert ids == list(range(count))
-        await channel.close()
+        writer.close()
         await asyncio.wait_for(server.stop(), DEADLINE_S)
     asyncio.run(go())

@@ -6,7 +6,9 @@ are queued or running at once; further callers wait (asyncio backpressure) rathe
 `watch()` callbacks are delivered on the event loop that called `watch()` (via
 `call_soon_threadsafe`), in the order the store's poller saw them.
 
-It implements `metadata.api.AsyncStore`, the type asyncio code takes.
+It implements `metadata.api.AsyncStore`, the type asyncio code takes. `ToThreadStore` is the
+light adapter for code that holds a blocking store and makes a few async calls (tests, tools):
+each call runs with `asyncio.to_thread`, with no pool or limit of its own.
 
 What must hold: after `await close()` no callback is scheduled any more and the wrapped store is
 closed; the pool is shut down without waiting for the loop.
@@ -93,3 +95,21 @@ class AsyncMetadataStore(AsyncStore):
             await self._call(self.sync.close)
         finally:
             self._pool.shutdown(wait=False)
+
+
+class ToThreadStore(AsyncMetadataStore):
+    """`store` as an `AsyncStore` whose calls each run with `asyncio.to_thread` (the default
+    executor): no pool and no in-flight limit of its own, so it can be made anywhere, outside a
+    loop or for one call. `close()` closes the store, as the protocol says."""
+
+    def __init__(self, store: MetadataStore) -> None:  # no pool, no slots: see _call and close
+        self.sync = store
+        self._closed = False
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._call(self.sync.close)

@@ -97,6 +97,8 @@ def main(argv: list[str]) -> int:
         runner = uvloop.run
     except ImportError:  # uvloop is optional: plain asyncio works, slower
         runner = asyncio.run
+    from common.gc_tuning import tune_for_server
+    tune_for_server()
     try:
         return runner(_run(args))
     except StrataError as exc:

@@ -65,5 +65,7 @@ def main(argv: list[str]) -> int:
         print(f"strata broker: {exc}", file=sys.stderr)
         return 2
     from broker.server import Broker
+    from common.gc_tuning import tune_for_server
+    tune_for_server()
     uvloop.run(serve_until_signal(Broker(config, args.metadata_url)))
     return 0

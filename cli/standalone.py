@@ -171,6 +171,8 @@ def main(argv: list[str]) -> int:
         log.info("%d bookie(s) listening on %s", len(ports), ports)
         from broker.server import Broker
         broker = Broker(config, metadata_url)
+        from common.gc_tuning import tune_for_server
+        tune_for_server()
         uvloop.run(serve_until_signal(broker))
     except KeyboardInterrupt:
         pass

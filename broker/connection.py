@@ -154,7 +154,7 @@ class ServerConnection(asyncio.Protocol):
         self._process_held()
 
     def _process_held(self) -> None:
-        """Route decoded frames in order until done or a producer backlog pauses us."""
+        """Route decoded frames in order until done or reads are held (producer backlog, request cap)."""
         if self._processing:
             return
         self._processing = True

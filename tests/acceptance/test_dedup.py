@@ -23,6 +23,7 @@ from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
 
 # Small snapshot interval: a restart then restores a snapshot AND replays entries after it.
 ENV = {"STRATA_BROKER_DEDUP_SNAPSHOT_INTERVAL_ENTRIES": "5"}
@@ -190,6 +191,7 @@ def test_switched_off_while_unloaded_starts_afresh_when_on_again(sa, topic: str)
 # --- a retry after a failed write is stored (apache/pulsar#5218) ----------------------------------
 
 ADD_TIMEOUT_MS = 2_000
+APPEND_FAILED_DEADLINE_S = ADD_TIMEOUT_MS / 1000 + 30.0   # the add timeout, and a loaded machine
 FAILING_ENV = {"STRATA_LEDGER_ADD_TIMEOUT_MS": str(ADD_TIMEOUT_MS),
                "STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "5",
                "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0"}
@@ -208,6 +210,13 @@ def _bookie_pid(sa: StandaloneProcess) -> int:
         if ppid == sa.pid and b"bookie" in argv:
             return int(entry.name)
     raise AssertionError("the standalone has no bookie process")
+
+
+def _append_failed(sa: StandaloneProcess, topic: str, log_offset: int) -> bool:
+    """The broker has logged an append to `topic` failing since `log_offset` of its log."""
+    with open(sa.log_path, "rb") as log:
+        log.seek(log_offset)
+        return f"append to {topic} failed".encode() in log.read()
 
 
 def test_a_retry_after_a_failed_write_is_stored_not_dropped(tmp_path: Path) -> None:
@@ -235,11 +244,13 @@ def test_a_retry_after_a_failed_write_is_stored_not_dropped(tmp_path: Path) -> N
                     done.set()
 
             bookie = _bookie_pid(sa)
+            log_offset = sa.log_path.stat().st_size
             os.kill(bookie, signal.SIGSTOP)
             try:
                 for i in range(4, 10):
                     producer.send_async(b"m%d" % i, lambda r, m, i=i: sent(i, r, m))
-                time.sleep(ADD_TIMEOUT_MS / 1000 + 1.0)     # m4's add has timed out by now
+                wait_until(lambda: _append_failed(sa, topic, log_offset), APPEND_FAILED_DEADLINE_S,
+                           what="the broker failing m4's append (add timeout)", interval_s=0.05)
             finally:
                 os.kill(bookie, signal.SIGCONT)
             assert done.wait(120), f"sends did not complete: {receipts}"

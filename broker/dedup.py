@@ -53,6 +53,7 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from broker.entry_format import EntryInfo, parse_entry
+from common import retry
 from common.clock import Clock
 from common.config import Config
 from common.errors import BadVersion, NotFound, StrataError
@@ -66,6 +67,10 @@ log = logging.getLogger(__name__)
 REPLAY_BATCH_ENTRIES = 100
 REPLAY_BATCH_BYTES_MAX = 16 * 1024 * 1024
 NO_MARK = -1
+# A snapshot write that lost its compare-and-set (written or deleted behind us): re-read the
+# version and write once more; a second failure is raised.
+_SNAPSHOT_RETRY = retry.Retry("broker.dedup_snapshot", retry_on=(BadVersion, NotFound), wait=retry.no_wait(),
+                              attempts_max=2, log_level=logging.WARNING)
 
 
 class Verdict(enum.Enum):
@@ -319,17 +324,17 @@ class Deduplication:
         position = self.position if self.position is not None else self.ml.last_confirmed
         data = json.dumps({"position": list(position), "marks": self.state.marks(),
                            "taken_ms": self.clock.wall_ms()}).encode()
-        if self._snapshot_version is None:
-            await self._reload_snapshot_version()
-        try:
+        reload = self._snapshot_version is None
+
+        async def attempt() -> None:
+            nonlocal reload
+            if reload:
+                await self._reload_snapshot_version()
+            reload = True  # a retry follows a lost compare-and-set: re-read first
             self._snapshot_version = await self.astore.put(
                 self.path, data, expected_version=self._snapshot_version)
-        except (BadVersion, NotFound) as exc:  # written or deleted behind us: re-read, once
-            log.warning("dedup snapshot of %s lost compare-and-set (%s); re-reading, retrying once",
-                        self.ml.name, exc)
-            await self._reload_snapshot_version()
-            self._snapshot_version = await self.astore.put(
-                self.path, data, expected_version=self._snapshot_version)
+
+        await _SNAPSHOT_RETRY.call_async(attempt, about=self.ml.name)
 
     async def _reload_snapshot_version(self) -> None:
         found = await self.astore.get(self.path)

@@ -7,10 +7,12 @@ Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
 label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
 `pulsar_subscription_consumers_count`, and Strata's `strata_subscription_cursor_state_bytes`
 (the cursor state as last encoded) and `strata_subscription_cursor_state_error` (1 while acks
-that add ack holes are refused: state over `cursor_state_bytes_max`). Plus broker-wide `pulsar_topics_count` and Strata's own
-counters (label `cluster`): cursor persists (`strata_cursor_*_total`, from `cursor.metrics`), the
-cursor writer's group transactions, and the retention task's passes, errors, TTL-expired cursors
-and trimmed ledgers (`strata_retention_*_total`).
+that add ack holes are refused: state over `cursor_state_bytes_max`). Plus broker-wide
+`pulsar_topics_count` and Strata's own counters (label `cluster`): cursor persists
+(`strata_cursor_*_total`, from `cursor.metrics`), the cursor writer's group transactions, and the
+retention task's passes, errors, TTL-expired cursors and trimmed ledgers
+(`strata_retention_*_total`); and per retry policy (label `op`, from `common.retry`)
+`strata_retries_total` and `strata_retries_exhausted_total`.
 Values are computed on request from the loaded topics.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.topic_stats import topic_stats
+from common import retry
 from cursor import metrics as cursor_metrics
 
 if TYPE_CHECKING:
@@ -80,12 +83,24 @@ def _broker_counters(service: BrokerService) -> dict[str, tuple[str, int]]:
     return out
 
 
+def retry_lines() -> list[str]:
+    """`strata_retries_total` and `strata_retries_exhausted_total`, one line per retry policy (`op`)."""
+    lines = []
+    for metric, help_text, counts in (
+            ("strata_retries_total", "failed attempts that were tried again, per retry policy", retry.RETRIES),
+            ("strata_retries_exhausted_total", "calls whose retries ran out, per retry policy", retry.EXHAUSTED)):
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
+        lines += [f"{metric}{_labels(cluster=CLUSTER, op=op)} {n}" for op, n in sorted(counts.copy().items())]
+    return lines
+
+
 def render(service: BrokerService) -> str:
     stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
     lines = ["# TYPE pulsar_topics_count gauge", f'pulsar_topics_count{_labels(cluster=CLUSTER)} {len(stats)}']
     for metric, (help_text, value) in _broker_counters(service).items():
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
                   f"{metric}{_labels(cluster=CLUSTER)} {value}"]
+    lines += retry_lines()
     for metric, kind, help_text, get in _TOPIC_METRICS:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         for name, topic in stats.items():

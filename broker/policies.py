@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 
 from broker.names import TopicName
+from common import retry
 from common.config import Config
 from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound
 from cursor.retention import RetentionPolicy
@@ -34,6 +35,10 @@ DEDUP_KEY = "deduplicationEnabled"
 RETENTION_KEY = "retention_policies"     # {"retentionTimeInMinutes": m, "retentionSizeInMB": s}
 TTL_KEY = "message_ttl_in_seconds"       # int seconds, 0 = off
 TOPICS_ROOT = "/topics"
+
+# A compare-and-set of a policy or partition-count key lost to another writer: read again, at
+# once, ten times in all, then InvalidArgument.
+_POLICY_CAS_RETRY = retry.Retry("broker.policy_cas", retry_on=(), wait=retry.no_wait(), attempts_max=10)
 
 
 def _partitioned_path(name: TopicName) -> str:
@@ -63,7 +68,8 @@ async def update_partitioned(astore: AsyncStore, name: TopicName, partitions: in
     if not 1 <= partitions <= partitions_max:
         raise InvalidArgument("partition count out of range", partitions=partitions, max=partitions_max)
     path = _partitioned_path(name)
-    for _ in range(10):
+
+    async def attempt() -> int:
         found = await astore.get(path)
         if found is None:
             raise NotFound("partitioned topic not found", topic=str(name))
@@ -74,10 +80,12 @@ async def update_partitioned(astore: AsyncStore, name: TopicName, partitions: in
         try:
             await astore.put(path, json.dumps({"partitions": partitions}).encode(),
                              expected_version=found.version)
-            return old
-        except (BadVersion, NotFound):
-            continue
-    raise InvalidArgument("partition count changed concurrently too often", topic=str(name))
+        except (BadVersion, NotFound) as exc:  # another writer raced us: read again
+            raise retry.TryAgain(str(exc)) from exc
+        return old
+
+    return await _POLICY_CAS_RETRY.call_async(attempt, give_up=lambda _: InvalidArgument(
+        "partition count changed concurrently too often", topic=str(name)))
 
 
 async def delete_partitioned(astore: AsyncStore, name: TopicName) -> None:
@@ -150,7 +158,7 @@ async def delete_topic_policies(astore: AsyncStore, name: TopicName) -> None:
 
 
 async def _set_field(astore: AsyncStore, path: str, key: str, value: object) -> None:
-    for _ in range(10):
+    async def attempt() -> None:
         found = await astore.get(path)
         fields = json.loads(found.value) if found is not None else {}
         if value is None:
@@ -163,10 +171,11 @@ async def _set_field(astore: AsyncStore, path: str, key: str, value: object) -> 
                 await astore.create(path, data)
             else:
                 await astore.put(path, data, expected_version=found.version)
-            return
-        except (AlreadyExists, NotFound, BadVersion):
-            continue  # another writer raced us: read again
-    raise InvalidArgument("policies changed concurrently too often", path=path)
+        except (AlreadyExists, NotFound, BadVersion) as exc:  # another writer raced us: read again
+            raise retry.TryAgain(str(exc)) from exc
+
+    await _POLICY_CAS_RETRY.call_async(attempt, give_up=lambda _: InvalidArgument(
+        "policies changed concurrently too often", path=path))
 
 
 async def register_topic(astore: AsyncStore, name: TopicName, now_ms: int) -> None:

@@ -36,6 +36,7 @@ from broker.entry_format import parse_entry
 from broker.names import TopicName
 from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
+from common import retry
 from common.clock import Clock
 from common.config import Config
 from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
@@ -47,6 +48,9 @@ from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
 log = logging.getLogger(__name__)
 
 OWNERSHIP_ROOT = "/ownership"
+# Claiming a topic: the key vanished or was our own previous incarnation's: try again at once,
+# three times in all, then ServiceNotReady (which the client retries).
+_CLAIM_RETRY = retry.Retry("broker.claim_topic", retry_on=(), wait=retry.no_wait(), attempts_max=3)
 
 
 class BrokerService:
@@ -136,14 +140,15 @@ class BrokerService:
     async def _claim(self, name: TopicName) -> None:
         path = f"{OWNERSHIP_ROOT}/{name.path}"
         value = self.advertised_url.encode()
-        for _ in range(3):
+
+        async def attempt() -> None:
             try:
                 await self.astore.create(path, value, ephemeral=True)
                 return
             except AlreadyExists:
                 found = await self.astore.get(path)
             if found is None:
-                continue
+                raise retry.TryAgain("the ownership key vanished")
             if found.ephemeral_owner == self.astore.session_id:
                 return
             if found.value != value:
@@ -153,7 +158,10 @@ class BrokerService:
                 await self.astore.delete(path, expected_version=found.version)
             except (NotFound, StrataError):
                 pass
-        raise ServiceNotReady("could not claim topic ownership", topic=str(name))
+            raise retry.TryAgain("took our previous incarnation's key over")
+
+        await _CLAIM_RETRY.call_async(attempt, about=str(name), give_up=lambda _: ServiceNotReady(
+            "could not claim topic ownership", topic=str(name)))
 
     async def release(self, topic: PersistentTopic) -> None:
         """Close a topic and give up its ownership."""

@@ -40,6 +40,7 @@ import re
 import secrets
 from typing import Any
 
+from common import retry
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, default_config
 from common.errors import AlreadyExists, BadVersion, CursorFenced, CursorNotFound, InvalidArgument, NotFound
@@ -54,8 +55,10 @@ from ledger.types import LedgerView
 log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[A-Za-z0-9_.:=@+-]")
-_CLAIM_ATTEMPTS_MAX = 20      # lost races while taking a cursor over before giving up
-_OVERWRITE_ATTEMPTS_MAX = 3   # writes over our own (lost-reply) value before reporting BadVersion
+# Lost races while taking a cursor over, then CursorFenced.
+_CLAIM_RETRY = retry.Retry("cursor.claim", retry_on=BadVersion, wait=retry.linear(0.01), attempts_max=20)
+# Writes over our own (lost-reply) value, then the last BadVersion.
+_OVERWRITE_RETRY = retry.Retry("cursor.overwrite_own", retry_on=BadVersion, wait=retry.no_wait(), attempts_max=3)
 
 
 def new_writer_token() -> str:
@@ -114,7 +117,8 @@ class CursorStore:
         compare-and-set, retrying lost races. The snapshot as written and its size in bytes;
         None if there is no such cursor."""
         path = self.path(cursor_name)
-        for attempt in range(_CLAIM_ATTEMPTS_MAX):
+
+        async def attempt() -> tuple[CursorSnapshot, int] | None:
             found = await self._call("get", path)
             if found is None:
                 self._versions.pop(cursor_name, None)
@@ -122,17 +126,15 @@ class CursorStore:
             snapshot = decode(found.value)
             snapshot.writer = writer
             value = encode(snapshot)
-            try:
+            try:  # BadVersion: the owner being replaced wrote meanwhile, take its newer state
                 self._versions[cursor_name] = await self._put(path, value, found.version)
             except NotFound:
                 self._versions.pop(cursor_name, None)
                 return None
-            except BadVersion:  # the owner being replaced wrote meanwhile: take its newer state
-                await asyncio.sleep(0.01 * (attempt + 1))
-                continue
             return snapshot, len(value)
-        raise CursorFenced("could not take the cursor over: its value kept changing",
-                           ml=self.ml_name, cursor=cursor_name)
+
+        return await _CLAIM_RETRY.call_async(attempt, give_up=lambda _: CursorFenced(
+            "could not take the cursor over: its value kept changing", ml=self.ml_name, cursor=cursor_name))
 
     async def save(self, cursor_name: str, value: bytes, writer: str | None) -> None:
         """Write by compare-and-set on the version last seen (create if never seen). `writer` is
@@ -143,18 +145,25 @@ class CursorStore:
         if version is None:
             self._versions[cursor_name] = await self._call("create", path, value)
             return
-        for attempt in range(_OVERWRITE_ATTEMPTS_MAX):
-            try:
-                self._versions[cursor_name] = await self._put(path, value, version)
-                return
-            except BadVersion as lost:
-                metrics.CURSOR_PERSIST_CONFLICTS_TOTAL += 1
-                if attempt == _OVERWRITE_ATTEMPTS_MAX - 1:
-                    raise
-                version = await self._version_if_ours(cursor_name, writer, lost)
-                if version is None:  # deleted behind us: never re-create a dropped subscription
+        current = version
+        lost: BadVersion | None = None
+
+        async def attempt() -> None:
+            nonlocal current, lost
+            if lost is not None:
+                ours = await self._version_if_ours(cursor_name, writer, lost)
+                if ours is None:  # deleted behind us: never re-create a dropped subscription
                     raise CursorFenced("the cursor was deleted by another owner", ml=self.ml_name,
                                        cursor=cursor_name) from None
+                current = ours
+            try:
+                self._versions[cursor_name] = await self._put(path, value, current)
+            except BadVersion as exc:
+                metrics.CURSOR_PERSIST_CONFLICTS_TOTAL += 1
+                lost = exc
+                raise
+
+        await _OVERWRITE_RETRY.call_async(attempt, about=f"{self.ml_name}/{cursor_name}")
 
     async def _put(self, path: str, value: bytes, version: int) -> int:
         if self.writer is not None:
@@ -181,18 +190,23 @@ class CursorStore:
     async def delete_owned(self, cursor_name: str, writer: str | None) -> None:
         """Delete the key by compare-and-set, as its owner `writer` (fenced like `save`)."""
         version = self._versions.get(cursor_name)
-        for attempt in range(_OVERWRITE_ATTEMPTS_MAX):
-            try:
-                await self._call("delete", self.path(cursor_name), expected_version=version)
-                break
-            except NotFound:
-                raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
-            except BadVersion as lost:
-                if attempt == _OVERWRITE_ATTEMPTS_MAX - 1:
-                    raise
+        lost: BadVersion | None = None
+
+        async def attempt() -> None:
+            nonlocal version, lost
+            if lost is not None:
                 version = await self._version_if_ours(cursor_name, writer, lost)
                 if version is None:
                     raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
+            try:
+                await self._call("delete", self.path(cursor_name), expected_version=version)
+            except NotFound:
+                raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
+            except BadVersion as exc:
+                lost = exc
+                raise
+
+        await _OVERWRITE_RETRY.call_async(attempt, about=f"{self.ml_name}/{cursor_name}")
         self._versions.pop(cursor_name, None)
 
     async def delete(self, cursor_name: str) -> None:

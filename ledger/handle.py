@@ -32,6 +32,7 @@ import functools
 import random
 from typing import Any
 
+from common import retry
 from common.clock import Clock
 from common.config import Config
 from common.errors import (
@@ -53,7 +54,9 @@ from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.pending import AddPipeline, PendingAdd
 from ledger.striping import read_chunks, write_set
 
-_ENSEMBLE_RETRY_S = 0.2            # wait between attempts to find a replacement bookie
+# Finding a replacement bookie (NotEnoughBookies) or a metadata store hiccup: try again in 0.2 s.
+_ENSEMBLE_RETRY = retry.Retry("ledger.ensemble_change", retry_on=StrataError, wait=retry.fixed(0.2),
+                              unbounded_because="the add deadline watchdog fails the handle, which ends it")
 
 
 class ReadHandle:
@@ -280,13 +283,11 @@ class WriteHandle(ReadHandle):
             self._ensemble_task = asyncio.ensure_future(self._change_ensemble())
 
     async def _change_ensemble(self) -> None:
-        while self._failed_indexes and self.state is WriterState.WRITING:
-            try:
+        async def replace_failed() -> None:
+            while self._failed_indexes and self.state is WriterState.WRITING:
                 await self._try_change_ensemble()
-            except NotEnoughBookies:
-                await asyncio.sleep(_ENSEMBLE_RETRY_S)    # the deadline watchdog bounds this
-            except StrataError:
-                await asyncio.sleep(_ENSEMBLE_RETRY_S)    # metadata store hiccup: try again
+
+        await _ENSEMBLE_RETRY.call_async(replace_failed, about=f"ledger {self.ledger_id}")
 
     async def _try_change_ensemble(self) -> None:
         replaced = sorted(self._failed_indexes)

@@ -19,10 +19,10 @@ after a crash or takeover, and bounded by the rollover size.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from common import retry
 from common.errors import AlreadyExists, BadVersion, ManagedLedgerFenced
 from ledger.entry_index import EntryIndex
 from ledger.handle import ReadHandle
@@ -34,27 +34,26 @@ if TYPE_CHECKING:
 
 MetaFromEntry = Callable[[bytes], tuple[int, int]]
 _REBUILD_READ_CHUNK = 500
-_TAKEOVER_ATTEMPTS_MAX = 20
+# Lost compare-and-set races with the owner being replaced, before giving up.
+_TAKEOVER_RETRY = retry.Retry("ledger.take_ownership", retry_on=(AlreadyExists, BadVersion),
+                              wait=retry.linear(0.01), attempts_max=20)
 
 
 async def take_ownership(store: AsyncStore, name: str, owner: str) -> ManagedLedgerMetadata:
     """Write our owner token by compare-and-set. A race with the old owner's own update (a
     rollover, a trim) is retried: opening always wins over the owner being replaced."""
     path = ml_path(name)
-    for attempt in range(_TAKEOVER_ATTEMPTS_MAX):
+
+    async def attempt() -> ManagedLedgerMetadata:
         got = await store.get(path)
         if got is None:
             fresh = ManagedLedgerMetadata(owner=owner)
-            try:
-                return fresh.with_version(await store.create(path, fresh.to_json()))
-            except AlreadyExists:
-                continue
+            return fresh.with_version(await store.create(path, fresh.to_json()))
         meta = ManagedLedgerMetadata.from_json(got.value, got.version).with_owner(owner)
-        try:
-            return meta.with_version(await store.put(path, meta.to_json(), expected_version=got.version))
-        except BadVersion:
-            await asyncio.sleep(0.01 * (attempt + 1))
-    raise ManagedLedgerFenced("could not take ownership: the metadata kept changing", name=name)
+        return meta.with_version(await store.put(path, meta.to_json(), expected_version=got.version))
+
+    return await _TAKEOVER_RETRY.call_async(attempt, give_up=lambda _: ManagedLedgerFenced(
+        "could not take ownership: the metadata kept changing", name=name))
 
 
 async def rebuild_index(handle: ReadHandle, meta_from_entry: MetaFromEntry | None,

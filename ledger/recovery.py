@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from common import retry
 from common.clock import Clock
 from common.config import Config
 from common.errors import (
@@ -64,7 +65,9 @@ from metadata.api import AsyncStore
 
 _RECOVERY_READ_BATCH = 64          # entries past the LAC probed at once
 _LENGTH_READ_CHUNK = 1_000         # entries per read when summing the length
-_RECOVERY_ATTEMPTS_MAX = 10        # lost compare-and-set races before giving up (retriable)
+# Lost compare-and-set races with another recoverer (BadVersion), then NotEnoughBookies (retriable).
+_RECOVERY_RETRY = retry.Retry("ledger.recover", retry_on=BadVersion, wait=retry.jittered(0.01, 0.05, scaled=True),
+                              attempts_max=10)
 _ENSEMBLE_CHANGES_MAX = 8          # replacement rounds in one attempt before giving up (retriable)
 
 Found = tuple[int, bytes, list[int]]   # (entry_id, payload, write-set indexes that showed no copy)
@@ -73,21 +76,20 @@ Found = tuple[int, bytes, list[int]]   # (entry_id, payload, write-set indexes t
 async def recover(store: AsyncStore, pool: BookiePool, ledger_id: int, config: Config, clock: Clock,
                   rng: random.Random) -> LedgerMetadata:
     """Return the CLOSED metadata of `ledger_id`, recovering it first if it is not closed."""
-    for attempt in range(_RECOVERY_ATTEMPTS_MAX):
+    async def attempt() -> LedgerMetadata:    # BadVersion: another recoverer moved it, look again
         meta = await read_metadata(store, ledger_id)
         if meta is None:
             raise NotFound("no such ledger", ledger_id=ledger_id)
         if meta.is_closed:
             return meta
-        try:
-            if meta.state is LedgerStatus.OPEN:   # already IN_RECOVERY: do not bump the version,
-                meta = await write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
-            meta, last, length = await _find_end(store, pool, meta, config, clock, rng)
-            closed = meta.with_state(LedgerStatus.CLOSED, last_entry_id=last, length_bytes=length)
-            return await write_metadata(store, closed)
-        except BadVersion:                # another recoverer moved it: re-read and look again
-            await asyncio.sleep(rng.uniform(0.01, 0.05) * (attempt + 1))
-    raise NotEnoughBookies("ledger recovery kept losing races", ledger_id=ledger_id)
+        if meta.state is LedgerStatus.OPEN:   # already IN_RECOVERY: do not bump the version,
+            meta = await write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
+        meta, last, length = await _find_end(store, pool, meta, config, clock, rng)
+        closed = meta.with_state(LedgerStatus.CLOSED, last_entry_id=last, length_bytes=length)
+        return await write_metadata(store, closed)
+
+    return await _RECOVERY_RETRY.call_async(attempt, rng=rng, give_up=lambda _: NotEnoughBookies(
+        "ledger recovery kept losing races", ledger_id=ledger_id))
 
 
 async def _find_end(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata, config: Config,

@@ -27,6 +27,7 @@ import asyncio
 import random
 from dataclasses import dataclass
 
+from common import retry
 from common.errors import BadVersion, NotEnoughBookies, NotFound, StrataError
 from common.invariant import present
 from ledger import placement
@@ -37,7 +38,9 @@ from metadata.api import AsyncStore
 
 _COPY_CHUNK_ENTRIES = 500          # entries read and written per round (bounds memory in flight)
 _READS_PARALLEL = 64               # single-entry reads from the live replicas in flight at once
-_ATTEMPTS_MAX = 5                  # lost compare-and-set races before giving up (retriable)
+# Lost compare-and-set races (another re-replicator), then NotEnoughBookies (retriable).
+_RACE_RETRY = retry.Retry("ledger.rereplicate", retry_on=BadVersion, wait=retry.jittered(0.01, 0.05, scaled=True),
+                          attempts_max=5)
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,16 @@ class RereplicationResult:
 
 async def rereplicate(store: AsyncStore, pool: BookiePool, ledger_id: int,
                       rng: random.Random) -> RereplicationResult:
-    for attempt in range(_ATTEMPTS_MAX):
+    async def attempt() -> RereplicationResult:  # BadVersion: metadata moved, look again
         meta = await read_metadata(store, ledger_id)
         if meta is None:
             raise NotFound("no such ledger", ledger_id=ledger_id)
         if not meta.is_closed:
             return RereplicationResult(ledger_id, 0, 0, "not closed", meta)
-        try:
-            return await _rereplicate_closed(store, pool, meta, rng)
-        except BadVersion:               # metadata moved (another re-replicator): look again
-            await asyncio.sleep(rng.uniform(0.01, 0.05) * (attempt + 1))
-    raise NotEnoughBookies("re-replication kept losing metadata races", ledger_id=ledger_id)
+        return await _rereplicate_closed(store, pool, meta, rng)
+
+    return await _RACE_RETRY.call_async(attempt, rng=rng, give_up=lambda _: NotEnoughBookies(
+        "re-replication kept losing metadata races", ledger_id=ledger_id))
 
 
 async def _rereplicate_closed(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata,

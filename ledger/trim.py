@@ -9,8 +9,9 @@ blob, its entries on every bookie and its ledger metadata (`LedgerClient.delete_
 background, retrying with capped exponential backoff until done. Any exception is retried, not
 only a StrataError: an unexpected one (a bug, an untranslated foreign error) is logged with its
 traceback and counted (`unexpected_errors`), and must not quietly end the retries and leak the
-ledger. A ledger that is deleted twice is fine (every step is idempotent). The managed ledger's record lists trimmed ledgers under
-`deleting` until a later compare-and-set sees them in `deleted` and drops them from both.
+ledger. A ledger that is deleted twice is fine (every step is idempotent). The managed ledger's
+record lists trimmed ledgers under `deleting` until a later compare-and-set sees them in
+`deleted` and drops them from both.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from common import retry
 from common.errors import NotFound, StrataError
 from ledger.position import Position
 from ledger.view import KeptLedger
@@ -30,8 +32,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_RETRY_FIRST_S = 0.1
-_RETRY_MAX_S = 5.0
+# Any exception is retried (0.1 s doubling to 5 s) until the ledger is deleted: giving up would
+# leak it. Logged as warnings (rate-limited), with the traceback when it is no StrataError.
+_DELETE_RETRY = retry.Retry("ledger.delete_trimmed", retry_on=Exception, wait=retry.exponential(0.1, 5.0),
+                            unbounded_because="LedgerDeleter.close() cancels it", log_level=logging.WARNING)
 
 
 def trimmable(kept: list[KeptLedger], before: Position) -> list[int]:
@@ -62,21 +66,14 @@ class LedgerDeleter:
             task.add_done_callback(self._tasks.discard)
 
     async def _delete(self, ledger_id: int) -> None:
-        delay_s = _RETRY_FIRST_S
-        while True:
-            try:
-                await self.delete_now(ledger_id)
-                self.deleted.add(ledger_id)
-                return
-            except StrataError as exc:
-                log.warning("deleting ledger %d failed, retrying in %.1fs: %s", ledger_id, delay_s, exc)
-            except Exception:
-                self.unexpected_errors += 1
-                log.exception("deleting ledger %d failed unexpectedly, retrying in %.1fs",
-                              ledger_id, delay_s)
-            self.retries += 1
-            await asyncio.sleep(delay_s)
-            delay_s = min(_RETRY_MAX_S, delay_s * 2)
+        await _DELETE_RETRY.call_async(lambda: self.delete_now(ledger_id), on_retry=self._count_retry,
+                                       about=f"ledger {ledger_id}")
+        self.deleted.add(ledger_id)
+
+    def _count_retry(self, exc: BaseException, attempt: int, delay_s: float) -> None:
+        self.retries += 1
+        if not isinstance(exc, StrataError):
+            self.unexpected_errors += 1
 
     async def delete_now(self, ledger_id: int) -> None:
         try:

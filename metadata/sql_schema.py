@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -44,6 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
+from common import retry
 from common.errors import InvalidArgument, MetadataError, MetadataUnavailable
 from metadata.sql_watchdog import Watchdog
 
@@ -123,6 +122,12 @@ class _StaleConnection(Exception):
         self.cause = cause
 
 
+# A pooled connection found dead (the server restarted, a watchdog cut it) is tried once more
+# on a fresh one; a second stale connection is MetadataUnavailable.
+_STALE_RETRY = retry.Retry("metadata.stale_connection", retry_on=_StaleConnection, wait=retry.no_wait(),
+                           attempts_max=2)
+
+
 class Database:
     """One engine plus the transaction discipline above. Thread-safe (the pool is).
 
@@ -153,15 +158,8 @@ class Database:
 
     def _run(self, what: str, fn: Callable[[sa.Connection], T], *, write: bool) -> T:
         with translate_errors(what):
-            try:
-                return self._attempt(fn, write)
-            except _StaleConnection:
-                pass
-            try:
-                return self._attempt(fn, write)
-            except _StaleConnection as stale:
-                raise MetadataUnavailable(f"metadata database connection lost during {what}",
-                                          cause=_short(stale.cause)) from None
+            return _STALE_RETRY.call(lambda: self._attempt(fn, write), give_up=lambda stale: MetadataUnavailable(
+                f"metadata database connection lost during {what}", cause=_short(getattr(stale, "cause", stale))))
 
     def _attempt(self, fn: Callable[[sa.Connection], T], write: bool) -> T:
         with self.engine.connect() as conn:
@@ -253,19 +251,15 @@ def _enable_wal(cur: sqlite3.Cursor, op_timeout_ms: int) -> None:
     breaks that by failing one of them with "database is locked" at once, without calling the
     busy handler. The mode is persistent, so once any process has switched, the read of the
     current mode below is enough and takes no write lock."""
-    deadline = time.monotonic() + op_timeout_ms / 1000
-    while True:
-        try:
-            mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                cur.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(random.uniform(0.005, 0.05))
+    def switch() -> None:
+        mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            cur.execute("PRAGMA journal_mode = WAL")
+
+    policy = retry.Retry("metadata.sqlite_enable_wal", retry_on=sqlite3.OperationalError,
+                         when=lambda exc: "locked" in str(exc) or "busy" in str(exc),
+                         wait=retry.jittered(0.005, 0.05), deadline_s=op_timeout_ms / 1000)
+    policy.call(switch)
 
 
 def _postgres_engine(url: sa.URL, op_timeout_ms: int, pool_connections: int, pool_overflow_max: int) -> sa.Engine:

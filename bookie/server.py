@@ -105,7 +105,6 @@ class BookieServer:
         self._data_server: DataServer | None = None
         self.data_port = 0
         self._tasks: list[asyncio.Task] = []
-        self._stopped = asyncio.Event()
         # Failures of each periodic job (checkpoint, gc, _check_disk) since start, by name.
         self.periodic_failures: dict[str, int] = {}
 
@@ -180,7 +179,3 @@ class BookieServer:
         if self._server is not None:
             await self._server.stop(grace_s)
         await self.storage.close()
-        self._stopped.set()
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()

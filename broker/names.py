@@ -53,10 +53,6 @@ class TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local}{PARTITION_SUFFIX}{index}")
 
     @property
-    def namespace_name(self) -> str:
-        return f"{self.tenant}/{self.namespace}"
-
-    @property
     def path(self) -> str:
         """`tenant/ns/local`, a relative metadata path (each part is a valid segment)."""
         return f"{self.tenant}/{self.namespace}/{self.local}"

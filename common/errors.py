@@ -310,11 +310,6 @@ class FrameTooLarge(BrokerError):
     code = 502
 
 
-class UnknownCommand(BrokerError):
-    code = 503
-    server_error = PulsarServerError.NotAllowedError
-
-
 class ChecksumError(BrokerError):
     code = 504
     server_error = PulsarServerError.ChecksumError

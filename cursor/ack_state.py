@@ -130,18 +130,3 @@ class AckState:
         if self.batches:
             for p in [p for p in self.batches if p >= position]:
                 del self.batches[p]
-
-    def first_ledger(self) -> int | None:
-        return min(self.acked) if self.acked else None
-
-    def bounds(self) -> tuple[Position, Position] | None:
-        """(lowest, highest) fully acked position, or None when nothing is acked."""
-        if not self.acked:
-            return None
-        lo, hi = min(self.acked), max(self.acked)
-        return Position(lo, self.acked[lo].min()), Position(hi, self.acked[hi].max())
-
-    def batch_bounds(self) -> tuple[Position, Position] | None:
-        if not self.batches:
-            return None
-        return min(self.batches), max(self.batches)

@@ -177,10 +177,6 @@ class WriteHandle(ReadHandle):
     def length_bytes(self) -> int:
         return self._pipeline.confirmed_bytes
 
-    @property
-    def pending_count(self) -> int:
-        return len(self._pipeline.pending)
-
     # --- adds -----------------------------------------------------------------------------------
 
     async def add(self, data: bytes) -> int:

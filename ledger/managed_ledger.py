@@ -573,10 +573,6 @@ class ManagedLedger:
     def position_for_publish_time(self, publish_time_ms: int) -> Position:
         return self._view.position_for_publish_time(publish_time_ms)
 
-    @property
-    def current_ledger_id(self) -> int | None:
-        return self._handle.ledger_id if self._handle is not None else None
-
 
 def _behind(exc: StrataError) -> StrataError:
     """The error for an append failed because an earlier one failed: same type (so retriable

@@ -121,7 +121,7 @@ class ServerConnection(asyncio.Protocol):
         self._heard = True                            # something arrived since the last tick
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None
-        self._handlers: dict[int, Callable[[Any], None]] = self._handler_table()
+        self._handlers: dict[int, Callable[[Any], None] | None] = self._handler_table()
 
     def _set_state(self, new: ConnState) -> None:
         if new not in _TRANSITIONS[self.state]:
@@ -225,14 +225,15 @@ class ServerConnection(asyncio.Protocol):
         The abort drops the buffer at once (close would keep it until flushed); the transport
         calls `connection_lost` on the next loop turn, so a dispatcher that is writing to this
         connection right now finishes its step before the consumers are detached."""
-        buffered = self._sink.get_write_buffer_size() if self._sink is not None else 0
-        if buffered <= self._write_buffer_bytes_max:
+        sink = self._sink
+        buffered = sink.get_write_buffer_size() if sink is not None else 0
+        if sink is None or buffered <= self._write_buffer_bytes_max:
             return
         log.warning("closing %s: %d bytes wait to be sent, over broker_connection_write_buffer_bytes_max "
                     "(%d); the client is not reading its socket", self.peer, buffered,
                     self._write_buffer_bytes_max)
         self._sink = None
-        self.transport.abort()
+        sink.abort()
 
     def write_buffer_bytes(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport is not None else 0
@@ -271,9 +272,11 @@ class ServerConnection(asyncio.Protocol):
         if self.state is ConnState.CLOSED or self._reads_held():
             return
         self._process_held()
-        if self._reads_paused and not self._reads_held() and self.state is not ConnState.CLOSED:
+        transport = self.transport
+        if (transport is not None and self._reads_paused and not self._reads_held()
+                and self.state is not ConnState.CLOSED):
             self._reads_paused = False
-            self.transport.resume_reading()
+            transport.resume_reading()
 
     def close(self) -> None:
         if self.transport is not None:
@@ -310,7 +313,7 @@ class ServerConnection(asyncio.Protocol):
 
     # --- routing -------------------------------------------------------------------------------------
 
-    def _handler_table(self) -> dict[int, Callable[[Any], None]]:
+    def _handler_table(self) -> dict[int, Callable[[Any], None] | None]:
         c = consumer_commands
         return {
             T.PING: lambda cmd: self.write(encode_pong()),

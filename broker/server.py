@@ -22,6 +22,7 @@ from broker.connection import ServerConnection
 from broker.service import BrokerService
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
+from common.errors import ServiceNotReady
 from ledger.client import LedgerClient
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
@@ -60,18 +61,23 @@ class Broker:
         self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
         loop = asyncio.get_running_loop()
+        # bound first (the port may be 0: the service's id needs the real one), served only once
+        # the service exists, so no connection is ever made without it
         self._server = await loop.create_server(self._new_connection, host=c.broker_bind_host, port=c.broker_port,
-                                                reuse_address=True, backlog=1024)
+                                                reuse_address=True, backlog=1024, start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         broker_id = f"{c.broker_advertised_host}:{self.port}"
         self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
                                      self.service_url, broker_id)
+        await self._server.start_serving()
         self.admin = AdminServer(self.service, c.broker_admin_port)
         await self.admin.start()
         self.admin_port = self.admin.port
         log.info("broker serving %s, admin %s", self.service_url, self.admin_url)
 
     def _new_connection(self) -> ServerConnection:
+        if self.service is None:
+            raise ServiceNotReady("the broker accepted a connection before its service exists")
         conn = _TrackedConnection(self.service, self.connections)
         self.connections.add(conn)
         return conn

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from common.errors import LimitExceeded
 from common.invariant import invariant
 from ledger.striping import write_set
+
+if TYPE_CHECKING:
+    import asyncio  # for annotations only: this module runs no loop
 
 
 @dataclass(eq=False)
 class PendingAdd:
     entry_id: int
     payload: bytes
-    future: Any                        # asyncio.Future[int]; Any keeps this module loop-free
+    future: asyncio.Future[int]        # resolved with the entry id once Qa bookies acked it
     deadline_s: float                  # monotonic time after which the add fails
     acked: set[int] = field(default_factory=set)   # ensemble indexes that acknowledged
     sent: bool = False                 # handed to the bookies (False while queued in `unsent`)
@@ -51,7 +54,7 @@ class AddPipeline:
         self.unsent: deque[PendingAdd] = deque()  # assigned but held back by in_flight_max
         self.in_flight = 0                        # sent and not completed
 
-    def add(self, payload: bytes, future: Any, deadline_s: float) -> PendingAdd | None:
+    def add(self, payload: bytes, future: asyncio.Future[int], deadline_s: float) -> PendingAdd | None:
         """Assign the next entry id. Returns the add if it may be sent now, None if queued."""
         if len(self.unsent) >= self.queued_max:
             raise LimitExceeded("ledger add queue is full", queued=len(self.unsent))

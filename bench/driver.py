@@ -70,7 +70,7 @@ class Driver(abc.ABC):
     workloads: frozenset[str] | None = None  # None: all of them
     reports_latency = True  # False: produce() returns counts only (latency pairs of 0.0 s)
     ack_semantics = ""
-    last_extra: dict = {}   # anything driver-specific the last produce() wants in the row
+    last_extra: dict = {}  # noqa: RUF012 - replaced, never mutated: the last produce()'s extras for its row
 
     # --- servers (sync) -------------------------------------------------------------------
     @abc.abstractmethod
@@ -87,10 +87,10 @@ class Driver(abc.ABC):
         ...
 
     # --- client (async) -------------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self) -> None:  # noqa: B027 - optional hook, nothing by default
         pass
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook, nothing by default
         pass
 
     @abc.abstractmethod
@@ -108,7 +108,7 @@ class Driver(abc.ABC):
         result may be the `time.perf_counter()` at which the ack was seen (drivers whose acks
         arrive on another thread), else None (the harness takes the time itself)."""
 
-    async def close_producer(self, producer: Any) -> None:
+    async def close_producer(self, producer: Any) -> None:  # noqa: B027 - optional hook, nothing by default
         pass
 
     @abc.abstractmethod
@@ -120,7 +120,7 @@ class Driver(abc.ABC):
                       want_payloads: bool) -> tuple[int, list[bytes]]:
         ...
 
-    async def close_consumer(self, consumer: Any) -> None:
+    async def close_consumer(self, consumer: Any) -> None:  # noqa: B027 - optional hook, nothing by default
         pass
 
     # --- generic loops ----------------------------------------------------------------------

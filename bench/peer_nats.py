@@ -9,8 +9,9 @@ The consumer pulls continuously, as nats.go's `Consume()` does: one pull request
 PULL_BATCH messages is outstanding at a time, messages are taken as they arrive, and the next
 request goes out when the batch is used up, the server ends the request with a status message
 (408 on expiry), or the request is older than its expiry (a lost 408 must not leave a consumer
-waiting on a request the server already dropped; a duplicate request is harmless). nats-py's `fetch(n)` waits until it has n messages or times out, which would
-turn the end-to-end test into a test of the fetch timeout.
+waiting on a request the server already dropped; a duplicate request is harmless). nats-py's
+`fetch(n)` waits until it has n messages or times out, which would turn the end-to-end test
+into a test of the fetch timeout.
 
 nats-server runs with `-js -sd <tmp>` on a free loopback port.
 """

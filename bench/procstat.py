@@ -1,10 +1,10 @@
-"""Server RSS and CPU from /proc: all of a system's server processes summed.
+"""Server RSS and CPU (psutil): all of a system's server processes summed.
 
 A system's processes are the members of the sessions of the server processes the harness
 started (bench/server.py starts each in its own session), so a standalone's bookies, an Erlang
-VM's helper processes and the like are counted with their leader. CPU is utime + stime from
-/proc/<pid>/stat (clock ticks); RSS is VmRSS from /proc/<pid>/status. A process that exits
-between two samples is simply absent from the later one; a sampler thread records peak RSS.
+VM's helper processes and the like are counted with their leader. CPU is user + system seconds,
+RSS the resident set size, both as psutil reads them. A process that exits between two samples
+is simply absent from the later one; a sampler thread records peak RSS.
 """
 
 from __future__ import annotations
@@ -13,51 +13,37 @@ import os
 import threading
 from dataclasses import dataclass
 
-CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+import psutil
+
 SAMPLE_PERIOD_S = 0.25
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    # comm (field 2) may hold spaces and parentheses: split after its last ')'
-    return raw[raw.rindex(")") + 2:].split()
 
 
 def session_pids(session_ids: list[int]) -> list[int]:
     """Every live process whose session id is one of `session_ids`."""
     wanted = set(session_ids)
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    for pid in psutil.pids():
+        try:
+            if os.getsid(pid) in wanted:
+                found.append(pid)
+        except OSError:  # gone since psutil listed it
             continue
-        fields = _stat_fields(int(name))
-        # after comm: state(0) ppid(1) pgrp(2) session(3)
-        if fields is not None and int(fields[3]) in wanted:
-            found.append(int(name))
     return found
 
 
 def cpu_s(pid: int) -> float:
-    fields = _stat_fields(pid)
-    if fields is None:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    # utime is field 14, stime 15 (1-based); here offset by the 2 fields before state
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+    return times.user + times.system
 
 
 def rss_bytes(pid: int) -> int:
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:
+        return 0
 
 
 @dataclass

@@ -118,7 +118,7 @@ class BookieProcess:
             return self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.kill9()
-            raise RuntimeError(f"bookie on port {self.port} ignored SIGTERM for {timeout_s}s")
+            raise RuntimeError(f"bookie on port {self.port} ignored SIGTERM for {timeout_s}s") from None
 
     def restart(self, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         """Start again on the same port and data dir (after kill9 or terminate)."""

@@ -13,7 +13,7 @@
    and reads until all consumers together received N messages (or nothing arrived for
    --idle-timeout-s). Acks: individual (grouped, whole entries) or cumulative.
 3. Reports msg/s and MB/s (first start to last message received), the server's CPU per message
-   consumed (broker + bookies, /proc), and whether every message was accounted for
+   consumed (broker + bookies, psutil), and whether every message was accounted for
    (`all_accounted`: received == produced; exit status 1 if not). p50_ms/p99_ms are the
    end-to-end latencies of the catch-up (mostly the backlog's age), e2e keys alike.
 

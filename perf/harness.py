@@ -1,14 +1,14 @@
 """What `strata perf produce` and `strata perf consume` share: latency histograms, the server's
-CPU from /proc, the server to measure (started here or given), worker processes, the report.
+CPU (psutil), the server to measure (started here or given), worker processes, the report.
 
 How it works:
-- Latencies go into a `LatencyHistogram`: log-spaced buckets 1% wide from 1 us up, weighted by
-  message count, mergeable across processes, bounded in size whatever the run length.
-- Server CPU: utime+stime (/proc/<pid>/stat fields 14, 15) of the server's root process and of
-  every descendant (found via /proc/<pid>/task/*/children), summed, sampled before and after
-  the run. For a standalone this is the broker (the standalone process itself) plus every
-  bookie. With `--service-url` the root is the process listening on that port (/proc/net/tcp*
-  socket inode -> /proc/*/fd), or `--server-pid`.
+- Latencies go into a `LatencyHistogram`: an HDR histogram (hdrh) of microseconds at 3
+  significant digits, weighted by message count, mergeable across processes, bounded in size
+  whatever the run length.
+- Server CPU: user+system CPU (psutil) of the server's root process and of every descendant,
+  summed, sampled before and after the run. For a standalone this is the broker (the standalone
+  process itself) plus every bookie. With `--service-url` the root is the process listening on
+  that port (psutil's view of the TCP sockets), or `--server-pid`.
 - Workers (`--producers N`, `--consumers N`) are spawned OS processes: each sets up (connects,
   creates its producer/consumer), reports ready, waits for a common start signal, runs, and puts
   one result dict on a bounded queue. The parent samples CPU around the measured part.
@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
-import math
 import multiprocessing
-import os
 import queue
 import signal
 import sys
@@ -36,13 +33,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import psutil
+from hdrh.histogram import HdrHistogram
+
 from common.errors import StrataError, TimeoutExpired
 
 KIB = 1024
 MB = 1_000_000
 WORKER_READY_TIMEOUT_S = 60.0
 ADMIN_TIMEOUT_S = 15.0
-_TCP_LISTEN = "0A"
+DESCENDANTS_MAX = 10_000  # processes counted under one server root
 
 
 # ------------------------------------------------------------------------------------------------
@@ -50,105 +50,102 @@ _TCP_LISTEN = "0A"
 
 
 class LatencyHistogram:
-    """Counts of latencies in log buckets (bucket i covers [1.01^i, 1.01^(i+1)) microseconds)."""
+    """Latencies in an HDR histogram (`hdrh`): whole microseconds from 1 us to 1 h at 3 significant
+    digits (a value is reported within 0.1%), weighted by message count, mergeable across processes
+    (`to_dict` / `from_dict` carry its compressed encoding), a fixed size whatever the run length.
 
-    GROWTH = 1.01
-    _LOG_GROWTH = math.log(GROWTH)
+    hdrh records in pure Python (about 7 us a value, measured) and recording is the drivers' hot
+    path, so values first count in a dict by whole microsecond and are folded into the histogram
+    every `PENDING_VALUES_MAX` distinct values and before any read: a record costs a dict update."""
+
+    HIGHEST_US = 3_600_000_000
+    SIGNIFICANT_DIGITS = 3
+    PENDING_VALUES_MAX = 4096  # distinct microsecond values held before folding into the histogram
 
     def __init__(self) -> None:
-        self.counts: dict[int, int] = {}  # bucket index -> messages; at most ~2,500 buckets (1 us..1 h)
-        self.total = 0
+        self._hdr = HdrHistogram(1, self.HIGHEST_US, self.SIGNIFICANT_DIGITS)
+        self._pending: dict[int, int] = {}  # whole microseconds -> messages, not yet in _hdr
+        self.total = 0                      # messages recorded, folded or not
 
     def record(self, latency_s: float, count: int = 1) -> None:
-        us = latency_s * 1e6
-        index = int(math.log(us) / self._LOG_GROWTH) if us > 1.0 else 0
-        self.counts[index] = self.counts.get(index, 0) + count
+        us = int(latency_s * 1e6)
+        pending = self._pending
+        pending[us] = pending.get(us, 0) + count
         self.total += count
+        if len(pending) >= self.PENDING_VALUES_MAX:
+            self._fold()
+
+    def _fold(self) -> None:
+        highest = self.HIGHEST_US
+        for us, count in self._pending.items():
+            self._hdr.record_value(min(max(us, 0), highest), count)  # out of range: clamped, kept
+        self._pending.clear()
 
     def merge(self, other: LatencyHistogram) -> None:
-        for index, count in other.counts.items():
-            self.counts[index] = self.counts.get(index, 0) + count
+        self._fold()
+        other._fold()
+        self._hdr.add(other._hdr)
         self.total += other.total
 
     def percentile_ms(self, q: float) -> float | None:
-        """The q-th percentile (0 < q <= 100) in ms, to within 1%; None when empty."""
+        """The q-th percentile (0 < q <= 100) in ms, to within 0.1%; None when empty."""
         if not self.total:
             return None
-        rank = max(1, math.ceil(self.total * q / 100.0))
-        seen = 0
-        for index in sorted(self.counts):
-            seen += self.counts[index]
-            if seen >= rank:
-                return round(self.GROWTH ** (index + 0.5) / 1000.0, 3)
-        return None
+        self._fold()
+        return round(self._hdr.get_value_at_percentile(q) / 1000.0, 3)
 
     def to_dict(self) -> dict:
-        return {"counts": self.counts, "total": self.total}
+        self._fold()
+        return {"hdr": self._hdr.encode().decode("ascii"), "total": self.total}
 
     @classmethod
     def from_dict(cls, data: dict) -> LatencyHistogram:
         h = cls()
-        h.counts = {int(k): v for k, v in data["counts"].items()}
+        h._hdr.add(HdrHistogram.decode(data["hdr"].encode("ascii")))
         h.total = data["total"]
         return h
 
 
 # ------------------------------------------------------------------------------------------------
-# Server CPU from /proc
-
-
-def _clock_ticks() -> int:
-    return os.sysconf("SC_CLK_TCK")
+# Server CPU (psutil)
 
 
 def process_cpu_s(pid: int) -> float:
-    """utime + stime of one process in seconds; 0.0 if it is gone."""
+    """user + system CPU seconds of one process (not its children's); 0.0 if it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode()
-    except OSError:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": field 3 is fields[0]
-    return (int(fields[11]) + int(fields[12])) / _clock_ticks()
+    return times.user + times.system
 
 
 def descendants(pid: int) -> list[int]:
-    """pid and all its descendants (via /proc/<pid>/task/*/children)."""
-    out, todo = [], [pid]
-    while todo and len(out) < 10_000:
-        current = todo.pop()
-        out.append(current)
-        for path in glob.glob(f"/proc/{current}/task/*/children"):
-            try:
-                with open(path) as f:
-                    todo.extend(int(child) for child in f.read().split())
-            except OSError:
-                continue
-    return out
+    """pid and all its live descendants (pid alone if it is gone)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        children = []
+    return [pid] + [child.pid for child in children][:DESCENDANTS_MAX]
 
 
 def listening_pid(port: int) -> int | None:
     """The pid of the process with a listening TCP socket on `port`, if this user can see it."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                next(f)
-                for line in f:
-                    cols = line.split()
-                    if cols[3] == _TCP_LISTEN and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(cols[9])
-        except OSError:
-            continue
-    targets = {f"socket:[{inode}]" for inode in inodes}
-    for fd_dir in glob.glob("/proc/[0-9]*/fd"):
-        try:
-            for fd in os.listdir(fd_dir):
-                if os.readlink(f"{fd_dir}/{fd}") in targets:
-                    return int(fd_dir.split("/")[2])
-        except OSError:
-            continue
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.Error:
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            return conn.pid
     return None
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of one process in bytes (0 if gone)."""
+    try:
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:
+        return 0
 
 
 class ServerCpu:
@@ -242,7 +239,7 @@ class WorkerPool:
 
     target: Callable
     kwargs_list: list[dict]
-    ctx: multiprocessing.context.BaseContext = field(default_factory=lambda: multiprocessing.get_context("spawn"))
+    ctx: multiprocessing.context.SpawnContext = field(default_factory=lambda: multiprocessing.get_context("spawn"))
 
     def __post_init__(self) -> None:
         n = len(self.kwargs_list)
@@ -293,10 +290,10 @@ class WorkerPool:
             except queue.Empty:
                 if time.monotonic() > deadline:
                     self.terminate()
-                    raise TimeoutExpired("perf workers did not finish", timeout_s=timeout_s)
+                    raise TimeoutExpired("perf workers did not finish", timeout_s=timeout_s) from None
                 if any(p.exitcode not in (None, 0) for p in self.procs):
                     self.terminate()
-                    raise StrataError("perf worker died", exitcodes=[p.exitcode for p in self.procs])
+                    raise StrataError("perf worker died", exitcodes=[p.exitcode for p in self.procs]) from None
                 continue
             if kind == "error":
                 self.terminate()

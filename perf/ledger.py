@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -80,7 +81,7 @@ async def _run_one(client: LedgerClient, quorum: tuple[int, int, int], size: int
     started = time.perf_counter()
     for _ in range(count):
         fut = handle.add_future(payload)
-        fut.add_done_callback(lambda f, t=loop.time(): timed(t, f))
+        fut.add_done_callback(functools.partial(timed, loop.time()))
         in_flight.append(fut)
         if len(in_flight) >= window:
             await in_flight.pop(0)

@@ -163,7 +163,8 @@ class _Tally:
         members = entry.messages()
         md = entry.metadata
         if len(members) != entry.num_messages:
-            self.verify_errors.append(f"entry {entry.entry_id}: {len(members)} members, header says {entry.num_messages}")
+            self.verify_errors.append(
+                f"entry {entry.entry_id}: {len(members)} members, header says {entry.num_messages}")
         bad = [m for m in members if len(m.payload) != self.kw["size"]]
         if bad:
             self.verify_errors.append(f"entry {entry.entry_id}: {len(bad)} payloads of the wrong size")

@@ -6,11 +6,11 @@
 1. Starts a standalone (temp dir, free ports). The broker runs in the standalone process; the
    bookies are its child processes and are NOT counted in the broker figures (reported apart).
 2. Baseline: one throw-away topic is opened and closed first (so lazily started broker work and
-   imports are in the baseline, not charged to the topics), then the broker's VmRSS
-   (/proc/<pid>/status) is read.
+   imports are in the baseline, not charged to the topics), then the broker's RSS
+   (psutil) is read.
 3. Opens N topics, each with one producer and one Exclusive consumer (the native client, one
    connection, as the official client shares one per broker), waits `--idle-s`, and reads the
-   broker's RSS and its CPU (utime+stime) over that idle window: `idle_*` keys.
+   broker's RSS and its CPU (user+system) over that idle window: `idle_*` keys.
 4. Sends one message per topic, waits until every consumer received and acked it, lets the broker
    settle for `--settle-s` (default 11 s: the 10 s rate window, during which the stats sampler
    still samples a topic that had traffic, plus one tick), then idles again and reports the
@@ -41,6 +41,7 @@ from perf.harness import (
     install_sigterm_cleanup,
     print_report,
     process_cpu_s,
+    rss_bytes,
 )
 from perf.native_client import EARLIEST, SUB_EXCLUSIVE, NativeClient
 
@@ -62,18 +63,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="trace the broker's allocations; print the top growth sites to stderr")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser.parse_args(argv)
-
-
-def rss_bytes(pid: int) -> int:
-    """VmRSS of one process (0 if gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * KIB
-    except OSError:
-        pass
-    return 0
 
 
 class _Topic:
@@ -189,7 +178,7 @@ async def _measure(args: argparse.Namespace, service_url: str, pid: int,
             await _send_one_each(topics)
             send_s = time.monotonic() - start
             await asyncio.sleep(0.5)  # acks reach the broker, cursors persist
-            time.sleep(args.settle_s)  # the client's loop is idle too
+            time.sleep(args.settle_s)  # noqa: ASYNC251 - on purpose: the client's loop is idle too
             sent = _idle_window(pid, args.idle_s)
         bookies = sum(rss_bytes(p) for p in descendants(pid) if p != pid)
         return _report(args, baseline, idle, sent, bookies, open_s, send_s)

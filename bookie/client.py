@@ -109,22 +109,23 @@ class BookieClient:
                    *, writer_token: bytes, recovery: bool = False) -> asyncio.Future:
         """Like `add`, without a coroutine per add: returns a future resolved when the add is
         durable (result None) or failed (a StrataError). For pipelined writers."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        refusal = None
         if self._closed:
-            fut.set_exception(ShuttingDown("bookie client is closed", address=self.address))
-            return fut
-        if len(payload) > self._entry_bytes_max:
-            fut.set_exception(EntryTooLarge("entry larger than bookie_entry_bytes_max",
-                                            size_bytes=len(payload), max_bytes=self._entry_bytes_max))
-            return fut
-        if ledger_id < 0 or entry_id < 0 or last_add_confirmed < -1:
-            fut.set_exception(InvalidArgument("ids must be >= 0 and LAC >= -1",
-                                              ledger_id=ledger_id, entry_id=entry_id))
+            refusal = ShuttingDown("bookie client is closed", address=self.address)
+        elif len(payload) > self._entry_bytes_max:
+            refusal = EntryTooLarge("entry larger than bookie_entry_bytes_max",
+                                    size_bytes=len(payload), max_bytes=self._entry_bytes_max)
+        elif ledger_id < 0 or entry_id < 0 or last_add_confirmed < -1:
+            refusal = InvalidArgument("ids must be >= 0 and LAC >= -1",
+                                      ledger_id=ledger_id, entry_id=entry_id)
+        if refusal is not None:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(refusal)
             return fut
         link = self._add_link
         if link is None:
             link = self._add_link = self._open_link()
+        fut = link.loop.create_future()   # the link's loop: asyncio.get_running_loop() costs a getpid()
         link.submit((ledger_id, entry_id, payload, last_add_confirmed, writer_token, recovery, fut))
         return fut
 

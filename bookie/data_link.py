@@ -82,13 +82,13 @@ class DataLink(asyncio.Protocol):
         self._next_request_id = next_request_id
         self._on_retired = on_retired
         self._decoder = FrameDecoder(frame_bytes_max)
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()   # the loop its futures and callbacks run on
         self.state = LinkState.CONNECTING
         self.unsent: deque = deque()                  # adds not yet in a frame (client_core)
         self.inflight: dict[int, Inflight] = {}       # add requests sent, by request id
         self.reads: dict[int, PendingRead] = {}       # reads sent, by request id
         # True once OPEN, else the error that failed the link.
-        self.ready: asyncio.Future = self._loop.create_future()
+        self.ready: asyncio.Future = self.loop.create_future()
         self._transport: asyncio.Transport | None = None
         self._flush_scheduled = False
         self._write_paused = False
@@ -111,7 +111,7 @@ class DataLink(asyncio.Protocol):
             if not port:
                 self.fail(BookieUnavailable("bookie advertises no data port", address=self.address))
                 return
-            await asyncio.wait_for(self._loop.create_connection(lambda: self, self._host, port),
+            await asyncio.wait_for(self.loop.create_connection(lambda: self, self._host, port),
                                    self._add_timeout_s)
         except asyncio.CancelledError:
             raise
@@ -143,7 +143,7 @@ class DataLink(asyncio.Protocol):
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._write_paused:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -226,7 +226,7 @@ class DataLink(asyncio.Protocol):
 
     def _arm_watchdog(self) -> None:
         period_s = max(0.01, self._add_timeout_s * _WATCHDOG_FRACTION)
-        self._watchdog = self._loop.call_later(period_s, self._check_deadlines)
+        self._watchdog = self.loop.call_later(period_s, self._check_deadlines)
 
     def _check_deadlines(self) -> None:
         if self.state is LinkState.FAILED:

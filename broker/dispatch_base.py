@@ -55,6 +55,7 @@ class Dispatcher(abc.ABC):
         self._again = False        # a trigger arrived during the running pass
         self._closed = False
         self._task: asyncio.Task | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None   # set on the first kick
         self._retry: asyncio.TimerHandle | None = None   # pending retry after a failed pass
         self._retry_delay_s = READ_RETRY_DELAY_MIN_S       # wait before the next retry
 
@@ -68,7 +69,10 @@ class Dispatcher(abc.ABC):
             self._again = True
             return
         self._running = True
-        self._task = asyncio.get_running_loop().create_task(self._loop())
+        loop = self._event_loop
+        if loop is None:   # asked once: asyncio.get_running_loop() costs a getpid() per call
+            loop = self._event_loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._loop())
 
     async def _loop(self) -> None:
         try:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from typing import TYPE_CHECKING, Protocol
 
@@ -154,15 +155,20 @@ class Producer:
                                              producer=self.name, sequence_id=meta.sequence_id))
             return
         messages = max(1, meta.num_messages)
-        task = asyncio.ensure_future(self._publish(entry, messages, meta.publish_time_ms))
-        task.add_done_callback(lambda t: self._appended(slot, t, meta, messages, len(entry)))
+        try:
+            appended = self._publish(entry, messages, meta.publish_time_ms)
+        except Exception as exc:  # refused before it was assigned: as a failed append
+            log.warning("append to %s failed: %s", self.topic.name, exc)
+            self.topic.dedup.on_failed(meta)
+            self._fail(slot, exc if isinstance(exc, StrataError) else StrataError(str(exc)))
+            return
+        appended.add_done_callback(lambda f: self._appended(slot, f, meta, messages, len(entry)))
 
-    async def _publish(self, entry: bytes, messages: int, publish_time_ms: int) -> Position:
-        """Append, unless an earlier append of this producer failed or may have failed.
-
-        Everything up to the managed ledger accepting the append runs in one step (Topic.publish
-        has no await before `ml.append`, which assigns the entry synchronously), so no failure
-        can slip in between the check and the acceptance."""
+    def _publish(self, entry: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+        """Append, unless an earlier append of this producer failed or may have failed; the
+        future gives the position. No task per entry: the check and the managed ledger's
+        acceptance run in one step (`Topic.publish` assigns the entry synchronously), so no
+        failure can slip in between them. A refusal raises (and marks the producer failed)."""
         if self.failed_write is not None:
             raise ServiceNotReady("an earlier write of this producer failed; reconnect",
                                   reason=self.failed_write)
@@ -171,17 +177,24 @@ class Producer:
             self.failed_write = "appends failed while earlier ones of this producer were in flight"
             raise ServiceNotReady("an earlier write of this producer may have failed; reconnect",
                                   producer=self.name)
-        self._outstanding_epochs[epoch] += 1
         try:
-            return await self.topic.publish(entry, messages, publish_time_ms)
+            appended = self.topic.publish(entry, messages, publish_time_ms)
         except BaseException as exc:
             if self.failed_write is None:    # now, before any later SEND of ours is accepted
                 self.failed_write = str(exc) or type(exc).__name__
             raise
-        finally:
-            self._outstanding_epochs[epoch] -= 1
-            if not self._outstanding_epochs[epoch]:
-                del self._outstanding_epochs[epoch]
+        self._outstanding_epochs[epoch] += 1
+        # Registered before `_appended`'s callback, so it runs first (as a finally did).
+        appended.add_done_callback(functools.partial(self._append_settled, epoch))
+        return appended
+
+    def _append_settled(self, epoch: int, appended: asyncio.Future) -> None:
+        if (appended.cancelled() or appended.exception() is not None) and self.failed_write is None:
+            exc = None if appended.cancelled() else appended.exception()
+            self.failed_write = (str(exc) or type(exc).__name__) if exc is not None else "append cancelled"
+        self._outstanding_epochs[epoch] -= 1
+        if not self._outstanding_epochs[epoch]:
+            del self._outstanding_epochs[epoch]
 
     def _fail(self, slot: _Slot, error: StrataError) -> None:
         slot.error = error

@@ -14,6 +14,8 @@ subscription name maps to one `Subscription`; once `close()` has begun, nothing 
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -62,14 +64,20 @@ class PersistentTopic:
 
     # --- append path ----------------------------------------------------------------------------
 
-    async def publish(self, entry: bytes, messages: int, publish_time_ms: int) -> Position:
+    def publish(self, entry: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+        """Append `entry`; the future gives its position once durable. The entry is assigned
+        its place now (no task per entry); a refusal raises at once."""
         if self.closing:
             raise ServiceNotReady("topic is closing", topic=str(self.name))
         self.service.stats.touch(self)
-        position = await self.ml.append(entry, messages=messages, publish_time_ms=publish_time_ms)
-        self.msg_in_counter += messages
-        self.bytes_in_counter += len(entry)
-        return position
+        appended = self.ml.append_future(entry, messages=messages, publish_time_ms=publish_time_ms)
+        appended.add_done_callback(functools.partial(self._count_in, messages, len(entry)))
+        return appended
+
+    def _count_in(self, messages: int, size: int, appended: asyncio.Future) -> None:
+        if not appended.cancelled() and appended.exception() is None:
+            self.msg_in_counter += messages
+            self.bytes_in_counter += size
 
     def notify_appended(self) -> None:
         """Wake the dispatchers: new durable entries exist. The producer calls this after it has

@@ -161,6 +161,9 @@ class WriteHandle(ReadHandle):
         self._changing = False                     # an ensemble change holds completions
         self._watchdog: asyncio.TimerHandle | None = None
         self._closing = False                      # close() started: no new adds
+        # The loop adds run on, once the first add came (asking asyncio each time costs a
+        # getpid() system call per add).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -194,7 +197,10 @@ class WriteHandle(ReadHandle):
                 raise type(self.error)(f"ledger writer failed earlier: {self.error.message}",
                                        ledger_id=self.ledger_id)
             raise LedgerClosed("ledger is closed", ledger_id=self.ledger_id)
-        future = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future = loop.create_future()
         add = self._pipeline.add(data, future, self._clock.monotonic_s() + self._timeout_s)
         if add is not None:
             self._send(add)
@@ -254,7 +260,8 @@ class WriteHandle(ReadHandle):
     def _arm_watchdog(self) -> None:
         if self._watchdog is None and self._pipeline.pending:
             period_s = max(0.02, self._timeout_s / 10)
-            self._watchdog = asyncio.get_running_loop().call_later(period_s, self._check_deadline)
+            loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+            self._watchdog = loop.call_later(period_s, self._check_deadline)
 
     def _check_deadline(self) -> None:
         self._watchdog = None

@@ -224,8 +224,13 @@ class ManagedLedger:
 
     async def append(self, data: bytes, *, messages: int = 1, publish_time_ms: int = 0) -> Position:
         """Store one entry; returns its position once it is durable (Qa copies)."""
+        return await self.append_future(data, messages=messages, publish_time_ms=publish_time_ms)
+
+    def append_future(self, data: bytes, *, messages: int = 1, publish_time_ms: int = 0) -> asyncio.Future:
+        """`append` without a coroutine: the entry is assigned now (call order is entry order)
+        and the future gives its position once durable. A refusal raises at once."""
         self._check_appendable()
-        return await self._append_future(data, max(1, messages), publish_time_ms)
+        return self._append_future(data, max(1, messages), publish_time_ms)
 
     def _append_future(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
         if len(data) > self._config.bookie_entry_bytes_max:
@@ -252,7 +257,7 @@ class ManagedLedger:
         handle = self._handle
         invariant(handle is not None, "a READY managed ledger has a current ledger", name=self.name)
         add = handle.add_future(data)
-        out = asyncio.get_running_loop().create_future()
+        out = add.get_loop().create_future()   # not asyncio.get_running_loop(): a getpid() per add
         add.add_done_callback(functools.partial(self._on_added, handle, data, messages, publish_time_ms, out))
         self._assigned_entries += 1
         self._assigned_bytes += len(data)

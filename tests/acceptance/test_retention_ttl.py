@@ -30,6 +30,7 @@ from tests.acceptance.conftest import make_client, receive_all
 from tests.acceptance.test_admin import http
 from tests.ledger.conftest import env, run, shutdown  # noqa: F401  (env is a fixture)
 from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import until
 
 ENV = {"STRATA_BROKER_RETENTION_CHECK_INTERVAL_MS": "200",
        "STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "10",
@@ -253,6 +254,11 @@ def test_no_trim_past_the_slowest_durable_subscription(sa, client, ns: str) -> N
     slow.close()
 
 
+def _has_waiter(lock: asyncio.Lock) -> bool:
+    """Some task waits to acquire `lock` (asyncio keeps its waiters in `_waiters`)."""
+    return bool(getattr(lock, "_waiters", None))
+
+
 @pytest.mark.parametrize("seek_back", [False, True])
 def test_trim_rechecks_cursors_that_moved_back_while_it_waited(env, seek_back: bool) -> None:  # noqa: F811
     env.start_bookies(1)
@@ -272,7 +278,8 @@ def test_trim_rechecks_cursors_that_moved_back_while_it_waited(env, seek_back: b
         async with ml._meta_lock:           # a rollover holds the lock: the trim must wait
             trim = asyncio.ensure_future(apply_retention(_RecheckedTrim(topic, policy, 10**13), ml,
                                                          [cursor], policy, 10**13))
-            await asyncio.sleep(0.05)
+            await until(lambda: _has_waiter(ml._meta_lock) or trim.done(), 10,
+                        what="the trim waiting for the managed ledger's lock")
             assert not trim.done()
             if seek_back:
                 cursor.seek(EARLIEST)       # a reset while the trim waits for the lock

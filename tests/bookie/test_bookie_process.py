@@ -10,10 +10,12 @@ import time
 import pytest
 
 from bookie.client import BookieClient
+from bookie.index import CHECKPOINT_NAME
 from common.config import default_config
 from common.errors import BookieUnavailable, DiskFull, LedgerFenced, ShuttingDown, TimeoutExpired
 from common.net import free_port
 from perf.bookie_proc import BookieProcess
+from tests.support.waiting import until
 
 CONFIG = default_config()
 
@@ -124,7 +126,10 @@ def test_gc_frees_disk_reported_by_getinfo_and_file_system(tmp_path):
         big, small = os.urandom(64 * 1024), os.urandom(1024)
         await asyncio.gather(*(client.add(1, i, big, i - 1, writer_token=b"w") for i in range(160)))
         await asyncio.gather(*(client.add(2, i, small, i - 1, writer_token=b"w") for i in range(50)))
-        await asyncio.sleep(0.5)
+        added_ns = time.time_ns()                # a checkpoint after this has sealed what they wrote
+        checkpoint = bookie.data_dir / CHECKPOINT_NAME
+        await until(lambda: checkpoint.exists() and checkpoint.stat().st_mtime_ns > added_ns, 30,
+                    what="a checkpoint after the adds", interval_s=0.05)
         used_before, du_before = (await client.info()).disk_used_bytes, _du(bookie.data_dir)
         assert used_before > 10 * 1024 * 1024
         await client.delete_ledger(1)

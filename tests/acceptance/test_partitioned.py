@@ -83,7 +83,7 @@ def test_partitioned_stats_sum_the_partitions_with_rates(sa, client, topic: str)
     while time.monotonic() < deadline:
         producer.send(b"y" * 100)
         sent += 1
-        time.sleep(0.01)
+        time.sleep(0.01)   # the load's pace: rates need traffic spread over the sampling interval
     receive_all(consumer, sent)
     # Rates come from counters sampled every broker_stats_sample_interval_ms (1 s), and acks reach
     # the broker after the client's ack grouping: poll until both are visible instead of guessing

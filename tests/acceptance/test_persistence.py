@@ -113,7 +113,7 @@ def test_kill9_during_production_loses_no_acknowledged_message_and_no_ack(standa
         sent.append(payload)
         producer.send_async(payload, lambda r, m, p=payload: on_sent(r, m, p))
         if i % 50 == 0:
-            time.sleep(0.01)
+            time.sleep(0.01)   # the load's pace, so the kill lands mid-stream; not a wait
         with lock:
             if len(confirmed) >= 300:
                 break

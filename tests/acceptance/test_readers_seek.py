@@ -78,6 +78,8 @@ def test_seek_by_message_id_replays_from_there(client: pulsar.Client, topic: str
 def test_seek_to_earliest_and_by_time(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     _produce(client, topic, 4)
+    # Not a wait: publish times are the client's wall clock in ms, so the boundary needs a gap on
+    # both sides (a sleep is never shorter than asked, however loaded the machine).
     time.sleep(0.05)
     boundary_ms = int(time.time() * 1000)
     time.sleep(0.05)

@@ -73,6 +73,8 @@ def test_shared_seek_disconnects_every_consumer_and_forgets_later_acks(client: p
 
 def test_reader_seek_by_id_and_by_time(client: pulsar.Client, topic: str) -> None:
     ids = _produce(client, topic, 4)
+    # Not a wait: publish times are the client's wall clock in ms, so the boundary needs a gap on
+    # both sides (a sleep is never shorter than asked, however loaded the machine).
     time.sleep(0.05)
     boundary_ms = int(time.time() * 1000)
     time.sleep(0.05)

@@ -261,7 +261,7 @@ def test_an_add_is_acknowledged_only_after_its_fsync_succeeded(tmp_path):
         fs.hold_fsync()
         failing = client.submit_add(1, 1, b"never durable", 0, writer_token=b"w")
         await _eventually(lambda: fs.fsyncs_held == 1, "the journal waits in fsync")
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # as above: time enough for an early answer to arrive
         assert not failing.done(), "answered before its fsync"
         fs.fail_fsync = True
         fs.release_fsync()

@@ -100,6 +100,21 @@ SETTINGS: tuple[Setting, ...] = (
             "entry bytes per read response; one larger entry goes alone"),
     Setting("bookie_gc_compact_batch_bytes", int, 4 * MIB, 64 * KIB, 1 * GIB,
             "live entry bytes copied per batch when a segment is compacted"),
+    Setting("bookie_disk_check_interval_ms", int, 1_000, 10, 600_000,
+            "how often free disk space is checked (read-only below bookie_disk_free_bytes_min)"),
+    Setting("bookie_add_requests_queued_max", int, 1_024, 1, 1_000_000,
+            "add requests submitted to storage and not yet answered, per data connection; at this many "
+            "the bookie stops reading it"),
+    Setting("bookie_reads_queued_max", int, 256, 1, 1_000_000,
+            "read requests waiting to be answered, per data connection; at this many the bookie stops "
+            "reading it"),
+    Setting("bookie_data_write_buffer_bytes_high", int, 4 * MIB, 16 * KIB, 1 * GIB,
+            "unsent response bytes per data connection over which the bookie waits for the client to read"),
+    Setting("bookie_journal_stop_timeout_ms", int, 10_000, 100, 600_000,
+            "at shutdown, wait this long for the journal to flush (a hung disk must not keep a stopping "
+            "bookie alive)"),
+    Setting("bookie_stop_grace_ms", int, 2_000, 0, 600_000,
+            "at shutdown, in-flight requests get this long to finish"),
     Setting("bookie_data_port", int, 0, 0, 65535,
             "TCP port of the bookie's framed add/read data path, same host as gRPC (0: any free port; advertised in "
             "its registration and GetInfo)"),
@@ -113,6 +128,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ledger_ack_quorum", int, 1, 1, 64, "Qa: copies that must be durable before an add is acknowledged"),
     Setting("ledger_read_runs_in_flight_max", int, 32, 1, 10_000,
             "runs of consecutive entries (one per bookie) one ledger read has in flight at once"),
+    Setting("ledger_bookie_requests_in_flight_max", int, 32, 1, 100_000,
+            "add requests sent to one bookie and not yet answered, per link; further adds wait and gather "
+            "into bigger requests"),
+    Setting("ledger_bookie_request_payload_bytes_max", int, 2 * MIB, 1 * KIB, 64 * MIB,
+            "entry bytes gathered into one add request to a bookie (one larger entry goes alone)"),
+    Setting("ledger_bookie_write_buffer_bytes_high", int, 1 * MIB, 16 * KIB, 1 * GIB,
+            "unsent bytes on a link to a bookie over which adds wait (and gather)"),
     # --- managed ledger ---
     Setting("managed_ledger_rollover_entries", int, 50_000, 1, 10_000_000_000,
             "roll to a new ledger after this many entries"),
@@ -172,6 +194,11 @@ SETTINGS: tuple[Setting, ...] = (
             "delayed entries a subscription keeps in memory; more are found again by re-scanning storage"),
     Setting("broker_delayed_delivery_scan_entries_per_pass", int, 2_048, 1, 1_000_000,
             "entries one dispatch pass re-reads while re-scanning storage for overflowed delayed entries"),
+    Setting("broker_dispatch_replay_entries_max", int, 10_000, 1, 10_000_000,
+            "Shared/Key_Shared: entries waiting to be sent again (redelivered, or their consumer closed) "
+            "and Key_Shared's look-ahead, per subscription; more go back to the unread range"),
+    Setting("broker_dispatch_replay_cache_bytes_max", int, 64 * MIB, 0, 64 * GIB,
+            "bytes of those entries kept in memory per subscription; the rest are re-read from storage"),
     Setting("broker_dedup_snapshot_interval_entries", int, 1_000, 1, 10_000_000, "entries between dedup snapshots"),
     Setting("broker_dedup_snapshot_interval_ms", int, 60_000, 100, 86_400_000,
             "longest time stored entries wait for a dedup snapshot (checked as entries are stored)"),
@@ -279,8 +306,14 @@ def _check_relations(v: Mapping[str, Any]) -> None:
         raise ConfigError("managed_ledger_rollover_min_age_ms must not exceed managed_ledger_rollover_age_ms")
     if v["cursor_state_bytes_max"] > v["metadata_value_bytes_max"]:
         raise ConfigError("cursor_state_bytes_max must not exceed metadata_value_bytes_max")
+    if v["metadata_async_threads_max"] > v["metadata_pool_connections"] + v["metadata_pool_overflow_max"]:
+        raise ConfigError("metadata_async_threads_max must not exceed metadata_pool_connections + "
+                          "metadata_pool_overflow_max (a thread past them would wait for a connection)")
     if v["cursor_writer_ops_per_transaction_max"] > v["metadata_put_many_ops_max"]:
         raise ConfigError("cursor_writer_ops_per_transaction_max must not exceed metadata_put_many_ops_max")
+    if v["ledger_bookie_request_payload_bytes_max"] > v["bookie_entry_bytes_max"]:
+        raise ConfigError("ledger_bookie_request_payload_bytes_max must not exceed bookie_entry_bytes_max "
+                          "(a request must fit the bookie's frame limit)")
     for name in ("bookie_bind_host", "broker_bind_host", "broker_admin_bind_host", "broker_advertised_host"):
         if not v[name]:
             raise ConfigError(f"{name} must not be empty")

@@ -31,6 +31,8 @@ def test_file_env_and_override_precedence(tmp_path):
     {"ledger_ensemble_size": 1, "ledger_write_quorum": 2},
     {"retention_time_minutes": 0, "retention_size_mb": 10},
     {"cursor_writer_ops_per_transaction_max": 2_000, "metadata_put_many_ops_max": 1_000},
+    {"ledger_bookie_request_payload_bytes_max": 8 * 1024 * 1024},  # over bookie_entry_bytes_max
+    {"metadata_async_threads_max": 16, "metadata_pool_connections": 4, "metadata_pool_overflow_max": 8},
     {"bookie_bind_host": "0.0.0.0"},                         # a wildcard bind needs an advertised host
     {"bookie_bind_host": "::"},
     {"bookie_advertised_host": "0.0.0.0"},                   # nobody can connect to a wildcard

@@ -227,7 +227,7 @@ def _sqlite_engine(url: sa.URL, op_timeout_ms: int, pool_connections: int, pool_
     )
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(op_timeout_ms)}")

@@ -36,6 +36,12 @@ from common.errors import BookieError, DiskFull, ReadOnly
 
 # os.writev takes at most IOV_MAX buffers per call.
 _IOV_MAX = 1024
+# An append file reserves disk space this many bytes ahead of what it holds (posix_fallocate):
+# an fdatasync after appending into reserved blocks need not allocate them. Measured on this
+# ext4 VM disk, 1 KiB append + fdatasync: 52 us CPU and 137 us wall with the space reserved,
+# 85 us and 250 us without; at a few thousand small entries a second (one fsync each) that is
+# most of a bookie's CPU.
+APPEND_RESERVE_BYTES = 4 * 1024 * 1024
 # A held fsync proceeds on its own after this long, so a test that forgets to release it
 # slows down instead of hanging.
 FSYNC_HOLD_S_MAX = 60.0
@@ -71,33 +77,59 @@ class FileSystem(Protocol):
 
 
 class OsAppendFile:
+    """Appends at `size_bytes` (the records written); the file may be longer by reserved,
+    zero-filled space (`APPEND_RESERVE_BYTES`), which `close()` and `truncate()` give back. A
+    crash may leave that zero tail: replay cuts a segment at its first record whose CRC fails,
+    which a zero header is."""
+
     def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.size_bytes = os.fstat(self._fd).st_size
+        self._file_bytes = self.size_bytes   # the file's length, reserved space included
 
     def write_all(self, buffers: list[bytes]) -> None:
         fd = self._fd
+        self._reserve(self.size_bytes + sum(map(len, buffers)))
         for start in range(0, len(buffers), _IOV_MAX):
             chunk = buffers[start:start + _IOV_MAX]
             want = sum(map(len, chunk))
-            done = os.writev(fd, chunk)
+            done = os.pwritev(fd, chunk, self.size_bytes)
             self.size_bytes += done
             if done != want:  # short write: finish it byte-exactly
                 rest = b"".join(chunk)[done:]
                 while rest:
-                    n = os.write(fd, rest)
+                    n = os.pwrite(fd, rest, self.size_bytes)
                     self.size_bytes += n
                     rest = rest[n:]
+        self._file_bytes = max(self._file_bytes, self.size_bytes)
+
+    def _reserve(self, end_bytes: int) -> None:
+        """Make sure the file's blocks reach `end_bytes` (and a reserve beyond). Best effort:
+        where the space cannot be reserved (a full disk, a file system without fallocate) the
+        write itself says whether the bytes fit."""
+        if end_bytes <= self._file_bytes:
+            return
+        try:
+            os.posix_fallocate(self._fd, self._file_bytes, end_bytes + APPEND_RESERVE_BYTES - self._file_bytes)
+            self._file_bytes = end_bytes + APPEND_RESERVE_BYTES
+        except OSError:
+            self._file_bytes = max(self._file_bytes, os.fstat(self._fd).st_size)
 
     def fsync(self) -> None:
         os.fdatasync(self._fd)
 
     def truncate(self, size_bytes: int) -> None:
         os.ftruncate(self._fd, size_bytes)
-        self.size_bytes = size_bytes
+        self.size_bytes = self._file_bytes = size_bytes
 
     def close(self) -> None:
-        os.close(self._fd)
+        """Give back the reserved space (durably, so a sealed file ends at its last record)."""
+        try:
+            if self._file_bytes > self.size_bytes:
+                os.ftruncate(self._fd, self.size_bytes)
+                os.fdatasync(self._fd)
+        finally:
+            os.close(self._fd)
 
 
 def _fsync_dir(path: str) -> None:

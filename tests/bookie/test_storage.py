@@ -240,3 +240,35 @@ def test_stored_corruption_is_detected_on_read(tmp_path):
         assert [p for _, p, _ in entries] == [b"A" * 64] and isinstance(error, ChecksumMismatch)
         await s.close()
     run(go())
+
+
+def test_a_crash_leaves_reserved_zeros_that_replay_cuts_and_close_gives_back(tmp_path):
+    """The active segment reserves space ahead (fileio.APPEND_RESERVE_BYTES), so a kill -9
+    leaves the file ending in zeros past its last record; replay keeps every acknowledged
+    entry, appends go right after it, and a clean stop leaves the file as long as its records."""
+    from bookie.record import RecordScanner
+
+    def records_end(data: bytes) -> int:
+        scanned = RecordScanner(payload_bytes_max=1 << 20).feed(data)
+        return scanned[-1].offset + scanned[-1].total_bytes if scanned else 0
+
+    async def go():
+        s = await opened(tmp_path)
+        for i in range(5):
+            assert await add(s, [entry(1, i, b"%d" % i * 100)]) == [0]
+        seg = _only_segment_files(tmp_path)[-1]
+        data = seg.read_bytes()
+        assert len(data) > records_end(data) and not data[records_end(data):].strip(b"\0")
+        await crash(s)  # stops the journal, which gives the reserve back: put it back as kill -9 leaves it
+        seg.write_bytes(seg.read_bytes() + bytes(64 * 1024))
+        s = await opened(tmp_path)
+        assert await read_all(s, 1) == [b"%d" % i * 100 for i in range(5)]
+        assert await add(s, [entry(1, 5, b"after")]) == [0]
+        await s.close()
+        s = await opened(tmp_path)
+        assert await read_all(s, 1) == [*(b"%d" % i * 100 for i in range(5)), b"after"]
+        await s.close()
+        for seg in _only_segment_files(tmp_path):
+            data = seg.read_bytes()
+            assert records_end(data) == len(data)
+    run(go())

@@ -20,8 +20,9 @@ disk turns the bookie read-only without corrupting what is stored.
 `disk_error` is where an `OSError` from these writes becomes the project's error tree:
 ENOSPC/EDQUOT → `DiskFull`, anything else → `ReadOnly` (the bookie's I/O-error refusal).
 
-What must hold: `AppendFile.size_bytes` is the file's length as this writer left it, so the
-journal can truncate a failed batch back to the last durable record; a whole-file write leaves
+What must hold: `AppendFile.size_bytes` is the length of what this writer appended (the file
+may be longer by reserved zeros until it is closed), so the journal can truncate a failed batch
+back to the last durable record; a whole-file write leaves
 the old file or the new one, never half of one.
 """
 

@@ -100,6 +100,7 @@ class _DataConnection(asyncio.Protocol):
         self._closed = True
         self._writable.set()
         self._server.connections.discard(self)
+        self._server.progress.set()
         for task in self._tasks:
             task.cancel()
         if self._admit_task is not None:
@@ -184,6 +185,7 @@ class _DataConnection(asyncio.Protocol):
             request_id, entries, pending = adds[0]
             response = await add_response(request_id, entries, pending)
             adds.popleft()
+            self._server.progress.set()
             if len(adds) < _ADD_REQUESTS_QUEUED_MAX // 2:
                 self._resume("adds")
             if not self._writable.is_set():
@@ -235,6 +237,7 @@ class DataServer:
         self._requested_port = port
         self.port = 0
         self.connections: set[_DataConnection] = set()
+        self.progress = asyncio.Event()   # set when an add was answered or a connection ended
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -250,10 +253,12 @@ class DataServer:
         self._server.close()
         for conn in list(self.connections):
             conn._pause("stopping")
-        deadline = asyncio.get_running_loop().time() + grace_s
-        while (any(not c.idle() for c in self.connections)
-               and asyncio.get_running_loop().time() < deadline):
-            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while any(not c.idle() for c in self.connections) and loop.time() < deadline:
+            self.progress.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.progress.wait(), deadline - loop.time())
         for conn in list(self.connections):
             conn.close()
         with contextlib.suppress(asyncio.TimeoutError):

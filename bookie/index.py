@@ -27,7 +27,7 @@ import struct
 from array import array
 from dataclasses import dataclass, field
 
-import google_crc32c
+from crc32c import crc32c
 
 from bookie.record import HEADER_BYTES as _RECORD_HEADER_BYTES
 from common.errors import ChecksumMismatch
@@ -86,7 +86,7 @@ def encode_idx(quads: array) -> bytes:
     """An .idx file from a flat int64 array of (ledger, entry, offset, length) quadruples."""
     invariant(quads.typecode == "q" and len(quads) % 4 == 0, "idx body is int64 quadruples")
     body = quads.tobytes() if _little_endian() else _swapped(quads).tobytes()
-    return _IDX_HEADER.pack(_IDX_MAGIC, len(quads) // 4, google_crc32c.value(body)) + body
+    return _IDX_HEADER.pack(_IDX_MAGIC, len(quads) // 4, crc32c(body)) + body
 
 
 def decode_idx(data: bytes, path: str = "") -> array:
@@ -94,7 +94,7 @@ def decode_idx(data: bytes, path: str = "") -> array:
         raise ChecksumMismatch("index file too short", path=path)
     magic, count, crc = _IDX_HEADER.unpack_from(data)
     body = data[_IDX_HEADER.size:]
-    if magic != _IDX_MAGIC or len(body) != count * 32 or google_crc32c.value(body) != crc:
+    if magic != _IDX_MAGIC or len(body) != count * 32 or crc32c(body) != crc:
         raise ChecksumMismatch("index file does not match its checksum", path=path)
     quads = array("q")
     quads.frombytes(body)
@@ -105,13 +105,13 @@ def encode_checkpoint(replay_from_segment: int, ledgers: list[LedgerState]) -> b
     body = {"version": 1, "replay_from_segment": replay_from_segment,
             "ledgers": [s.to_json() for s in ledgers]}
     text = json.dumps(body, separators=(",", ":"), sort_keys=True)
-    return json.dumps({"crc32c": google_crc32c.value(text.encode()), "body": text}).encode()
+    return json.dumps({"crc32c": crc32c(text.encode()), "body": text}).encode()
 
 
 def decode_checkpoint(data: bytes) -> tuple[int, list[LedgerState]]:
     outer = json.loads(data)
     text = outer["body"]
-    if google_crc32c.value(text.encode()) != outer["crc32c"]:
+    if crc32c(text.encode()) != outer["crc32c"]:
         raise ChecksumMismatch("checkpoint does not match its checksum")
     body = json.loads(text)
     invariant(body["version"] == 1, "known checkpoint version", version=body["version"])

@@ -11,7 +11,12 @@ How it works
   `transport.write`. So adds submitted while the loop is busy, while the socket is over its
   write buffer mark (`pause_writing`), or while `_REQUESTS_IN_FLIGHT_MAX` requests await their
   answers (the next answer flushes again), ride the next frame together.
-- Responses are decoded in `data_received` (bookie/frames.py) and resolve futures directly.
+- Responses are read with `asyncio.BufferedProtocol` (`_FrameReader`): small frames land in
+  one reused scratch buffer; a frame too big for it is read straight into a bytearray of its
+  own exact size, so a 128 KiB read response reaches protobuf without being copied by the
+  loop (bytes per read) or reassembled from chunks. Each frame's length and kind are checked
+  against `frame_bytes_max` and the known kinds (bookie/frames.py) before anything of its body
+  is buffered. The decoded responses resolve futures directly.
 - A watchdog checks the oldest add in flight every `_WATCHDOG_FRACTION` of the add timeout; a
   late one fails the link (`TimeoutExpired` for the late adds, `BookieUnavailable` for the
   rest), as a broken connection, a bad frame or the bookie's ERROR frame do.
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -40,7 +46,7 @@ from bookie.client_core import (
     take_add_request,
     take_read_response,
 )
-from bookie.frames import FrameDecoder, FrameKind, encode_frame, frame_header
+from bookie.frames import HEADER_BYTES, FrameKind, encode_frame, frame_header
 from common.clock import Clock
 from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, error_from_code
 from proto import bookie_pb2 as pb
@@ -57,6 +63,12 @@ _WRITE_BUFFER_BYTES_HIGH = 1024 * 1024
 _REQUESTS_IN_FLIGHT_MAX = 32
 # Bodies at least this big are written apart from their header (no copy to join them).
 _JOIN_BODY_BYTES_MAX = 64 * 1024
+# Frames whose header and body fit in this many bytes are read into one reused scratch buffer
+# (many small responses per read call); a bigger one is read into a buffer of its own, so at
+# most this many bytes of a big body are copied (out of the scratch buffer) on arrival.
+_SCRATCH_BYTES = 16 * 1024
+_HEADER = struct.Struct(">IB")  # bookie/frames.py: u32 length (kind + body) | u8 kind
+_KINDS = frozenset(int(k) for k in FrameKind)
 
 
 class LinkState(enum.Enum):
@@ -69,7 +81,80 @@ _TRANSITIONS = {LinkState.CONNECTING: {LinkState.OPEN, LinkState.FAILED},
                 LinkState.OPEN: {LinkState.FAILED}, LinkState.FAILED: set()}
 
 
-class DataLink(asyncio.Protocol):
+class _FrameReader:
+    """The receiving half of a link's frames for `asyncio.BufferedProtocol` (sans-IO).
+
+    `get_buffer()` is where the next bytes from the socket go; `buffer_updated(n)` returns the
+    frames they completed as `(kind, body)`. A small frame's body is copied out of the scratch
+    buffer (which is reused); a big frame's body is a read-only view of its own buffer, filled
+    by the socket directly. What must hold: a length and kind are checked before any of the
+    frame's body is buffered, and a big buffer is never bigger than `frame_bytes_max`; after a
+    bad frame the reader is dead (every later call raises), as FrameDecoder is."""
+
+    def __init__(self, frame_bytes_max: int) -> None:
+        self._max = frame_bytes_max
+        self._scratch = memoryview(bytearray(_SCRATCH_BYTES))
+        self._filled = 0                    # bytes at the start of scratch not yet parsed
+        self._big: memoryview | None = None  # the body being read into a buffer of its own
+        self._big_filled = 0
+        self._big_kind = 0
+        self._dead: BadRequest | None = None
+
+    def get_buffer(self) -> memoryview:
+        if self._big is not None:
+            return self._big[self._big_filled:]
+        return self._scratch[self._filled:]
+
+    def buffer_updated(self, nbytes: int) -> list[tuple[int, memoryview | bytes]]:
+        if self._dead is not None:
+            raise self._dead
+        frames: list[tuple[int, memoryview | bytes]] = []
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frames.append((self._big_kind, self._big.toreadonly()))
+                self._big = None
+            return frames
+        self._filled += nbytes
+        self._parse_scratch(frames)
+        return frames
+
+    def _parse_scratch(self, frames: list) -> None:
+        buf, pos, end = self._scratch, 0, self._filled
+        while end - pos >= HEADER_BYTES:
+            length, kind = _HEADER.unpack_from(buf, pos)
+            self._check(length, kind)
+            body_start, body_bytes = pos + HEADER_BYTES, length - 1
+            if end - body_start >= body_bytes:
+                frames.append((kind, bytes(buf[body_start:body_start + body_bytes])))
+                pos = body_start + body_bytes
+                continue
+            if HEADER_BYTES + body_bytes > len(buf):  # never fits: read it into its own buffer
+                big = memoryview(bytearray(body_bytes))
+                have = end - body_start
+                big[:have] = buf[body_start:end]
+                self._big, self._big_filled, self._big_kind = big, have, kind
+                pos = end
+            break
+        rest = end - pos
+        if rest and pos:
+            buf[:rest] = buf[pos:end]
+        self._filled = rest
+
+    def _check(self, length: int, kind: int) -> None:
+        if length < 1 or length > self._max:
+            self._die(BadRequest("frame length out of bounds", length=length,
+                                 frame_bytes_max=self._max))
+        if kind not in _KINDS:
+            self._die(BadRequest("unknown frame kind", kind=kind))
+
+    def _die(self, error: BadRequest) -> None:
+        self._dead = error
+        self._filled, self._big = 0, None
+        raise error
+
+
+class DataLink(asyncio.BufferedProtocol):
     def __init__(self, *, address: str, host: str, discover: Callable[[], Awaitable[int]],
                  frame_bytes_max: int, add_timeout_s: float, clock: Clock,
                  next_request_id: Callable[[], int],
@@ -81,7 +166,7 @@ class DataLink(asyncio.Protocol):
         self._clock = clock
         self._next_request_id = next_request_id
         self._on_retired = on_retired
-        self._decoder = FrameDecoder(frame_bytes_max)
+        self._reader = _FrameReader(frame_bytes_max)
         self.loop = asyncio.get_running_loop()   # the loop its futures and callbacks run on
         self.state = LinkState.CONNECTING
         self.unsent: deque = deque()                  # adds not yet in a frame (client_core)
@@ -183,9 +268,12 @@ class DataLink(asyncio.Protocol):
 
     # --- frames in ------------------------------------------------------------------------
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            for kind, body in self._decoder.feed(data):
+            for kind, body in self._reader.buffer_updated(nbytes):
                 if kind == FrameKind.ADD_RESPONSE:
                     resolve_add_response(self.inflight, pb.AddResponse.FromString(body),
                                          self.address)

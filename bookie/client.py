@@ -135,7 +135,8 @@ class BookieClient:
         return DataLink(address=self.address, host=self._host, discover=self._discover_data_port,
                         frame_bytes_max=frame_bytes_max(self._config),
                         add_timeout_s=self._add_timeout_s, clock=self._clock,
-                        next_request_id=self._request_id, on_retired=self._link_retired)
+                        next_request_id=self._request_id, on_retired=self._link_retired,
+                        config=self._config)
 
     async def _discover_data_port(self) -> int:
         """The bookie's data port from GetInfo (asked per new link: a restarted bookie may

@@ -1,7 +1,7 @@
 """The bookie client's bookkeeping apart from the socket (bookie/data_link.py owns that).
 
 How queued adds become one `AddRequest` (coalesced, split per writer token and at
-`REQUEST_PAYLOAD_BYTES_MAX`), how an `AddResponse` resolves the futures of its request, how a
+`ledger_bookie_request_payload_bytes_max`), how an `AddResponse` resolves the futures of its request, how a
 stream of `ReadResponse`s is checked and collected, and how everything on a broken connection
 is failed.
 
@@ -24,14 +24,9 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from common.config import MIB
 from common.errors import BookieUnavailable, NoSuchEntry, StrataError, error_from_code
 from common.invariant import invariant
 from proto import bookie_pb2 as pb
-
-# One AddRequest carries at most this many payload bytes (a single larger entry goes alone), so
-# a burst of adds becomes several moderate messages instead of one huge one.
-REQUEST_PAYLOAD_BYTES_MAX = 2 * MIB
 
 _ENTRIES_TAG = b"\x1a"  # AddRequest.entries: field 3, length-delimited
 _PAYLOAD_TAG = b"\x22"  # AddEntry.payload: field 4, length-delimited
@@ -95,9 +90,10 @@ def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
 
 
 def take_add_request(unsent: deque, inflight: dict[int, Inflight], next_request_id: Callable[[], int],
-                     deadline_s: float) -> bytes | None:
-    """Move the oldest unsent adds (one writer token, up to `REQUEST_PAYLOAD_BYTES_MAX`)
-    into one request, registered in `inflight`; None if every one of them was cancelled."""
+                     deadline_s: float, payload_bytes_max: int) -> bytes | None:
+    """Move the oldest unsent adds (one writer token, up to `payload_bytes_max` payload bytes,
+    a single larger entry alone: a burst of adds becomes several moderate messages instead of
+    one huge one) into one request, registered in `inflight`; None if every one was cancelled."""
     adds: list[tuple[int, int, bytes, int, bool]] = []   # (ledger, entry, payload, lac, recovery)
     futures: list[asyncio.Future] = []
     token = b""
@@ -105,7 +101,7 @@ def take_add_request(unsent: deque, inflight: dict[int, Inflight], next_request_
     while unsent:
         ledger_id, entry_id, payload, lac, writer_token, recovery, fut = unsent[0]
         if futures and (writer_token != token
-                        or request_bytes + len(payload) > REQUEST_PAYLOAD_BYTES_MAX):
+                        or request_bytes + len(payload) > payload_bytes_max):
             break
         unsent.popleft()
         if fut.done():  # cancelled by its caller before it was sent

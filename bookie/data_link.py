@@ -9,7 +9,7 @@ How it works
   task per add); the flush turns everything unsent into ADD_REQUEST frames
   (bookie/client_core.py: coalesced, split per writer token and size) and writes them with
   `transport.write`. So adds submitted while the loop is busy, while the socket is over its
-  write buffer mark (`pause_writing`), or while `_REQUESTS_IN_FLIGHT_MAX` requests await their
+  write buffer mark (`pause_writing`), or while `ledger_bookie_requests_in_flight_max` requests await their
   answers (the next answer flushes again), ride the next frame together.
 - Responses are read with `asyncio.BufferedProtocol` (`_FrameReader`): small frames land in
   one reused scratch buffer; a frame too big for it is read straight into a bytearray of its
@@ -48,6 +48,7 @@ from bookie.client_core import (
 )
 from bookie.frames import HEADER_BYTES, FrameKind, encode_frame, frame_header
 from common.clock import Clock
+from common.config import Config
 from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, error_from_code
 from proto import bookie_pb2 as pb
 
@@ -55,12 +56,6 @@ log = logging.getLogger(__name__)
 
 # How often an open link checks its oldest add against the add deadline, as a fraction of it.
 _WATCHDOG_FRACTION = 0.1
-# Socket write buffer high-water mark: over it, adds wait in `unsent` (and coalesce).
-_WRITE_BUFFER_BYTES_HIGH = 1024 * 1024
-# Add requests sent and not yet answered before further adds wait in `unsent` (and so gather
-# into bigger requests): a busy client sends fewer,
-# bigger frames; an idle one sends each add at once.
-_REQUESTS_IN_FLIGHT_MAX = 32
 # Bodies at least this big are written apart from their header (no copy to join them).
 _JOIN_BODY_BYTES_MAX = 64 * 1024
 # Frames whose header and body fit in this many bytes are read into one reused scratch buffer
@@ -158,8 +153,15 @@ class DataLink(asyncio.BufferedProtocol):
     def __init__(self, *, address: str, host: str, discover: Callable[[], Awaitable[int]],
                  frame_bytes_max: int, add_timeout_s: float, clock: Clock,
                  next_request_id: Callable[[], int],
-                 on_retired: Callable[[DataLink], None]) -> None:
+                 on_retired: Callable[[DataLink], None], config: Config) -> None:
         self.address = address
+        # Socket write buffer high-water mark: over it, adds wait in `unsent` (and coalesce).
+        self._write_buffer_bytes_high = config.ledger_bookie_write_buffer_bytes_high
+        # Add requests sent and not yet answered before further adds wait in `unsent` (and so
+        # gather into bigger requests): a busy client sends fewer, bigger frames; an idle one
+        # sends each add at once.
+        self._requests_in_flight_max = config.ledger_bookie_requests_in_flight_max
+        self._request_payload_bytes_max = config.ledger_bookie_request_payload_bytes_max
         self._host = host
         self._discover = discover
         self._add_timeout_s = add_timeout_s
@@ -211,7 +213,7 @@ class DataLink(asyncio.BufferedProtocol):
             transport.abort()
             return
         self._transport = transport
-        transport.set_write_buffer_limits(high=_WRITE_BUFFER_BYTES_HIGH)
+        transport.set_write_buffer_limits(high=self._write_buffer_bytes_high)
         self._set_state(LinkState.OPEN)
         self.ready.set_result(True)
         if self.unsent:
@@ -236,8 +238,9 @@ class DataLink(asyncio.BufferedProtocol):
             return
         deadline_s = self._clock.monotonic_s() + self._add_timeout_s
         unsent, inflight = self.unsent, self.inflight
-        while unsent and not self._write_paused and len(inflight) < _REQUESTS_IN_FLIGHT_MAX:
-            body = take_add_request(unsent, inflight, self._next_request_id, deadline_s)
+        in_flight_max, payload_bytes_max = self._requests_in_flight_max, self._request_payload_bytes_max
+        while unsent and not self._write_paused and len(inflight) < in_flight_max:
+            body = take_add_request(unsent, inflight, self._next_request_id, deadline_s, payload_bytes_max)
             if body is not None:
                 self._write(FrameKind.ADD_REQUEST, body)
 

@@ -18,7 +18,7 @@ How it works
   connection gets one ERROR frame (`DataLinkError`, code BadRequest) and is closed. Nothing of
   the bad frame reaches storage; other connections are unaffected.
 
-What must hold: every queue is bounded (`_ADD_REQUESTS_QUEUED_MAX`, `_READS_QUEUED_MAX`; the
+What must hold: every queue is bounded (`bookie_add_requests_queued_max`, `bookie_reads_queued_max`; the
 admit queue holds at most what one `data_received` chunk carried); add responses go out in
 request order, one per request, success only once durable.
 """
@@ -41,13 +41,6 @@ from proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# Add requests submitted to storage and not yet answered, per connection, before it stops
-# reading (the storage's own add queue bounds the entries across connections).
-_ADD_REQUESTS_QUEUED_MAX = 1024
-# Read requests waiting to be answered, per connection, before it stops reading.
-_READS_QUEUED_MAX = 256
-# Socket write buffer high-water mark: over it, responders wait for the client to read.
-_WRITE_BUFFER_BYTES_HIGH = 4 * 1024 * 1024
 # Bodies at least this big are written apart from their header (no copy to join them).
 _JOIN_BODY_BYTES_MAX = 64 * 1024
 
@@ -58,6 +51,11 @@ class _DataConnection(asyncio.Protocol):
     def __init__(self, server: DataServer) -> None:
         self._server = server
         self._storage: Storage = server.storage
+        config = server.storage.config
+        # Add requests submitted to storage and not yet answered before the connection stops
+        # reading (the storage's own add queue bounds the entries across connections).
+        self._adds_max = config.bookie_add_requests_queued_max
+        self._reads_max = config.bookie_reads_queued_max  # read requests waiting, likewise
         self._decoder = FrameDecoder(server.frame_bytes_max)
         self._transport: asyncio.Transport | None = None
         self._admit_queue: deque = deque()  # AddRequests decoded while storage had no room
@@ -76,7 +74,7 @@ class _DataConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
-        transport.set_write_buffer_limits(high=_WRITE_BUFFER_BYTES_HIGH)
+        transport.set_write_buffer_limits(high=self._storage.config.bookie_data_write_buffer_bytes_high)
         self._server.connections.add(self)
         self._tasks = [asyncio.ensure_future(self._respond_adds()),
                        asyncio.ensure_future(self._answer_reads())]
@@ -121,7 +119,7 @@ class _DataConnection(asyncio.Protocol):
         elif kind == FrameKind.READ_REQUEST:
             self._reads.append(_parse(pb.ReadRequest, body))
             self._reads_wakeup.set()
-            if len(self._reads) >= _READS_QUEUED_MAX:
+            if len(self._reads) >= self._reads_max:
                 self._pause("reads")
         else:
             raise BadRequest("frame kind not accepted by a bookie", kind=kind)
@@ -131,7 +129,7 @@ class _DataConnection(asyncio.Protocol):
         self._adds.append((request.request_id, entries,
                            self._storage.add_request(request.writer_token, entries)))
         self._adds_wakeup.set()
-        if len(self._adds) >= _ADD_REQUESTS_QUEUED_MAX:
+        if len(self._adds) >= self._adds_max:
             self._pause("adds")
 
     async def _admit(self) -> None:
@@ -186,7 +184,7 @@ class _DataConnection(asyncio.Protocol):
             response = await add_response(request_id, entries, pending)
             adds.popleft()
             self._server.progress.set()
-            if len(adds) < _ADD_REQUESTS_QUEUED_MAX // 2:
+            if len(adds) < self._adds_max // 2:
                 self._resume("adds")
             if not self._writable.is_set():
                 await self._writable.wait()
@@ -202,7 +200,7 @@ class _DataConnection(asyncio.Protocol):
                 await self._reads_wakeup.wait()
                 continue
             request = reads.popleft()
-            if len(reads) < _READS_QUEUED_MAX // 2:
+            if len(reads) < self._reads_max // 2:
                 self._resume("reads")
             async for response in stream_read_responses(self._storage, request):
                 if not self._writable.is_set():

@@ -19,7 +19,7 @@ How it works
   that error, and leaves the journal FAILED for good: the bookie turns read-only and nothing
   torn is ever acknowledged or exposed.
 - `stop()` writes and fsyncs what is pending, then ends the thread; it waits at most
-  `STOP_TIMEOUT_S` (a hung disk must not keep a SIGTERMed bookie alive) and says whether the
+  `bookie_journal_stop_timeout_ms` (a hung disk must not keep a SIGTERMed bookie alive) and says whether the
   thread ended.
 
 What must hold: an item is reported done without error only after its bytes are fsynced
@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bookie.fileio import AppendFile, FileSystem
+from common.config import SETTINGS_BY_NAME
 from common.invariant import invariant
 
 # How long stop() waits for the thread to write, fsync and close: far above one 4 MiB batch
 # on any working disk, below the 20 s a supervisor gives SIGTERM before SIGKILL.
-STOP_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -109,7 +109,7 @@ class Journal:
             self._pending_bytes += item.nbytes
             self._cond.notify()
 
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    def stop(self, timeout_s: float = SETTINGS_BY_NAME["bookie_journal_stop_timeout_ms"].default / 1000) -> bool:
         """Write and fsync what is pending, then end the thread and close the file.
 
         Waits at most `timeout_s`; returns whether the thread ended. When it did not (a disk

@@ -7,7 +7,7 @@ How it works
 - Every rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
 - `BookieServer` also runs the periodic work: checkpoint (`bookie_checkpoint_interval_ms`),
-  GC (`bookie_gc_interval_ms`) and the free-disk check (every second). A job that fails, with
+  GC (`bookie_gc_interval_ms`) and the free-disk check (`bookie_disk_check_interval_ms`). A job that fails, with
   any exception, is logged and counted (`periodic_failures`) and tried again after a backoff
   that doubles up to `_PERIODIC_BACKOFF_S_MAX`: a periodic task never dies silently. (A disk
   error inside a job has already turned storage read-only, see bookie/storage.py.)
@@ -37,7 +37,6 @@ from proto import bookie_pb2 as pb
 from proto import bookie_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
-_DISK_CHECK_INTERVAL_S = 1.0
 # Longest wait between tries of a periodic job that keeps failing (unless its interval is
 # longer): long enough not to flood the log, short enough to notice a recovered disk.
 _PERIODIC_BACKOFF_S_MAX = 60.0
@@ -138,7 +137,7 @@ class BookieServer:
             asyncio.ensure_future(self._every(cfg.bookie_checkpoint_interval_ms / 1000.0,
                                               self.storage.checkpoint)),
             asyncio.ensure_future(self._every(cfg.bookie_gc_interval_ms / 1000.0, self.gc)),
-            asyncio.ensure_future(self._every(_DISK_CHECK_INTERVAL_S, self._check_disk)),
+            asyncio.ensure_future(self._every(cfg.bookie_disk_check_interval_ms / 1000.0, self._check_disk)),
         ]
 
     async def gc(self) -> gc.GcReport:
@@ -167,8 +166,11 @@ class BookieServer:
             else:
                 delay_s = interval_s
 
-    async def stop(self, grace_s: float = 2.0) -> None:
-        """Stop taking requests, finish in-flight ones (bounded), flush and seal storage."""
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop taking requests, finish in-flight ones (within `grace_s`, None: the setting
+        `bookie_stop_grace_ms`), flush and seal storage."""
+        if grace_s is None:
+            grace_s = self.config.bookie_stop_grace_ms / 1000
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -50,7 +50,6 @@ from crc32c import crc32c as _crc32c
 from bookie import recovery
 from bookie.fileio import FileSystem, OsFileSystem, disk_error, is_disk_full
 from bookie.index import CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, encode_checkpoint, encode_idx
-from bookie.journal import STOP_TIMEOUT_S as JOURNAL_STOP_TIMEOUT_S
 from bookie.journal import Journal, RollItem, WriteItem
 from bookie.record import HEADER_BYTES, RecordKind, encode, encode_header
 from bookie.segment_reader import SegmentReader, segment_path
@@ -205,10 +204,10 @@ class Storage:
         await self.wait_sealed()
         self._set_mode(StorageMode.CLOSED, "closed")
         if self._journal is not None:
-            if not await self._loop.run_in_executor(None, self._journal.stop):
+            stop_s = self.config.bookie_journal_stop_timeout_ms / 1000
+            if not await self._loop.run_in_executor(None, self._journal.stop, stop_s):
                 log.error("journal thread did not stop within %.0f s (disk hung?); closing "
-                          "without it, replay at start-up recovers what reached the disk",
-                          JOURNAL_STOP_TIMEOUT_S)
+                          "without it, replay at start-up recovers what reached the disk", stop_s)
             await asyncio.sleep(0)  # let the journal's last completions run
         await self.reader.close()
 

@@ -9,7 +9,7 @@ Nothing else is kept per entry, so memory stays bounded however many overflow.
 
 Finding them again. Every overflowed entry lies in [from_position, read_position): the dispatcher
 read past it and nothing else moves it. A **scan** re-reads that range (at most
-`SCAN_ENTRIES_PER_PASS` entries per dispatch pass, so normal delivery goes on between steps) and
+`broker_delayed_delivery_scan_entries_per_pass` entries per dispatch pass, so normal delivery goes on between steps) and
 puts each overflowed entry it meets back where it belongs: into the index if it is not yet due and
 the index has room, into the replay set if it is due, else it stays overflowed and the scan notes
 its position and due time. When the scan reaches the read position it has seen every overflowed
@@ -33,8 +33,6 @@ from dataclasses import dataclass
 
 from common.invariant import present
 from ledger.position import Position
-
-SCAN_ENTRIES_PER_PASS = 2_048   # entries re-read by one dispatch pass while scanning
 
 
 @dataclass

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer
 from broker.delayed_delivery import DelayedDeliveryIndex
-from broker.delayed_overflow import SCAN_ENTRIES_PER_PASS, DelayedOverflow
+from broker.delayed_overflow import DelayedOverflow
 from broker.dispatch_base import Dispatcher
 from broker.entry_facts import EntryFacts
 from common.errors import StrataError
@@ -62,8 +62,6 @@ from ledger.position import Position
 if TYPE_CHECKING:
     from broker.subscription import Subscription
 
-REPLAY_ENTRIES_MAX = 10_000
-REPLAY_CACHE_BYTES_MAX = 64 * 1024 * 1024
 
 
 class SharedDispatcher(Dispatcher):
@@ -72,7 +70,7 @@ class SharedDispatcher(Dispatcher):
         self.replay: dict[Position, bytes | None] = {}   # entry -> its bytes if cached, else None
         self.replay_order: list[Position] = []            # the keys of `replay`, ascending
         self.replay_bytes = 0                             # bytes cached in `replay`
-        self.replay_entries_max = REPLAY_ENTRIES_MAX      # bound on len(replay) (tests lower it)
+        self.replay_entries_max = sub.topic.config.broker_dispatch_replay_entries_max  # bound on len(replay)
         self.owner: dict[Position, Consumer] = {}         # pending entry -> consumer holding it
         self._next = 0                                    # round-robin index into consumers
         config = sub.topic.config
@@ -193,7 +191,7 @@ class SharedDispatcher(Dispatcher):
         if not overflow.should_scan(delayed.room(), delayed.capacity, delayed.clock.wall_ms()):
             return
         scan = overflow.begin_scan()
-        budget = SCAN_ENTRIES_PER_PASS
+        budget = self.sub.topic.config.broker_delayed_delivery_scan_entries_per_pass
         while budget > 0:
             if scan.next_position >= self.read_position:
                 overflow.finish_scan()
@@ -286,7 +284,7 @@ class SharedDispatcher(Dispatcher):
     def _cache(self, position: Position, data: bytes | None) -> None:
         if data is None or self.replay.get(position, b"") is not None:
             return      # nothing to cache, already cached, or no longer in the set
-        if self.replay_bytes + len(data) > REPLAY_CACHE_BYTES_MAX:
+        if self.replay_bytes + len(data) > self.sub.topic.config.broker_dispatch_replay_cache_bytes_max:
             return
         self.replay[position] = data
         self.replay_bytes += len(data)

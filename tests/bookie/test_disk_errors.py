@@ -279,18 +279,17 @@ def test_an_add_is_acknowledged_only_after_its_fsync_succeeded(tmp_path):
 
 def test_a_data_connection_holds_at_most_its_bound_of_unanswered_requests(tmp_path):
     """While fsync is held nothing is answered: the connection stops being read at
-    `_ADD_REQUESTS_QUEUED_MAX` requests (plus what one read of the socket carried); once
+    `bookie_add_requests_queued_max` requests (plus what one read of the socket carried); once
     released every request is answered, in order."""
-    from bookie import data_server
     from bookie.frames import FrameDecoder, FrameKind, encode_frame
     from proto import bookie_pb2 as pb
 
-    bound = data_server._ADD_REQUESTS_QUEUED_MAX
+    bound = 200  # bookie_add_requests_queued_max, lowered from its default 1,024
     count = bound + 400
     frames_per_write = 20
 
     async def go():
-        cfg = _server_config(bookie_checkpoint_interval_ms=3_600_000)
+        cfg = _server_config(bookie_checkpoint_interval_ms=3_600_000, bookie_add_requests_queued_max=bound)
         fs = FailingFileSystem()
         server = BookieServer(str(tmp_path / "b"), cfg, fs=fs)
         await server.start()

@@ -30,7 +30,6 @@ import asyncio
 import enum
 import functools
 import random
-from typing import Any
 
 from common import retry
 from common.clock import Clock
@@ -47,12 +46,13 @@ from common.errors import (
     StrataError,
     TimeoutExpired,
 )
-from common.invariant import invariant
+from common.invariant import invariant, present
 from ledger import placement
 from ledger.ledger_metadata import LedgerMetadata, LedgerStatus
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.pending import AddPipeline, PendingAdd
 from ledger.striping import read_chunks, write_set
+from metadata.api import AsyncStore
 
 # Finding a replacement bookie (NotEnoughBookies) or a metadata store hiccup: try again in 0.2 s.
 _ENSEMBLE_RETRY = retry.Retry("ledger.ensemble_change", retry_on=StrataError, wait=retry.fixed(0.2),
@@ -123,8 +123,7 @@ class ReadHandle:
                 return got[0][1]
             except StrataError as exc:
                 error = exc
-        invariant(error is not None, "a write set is not empty")
-        raise error
+        raise present(error, "a write set is not empty")
 
 
 class WriterState(enum.Enum):
@@ -143,7 +142,7 @@ _WRITER_TRANSITIONS = {
 
 
 class WriteHandle(ReadHandle):
-    def __init__(self, metadata: LedgerMetadata, pool: BookiePool, store: Any, config: Config,
+    def __init__(self, metadata: LedgerMetadata, pool: BookiePool, store: AsyncStore, config: Config,
                  clock: Clock, rng: random.Random) -> None:
         super().__init__(metadata, pool, config, clock, last_add_confirmed=-1)
         self._store = store

@@ -42,12 +42,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
-import inspect
 import logging
 import secrets
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
@@ -65,7 +64,7 @@ from common.errors import (
     NotFound,
     StrataError,
 )
-from common.invariant import invariant
+from common.invariant import invariant, present
 from ledger import ml_open
 from ledger.cache import EntryCache
 from ledger.entry_index import EntryIndex
@@ -76,6 +75,10 @@ from ledger.rollover import RolloverPolicy
 from ledger.trim import LedgerDeleter, trimmable
 from ledger.types import Entry, EntryMeta, LedgerInfo, LedgerState
 from ledger.view import KeptLedger, LedgerListView
+from metadata.api import AsyncStore
+
+if TYPE_CHECKING:
+    from ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
 AppendListener = Callable[[Position], None]
@@ -103,7 +106,7 @@ _ML_TRANSITIONS = {
 
 
 class ManagedLedger:
-    def __init__(self, name: str, store: Any, client: Any, config: Config, clock: Clock,
+    def __init__(self, name: str, store: AsyncStore, client: LedgerClient, config: Config, clock: Clock,
                  quorum: tuple[int, int, int], meta_from_entry: ml_open.MetaFromEntry | None,
                  cache: EntryCache | None) -> None:
         self.name = name
@@ -138,13 +141,11 @@ class ManagedLedger:
     # --- opening ---------------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, name: str, store: Any, client: Any, config: Config,
+    async def open(cls, name: str, store: AsyncStore, client: LedgerClient, config: Config,
                    clock: Clock = SYSTEM_CLOCK, *, ensemble_size: int | None = None,
                    write_quorum: int | None = None, ack_quorum: int | None = None,
                    meta_from_entry: ml_open.MetaFromEntry | None = None,
                    cache: EntryCache | None = None) -> ManagedLedger:
-        if not inspect.iscoroutinefunction(getattr(store, "get", None)):
-            store = client.store                     # given the synchronous store: use the async one
         quorum = (ensemble_size or config.ledger_ensemble_size, write_quorum or config.ledger_write_quorum,
                   ack_quorum or config.ledger_ack_quorum)
         ml = cls(name, store, client, config, clock, quorum, meta_from_entry, cache)
@@ -254,8 +255,7 @@ class ManagedLedger:
         return future
 
     def _submit(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
-        handle = self._handle
-        invariant(handle is not None, "a READY managed ledger has a current ledger", name=self.name)
+        handle = present(self._handle, "a READY managed ledger has a current ledger", name=self.name)
         add = handle.add_future(data)
         out = add.get_loop().create_future()   # not asyncio.get_running_loop(): a getpid() per add
         add.add_done_callback(functools.partial(self._on_added, handle, data, messages, publish_time_ms, out))
@@ -287,15 +287,16 @@ class ManagedLedger:
             position = Position(handle.ledger_id, add.result())
             invariant(position > self._last_position, "positions strictly increase",
                       position=str(position), last=str(self._last_position))
-            kept = self._view.find(handle.ledger_id)
-            invariant(kept is not None and kept.entries == position.entry_id,
-                      "the index grows one entry at a time", position=str(position))
+            kept = present(self._view.find(handle.ledger_id), "the current ledger is in the view",
+                           position=str(position))
+            invariant(kept.entries == position.entry_id, "the index grows one entry at a time",
+                      position=str(position))
             kept.index.append(len(data), messages, publish_time_ms)
-        except Exception as exc:
+        except Exception as failure:
             # log it and `out` would never resolve: the producer would wait forever.
-            self._fail_appends(exc)
+            self._fail_appends(failure)
             if not out.done():
-                out.set_exception(exc)
+                out.set_exception(failure)
             return
         self._last_position = position
         self._cache.put(self.name, position.ledger_id, position.entry_id, data)
@@ -345,12 +346,12 @@ class ManagedLedger:
 
     async def _seal_current(self) -> None:
         """Close the current ledger, persist its index, record it closed (compare-and-set)."""
-        handle = self._handle
-        invariant(handle is not None, "sealing needs a current ledger")
+        handle = present(self._handle, "sealing needs a current ledger")
         await handle.close()
-        kept = self._view.find(handle.ledger_id)
-        invariant(kept is not None and kept.entries == handle.last_add_confirmed + 1,
-                  "index matches the closed ledger", ledger_id=handle.ledger_id)
+        kept = present(self._view.find(handle.ledger_id), "the current ledger is in the view",
+                       ledger_id=handle.ledger_id)
+        invariant(kept.entries == handle.last_add_confirmed + 1, "index matches the closed ledger",
+                  ledger_id=handle.ledger_id)
         await self._store.put(index_path(self.name, handle.ledger_id), kept.index.to_blob())
         records = [ml_open.closed_record(r, kept.index) if r.ledger_id == handle.ledger_id else r
                    for r in self._meta.ledgers]
@@ -410,13 +411,14 @@ class ManagedLedger:
             raise ManagedLedgerClosed("managed ledger is closed", name=self.name)
         out: list[Entry] = []
         total_bytes = 0
-        position: Position | None = Position(*start)
+        position = Position(*start)
         while len(out) < max_entries:
-            position = self._normalize(position)
-            if position is None:
+            normalized = self._normalize(position)
+            if normalized is None:
                 break
-            kept = self._view.find(position.ledger_id)
-            invariant(kept is not None, "a normalized position is kept", position=str(position))
+            position = normalized
+            kept = present(self._view.find(position.ledger_id), "a normalized position is kept",
+                           position=str(position))
             last = min(kept.entries - 1, position.entry_id + max_entries - len(out) - 1)
             for entry_id, data in await self._read_range(kept, position.entry_id, last):
                 if max_bytes is not None and out and total_bytes + len(data) > max_bytes:
@@ -579,9 +581,12 @@ class ManagedLedger:
         return self._view.position_for_publish_time(publish_time_ms)
 
 
-def _behind(exc: StrataError) -> StrataError:
+def _behind(exc: BaseException) -> StrataError:
     """The error for an append failed because an earlier one failed: same type (so retriable
-    stays what it was), saying why."""
+    stays what it was), saying why. The writer fails adds with StrataErrors only; anything else
+    (a bug) becomes a plain StrataError naming it."""
+    if not isinstance(exc, StrataError):
+        return StrataError(f"an earlier append failed: {exc!r}")
     try:
         return type(exc)(f"an earlier append failed: {exc.message}", **exc.details)
     except TypeError:                        # an error class with its own constructor

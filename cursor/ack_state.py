@@ -14,6 +14,7 @@ than 2^32 entries (rollover allows 10^10) still fit; the cost over 32-bit bitmap
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pyroaring import BitMap64
@@ -34,8 +35,8 @@ def full_words(batch_size: int) -> list[int]:
     return words
 
 
-def to_unsigned(words: object) -> list[int]:
-    return [int(w) & WORD_MASK for w in words]  # type: ignore[union-attr]
+def to_unsigned(words: Iterable[int]) -> list[int]:
+    return [int(w) & WORD_MASK for w in words]
 
 
 def to_signed(words: list[int]) -> list[int]:

@@ -33,12 +33,9 @@ whose methods are coroutines (awaited directly).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import re
 import secrets
-from typing import Any
 
 from common import retry
 from common.clock import SYSTEM_CLOCK, Clock
@@ -51,6 +48,7 @@ from cursor.managed_cursor import ManagedCursor
 from ledger.ml_metadata import ml_path
 from ledger.position import LATEST, Position
 from ledger.types import LedgerView
+from metadata.api import AsyncStore
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +94,7 @@ def unescape_segment(segment: str) -> str:
 class CursorStore:
     """Load, save and delete the cursors of one managed ledger."""
 
-    def __init__(self, metadata: Any, ml_name: str, writer: CursorWriter | None = None) -> None:
+    def __init__(self, metadata: AsyncStore, ml_name: str, writer: CursorWriter | None = None) -> None:
         self.metadata = metadata
         self.ml_name = ml_name
         self.writer = writer  # group commit shared by the broker's cursors; None: one put each
@@ -106,12 +104,6 @@ class CursorStore:
     def path(self, cursor_name: str) -> str:
         return f"{self.prefix}/{escape_segment(cursor_name)}"
 
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self.metadata, method)
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args, **kwargs)
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
     async def claim(self, cursor_name: str, writer: str) -> tuple[CursorSnapshot, int] | None:
         """Take the cursor over for `writer`: read it and write it back carrying the token by
         compare-and-set, retrying lost races. The snapshot as written and its size in bytes;
@@ -119,7 +111,7 @@ class CursorStore:
         path = self.path(cursor_name)
 
         async def attempt() -> tuple[CursorSnapshot, int] | None:
-            found = await self._call("get", path)
+            found = await self.metadata.get(path)
             if found is None:
                 self._versions.pop(cursor_name, None)
                 return None
@@ -143,7 +135,7 @@ class CursorStore:
         version = self._versions.get(cursor_name)
         path = self.path(cursor_name)
         if version is None:
-            self._versions[cursor_name] = await self._call("create", path, value)
+            self._versions[cursor_name] = await self.metadata.create(path, value)
             return
         current = version
         lost: BadVersion | None = None
@@ -168,14 +160,14 @@ class CursorStore:
     async def _put(self, path: str, value: bytes, version: int) -> int:
         if self.writer is not None:
             return await self.writer.put(path, value, version)
-        return await self._call("put", path, value, expected_version=version)
+        return await self.metadata.put(path, value, expected_version=version)
 
     async def _version_if_ours(self, cursor_name: str, writer: str | None,
                                lost: BadVersion) -> int | None:
         """After a lost compare-and-set: the stored version if the stored value carries our own
         token (our earlier write whose reply was lost); None if the key is gone; `CursorFenced`
         if another owner wrote it."""
-        found = await self._call("get", self.path(cursor_name))
+        found = await self.metadata.get(self.path(cursor_name))
         if found is None:
             return None
         stored = writer_of(found.value)
@@ -199,7 +191,7 @@ class CursorStore:
                 if version is None:
                     raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
             try:
-                await self._call("delete", self.path(cursor_name), expected_version=version)
+                await self.metadata.delete(self.path(cursor_name), expected_version=version)
             except NotFound:
                 raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
             except BadVersion as exc:
@@ -212,13 +204,13 @@ class CursorStore:
     async def delete(self, cursor_name: str) -> None:
         """Delete the key whatever its version (dropping a whole managed ledger)."""
         try:
-            await self._call("delete", self.path(cursor_name))
+            await self.metadata.delete(self.path(cursor_name))
         except NotFound:
             raise CursorNotFound("no such cursor", ml=self.ml_name, cursor=cursor_name) from None
         self._versions.pop(cursor_name, None)
 
     async def names(self) -> list[str]:
-        return [unescape_segment(s) for s in await self._call("children", self.prefix)]
+        return [unescape_segment(s) for s in await self.metadata.children(self.prefix)]
 
     async def delete_all(self) -> None:
         for name in await self.names():

@@ -19,17 +19,16 @@ wait for room.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections import deque
-from typing import Any
 
 from common.config import Config, default_config
+from metadata.api import AsyncStore
 
 _Op = tuple[str, bytes, "int | None", asyncio.Future]
 
 
 class CursorWriter:
-    def __init__(self, metadata: Any, *, config: Config | None = None) -> None:
+    def __init__(self, metadata: AsyncStore, *, config: Config | None = None) -> None:
         """`config`: the broker's settings (None: the defaults)."""
         config = config or default_config()
         self.metadata = metadata
@@ -71,7 +70,4 @@ class CursorWriter:
                     future.set_result(result)
 
     async def _put_many(self, ops: list[tuple[str, bytes, int | None]]) -> list:
-        fn = self.metadata.put_many
-        if inspect.iscoroutinefunction(fn):
-            return await fn(ops)
-        return await asyncio.to_thread(fn, ops)
+        return await self.metadata.put_many(ops)

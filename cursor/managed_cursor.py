@@ -46,7 +46,7 @@ from pyroaring import BitMap64
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.errors import CursorStateTooLarge, InvalidArgument, StrataError
-from common.invariant import invariant
+from common.invariant import invariant, present
 from cursor.ack_state import ENTRY_ID_END, AckState, BatchAck, full_words, run_end, to_signed, to_unsigned
 from cursor.codec import CursorSnapshot
 from cursor.cursor_persistence import CursorPersistence, CursorState
@@ -261,7 +261,7 @@ class ManagedCursor:
                 or (entry_id == 0 and ledger_id != md_ledger and self._front(ledger_id) == 0))
         if left or (bitmap is not None and entry_id + 1 in bitmap):
             return True  # extends or joins a run: no new hole
-        guard = self._guard
+        guard = present(self._guard, "only a guarded (durable) cursor admits acks")
         if guard.room_for(HOLE_BYTES) or Position(ledger_id, entry_id) in self._acks.batches:
             guard.grow(HOLE_BYTES)
             return True
@@ -275,7 +275,7 @@ class ManagedCursor:
             bitmap -= existing
         if not bitmap:
             return bitmap
-        guard = self._guard
+        guard = present(self._guard, "only a guarded (durable) cursor admits acks")
         front = self._front(ledger_id)
         delta = run_delta(existing, bitmap, front)
         if delta <= 0 or guard.room_for(delta * HOLE_BYTES):

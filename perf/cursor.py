@@ -31,6 +31,7 @@ from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
 from ledger.position import EARLIEST, Position
 from ledger.types import EntryMeta, LedgerInfo, LedgerState
+from metadata.aio import ToThreadStore
 
 ENTRY_BYTES = 1000
 BASE_PUBLISH_MS = 1_700_000_000_000
@@ -130,14 +131,14 @@ async def _persist_and_restore(view: UniformView, acks: AckState, label: str, ur
     store = metadata.open_store(url)
     try:
         snapshot = CursorSnapshot(Position(1, -1), acks)
-        cursors = CursorStore(store, f"perf-{label}")
+        cursors = CursorStore(ToThreadStore(store), f"perf-{label}")
         cursor = ManagedCursor("sub", view, mark_delete_position=Position(1, -1), store=cursors,
                                snapshot=snapshot, state_bytes_max=512 * 1024 * 1024)
         started = time.perf_counter()
         await cursor.flush(force=True)
         persist_s = time.perf_counter() - started
         started = time.perf_counter()
-        loaded = await CursorStore(store, f"perf-{label}").load_cursor(view, "sub")
+        loaded = await CursorStore(ToThreadStore(store), f"perf-{label}").load_cursor(view, "sub")
         restore_s = time.perf_counter() - started
         assert loaded is not None and loaded.individually_acked_count() == cursor.individually_acked_count()
         return {f"persisted_bytes_{label}": cursor.persisted_bytes,

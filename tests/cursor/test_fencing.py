@@ -18,6 +18,7 @@ from cursor.cursor_store import CursorStore
 from cursor.cursor_writer import CursorWriter
 from cursor.managed_cursor import CursorState
 from ledger.position import EARLIEST, Position
+from metadata.aio import ToThreadStore
 from tests.support.ledger_view import MemoryLedgerView
 
 P = Position
@@ -36,7 +37,7 @@ def view_with(entries: int) -> MemoryLedgerView:
 
 def load_md(store, ml: str = "t", name: str = "s") -> Position:
     """The persisted mark-delete, read without claiming the cursor."""
-    found = store.get(CursorStore(store, ml).path(name))
+    found = store.get(CursorStore(ToThreadStore(store), ml).path(name))
     return codec.decode(found.value).mark_delete
 
 
@@ -45,11 +46,11 @@ def test_stale_owner_never_overwrites_the_new_owners_cursor(backend_store):
     flushes all lost compare-and-set until its own md passed 50."""
     async def go():
         view = view_with(100)
-        a = await CursorStore(backend_store, "t").open_cursor(view, "s", start=EARLIEST)
+        a = await CursorStore(ToThreadStore(backend_store), "t").open_cursor(view, "s", start=EARLIEST)
         a.ack_cumulative(P(1, 10))
         await a.flush()                                    # persisted: md 10
         a.ack_cumulative(P(1, 50))                         # in A's memory only
-        b = await CursorStore(backend_store, "t").load_cursor(view, "s")   # B takes the topic
+        b = await CursorStore(ToThreadStore(backend_store), "t").load_cursor(view, "s")   # B takes the topic
         assert b.mark_delete_position == P(1, 10)
         fenced = metrics.CURSOR_FENCED_TOTAL
         with pytest.raises(CursorFenced):
@@ -65,7 +66,7 @@ def test_stale_owner_never_overwrites_the_new_owners_cursor(backend_store):
         with pytest.raises(CursorFenced):
             a.ack([P(1, 60)])                              # A refuses changes from now on
         await a.close()                                    # and closing writes nothing
-        reloaded = await CursorStore(backend_store, "t").load_cursor(view, "s")
+        reloaded = await CursorStore(ToThreadStore(backend_store), "t").load_cursor(view, "s")
         assert reloaded.mark_delete_position == P(1, 12) and reloaded.is_acked(P(1, 14))
         assert not reloaded.is_acked(P(1, 13))
     asyncio.run(go())
@@ -74,10 +75,10 @@ def test_stale_owner_never_overwrites_the_new_owners_cursor(backend_store):
 def test_stale_owner_cannot_undo_the_new_owners_reset(backend_store):
     async def go():
         view = view_with(100)
-        a = await CursorStore(backend_store, "t").open_cursor(view, "s", start=EARLIEST)
+        a = await CursorStore(ToThreadStore(backend_store), "t").open_cursor(view, "s", start=EARLIEST)
         a.ack_cumulative(P(1, 50))
         await a.flush()
-        b = await CursorStore(backend_store, "t").load_cursor(view, "s")
+        b = await CursorStore(ToThreadStore(backend_store), "t").load_cursor(view, "s")
         b.seek(P(1, 5))                                    # reset: md moves back to (1, 4)
         await b.flush()
         a.ack([P(1, 52)])                                  # A still thinks md is 50
@@ -93,8 +94,8 @@ def test_stale_owner_cannot_undo_the_new_owners_reset(backend_store):
 def test_fenced_in_the_background_stops_persisting(backend_store):
     async def go():
         view = view_with(10)
-        a = await CursorStore(backend_store, "t").open_cursor(view, "s", start=EARLIEST)
-        b = await CursorStore(backend_store, "t").load_cursor(view, "s")
+        a = await CursorStore(ToThreadStore(backend_store), "t").open_cursor(view, "s", start=EARLIEST)
+        b = await CursorStore(ToThreadStore(backend_store), "t").load_cursor(view, "s")
         b.ack([P(1, 0), P(1, 1)])
         await b.flush()
         failures = metrics.CURSOR_PERSIST_FAILURES_TOTAL
@@ -112,9 +113,9 @@ def test_fenced_in_the_background_stops_persisting(backend_store):
 def test_stale_owner_cannot_delete_the_new_owners_cursor(backend_store):
     async def go():
         view = view_with(10)
-        old_store = CursorStore(backend_store, "t")
+        old_store = CursorStore(ToThreadStore(backend_store), "t")
         a = await old_store.open_cursor(view, "s", start=EARLIEST)
-        b = await CursorStore(backend_store, "t").load_cursor(view, "s")
+        b = await CursorStore(ToThreadStore(backend_store), "t").load_cursor(view, "s")
         b.ack([P(1, 0)])
         await b.flush()
         with pytest.raises(CursorFenced):
@@ -155,8 +156,8 @@ def test_a_lost_reply_to_our_own_write_is_written_over(backend_store, group_comm
     async def go():
         view = view_with(10)
         lossy = LostReplyStore(backend_store)
-        writer = CursorWriter(lossy) if group_commit else None
-        cursor = await CursorStore(lossy, "t", writer).open_cursor(view, "s", start=EARLIEST)
+        writer = CursorWriter(ToThreadStore(lossy)) if group_commit else None
+        cursor = await CursorStore(ToThreadStore(lossy), "t", writer).open_cursor(view, "s", start=EARLIEST)
         cursor.ack([P(1, 0), P(1, 3)])
         lossy.lose_next_reply = True
         with pytest.raises(MetadataUnavailable):
@@ -180,12 +181,12 @@ def test_a_lost_reply_after_a_takeover_is_still_fenced(backend_store):
     async def go():
         view = view_with(10)
         lossy = LostReplyStore(backend_store)
-        a = await CursorStore(lossy, "t").open_cursor(view, "s", start=EARLIEST)
+        a = await CursorStore(ToThreadStore(lossy), "t").open_cursor(view, "s", start=EARLIEST)
         a.ack([P(1, 0)])
         lossy.lose_next_reply = True
         with pytest.raises(MetadataUnavailable):
             await a.flush()
-        b = await CursorStore(backend_store, "t").load_cursor(view, "s")
+        b = await CursorStore(ToThreadStore(backend_store), "t").load_cursor(view, "s")
         assert b.mark_delete_position == P(1, 0)           # B took over A's committed write
         a.ack([P(1, 1)])
         with pytest.raises(CursorFenced):
@@ -197,10 +198,10 @@ def test_a_lost_reply_after_a_takeover_is_still_fenced(backend_store):
 def test_an_admin_touch_of_our_own_value_does_not_stop_persisting(backend_store):
     async def go():
         view = view_with(10)
-        cursor = await CursorStore(backend_store, "t").open_cursor(view, "s", start=EARLIEST)
+        cursor = await CursorStore(ToThreadStore(backend_store), "t").open_cursor(view, "s", start=EARLIEST)
         cursor.ack([P(1, 0)])
         await cursor.flush()
-        path = CursorStore(backend_store, "t").path("s")
+        path = CursorStore(ToThreadStore(backend_store), "t").path("s")
         found = backend_store.get(path)
         backend_store.put(path, found.value, expected_version=found.version)  # same value, new version
         cursor.ack([P(1, 1), P(1, 2)])
@@ -214,7 +215,7 @@ def test_a_value_of_the_old_format_loads_and_is_claimed(backend_store):
     async def go():
         view = view_with(20)
         assert codec.writer_of(OLD_FORMAT_VALUE) is None
-        cursors = CursorStore(backend_store, "t")
+        cursors = CursorStore(ToThreadStore(backend_store), "t")
         backend_store.create(cursors.path("s"), OLD_FORMAT_VALUE)
         cursor = await cursors.load_cursor(view, "s")
         assert cursor.mark_delete_position == P(1, 2)
@@ -242,13 +243,13 @@ def test_a_second_lost_race_while_writing_over_our_value_is_bad_version(backend_
     async def go():
         view = view_with(10)
         touching = TouchingStore(backend_store)
-        cursor = await CursorStore(backend_store, "t").open_cursor(view, "s", start=EARLIEST)
-        cursor.persistence.store.metadata = touching
+        cursor = await CursorStore(ToThreadStore(backend_store), "t").open_cursor(view, "s", start=EARLIEST)
+        cursor.persistence.store.metadata = ToThreadStore(touching)
         cursor.ack([P(1, 0)])
         with pytest.raises(BadVersion):
             await cursor.flush()
         assert cursor.state is CursorState.ACTIVE and cursor.persistence.dirty
-        cursor.persistence.store.metadata = backend_store
+        cursor.persistence.store.metadata = ToThreadStore(backend_store)
         await cursor.flush()
         assert load_md(backend_store) == P(1, 0)
     asyncio.run(go())

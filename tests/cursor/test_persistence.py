@@ -28,7 +28,7 @@ from cursor.ack_state import AckState
 from cursor.cursor_store import CursorStore, escape_segment, unescape_segment
 from cursor.cursor_writer import CursorWriter
 from ledger.position import EARLIEST, Position
-from metadata.aio import AsyncMetadataStore
+from metadata.aio import AsyncMetadataStore, ToThreadStore
 from tests.support.ledger_view import MemoryLedgerView
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,13 +99,13 @@ def test_writer_group_commits_many_cursors_each_with_its_own_compare_and_set(sto
     async def go():
         view = view_with(100)
         writer = CursorWriter(AsyncMetadataStore(store))
-        stores = [CursorStore(store, f"t{i}", writer) for i in range(1_000)]
+        stores = [CursorStore(ToThreadStore(store), f"t{i}", writer) for i in range(1_000)]
         quiet = default_config(cursor_persist_interval_ms=60_000)  # no auto-flush: we flush
         cursors = [await s.open_cursor(view, "s", start=EARLIEST, config=quiet) for s in stores]
         for i, cursor in enumerate(cursors):
             cursor.ack_cumulative(Position(1, i % 100))
         # Another owner took cursor 7 over behind our back: our save must be fenced.
-        theirs = await CursorStore(store, "t7").load_cursor(view, "s", config=quiet)
+        theirs = await CursorStore(ToThreadStore(store), "t7").load_cursor(view, "s", config=quiet)
         theirs.ack_cumulative(Position(1, 99))
         await theirs.flush()
         results = await asyncio.gather(*(c.flush() for c in cursors), return_exceptions=True)
@@ -113,7 +113,7 @@ def test_writer_group_commits_many_cursors_each_with_its_own_compare_and_set(sto
         assert all(r is None for i, r in enumerate(results) if i != 7)
         assert writer.saves == 1_000 and writer.transactions <= 10, (writer.saves, writer.transactions)
         for i in (0, 1, 500, 999):
-            again = await CursorStore(store, f"t{i}").load_cursor(view, "s")
+            again = await CursorStore(ToThreadStore(store), f"t{i}").load_cursor(view, "s")
             assert again.mark_delete_position == Position(1, i % 100)
     asyncio.run(go())
 
@@ -146,7 +146,7 @@ def test_writes_are_coalesced_and_flushed_on_close(store):
     async def go():
         counting = CountingStore(store)
         view = view_with(5000)
-        cursors = CursorStore(counting, "topic/with/slashes")
+        cursors = CursorStore(ToThreadStore(counting), "topic/with/slashes")
         cursor = await cursors.open_cursor(view, "sub", start=EARLIEST,  # creates: no put
                                            config=default_config(cursor_persist_interval_ms=50))
         claim_puts = counting.puts
@@ -162,7 +162,7 @@ def test_writes_are_coalesced_and_flushed_on_close(store):
         assert counting.puts == claim_puts + 2
         with pytest.raises(CursorClosed):
             cursor.ack([Position(1, 1)])
-        loaded = await CursorStore(store, "topic/with/slashes").load_cursor(view, "sub")
+        loaded = await CursorStore(ToThreadStore(store), "topic/with/slashes").load_cursor(view, "sub")
         assert loaded.is_acked(Position(1, 4999)) and not loaded.is_acked(Position(1, 1))
         assert loaded.mark_delete_position == Position(1, 0)
     asyncio.run(go())
@@ -171,7 +171,7 @@ def test_writes_are_coalesced_and_flushed_on_close(store):
 def test_delete_cursor_and_list(store):
     async def go():
         view = view_with(3)
-        cursors = CursorStore(store, "persistent://a/b/c")
+        cursors = CursorStore(ToThreadStore(store), "persistent://a/b/c")
         one = await cursors.open_cursor(view, "one")
         await cursors.open_cursor(view, "two/x")
         assert await cursors.names() == ["one", "two/x"]
@@ -184,13 +184,15 @@ _WRITER = textwrap.dedent("""
     import asyncio, sys
     import metadata
     from cursor.cursor_store import CursorStore
+    from metadata.aio import ToThreadStore
     from ledger.position import EARLIEST, Position
     from tests.support.ledger_view import MemoryLedgerView
 
     async def main():
         store = metadata.open_store(sys.argv[1])
         view = MemoryLedgerView([[(100, 3, i) for i in range(1000)], [(50, 1, 2000 + i) for i in range(1000)]])
-        cursor = await CursorStore(store, "persistent://t/n/topic").open_cursor(view, "sub", start=EARLIEST)
+        cursors = CursorStore(ToThreadStore(store), "persistent://t/n/topic")
+        cursor = await cursors.open_cursor(view, "sub", start=EARLIEST)
         cursor.ack([Position(1, e) for e in range(0, 1000) if e % 7 != 3])
         cursor.ack([Position(2, e) for e in range(500, 1000, 2)])
         cursor.ack_batch_indexes(Position(1, 3), [0b101], 3)
@@ -206,13 +208,14 @@ _READER = textwrap.dedent("""
     import asyncio, json, sys
     import metadata
     from cursor.cursor_store import CursorStore
+    from metadata.aio import ToThreadStore
     from ledger.position import Position
     from tests.support.ledger_view import MemoryLedgerView
 
     async def main():
         store = metadata.open_store(sys.argv[1])
         view = MemoryLedgerView([[(100, 3, i) for i in range(1000)], [(50, 1, 2000 + i) for i in range(1000)]])
-        cursor = await CursorStore(store, "persistent://t/n/topic").load_cursor(view, "sub")
+        cursor = await CursorStore(ToThreadStore(store), "persistent://t/n/topic").load_cursor(view, "sub")
         acked = [list(p) for p in view.all_positions() if cursor.is_acked(p)]
         print(json.dumps({"md": list(cursor.mark_delete_position), "read": list(cursor.read_position),
                           "acked": acked, "batch": cursor.batch_ack_set(Position(1, 3)),
@@ -247,6 +250,7 @@ _ACKER = textwrap.dedent("""
     import metadata
     from common.config import default_config
     from cursor.cursor_store import CursorStore
+    from metadata.aio import ToThreadStore
     from ledger.position import EARLIEST, Position
     from tests.support.ledger_view import MemoryLedgerView
 
@@ -254,7 +258,7 @@ _ACKER = textwrap.dedent("""
         store = metadata.open_store(sys.argv[1])
         config = default_config(cursor_persist_interval_ms=int(sys.argv[2]))
         view = MemoryLedgerView([[(100, 1, i) for i in range(int(sys.argv[3]))]])
-        cursor = await CursorStore(store, "persistent://t/n/kill").open_cursor(
+        cursor = await CursorStore(ToThreadStore(store), "persistent://t/n/kill").open_cursor(
             view, "sub", start=EARLIEST, config=config)
         print("ready", flush=True)
         first = 0
@@ -310,7 +314,7 @@ def test_kill_9_loses_no_ack_older_than_the_persist_interval(tmp_path):
         store = metadata.open_store(url)
         try:
             view = MemoryLedgerView([[(100, 1, i) for i in range(entries)]])
-            cursor = await CursorStore(store, "persistent://t/n/kill").load_cursor(view, "sub")
+            cursor = await CursorStore(ToThreadStore(store), "persistent://t/n/kill").load_cursor(view, "sub")
             return {e for e in range(entries) if cursor.is_acked(Position(1, e))}
         finally:
             store.close()

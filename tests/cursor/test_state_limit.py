@@ -24,6 +24,7 @@ from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
 from cursor.state_limit import admit, run_delta
 from ledger.position import EARLIEST, Position
+from metadata.aio import ToThreadStore
 from tests.support.ledger_view import MemoryLedgerView
 
 P = Position
@@ -50,7 +51,7 @@ def refused_by(call, *args) -> CursorStateTooLarge:
 def test_over_the_limit_at_persist_is_an_error_a_metric_and_refuses_new_holes(store, seed):
     async def go():
         view = view_with(50_000)
-        cursor = await CursorStore(store, "t").open_cursor(view, "s", start=EARLIEST, config=QUIET)
+        cursor = await CursorStore(ToThreadStore(store), "t").open_cursor(view, "s", start=EARLIEST, config=QUIET)
         rng = random.Random(seed)
         cursor.ack([P(1, e) for e in rng.sample(range(1, 49_000), 20_000)])
         cursor.ack([P(1, e) for e in range(49_000, 49_010)])
@@ -96,7 +97,7 @@ def test_over_the_limit_at_persist_is_an_error_a_metric_and_refuses_new_holes(st
         assert cursor.state_error is None and cursor.persist_error is None
         cursor.ack([P(1, alone)])                                 # and holes are taken again
         await cursor.flush()
-        again = await CursorStore(store, "t").load_cursor(view, "s")
+        again = await CursorStore(ToThreadStore(store), "t").load_cursor(view, "s")
         assert again.mark_delete_position == P(1, 49_011) and again.is_acked(P(1, alone))
     asyncio.run(go())
 
@@ -107,7 +108,7 @@ def test_the_estimate_refuses_holes_before_a_persist_would_be_over_the_limit(sto
     never holds acks it cannot persist."""
     async def go():
         view = view_with(60_000)
-        cursor = await CursorStore(store, "t").open_cursor(view, "s", start=EARLIEST, config=QUIET)
+        cursor = await CursorStore(ToThreadStore(store), "t").open_cursor(view, "s", start=EARLIEST, config=QUIET)
         cursor.state_bytes_max = 1024
         rng = random.Random(seed)
         lone = rng.sample(range(2, 60_000, 2), 5_000)   # even ids: never neighbours of each other
@@ -131,7 +132,7 @@ def test_the_estimate_refuses_holes_before_a_persist_would_be_over_the_limit(sto
 def test_group_acks_are_admitted_in_part(store):
     async def go():
         view = view_with(1_000)
-        cursor = await CursorStore(store, "t").open_cursor(view, "s", start=EARLIEST, config=QUIET)
+        cursor = await CursorStore(ToThreadStore(store), "t").open_cursor(view, "s", start=EARLIEST, config=QUIET)
         cursor.ack([P(1, 500)])
         cursor.state_bytes_max = 1024
         cursor.state_limit.added_bytes = 1024            # the estimate is full

@@ -61,6 +61,9 @@ _ENTRY_HEAD_BYTES = 2 + 4 + 4  # magic, crc32c, md_size
 _PAYLOAD_TYPES = frozenset({T.SEND, T.MESSAGE})
 _T_MESSAGE = T.MESSAGE
 _T_SEND_RECEIPT = T.SEND_RECEIPT
+# `type: ignore`s in this module: protobuf's stubs type enum fields as their enum classes and
+# parsing as bytes-only; at run time enum fields take plain ints (what PulsarServerError and the
+# lookup constants are) and ParseFromString takes any buffer, such as a memoryview of the frame.
 
 
 def _body_fields() -> dict[int, str]:
@@ -184,12 +187,12 @@ def parse_command(data: memoryview | bytes) -> pb.BaseCommand:
     """Strictly parse one BaseCommand: all required fields set and the body present."""
     cmd = pb.BaseCommand()
     try:
-        cmd.ParseFromString(data)
+        cmd.ParseFromString(data)  # type: ignore[arg-type]
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise MalformedFrame("BaseCommand does not parse", reason=str(exc)) from None
     if not cmd.IsInitialized():
         raise MalformedFrame("BaseCommand lacks required fields",
-                             missing=",".join(cmd.FindInitializationErrors()))
+                             missing=",".join(cmd.FindInitializationErrors()))  # type: ignore[attr-defined]
     body = BODY_FIELD.get(cmd.type)
     if body is not None and not cmd.HasField(body):
         raise MalformedFrame("command without its body", command=pb.BaseCommand.Type.Name(cmd.type))
@@ -310,7 +313,7 @@ def encode_message(consumer_id: int, ledger_id: int, entry_id: int, partition: i
 # Encoding: every other reply the broker sends (and PING/PONG both ways)
 
 
-def _cmd(type_: int, field: str, body: object) -> bytes:
+def _cmd(type_: pb.BaseCommand.Type, field: str, body: object) -> bytes:
     cmd = pb.BaseCommand(type=type_)
     getattr(cmd, field).CopyFrom(body)
     return encode_command(cmd)
@@ -344,7 +347,7 @@ def encode_success(request_id: int) -> bytes:
 def encode_error(request_id: int, server_error: int, message: str) -> bytes:
     """ERROR for a request; server_error is a PulsarServerError value."""
     return _cmd(T.ERROR, "error", pb.CommandError(
-        request_id=request_id, error=server_error, message=message or ""))
+        request_id=request_id, error=server_error, message=message or ""))  # type: ignore[arg-type]
 
 
 def encode_error_for(request_id: int, exc: StrataError) -> bytes:
@@ -365,7 +368,7 @@ def encode_producer_success(request_id: int, producer_name: str, last_sequence_i
 def encode_send_error(producer_id: int, sequence_id: int, server_error: int, message: str) -> bytes:
     """SEND_ERROR. Anything but ChecksumError makes the client reconnect and resend (§5)."""
     return _cmd(T.SEND_ERROR, "send_error", pb.CommandSendError(
-        producer_id=producer_id, sequence_id=sequence_id, error=server_error, message=message or ""))
+        producer_id=producer_id, sequence_id=sequence_id, error=server_error, message=message or ""))  # type: ignore[arg-type]
 
 
 LOOKUP_REDIRECT = pb.CommandLookupTopicResponse.Redirect
@@ -378,12 +381,12 @@ def encode_lookup_response(request_id: int, broker_service_url: str = "", *,
                            server_error: int | None = None, message: str | None = None,
                            proxy_through_service_url: bool = False) -> bytes:
     """LOOKUP_RESPONSE: Connect (default) / Redirect to a URL, or Failed with server_error."""
-    r = pb.CommandLookupTopicResponse(request_id=request_id, response=response,
+    r = pb.CommandLookupTopicResponse(request_id=request_id, response=response,  # type: ignore[arg-type]
                                       authoritative=authoritative,
                                       proxy_through_service_url=proxy_through_service_url)
     if server_error is not None:
         r.response = LOOKUP_FAILED
-        r.error = server_error
+        r.error = server_error  # type: ignore[assignment]
         r.message = message or ""
     else:
         r.brokerServiceUrl = broker_service_url
@@ -400,7 +403,7 @@ def encode_partitioned_metadata_response(request_id: int, partitions: int = 0, *
         r.partitions = partitions
     else:
         r.response = pb.CommandPartitionedTopicMetadataResponse.Failed
-        r.error = server_error
+        r.error = server_error  # type: ignore[assignment]
         r.message = message or ""
     return _cmd(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse", r)
 
@@ -442,7 +445,7 @@ def encode_ack_response(consumer_id: int, request_id: int, server_error: int | N
                         message: str | None = None) -> bytes:
     r = pb.CommandAckResponse(consumer_id=consumer_id, request_id=request_id)
     if server_error is not None:
-        r.error = server_error
+        r.error = server_error  # type: ignore[assignment]
         r.message = message or ""
     return _cmd(T.ACK_RESPONSE, "ackResponse", r)
 
@@ -468,5 +471,5 @@ def encode_get_topics_of_namespace_response(request_id: int, topics: Iterable[st
 def encode_get_schema_response(request_id: int, server_error: int = PulsarServerError.TopicNotFound,
                                message: str = "schema not found") -> bytes:
     """GET_SCHEMA_RESPONSE; Strata keeps no schemas, so the answer is "no schema" (TopicNotFound)."""
-    r = pb.CommandGetSchemaResponse(request_id=request_id, error_code=server_error, error_message=message)
+    r = pb.CommandGetSchemaResponse(request_id=request_id, error_code=server_error, error_message=message)  # type: ignore[arg-type]
     return _cmd(T.GET_SCHEMA_RESPONSE, "getSchemaResponse", r)

@@ -195,8 +195,9 @@ class ServerConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         for consumer in list(self.consumers.values()):
-            if consumer.subscription.dispatcher is not None:
-                consumer.subscription.dispatcher.kick()
+            sub = consumer.subscription
+            if sub is not None and sub.dispatcher is not None:
+                sub.dispatcher.kick()
 
     # --- links used by producers and consumers ------------------------------------------------------
 

@@ -13,10 +13,13 @@ What must hold: an entry is in `pending` of at most one consumer of a subscripti
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from broker.codec import encode_active_consumer_change, encode_close_consumer, encode_message_prefix
 from ledger.position import Position
+
+if TYPE_CHECKING:
+    from broker.subscription import Subscription
 
 # Entries at least this big go out as [header, entry] (writev) instead of one joined frame:
 # joining copies the entry (a fresh allocation per frame), which for 128 KiB entries cost the
@@ -53,7 +56,7 @@ class Consumer:
         self.permits = 0                  # messages the client can still take; may go < 0
         self.pending: dict[Position, int] = {}   # delivered, unacked entry -> its messages
         self.key_ranges: list[tuple[int, int]] = []   # Key_Shared STICKY ranges
-        self.subscription = None          # the Subscription this consumer is attached to
+        self.subscription: Subscription | None = None  # the Subscription this consumer is attached to
         self.closed = False
         self.announced = False            # SUCCESS was sent; before it, notices are held back
         self._held_active: bool | None = None   # ACTIVE_CONSUMER_CHANGE held until announced

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.consumer import Consumer
 from broker.names import parse_topic
-from broker.subscription import start_position
+from broker.subscription import Subscription, start_position
 from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
+from common.invariant import present
 from ledger.position import EARLIEST, LATEST
 from proto import pulsar_api_pb2 as pb
 
@@ -86,6 +87,11 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
     consumer.announce()
 
 
+def _subscription_of(consumer: Consumer) -> Subscription:
+    """The subscription of a consumer a command names: attached before it was registered."""
+    return present(consumer.subscription, "a registered consumer is attached", consumer_id=consumer.consumer_id)
+
+
 def detach(conn: ServerConnection, consumer: Consumer) -> None:
     conn.forget_consumer(consumer)
     if consumer.subscription is not None:
@@ -95,7 +101,7 @@ def detach(conn: ServerConnection, consumer: Consumer) -> None:
 def flow(conn: ServerConnection, cmd: pb.CommandFlow) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is not None:
-        consumer.subscription.flow(consumer, cmd.messagePermits)
+        _subscription_of(consumer).flow(consumer, cmd.messagePermits)
 
 
 def ack(conn: ServerConnection, cmd: pb.CommandAck) -> None:
@@ -104,7 +110,7 @@ def ack(conn: ServerConnection, cmd: pb.CommandAck) -> None:
     try:
         if consumer is None:
             raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
-        consumer.subscription.ack(consumer, cmd)
+        _subscription_of(consumer).ack(consumer, cmd)
     except StrataError as exc:
         if has_request:
             code = exc.server_error if exc.server_error is not None else 0
@@ -121,7 +127,7 @@ def ack(conn: ServerConnection, cmd: pb.CommandAck) -> None:
 def redeliver(conn: ServerConnection, cmd: pb.CommandRedeliverUnacknowledgedMessages) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is not None:
-        consumer.subscription.redeliver(consumer, list(cmd.message_ids))
+        _subscription_of(consumer).redeliver(consumer, list(cmd.message_ids))
 
 
 def close_consumer(conn: ServerConnection, cmd: pb.CommandCloseConsumer) -> None:
@@ -137,7 +143,7 @@ async def unsubscribe(conn: ServerConnection, cmd: pb.CommandUnsubscribe) -> Non
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is None:
         raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
-    sub = consumer.subscription
+    sub = _subscription_of(consumer)
     await sub.topic.unsubscribe(sub, consumer)
     conn.forget_consumer(consumer)
     conn.write(encode_success(cmd.request_id))
@@ -149,16 +155,16 @@ async def seek(conn: ServerConnection, cmd: pb.CommandSeek) -> None:
         raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
     if cmd.HasField("message_publish_time"):
         # a publish time after the last message is not an error: it means "the end" (Pulsar)
-        consumer.subscription.seek(None, cmd.message_publish_time)
+        _subscription_of(consumer).seek(None, cmd.message_publish_time)
     else:
         position = start_position(cmd.message_id)
-        last = consumer.subscription.ml.last_confirmed
+        last = _subscription_of(consumer).ml.last_confirmed
         if position not in (EARLIEST, LATEST) and position > last:
             # checked before anything moves: the consumers stay connected, nothing changes
             raise InvalidArgument("seek past the end of the topic: no such message",
                                   ledger_id=position.ledger_id, entry_id=position.entry_id,
                                   last_ledger_id=last.ledger_id, last_entry_id=last.entry_id)
-        consumer.subscription.seek(position, None)
+        _subscription_of(consumer).seek(position, None)
     conn.write(encode_success(cmd.request_id))
 
 
@@ -167,7 +173,7 @@ def get_last_message_id(conn: ServerConnection, cmd: pb.CommandGetLastMessageId)
     if consumer is None:
         conn.write(encode_error_for(cmd.request_id, ConsumerNotFound("no such consumer", consumer_id=cmd.consumer_id)))
         return
-    sub = consumer.subscription
+    sub = _subscription_of(consumer)
     last = sub.ml.last_confirmed
     md = sub.cursor.mark_delete_position
     conn.write(encode_get_last_message_id_response(

@@ -45,7 +45,7 @@ from broker.dispatch_shared import SharedDispatcher
 from broker.entry_facts import EntryFacts
 from broker.key_shared_selector import AutoSplitSelector, StickySelector
 from common.errors import ConsumerAssignError
-from common.invariant import invariant
+from common.invariant import invariant, present
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def add_consumer(self, consumer: Consumer, sticky: bool = False) -> None:
         if sticky != self.sticky:
             raise ConsumerAssignError("key_shared mode differs from the subscription's", subscription=self.sub.name)
-        if self.sticky:
+        if isinstance(self.selector, StickySelector):   # the sticky mode's selector
             self.selector.add(consumer, consumer.key_ranges)
         else:
             self.selector.add(consumer, consumer.label)
@@ -106,7 +106,7 @@ class KeySharedDispatcher(SharedDispatcher):
         return slot
 
     def _replay_added(self, position: Position, slot: int | None) -> None:
-        invariant(slot is not None, "a Key_Shared replay entry has a known slot", position=str(position))
+        slot = present(slot, "a Key_Shared replay entry has a known slot", position=str(position))
         self.replay_slot[position] = slot
         bisect.insort(self.slot_replay.setdefault(slot, []), position)
 

@@ -56,7 +56,7 @@ from broker.delayed_overflow import DelayedOverflow
 from broker.dispatch_base import Dispatcher
 from broker.entry_facts import EntryFacts
 from common.errors import StrataError
-from common.invariant import invariant
+from common.invariant import invariant, present
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -163,10 +163,11 @@ class SharedDispatcher(Dispatcher):
 
     def _delay(self, position: Position, facts: EntryFacts) -> None:
         """Index a not-yet-due entry, or overflow it when the index is full."""
+        deliver_at_ms = present(facts.deliver_at_ms, "a delayed entry has a delivery time")
         if self.delayed.room() > 0:
-            self.delayed.add(position, facts.deliver_at_ms)
+            self.delayed.add(position, deliver_at_ms)
         else:
-            self.overflow.add(position, facts.deliver_at_ms)
+            self.overflow.add(position, deliver_at_ms)
 
     def _replay_slot(self, facts: EntryFacts) -> int | None:
         """Key_Shared: the slot a replay entry carries (Shared has none)."""
@@ -368,7 +369,7 @@ class SharedDispatcher(Dispatcher):
                     return      # read_position is at this entry: the rest is read again later
                 facts = self._screen(entry)
                 if facts is not None:
-                    self._send(self._pick(), entry.position, entry.data, facts)
+                    self._send(present(self._pick(), "a consumer can take it"), entry.position, entry.data, facts)
 
     async def _dispatch_replay(self) -> None:
         """Replays, oldest first; walks `replay_order` by position, so entries added or dropped

@@ -107,7 +107,7 @@ class EntryInfo:
         md = self.metadata
         if md.HasField("compression"):
             return None
-        for unknown in UnknownFieldSet(md):
+        for unknown in UnknownFieldSet(md):  # type: ignore[attr-defined]  # iterable at run time (__getitem__)
             if unknown.field_number == _COMPRESSION_FIELD:
                 return unknown.data
         return None
@@ -170,7 +170,7 @@ def parse_entry(entry: bytes) -> EntryInfo:
         raise MalformedFrame("MessageMetadata does not parse", reason=str(exc)) from None
     if not md.IsInitialized():
         raise MalformedFrame("MessageMetadata lacks required fields",
-                             missing=",".join(md.FindInitializationErrors()))
+                             missing=",".join(md.FindInitializationErrors()))  # type: ignore[attr-defined]
     return EntryInfo(md, payload_offset, checksum)
 
 

@@ -52,6 +52,7 @@ from common.errors import (
     ServiceNotReady,
     StrataError,
 )
+from common.invariant import present
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ class Producer:
             if self.closed:
                 continue
             if slot.error is None:
-                ledger_id, entry_id = slot.position
+                ledger_id, entry_id = present(slot.position, "a slot stored without error has its position")
                 self.link.write(encode_send_receipt(self.producer_id, slot.sequence_id, ledger_id, entry_id))
             else:
                 code = slot.error.server_error

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from broker import memdebug
 from broker.admin_http import AdminServer
@@ -26,6 +25,7 @@ from common.errors import ServiceNotReady
 from ledger.client import LedgerClient
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
+from metadata.api import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Broker:
         self.config = config
         self.metadata_url = metadata_url
         self.clock = clock
-        self.store: Any = None
+        self.store: MetadataStore | None = None
         self.astore: AsyncMetadataStore | None = None
         self.ledger_client: LedgerClient | None = None
         self.service: BrokerService | None = None

@@ -40,6 +40,7 @@ from broker.dispatch_key_shared import KeySharedDispatcher
 from broker.dispatch_shared import SharedDispatcher
 from broker.dispatch_single_active import SingleActiveDispatcher
 from common.errors import ConsumerBusy, CursorStateTooLarge, InvalidArgument, NotAllowed, StrataError
+from common.invariant import present
 from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
 
@@ -100,22 +101,29 @@ class Subscription:
     def consumers(self) -> list[Consumer]:
         return self.dispatcher.consumers if self.dispatcher is not None else []
 
+    @property
+    def _active(self) -> Dispatcher:
+        """The dispatcher, which exists while a consumer is attached (as it is for every caller)."""
+        return present(self.dispatcher, "a subscription with consumers has a dispatcher", subscription=self.name)
+
     # --- consumers ----------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
         sub_type = SubType(consumer.sub_type)
         if self.dispatcher is not None and self.dispatcher.consumers and sub_type != self.sub_type:
             raise ConsumerBusy("subscription has consumers of another type", subscription=self.name,
-                               current=SUB_TYPE_NAMES[self.sub_type], asked=SUB_TYPE_NAMES[sub_type])
+                               current=SUB_TYPE_NAMES[present(self.sub_type, "a dispatcher has a type")],
+                               asked=SUB_TYPE_NAMES[sub_type])
         sticky = bool(key_shared_meta is not None and key_shared_meta.keySharedMode == pb.STICKY)
-        if sticky:
+        if sticky and key_shared_meta is not None:
             consumer.key_ranges = [(r.start, r.end) for r in key_shared_meta.hashRanges]
         if self.dispatcher is None or not self.dispatcher.consumers:
             self._new_dispatcher(sub_type, key_shared_meta, sticky)
-        if isinstance(self.dispatcher, KeySharedDispatcher):
-            self.dispatcher.add_consumer(consumer, sticky)
+        dispatcher = self._active
+        if isinstance(dispatcher, KeySharedDispatcher):
+            dispatcher.add_consumer(consumer, sticky)
         else:
-            self.dispatcher.add_consumer(consumer)
+            dispatcher.add_consumer(consumer)
 
     def _new_dispatcher(self, sub_type: SubType, meta: pb.KeySharedMeta | None, sticky: bool) -> None:
         if self.dispatcher is not None:
@@ -136,7 +144,7 @@ class Subscription:
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
         if self.dispatcher is not None:
-            self.dispatcher.remove_consumer(consumer)
+            self._active.remove_consumer(consumer)
         self.topic.service.spawn(self._flush_quietly())
         if not self.durable and not self.consumers:
             self.topic.drop_subscription(self)
@@ -185,7 +193,7 @@ class Subscription:
         else:
             upto = position
             self.cursor.ack_cumulative(upto)
-        self.dispatcher.on_acked_upto(upto)
+        self._active.on_acked_upto(upto)
 
     def _ack_individual(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
         whole: list[Position] = []
@@ -207,7 +215,7 @@ class Subscription:
             except CursorStateTooLarge as exc:
                 refused = exc
                 whole = [p for p in whole if self.cursor.is_acked(p)]
-            self.dispatcher.on_acked(whole)
+            self._active.on_acked(whole)
         if refused is not None:
             raise refused
 
@@ -215,7 +223,7 @@ class Subscription:
         """Merge a batch-index ack; True if the whole entry is now acked."""
         self.cursor.ack_batch_indexes(position, list(mid.ack_set), self._batch_size(consumer, position, mid))
         if self.cursor.is_acked(position):
-            self.dispatcher.on_acked([position])
+            self._active.on_acked([position])
             return True
         return False
 
@@ -245,7 +253,7 @@ class Subscription:
         """PROTOCOL.md §8.8: disconnect every consumer, then reset the cursor."""
         for consumer in list(self.consumers):
             consumer.close_by_broker()
-            self.dispatcher.remove_consumer(consumer)
+            self._active.remove_consumer(consumer)
         if publish_time_ms is not None:
             self.cursor.reset_to_publish_time(publish_time_ms)
         else:
@@ -258,7 +266,7 @@ class Subscription:
     def disconnect_all(self) -> None:
         for consumer in list(self.consumers):
             consumer.close_by_broker()
-            self.dispatcher.remove_consumer(consumer)
+            self._active.remove_consumer(consumer)
 
     async def close(self) -> None:
         self.closed = True

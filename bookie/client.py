@@ -49,8 +49,10 @@ from common.errors import (
     EntryTooLarge,
     InvalidArgument,
     ShuttingDown,
+    StrataError,
     error_from_code,
 )
+from common.invariant import present
 from proto import bookie_pb2 as pb
 from proto import bookie_pb2_grpc as pb_grpc
 
@@ -109,7 +111,7 @@ class BookieClient:
                    *, writer_token: bytes, recovery: bool = False) -> asyncio.Future:
         """Like `add`, without a coroutine per add: returns a future resolved when the add is
         durable (result None) or failed (a StrataError). For pipelined writers."""
-        refusal = None
+        refusal: StrataError | None = None
         if self._closed:
             refusal = ShuttingDown("bookie client is closed", address=self.address)
         elif len(payload) > self._entry_bytes_max:
@@ -248,8 +250,9 @@ class BookieClient:
         """Wait until a connection to the bookie is up (e.g. after it restarted), at most
         `timeout_s`; raises BookieUnavailable if it is not."""
         self._ensure_stub()
+        channel = present(self._channel, "the stub's channel is open")
         try:
-            await asyncio.wait_for(self._channel.channel_ready(), timeout_s)
+            await asyncio.wait_for(channel.channel_ready(), timeout_s)
         except TimeoutError:
             raise BookieUnavailable("bookie not reachable", address=self.address,
                                     timeout_s=timeout_s) from None

@@ -50,6 +50,7 @@ from bookie.frames import HEADER_BYTES, FrameKind, encode_frame, frame_header
 from common.clock import Clock
 from common.config import Config
 from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, error_from_code
+from common.invariant import present
 from proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,8 @@ class DataLink(asyncio.BufferedProtocol):
             self.fail(BookieUnavailable(f"cannot connect to the bookie's data port: {exc!r}",
                                         address=self.address))
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    # asyncio gives a stream protocol a Transport; typeshed's BaseProtocol says BaseTransport
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if self.state is not LinkState.CONNECTING:  # failed (e.g. closed) while connecting
             transport.abort()
             return
@@ -245,10 +247,11 @@ class DataLink(asyncio.BufferedProtocol):
                 self._write(FrameKind.ADD_REQUEST, body)
 
     def _write(self, kind: FrameKind, body: bytes) -> None:
+        transport = present(self._transport, "connected")
         if len(body) <= _JOIN_BODY_BYTES_MAX:
-            self._transport.write(encode_frame(kind, body))
+            transport.write(encode_frame(kind, body))
         else:
-            self._transport.writelines((frame_header(kind, len(body)), body))
+            transport.writelines((frame_header(kind, len(body)), body))
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -267,7 +270,7 @@ class DataLink(asyncio.BufferedProtocol):
                                                            address=self.address))
             return
         self.reads[request.request_id] = pending
-        self._transport.write(encode_frame(FrameKind.READ_REQUEST, request.SerializeToString()))
+        present(self._transport, "connected").write(encode_frame(FrameKind.READ_REQUEST, request.SerializeToString()))
 
     # --- frames in ------------------------------------------------------------------------
 
@@ -278,14 +281,14 @@ class DataLink(asyncio.BufferedProtocol):
         try:
             for kind, body in self._reader.buffer_updated(nbytes):
                 if kind == FrameKind.ADD_RESPONSE:
-                    resolve_add_response(self.inflight, pb.AddResponse.FromString(body),
+                    resolve_add_response(self.inflight, pb.AddResponse.FromString(body),  # type: ignore[arg-type]  # FromString takes any buffer
                                          self.address)
                     if self.unsent:
                         self._schedule_flush()
                 elif kind == FrameKind.READ_RESPONSE:
-                    self._on_read_response(pb.ReadResponse.FromString(body))
+                    self._on_read_response(pb.ReadResponse.FromString(body))  # type: ignore[arg-type]  # FromString takes any buffer
                 elif kind == FrameKind.ERROR:
-                    error = pb.DataLinkError.FromString(body)
+                    error = pb.DataLinkError.FromString(body)  # type: ignore[arg-type]  # FromString takes any buffer
                     raise error_from_code(error.error_code,
                                           f"bookie closed the data link: {error.error_message}")
                 else:

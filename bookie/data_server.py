@@ -37,6 +37,7 @@ from bookie.requests import add_response, stream_read_responses
 from bookie.storage import Storage
 from common.config import Config
 from common.errors import BadRequest
+from common.invariant import present
 from proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ class _DataConnection(asyncio.Protocol):
 
     # --- asyncio.Protocol -----------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    # asyncio gives a stream protocol a Transport; typeshed's BaseProtocol says BaseTransport
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._transport = transport
         transport.set_write_buffer_limits(high=self._storage.config.bookie_data_write_buffer_bytes_high)
         self._server.connections.add(self)
@@ -106,7 +108,7 @@ class _DataConnection(asyncio.Protocol):
 
     # --- frames in ------------------------------------------------------------------------
 
-    def _on_frame(self, kind: int, body: bytes) -> None:
+    def _on_frame(self, kind: int, body: bytes | memoryview) -> None:
         if kind == FrameKind.ADD_REQUEST:
             request = _parse(pb.AddRequest, body)
             if self._admit_queue or not self._storage.has_room():
@@ -149,27 +151,29 @@ class _DataConnection(asyncio.Protocol):
         log.warning("bookie data connection closed: %s", exc)
         self._closed = True
         body = pb.DataLinkError(error_code=exc.code, error_message=str(exc)).SerializeToString()
-        self._transport.write(encode_frame(FrameKind.ERROR, body))
-        self._transport.close()
+        transport = present(self._transport, "connected")
+        transport.write(encode_frame(FrameKind.ERROR, body))
+        transport.close()
 
     # --- flow control ---------------------------------------------------------------------
 
     def _pause(self, reason: str) -> None:
         if not self._paused:
-            self._transport.pause_reading()
+            present(self._transport, "connected").pause_reading()
         self._paused.add(reason)
 
     def _resume(self, reason: str) -> None:
         if reason in self._paused:
             self._paused.discard(reason)
             if not self._paused and not self._closed:
-                self._transport.resume_reading()
+                present(self._transport, "connected").resume_reading()
 
     def _write(self, kind: FrameKind, body: bytes) -> None:
+        transport = present(self._transport, "connected")
         if len(body) <= _JOIN_BODY_BYTES_MAX:
-            self._transport.write(encode_frame(kind, body))
+            transport.write(encode_frame(kind, body))
         else:
-            self._transport.writelines((frame_header(kind, len(body)), body))
+            transport.writelines((frame_header(kind, len(body)), body))
 
     # --- frames out -----------------------------------------------------------------------
 
@@ -218,7 +222,7 @@ class _DataConnection(asyncio.Protocol):
             self._transport.close()
 
 
-def _parse(message_class, body: bytes):
+def _parse(message_class, body: bytes | memoryview):
     try:
         return message_class.FromString(body)
     except DecodeError:

@@ -89,7 +89,7 @@ def decode_one(data: bytes | memoryview, offset: int = 0, *, payload_bytes_max: 
     return record
 
 
-def _decode_at(buf: bytes | memoryview, pos: int, file_offset: int,
+def _decode_at(buf: bytes | bytearray | memoryview, pos: int, file_offset: int,
                payload_bytes_max: int) -> tuple[Record | None, bool]:
     """(record, complete): record None + complete True means invalid; None + False: need bytes."""
     if len(buf) - pos < HEADER_BYTES:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bookie.storage import PendingAdds, Storage
 from common.errors import BookieError, StrataError
+from common.invariant import present
 from proto import bookie_pb2 as pb
 
 
@@ -76,5 +77,6 @@ async def stream_read_responses(storage: Storage, request: pb.ReadRequest):
             yield previous
         response.request_id = request.request_id
         previous = response
-    previous.last = True  # read_responses always yields at least one response
-    yield previous
+    last = present(previous, "read_responses always yields at least one response")
+    last.last = True
+    yield last

@@ -67,7 +67,7 @@ from common.errors import (
     ReadOnly,
     ShuttingDown,
 )
-from common.invariant import invariant
+from common.invariant import invariant, present
 
 log = logging.getLogger(__name__)
 _ADD = int(RecordKind.ADD)
@@ -146,6 +146,14 @@ class Storage:
         # Why GC must not reclaim anything until restart ("" = it may).
         self.gc_blocked_reason = ""
 
+    @property
+    def _open_loop(self) -> asyncio.AbstractEventLoop:
+        return present(self._loop, "the storage is open")
+
+    @property
+    def _open_journal(self) -> Journal:
+        return present(self._journal, "a writable storage has a journal")
+
     # --- start and stop -------------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -179,13 +187,13 @@ class Storage:
         cfg = self.config
         sid = self._active_segment_id
         path = segment_path(self.segments_dir, sid)
-        self._journal = Journal(
+        self._journal = journal = Journal(
             fs=self._fs, directory=self.segments_dir, segment_id=sid, path=path,
-            on_done=self._on_journal_done, call_soon_threadsafe=self._loop.call_soon_threadsafe,
+            on_done=self._on_journal_done, call_soon_threadsafe=self._open_loop.call_soon_threadsafe,
             group_commit_wait_ms=cfg.bookie_journal_group_commit_wait_ms,
             group_commit_bytes_max=cfg.bookie_journal_group_commit_bytes_max,
             skip_fsync=cfg.bookie_unsafe_skip_fsync)
-        self._active_offset = self._journal.start_offset
+        self._active_offset = journal.start_offset
         self.index.segments[sid] = SegmentInfo(sid, size_bytes=self._active_offset)
 
     async def close(self) -> None:
@@ -223,7 +231,7 @@ class Storage:
             self._room.clear()
             await self._room.wait()
 
-    def refusal(self) -> BookieError | None:
+    def refusal(self) -> BookieError | ShuttingDown | None:
         """Why this bookie refuses writes now, or None."""
         mode = self.mode
         if mode is StorageMode.WRITABLE:
@@ -236,7 +244,7 @@ class Storage:
 
     def add_request(self, writer_token: bytes, entries) -> PendingAdds:
         """Validate and place every entry of one AddRequest; returns at once, durable later."""
-        future = self._loop.create_future()
+        future = self._open_loop.create_future()
         n = len(entries)
         codes, messages = [0] * n, {}
         refusal = self.refusal()
@@ -297,7 +305,7 @@ class Storage:
 
     def _submit(self, buffers: list, end_offset: int, done) -> None:
         nbytes = end_offset - self._active_offset
-        self._journal.submit(WriteItem(buffers, nbytes, self._active_segment_id, done))
+        self._open_journal.submit(WriteItem(buffers, nbytes, self._active_segment_id, done))
         self._active_offset = end_offset
         self.index.segments[self._active_segment_id].size_bytes = end_offset
 
@@ -324,7 +332,7 @@ class Storage:
     def _apply_adds(self, segment_id: int, inserts: list) -> None:
         insert, ledgers = self.index.insert, self.index.ledgers
         for i in range(0, len(inserts), 6):
-            state = inserts[i]
+            state: LedgerState = inserts[i]
             if ledgers.get(state.ledger_id) is not state:
                 continue  # deleted while its add was in the journal
             insert(state, inserts[i + 1], segment_id, inserts[i + 2], inserts[i + 3],
@@ -402,7 +410,7 @@ class Storage:
         end = self._active_offset
         for kind, payload in records:
             end += self._append_meta(buffers, kind, ledger_id, payload)
-        done = _Done(self._loop.create_future())
+        done = _Done(self._open_loop.create_future())
         self._submit(buffers, end, done)
         await done.future
 
@@ -434,9 +442,9 @@ class Storage:
                 break
             locations.append(location)
         if not locations:
-            raise error
+            raise present(error, "an empty range stopped at a missing entry")
         payloads = await self.reader.run(self.reader.payloads, locations)
-        out = []
+        out: list[tuple[int, bytes, int]] = []
         for entry_id, (payload, crc) in enumerate(payloads, start=first_entry):
             if payload is None:
                 return out, ChecksumMismatch(f"stored entry {ledger_id}:{entry_id} is corrupt")
@@ -473,8 +481,8 @@ class Storage:
     def _roll(self) -> asyncio.Future:
         """Start a new active segment; the old one is sealed (idx, checkpoint) once durable."""
         new_id = self._active_segment_id + 1
-        done = _Done(self._loop.create_future())
-        self._journal.submit(RollItem(new_id, segment_path(self.segments_dir, new_id), done))
+        done = _Done(self._open_loop.create_future())
+        self._open_journal.submit(RollItem(new_id, segment_path(self.segments_dir, new_id), done))
         self._active_segment_id, self._active_offset = new_id, 0
         self.index.segments[new_id] = SegmentInfo(new_id, size_bytes=0)
         task = asyncio.ensure_future(self._seal_after(done.future, new_id - 1))
@@ -517,7 +525,7 @@ class Storage:
         segment = self.index.segments.get(segment_id)
         if segment is None or segment.sealed:
             return
-        data = encode_idx(segment.quads)
+        data = encode_idx(present(segment.quads, "an unsealed segment keeps its index in memory"))
         path = segment_path(self.segments_dir, segment_id, ".idx")
         await self._write_file(path, data, f"the index of segment {segment_id}")
         segment.sealed, segment.quads = True, None
@@ -534,7 +542,7 @@ class Storage:
         """Write a whole file atomically; a disk error turns the storage read-only and is
         raised typed (DiskFull or ReadOnly). The old file, if any, is left as it was."""
         try:
-            await self._loop.run_in_executor(None, self._fs.write_file_atomically, path, data)
+            await self._open_loop.run_in_executor(None, self._fs.write_file_atomically, path, data)
         except OSError as exc:
             raise self._fail_writes(exc, what) from exc
 
@@ -572,7 +580,7 @@ class Storage:
         offset = self._active_offset
         header = encode_header(_ADD, ledger_id, entry_id, lac, len(payload), crc)
         length = HEADER_BYTES + len(payload)
-        done = _Done(self._loop.create_future())
+        done = _Done(self._open_loop.create_future())
         segment_id = self._active_segment_id
         self._submit([header, payload], offset + length, done)
         return done.future, (segment_id, offset, length)

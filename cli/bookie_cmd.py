@@ -22,6 +22,8 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from common.config import Config, load_config
 from common.errors import StrataError
@@ -41,7 +43,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace) -> Config:
     """The settings: the file, the environment, then the command-line flags."""
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}   # setting values, checked by load_config
     if args.port is not None:
         overrides["bookie_port"] = args.port
     if args.host is not None:
@@ -92,6 +94,7 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s bookie %(levelname)s %(name)s: %(message)s")
+    runner: Callable[[Coroutine[Any, Any, Any]], Any]   # uvloop.run or asyncio.run
     try:
         import uvloop
         runner = uvloop.run

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Any
 
 import uvloop
 
@@ -29,7 +30,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def build_config(args: argparse.Namespace, **extra: object):
-    overrides: dict[str, object] = dict(extra)
+    overrides: dict[str, Any] = dict(extra)   # setting values, checked by load_config
     if args.port is not None:
         overrides["broker_port"] = args.port
     if args.admin_port is not None:

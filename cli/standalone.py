@@ -31,13 +31,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Set
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
 from cli.broker_cmd import serve_until_signal
 from common.config import load_config
 from common.errors import StrataError, TimeoutExpired
+from common.invariant import present
 from common.net import free_port
 
 log = logging.getLogger("strata.standalone")
@@ -63,7 +66,7 @@ def quorums(bookies: int) -> tuple[int, int, int]:
     return bookies, q, q
 
 
-def bookie_ports(data_dir: Path, count: int, avoid: set[int] = frozenset(), host: str = "127.0.0.1") -> list[int]:
+def bookie_ports(data_dir: Path, count: int, avoid: Set[int] = frozenset(), host: str = "127.0.0.1") -> list[int]:
     """The bookie ports recorded for this data dir, extended with free ones if needed.
 
     `avoid` holds the broker and admin ports: they are not bound yet when bookies start, and the
@@ -105,7 +108,7 @@ class BookieProcess:
         threading.Thread(target=self._drain, daemon=True).start()
 
     def _drain(self) -> None:
-        for line in self.proc.stdout:
+        for line in present(self.proc.stdout, "stdout is a pipe"):
             if line.startswith(b"bookie ready"):
                 self.ready.set()
 
@@ -150,7 +153,7 @@ def main(argv: list[str]) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     metadata_url = f"sqlite:///{data_dir / 'metadata.db'}"
     e, qw, qa = quorums(args.bookies)
-    overrides: dict[str, object] = {"ledger_ensemble_size": e, "ledger_write_quorum": qw, "ledger_ack_quorum": qa}
+    overrides: dict[str, Any] = {"ledger_ensemble_size": e, "ledger_write_quorum": qw, "ledger_ack_quorum": qa}
     if args.port is not None:
         overrides["broker_port"] = args.port
     if args.admin_port is not None:

@@ -87,7 +87,7 @@ def _seal(producer_id: int, producer_name: str, sequence_id: int, count: int, ra
     md = pb.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id,
                             publish_time=publish_time_ms, num_messages_in_batch=count)
     if compression != NONE:  # the client sets both only for a compressed payload
-        md.compression = compression
+        md.compression = compression  # type: ignore[assignment]  # the stubs type enum fields apart from int; run time takes the int
         md.uncompressed_size = len(raw)
     return encode_send_frame(producer_id, sequence_id, count, md.SerializeToString(),
                              compress(raw, compression))

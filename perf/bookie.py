@@ -22,7 +22,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from common.config import default_config, load_config
 
@@ -144,6 +146,7 @@ def main(argv: list[str]) -> int:
             cfg_path = Path(args.config) if args.config else None
             bookie = BookieProcess.start(Path(work_dir) / "bookie", config_path=cfg_path)
             address = bookie.address
+        runner: Callable[[Coroutine[Any, Any, Any]], Any]   # uvloop.run or asyncio.run
         try:
             import uvloop
             runner = uvloop.run

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from common.invariant import present
 from common.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -78,10 +79,11 @@ class BookieProcess:
         log.close()
         self.starts += 1
         deadline = time.monotonic() + ready_timeout_s
-        os.set_blocking(self.proc.stdout.fileno(), False)
+        stdout = present(self.proc.stdout, "stdout is a pipe")
+        os.set_blocking(stdout.fileno(), False)
         buffer = b""
         while time.monotonic() < deadline:
-            chunk = self.proc.stdout.read()
+            chunk = stdout.read()
             if chunk:
                 buffer += chunk
                 if b"bookie ready" in buffer:
@@ -105,7 +107,7 @@ class BookieProcess:
     def kill9(self) -> None:
         """Crash the bookie: SIGKILL, no flush."""
         if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
+            present(self.proc, "the process was started").send_signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait(STOP_TIMEOUT_S)
 
@@ -113,9 +115,10 @@ class BookieProcess:
         """SIGTERM and wait for a clean exit; returns the exit code (kill -9 after the bound)."""
         if not self.alive():
             return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
+        proc = present(self.proc, "the process was started")
+        proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout_s)
+            return proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.kill9()
             raise RuntimeError(f"bookie on port {self.port} ignored SIGTERM for {timeout_s}s") from None

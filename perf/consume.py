@@ -133,7 +133,7 @@ def report(args: argparse.Namespace, topic: str, fill: dict, results: list[dict]
         "p50_ms": e2e.percentile_ms(50), "p99_ms": e2e.percentile_ms(99), "p999_ms": e2e.percentile_ms(99.9),
         "e2e_p50_ms": e2e.percentile_ms(50), "e2e_p99_ms": e2e.percentile_ms(99),
         "server_cpu_us_per_msg": cpu_per_message_us(cpu_before_s, cpu_after_s, received),
-        "server_cpu_s": None if cpu_before_s is None else round(cpu_after_s - cpu_before_s, 3),
+        "server_cpu_s": None if cpu_before_s is None or cpu_after_s is None else round(cpu_after_s - cpu_before_s, 3),
         "produced": args.messages, "received": received, "all_accounted": received == args.messages,
         "redelivered": sum(r["redelivered"] for r in results),
         "messages_per_entry": round(received / sum(entries), 1) if entries and sum(entries) else None,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import metadata
 from common.config import default_config
+from common.invariant import present
 from common.net import free_port
 from ledger.client import LedgerClient
 from metadata.aio import AsyncMetadataStore
@@ -47,10 +48,11 @@ def _start_bookie(data_dir: Path, metadata_url: str) -> subprocess.Popen:
                             cwd=_REPO_ROOT, stdout=subprocess.PIPE, stderr=log,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     log.close()
-    os.set_blocking(proc.stdout.fileno(), False)
+    stdout = present(proc.stdout, "stdout is a pipe")
+    os.set_blocking(stdout.fileno(), False)
     deadline, seen = time.monotonic() + _READY_TIMEOUT_S, b""
     while time.monotonic() < deadline and proc.poll() is None:
-        seen += proc.stdout.read() or b""
+        seen += stdout.read() or b""
         if b"bookie ready" in seen:
             return proc
         time.sleep(0.02)

@@ -44,6 +44,7 @@ import asyncio
 import collections
 import itertools
 import time
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from broker.batch import NONE, BatchMessage, build_batch, decode_payload
@@ -51,6 +52,7 @@ from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command
 from broker.entry_format import parse_entry
 from common.errors import CODE_TO_ERROR, BrokerError, StrataError, TimeoutExpired
+from common.invariant import present
 from perf.batches import PlainBatchEncoder, batch_sizes, encode_send_frame  # noqa: F401 (re-exported)
 from proto import pulsar_api_pb2 as pb
 
@@ -192,7 +194,7 @@ class Connection(asyncio.Protocol):
             frames = self._decoder.feed(data)
         except StrataError as exc:
             self._fail(exc)
-            self.transport.close()
+            present(self.transport, "connected").close()
             return
         received_s = time.time()
         for frame in frames:
@@ -212,7 +214,7 @@ class Connection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self.failure is not None:
             raise self.failure
-        self.transport.write(data)
+        present(self.transport, "connected").write(data)
 
     async def drain(self, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""
@@ -351,7 +353,7 @@ class Producer:
         self._room.set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self.on_receipt = None
+        self.on_receipt: Callable[[float, int], None] | None = None
         self.failure: StrataError | None = None
 
     async def send_batch(self, messages: list[BatchMessage], *, compression: int = NONE,
@@ -366,7 +368,7 @@ class Producer:
                                   compression=compression)
         frame = encode_send_frame(self.producer_id, sequence_id, len(messages),
                                   md.SerializeToString(), payload)
-        return await self.send_frame(frame, len(messages), want_future=True)
+        return present(await self.send_frame(frame, len(messages), want_future=True), "want_future gives one")
 
     async def send_plain(self, encoder: PlainBatchEncoder, count: int,
                          want_future: bool = False) -> asyncio.Future | None:
@@ -525,7 +527,7 @@ class Consumer:
                 return []
             if self.failure is not None and not self._queue:
                 raise self.failure
-        out = []
+        out: list[ReceivedEntry] = []
         queue = self._queue
         while queue and len(out) < max_entries:
             out.append(queue.popleft())
@@ -693,10 +695,11 @@ class NativeClient:
             consumer = Consumer(conn, consumer_id, name, subscription, receiver_queue_size)
             conn.consumers[consumer_id] = consumer  # before SUBSCRIBE: MESSAGE may follow SUCCESS at once
             try:
+                # the ignores: enum fields take plain ints at run time; protobuf's stubs want enums
                 await conn.request(pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
-                    topic=name, subscription=subscription, subType=sub_type, consumer_id=consumer_id,
-                    request_id=0, consumer_name=f"native-{next(self._names)}",
-                    initialPosition=initial_position)), "subscribe")
+                    topic=name, subscription=subscription, subType=sub_type,  # type: ignore[arg-type]
+                    consumer_id=consumer_id, request_id=0, consumer_name=f"native-{next(self._names)}",
+                    initialPosition=initial_position)), "subscribe")  # type: ignore[arg-type]
             except StrataError:
                 conn.consumers.pop(consumer_id, None)
                 raise

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import multiprocessing
 import sys
 
@@ -58,11 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def driver_module(driver: str):
-    if driver == "native":
-        import perf.native as module
-    else:
-        import perf.official_client as module
-    return module
+    return importlib.import_module("perf.native" if driver == "native" else "perf.official_client")
 
 
 def _e2e_pool(args: argparse.Namespace, service_url: str, topic: str, ctx) -> WorkerPool:
@@ -113,7 +110,7 @@ def report(args: argparse.Namespace, topic: str, results: list[dict], e2e_result
         "e2e_p50_ms": e2e.percentile_ms(50), "e2e_p99_ms": e2e.percentile_ms(99),
         "e2e_p999_ms": e2e.percentile_ms(99.9),
         "server_cpu_us_per_msg": cpu_per_message_us(cpu_before_s, cpu_after_s, messages),
-        "server_cpu_s": None if cpu_before_s is None else round(cpu_after_s - cpu_before_s, 3),
+        "server_cpu_s": None if cpu_before_s is None or cpu_after_s is None else round(cpu_after_s - cpu_before_s, 3),
         "messages": messages, "size": args.size, "seconds": round(seconds, 3),
         "producers": args.producers, "partitions": args.partitions, "compression": args.compression,
         "rate": args.rate, "max_pending": args.max_pending, "topic": topic,

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from common.errors import StrataError, TimeoutExpired
+from common.invariant import present
 from common.net import free_port
 
 PR_SET_PDEATHSIG = 1
@@ -73,7 +74,7 @@ class LocalStandalone:
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return present(self.proc, "the process was started").pid
 
     @classmethod
     def start(cls, data_dir: str | Path | None = None, bookies: int = 1,
@@ -107,8 +108,9 @@ class LocalStandalone:
         deadline = time.monotonic() + READY_TIMEOUT_S
         marker = f"admin URL http://127.0.0.1:{self.admin_port}"
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise StrataError("standalone exited during start-up", returncode=self.proc.returncode,
+            proc = present(self.proc, "the process was started")
+            if proc.poll() is not None:
+                raise StrataError("standalone exited during start-up", returncode=proc.returncode,
                                   log=self.log_tail())
             with open(self.log_path, "rb") as log:
                 log.seek(log_offset)
@@ -134,7 +136,7 @@ class LocalStandalone:
 
     def _kill_group(self) -> None:
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # bookies left behind, or a hung broker
+            os.killpg(self.pid, signal.SIGKILL)  # bookies left behind, or a hung broker
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -42,7 +42,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: setup
+test: lint
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 # The bench extra (peer clients, matplotlib) and the peers themselves (Debian packages, only

@@ -153,8 +153,12 @@ def test_writes_are_coalesced_and_flushed_on_close(store):
         for e in range(0, 5000, 2):  # 2,500 acks without yielding: one scheduled persist
             cursor.ack([Position(1, e)])
         assert cursor.persistence.write_scheduled and counting.puts == claim_puts
-        await wait_until(lambda: not cursor.persistence.dirty, deadline_s=30)
-        await asyncio.sleep(0)
+        # the scheduled write has reached the store (dirty turns False before its put runs in a
+        # worker thread, so wait for the put itself), then let it finish: flush() takes the
+        # same lock and, with nothing dirty, writes nothing more
+        await wait_until(lambda: counting.puts > claim_puts, deadline_s=30)
+        await cursor.flush()
+        assert not cursor.persistence.dirty
         assert counting.puts == claim_puts + 1       # coalesced: one write for all of them
         assert not cursor.persistence.write_scheduled  # and nothing more is due
         cursor.ack([Position(1, 4999)])

@@ -46,7 +46,7 @@ from bookie.client_core import (
     take_add_request,
     take_read_response,
 )
-from bookie.frames import HEADER_BYTES, FrameKind, encode_frame, frame_header
+from bookie.frames import HEADER_BYTES, FrameKind, encode_frame, frame_header, header_error
 from common.clock import Clock
 from common.config import Config
 from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, error_from_code
@@ -64,7 +64,6 @@ _JOIN_BODY_BYTES_MAX = 64 * 1024
 # most this many bytes of a big body are copied (out of the scratch buffer) on arrival.
 _SCRATCH_BYTES = 16 * 1024
 _HEADER = struct.Struct(">IB")  # bookie/frames.py: u32 length (kind + body) | u8 kind
-_KINDS = frozenset(int(k) for k in FrameKind)
 
 
 class LinkState(enum.Enum):
@@ -138,11 +137,9 @@ class _FrameReader:
         self._filled = rest
 
     def _check(self, length: int, kind: int) -> None:
-        if length < 1 or length > self._max:
-            self._die(BadRequest("frame length out of bounds", length=length,
-                                 frame_bytes_max=self._max))
-        if kind not in _KINDS:
-            self._die(BadRequest("unknown frame kind", kind=kind))
+        error = header_error(length, kind, self._max)
+        if error is not None:
+            self._die(error)
 
     def _die(self, error: BadRequest) -> None:
         self._dead = error

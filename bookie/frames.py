@@ -59,6 +59,17 @@ def encode_frame(kind: FrameKind, body: bytes) -> bytes:
     return _HEADER.pack(len(body) + 1, kind) + body
 
 
+def header_error(length: int, kind: int, frame_bytes_max: int) -> BadRequest | None:
+    """Why a frame header (its length and kind) is refused, or None if it is acceptable.
+
+    Checked before anything of the frame's body is buffered, by every reader of the data path."""
+    if length < 1 or length > frame_bytes_max:
+        return BadRequest("frame length out of bounds", length=length, frame_bytes_max=frame_bytes_max)
+    if kind not in _KINDS:
+        return BadRequest("unknown frame kind", kind=kind)
+    return None
+
+
 class FrameDecoder:
     """Bytes in, `(kind, body)` out. One per direction of one connection.
 
@@ -124,11 +135,9 @@ class FrameDecoder:
         return taken
 
     def _check(self, length: int, kind: int) -> None:
-        if length < 1 or length > self._max:
-            self._die(BadRequest("frame length out of bounds", length=length,
-                                 frame_bytes_max=self._max))
-        if kind not in _KINDS:
-            self._die(BadRequest("unknown frame kind", kind=kind))
+        error = header_error(length, kind, self._max)
+        if error is not None:
+            self._die(error)
 
     def _die(self, error: BadRequest) -> None:
         self._dead = error

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.entry_format import EntryInfo
 from common.errors import InvalidArgument
+from entries.entry import EntryInfo
 
 
 @dataclass

@@ -24,7 +24,7 @@ What must hold:
   mismatch, the broker answers SEND_ERROR ChecksumError and keeps the connection.
 - Every encoder emits only commands whose required fields are all filled (the C++ client drops
   the connection otherwise); `encode_command` raises `InvariantViolation` on one that is not.
-- The MessageMetadata inside an entry is not parsed here: see broker.entry_format.
+- The MessageMetadata inside an entry is not parsed here: see entries.entry.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from crc32c import crc32c
 from google.protobuf.message import DecodeError, EncodeError
 
-from broker.entry_format import crc32c_from, verify_entry_checksum  # noqa: F401  (re-exported)
 from common.errors import FrameTooLarge, InvariantViolation, MalformedFrame, PulsarServerError, StrataError
+from entries.entry import build_entry, crc32c_from, verify_entry_checksum  # noqa: F401  (re-exported)
 from proto import pulsar_api_pb2 as pb
 
 BaseCommand = pb.BaseCommand
@@ -473,3 +473,15 @@ def encode_get_schema_response(request_id: int, server_error: int = PulsarServer
     """GET_SCHEMA_RESPONSE; Strata keeps no schemas, so the answer is "no schema" (TopicNotFound)."""
     r = pb.CommandGetSchemaResponse(request_id=request_id, error_code=server_error, error_message=message)  # type: ignore[arg-type]
     return _cmd(T.GET_SCHEMA_RESPONSE, "getSchemaResponse", r)
+
+
+def encode_send(producer_id: int, sequence_id: int, num_messages: int,
+                metadata: pb.MessageMetadata, payload: bytes) -> bytes:
+    """A complete SEND frame: command, magic 0x0E01, CRC32C, metadata, payload."""
+    cmd = pb.BaseCommand(type=pb.BaseCommand.SEND)
+    send = cmd.send
+    send.producer_id = producer_id
+    send.sequence_id = sequence_id
+    if metadata.HasField("num_messages_in_batch"):
+        send.num_messages = num_messages
+    return encode_payload_command(cmd, build_entry(metadata, payload))

@@ -26,7 +26,7 @@ How it works
   `<managed ledger path>/dedup` every `broker_dedup_snapshot_interval_entries` entries (or after
   `broker_dedup_snapshot_interval_ms` with entries pending) and when the topic closes. Loading a
   topic with dedup enabled restores the snapshot and replays the entries after its position
-  (producer names and sequence ids read with `broker.entry_format`), so the marks survive a
+  (producer names and sequence ids read with `entries.entry`), so the marks survive a
   restart and a kill -9.
 
 Switching (the namespace policy, or the topic policy that overrides it):
@@ -52,11 +52,11 @@ import json
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker.entry_format import EntryInfo, parse_entry
 from common import retry
 from common.clock import Clock
 from common.config import Config
 from common.errors import BadVersion, NotFound, StrataError
+from entries.entry import EntryInfo, parse_entry
 from ledger.managed_ledger import ManagedLedger
 from ledger.ml_metadata import ml_path
 from ledger.position import Position

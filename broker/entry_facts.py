@@ -1,6 +1,6 @@
 """The few facts a dispatcher needs about a stored entry, parsed once and shared.
 
-`entry_facts(data)` parses the entry's MessageMetadata (via `broker.entry_format`) and returns
+`entry_facts(data)` parses the entry's MessageMetadata (via `entries.entry`) and returns
 how many permits it costs (`messages`), whether it is a client batch (then a batch ack set may
 apply), its publish time, its delayed-delivery time and its sticky key. The Key_Shared hash
 slot (`slot`) is computed from the sticky key only when asked for (only Key_Shared asks), with
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from broker.entry_format import EntryInfo, parse_entry
 from broker.key_shared_selector import key_slot
+from entries.entry import EntryInfo, parse_entry
 from ledger.position import Position
 
 # Facts kept per topic: a few dispatch reads' worth (a read is at most a few hundred entries).

@@ -43,7 +43,6 @@ from broker.chunk_check import ChunkCheck
 from broker.codec import encode_send_error, encode_send_receipt
 from broker.dedup import Verdict
 from broker.entry_facts import facts_of_info
-from broker.entry_format import EntryInfo, parse_entry
 from common.errors import (
     ChecksumError,
     InvalidArgument,
@@ -53,6 +52,7 @@ from common.errors import (
     StrataError,
 )
 from common.invariant import present
+from entries.entry import EntryInfo, parse_entry
 from ledger.position import Position
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from broker import dedup, policies, topic_stats
-from broker.entry_format import parse_entry
 from broker.names import TopicName
 from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
@@ -41,6 +40,7 @@ from common.clock import Clock
 from common.config import Config
 from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
 from cursor.cursor_writer import CursorWriter
+from entries.entry import parse_entry
 from ledger.client import LedgerClient
 from ledger.managed_ledger import ManagedLedger
 from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent

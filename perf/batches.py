@@ -1,7 +1,7 @@
 """SEND frames of client-side batches of plain messages, fast: the native driver's hot path.
 
 A plain message has a payload and nothing else (no key, properties, event time): what a
-benchmark sends. broker.batch.build_batch builds any batch through protobuf objects (about 10 us
+benchmark sends. entries.batch.build_batch builds any batch through protobuf objects (about 10 us
 per member); here each member's SingleMessageMetadata is written by hand, because for a plain
 message it is just two varint fields in field order:
 
@@ -11,7 +11,7 @@ exactly the bytes protobuf (and the official client) produce. The outer MessageM
 per batch) still goes through protobuf. Cost: under 1 us per member.
 
 What must hold: `PlainBatchEncoder.frame` / `encode_plain_batch` return byte-for-byte what
-`broker.batch.encode_send(*build_batch(...))` returns for the same plain messages, for every
+`entries.batch.encode_send(*build_batch(...))` returns for the same plain messages, for every
 compression and sequence id (tests/acceptance/test_native_driver.py checks it).
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import struct
 
-from broker.batch import BATCH_BYTES_MAX, BATCH_MESSAGES_MAX, NONE, compress
 from broker.codec import CommandType as T
 from broker.codec import encode_payload_command
-from broker.entry_format import build_entry
+from entries.batch import BATCH_BYTES_MAX, BATCH_MESSAGES_MAX, NONE, compress
+from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 
 _U32 = struct.Struct(">I")

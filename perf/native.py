@@ -26,7 +26,7 @@ import time
 
 import uvloop
 
-from broker.batch import LZ4, NONE, ZLIB, ZSTD
+from entries.batch import LZ4, NONE, ZLIB, ZSTD
 from perf.harness import LatencyHistogram
 from perf.native_client import (
     EARLIEST,

@@ -33,7 +33,7 @@ What must hold:
   sends (`max_pending_messages`), received entries (the permits granted plus one entry's worth,
   else the broker broke flow control and the consumer fails), grouped acks.
 - Receipts are matched strictly in send order; a mismatch is an error, never skipped.
-- Batches are what the official client sends: `send_batch` uses broker.batch.build_batch; the
+- Batches are what the official client sends: `send_batch` uses entries.batch.build_batch; the
   fast path (perf/batches.py) is byte-identical to it for plain messages
   (tests/acceptance/test_native_driver.py checks both).
 """
@@ -47,12 +47,12 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlparse
 
-from broker.batch import NONE, BatchMessage, build_batch, decode_payload
 from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command
-from broker.entry_format import parse_entry
 from common.errors import CODE_TO_ERROR, BrokerError, StrataError, TimeoutExpired
 from common.invariant import present
+from entries.batch import NONE, BatchMessage, build_batch, decode_payload
+from entries.entry import parse_entry
 from perf.batches import PlainBatchEncoder, batch_sizes, encode_send_frame  # noqa: F401 (re-exported)
 from proto import pulsar_api_pb2 as pb
 

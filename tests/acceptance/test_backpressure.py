@@ -40,8 +40,8 @@ import pytest
 
 from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command
-from broker.entry_format import parse_entry
 from common.config import KIB, MIB
+from entries.entry import parse_entry
 from perf.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import FRAME_BYTES_MAX, RawClient

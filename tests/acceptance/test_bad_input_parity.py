@@ -44,13 +44,13 @@ import time
 import pulsar
 import pytest
 
-from broker.batch import LZ4, SNAPPY, ZLIB, ZSTD, BatchMessage, build_batch, encode_send
 from broker.codec import CommandType as T
-from broker.codec import encode_payload_command
-from broker.entry_format import build_entry
+from broker.codec import encode_payload_command, encode_send
 from broker.names import NAME_BYTES_MAX
 from broker.producer import ENTRY_HEADER_SLACK_BYTES
 from common.errors import PulsarServerError
+from entries.batch import LZ4, SNAPPY, ZLIB, ZSTD, BatchMessage, build_batch
+from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http

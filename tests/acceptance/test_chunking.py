@@ -13,7 +13,7 @@ import pytest
 
 from broker.codec import CommandType as T
 from broker.codec import encode_payload_command
-from broker.entry_format import build_entry
+from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, receive_all
 from tests.acceptance.test_admin import http

@@ -2,7 +2,7 @@
 
 - What the native producer writes (no compression and LZ4; keys, properties, event times; plain
   fast-path batches) is read back by the official `pulsar` consumer payload-identical, in order.
-- The fast-path batch encoder is byte-identical to broker.batch's builder (the official client's
+- The fast-path batch encoder is byte-identical to entries.batch's builder (the official client's
   bytes) for every compression and across varint-length boundaries of the sequence id.
 - The native consumer reads what the official producer wrote, counts members and decodes them.
 """
@@ -15,7 +15,8 @@ import os
 import pulsar
 import pytest
 
-from broker.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch, encode_send
+from broker.codec import encode_send
+from entries.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch
 from perf.native_client import EARLIEST, NativeClient, PlainBatchEncoder, batch_sizes
 from tests.acceptance.conftest import assert_no_more
 

@@ -9,10 +9,10 @@ import time
 
 import pulsar
 
-from broker.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch
 from broker.codec import CommandType as T
 from broker.codec import encode_payload_command
-from broker.entry_format import build_entry
+from entries.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch
+from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 

@@ -8,10 +8,11 @@ import time
 import pulsar
 import pytest
 
-from broker.batch import BatchMessage, build_batch, encode_send
 from broker.codec import CommandType as T
+from broker.codec import encode_send
 from broker.dispatch_single_active import ring_pick
 from broker.key_shared_selector import key_slot
+from entries.batch import BatchMessage, build_batch
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http

@@ -22,16 +22,16 @@ import time
 import types
 from dataclasses import dataclass
 
-from broker.batch import BatchMessage, build_batch
 from broker.codec import FrameDecoder
 from broker.consumer import Consumer
 from broker.entry_facts import FactsCache
-from broker.entry_format import build_entry
 from broker.subscription import Subscription, SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
 from common.errors import BookieUnavailable
 from cursor.managed_cursor import ManagedCursor
+from entries.batch import BatchMessage, build_batch
+from entries.entry import build_entry
 from ledger.position import EARLIEST, Position
 from ledger.types import Entry
 from proto import pulsar_api_pb2 as pb

@@ -10,7 +10,7 @@ import time
 
 from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command, encode_payload_command
-from broker.entry_format import build_entry
+from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 
 FRAME_BYTES_MAX = 16 * 1024 * 1024

@@ -30,8 +30,8 @@ from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command, encode_ping, encode_pong
 from broker.connection import ConnState, ServerConnection
 from broker.consumer import Consumer
-from broker.entry_format import build_entry
 from common.config import KIB, default_config
+from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.broker.dispatch_harness import SHARED, Harness
 from tests.support.waiting import until

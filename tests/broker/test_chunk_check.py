@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from broker.chunk_check import ChunkCheck
-from broker.entry_format import build_entry, parse_entry
+from entries.entry import build_entry, parse_entry
 from proto import pulsar_api_pb2 as pb
 
 

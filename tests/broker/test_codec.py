@@ -8,7 +8,7 @@ import google_crc32c
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from broker import codec, entry_format
+from broker import codec
 from broker.codec import CommandType as T
 from common.errors import (
     ChecksumError,
@@ -18,6 +18,7 @@ from common.errors import (
     PulsarServerError,
     TopicNotFound,
 )
+from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
 
 LIMIT = 1 << 20

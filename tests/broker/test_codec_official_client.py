@@ -19,9 +19,11 @@ import time
 import pulsar
 import pytest
 
-from broker import batch, codec, entry_format
+from broker import codec
 from broker.codec import CommandType as T
 from common.errors import StrataError
+from entries import batch
+from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
 
 FRAME_BYTES_MAX = 5 * 1024 * 1024 + 64 * 1024
@@ -217,7 +219,7 @@ def test_official_unbatched_producer_metadata(tiny_broker: TinyBroker) -> None:
 
 @pytest.mark.parametrize("codec_name", ["LZ4", "ZSTD", "NONE"])
 def test_official_consumer_reads_our_batches(tiny_broker: TinyBroker, codec_name: str) -> None:
-    """MESSAGE frames with batches built by broker.batch are read back intact by the official consumer."""
+    """MESSAGE frames with batches built by entries.batch are read back intact by the official consumer."""
     _, wire_compression = COMPRESSIONS[codec_name]
     msgs = [batch.BatchMessage(f"m{i}".encode(), {"n": str(i)}, partition_key=f"k{i % 3}",
                                event_time_ms=1000 + i) for i in range(10)]

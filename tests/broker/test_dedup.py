@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from broker.dedup import Deduplication, DedupState, Verdict, entry_high_mark, snapshot_path
-from broker.entry_format import build_entry, parse_entry
 from common.clock import ManualClock
 from common.config import default_config
 from common.errors import BadVersion, NotFound
+from entries.entry import build_entry, parse_entry
 from ledger.position import Position
 from ledger.types import Entry
 from proto import pulsar_api_pb2 as pb

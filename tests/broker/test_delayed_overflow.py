@@ -10,7 +10,7 @@ import time
 import pytest
 
 from broker.delayed_overflow import DelayedOverflow
-from broker.entry_format import build_entry
+from entries.entry import build_entry
 from ledger.position import Position
 from proto import pulsar_api_pb2 as pb
 from tests.broker.dispatch_harness import KEY_SHARED, SHARED, Harness

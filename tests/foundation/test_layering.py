@@ -1,5 +1,7 @@
 """Imports run one way (DESIGN.md): broker -> cursor -> ledger -> bookie client -> proto, everything
--> metadata and common; offload sits beside ledger; nothing imports broker except cli and perf.
+-> metadata and common; offload sits beside ledger (ledger reads it only through `ledger.cold`,
+so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
+offload; nothing imports broker except cli and perf.
 No product package imports `tests` (it is not installed: `strata` must run without the source
 tree), also not through importlib."""
 
@@ -9,17 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["common", "proto", "metadata", "bookie", "ledger", "offload", "cursor", "broker", "cli", "perf"]
+PACKAGES = ["common", "proto", "entries", "metadata", "bookie", "ledger", "offload", "cursor", "broker", "cli", "perf"]
 
 ALLOWED = {
     "common": {"common"},
     "proto": {"proto"},
+    "entries": {"common", "proto", "entries"},
     "metadata": {"common", "metadata"},
     "bookie": {"common", "metadata", "proto", "bookie"},
-    "offload": {"common", "metadata", "proto", "offload", "ledger"},
-    "ledger": {"common", "metadata", "proto", "bookie", "offload", "ledger"},
+    "offload": {"common", "metadata", "proto", "entries", "offload", "ledger"},
+    "ledger": {"common", "metadata", "proto", "bookie", "ledger"},
     "cursor": {"common", "metadata", "ledger", "cursor"},
-    "broker": {"common", "metadata", "proto", "bookie", "ledger", "offload", "cursor", "broker"},
+    "broker": {"common", "metadata", "proto", "entries", "bookie", "ledger", "offload", "cursor", "broker"},
     "cli": set(PACKAGES),
     "perf": set(PACKAGES) - {"cli"},
 }

@@ -1,4 +1,4 @@
-"""broker.entry_format: parsing stored entries and the accessors dispatchers rely on."""
+"""entries.entry: parsing stored entries and the accessors dispatchers rely on."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from broker import entry_format as ef
 from common.errors import MalformedFrame
+from entries import entry as ef
 from proto import pulsar_api_pb2 as pb
 
 

@@ -7,8 +7,9 @@ num_messages_in_batch, the compression and uncompressed_size when not NONE, and 
 partition_key / ordering_key (what Key_Shared routes on).
 
 The broker never opens a batch nor decompresses; this module serves Strata's own load generator
-(`strata perf --driver native`) and tests: `build_batch` + `encode_send` produce the SEND frames
-the official producer would, `decode_payload` reads back what a consumer receives.
+(`strata perf --driver native`), the offload format (which unpacks batches into rows) and tests:
+`build_batch` plus `broker.codec.encode_send` produce the SEND frames the official producer would,
+`decode_payload` reads back what a consumer receives.
 
 What must hold:
 - `decode_payload(*build_batch(msgs, ...))` gives back `msgs` (payload, properties, keys,
@@ -27,8 +28,6 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
-from broker.codec import encode_payload_command
-from broker.entry_format import build_entry
 from common.errors import InvariantViolation, MalformedPayload
 from proto import pulsar_api_pb2 as pb
 
@@ -176,18 +175,6 @@ def build_batch(messages: list[BatchMessage], *, producer_name: str, sequence_id
 def _with_sequence_id(msg: BatchMessage, sequence_id: int) -> BatchMessage:
     return BatchMessage(msg.payload, msg.properties, msg.partition_key, msg.ordering_key,
                         msg.event_time_ms, sequence_id, msg.partition_key_b64_encoded, msg.null_value)
-
-
-def encode_send(producer_id: int, sequence_id: int, num_messages: int,
-                metadata: pb.MessageMetadata, payload: bytes) -> bytes:
-    """A complete SEND frame: command, magic 0x0E01, CRC32C, metadata, payload."""
-    cmd = pb.BaseCommand(type=pb.BaseCommand.SEND)
-    send = cmd.send
-    send.producer_id = producer_id
-    send.sequence_id = sequence_id
-    if metadata.HasField("num_messages_in_batch"):
-        send.num_messages = num_messages
-    return encode_payload_command(cmd, build_entry(metadata, payload))
 
 
 def decode_payload(metadata: pb.MessageMetadata, payload: bytes | memoryview,

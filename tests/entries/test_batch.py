@@ -1,4 +1,4 @@
-"""broker.batch: building and opening client-side batches (layout checked against the official
+"""entries.batch: building and opening client-side batches (layout checked against the official
 client in test_codec_official_client.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import batch, codec, entry_format
+from broker import codec
 from common.errors import MalformedPayload
+from entries import batch
+from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
 
 ALL = [batch.NONE, batch.LZ4, batch.ZLIB, batch.ZSTD]
@@ -60,7 +62,7 @@ def test_lz4_is_a_raw_block_without_size_prefix() -> None:
 def test_encode_send_is_a_valid_send_frame(compression: int) -> None:
     md, payload = batch.build_batch(sample(4), producer_name="p", sequence_id=9, publish_time_ms=1,
                                     compression=compression)
-    frame = codec.FrameDecoder(1 << 20).feed(batch.encode_send(3, 9, 4, md, payload))[0]
+    frame = codec.FrameDecoder(1 << 20).feed(codec.encode_send(3, 9, 4, md, payload))[0]
     send = frame.command.send
     assert (send.producer_id, send.sequence_id, send.num_messages) == (3, 9, 4)
     assert frame.checksum_ok
@@ -74,7 +76,7 @@ def test_unbatched_entry_decodes_as_one_message() -> None:
     [msg] = batch.decode_payload(md, b"body")
     assert (msg.payload, msg.properties, msg.partition_key, msg.event_time_ms, msg.sequence_id) == \
         (b"body", {"a": "b"}, "k", 9, 2)
-    frame = codec.FrameDecoder(1 << 20).feed(batch.encode_send(1, 2, 1, md, b"body"))[0]
+    frame = codec.FrameDecoder(1 << 20).feed(codec.encode_send(1, 2, 1, md, b"body"))[0]
     assert not frame.command.send.HasField("num_messages")
 
 

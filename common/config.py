@@ -213,6 +213,38 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),
     Setting("ttl_seconds", int, 0, 0, 10_000_000, "messages older than this are acked by TTL (0: off)"),
+    # --- cold tier: offload of closed ledgers to S3 (Pulsar's managedLedgerOffload* settings) ---
+    Setting("offload_driver", str, "",
+            doc="cold tier: \"s3\" (any S3 API: AWS, MinIO, SeaweedFS) or \"\" for none (offload refused)"),
+    Setting("offload_s3_endpoint", str, "", doc="S3 endpoint URL; empty: AWS's own for the region"),
+    Setting("offload_s3_region", str, "us-east-1", doc="S3 region (SigV4 signs with it)"),
+    Setting("offload_s3_bucket", str, "strata-offload", doc="bucket offloaded ledgers go to"),
+    Setting("offload_s3_prefix", str, "strata",
+            doc="key prefix: objects are {prefix}/{tenant}/{namespace}/{topic}/ledger-{id}.parquet"),
+    Setting("offload_s3_connect_timeout_ms", int, 5_000, 100, 600_000, "bound on connecting to S3"),
+    Setting("offload_s3_read_timeout_ms", int, 30_000, 100, 3_600_000, "bound on one S3 response"),
+    Setting("offload_s3_part_bytes", int, 8 * MIB, 5 * MIB, 1 * GIB,
+            "multipart upload part size (S3's minimum is 5 MiB)"),
+    Setting("offload_s3_parts_in_flight_max", int, 4, 1, 64, "parts of one object uploading at once"),
+    Setting("offload_row_group_bytes", int, 4 * MIB, 64 * KIB, 512 * MIB,
+            "target payload bytes per Parquet row group (the unit of a ranged read)"),
+    Setting("offload_threshold_bytes", int, -1, -1, 2**62,
+            "broker default of offloadThreshold: offload once the topic's ledgers exceed it (-1 off, 0 ASAP)"),
+    Setting("offload_threshold_seconds", int, -1, -1, 2**62,
+            "broker default of offloadThresholdInSeconds: offload ledgers older than this (-1 off)"),
+    Setting("offload_deletion_lag_ms", int, 14_400_000, -1, 2**62,
+            "broker default of offloadDeletionLagMs: delete the bookie copy this long after an offload (-1 never)"),
+    Setting("offload_read_priority", str, "tiered-storage-first",
+            doc="read an offloaded ledger still on the bookies from S3 first, or \"bookkeeper-first\""),
+    Setting("offload_read_ahead_row_groups_max", int, 2, 0, 1_000,
+            "row groups fetched ahead of a sequential reader of an offloaded ledger"),
+    Setting("offload_read_cache_bytes_max", int, 64 * MIB, 0, 64 * GIB,
+            "bytes of fetched row groups kept for readers of offloaded ledgers, per broker"),
+    Setting("offload_open_objects_max", int, 64, 1, 1_000_000,
+            "offloaded objects whose footer (row-group map) a broker keeps open"),
+    Setting("offload_retry_backoff_max_ms", int, 60_000, 10, 3_600_000,
+            "failed offloads and cold reads are retried with backoff doubling up to this"),
+    Setting("offload_attempts_max", int, 5, 1, 1_000, "attempts of one ledger's upload before status ERROR"),
     # --- strata standalone ---
     Setting("standalone_bookie_start_timeout_ms", int, 60_000, 1_000, 3_600_000,
             "`strata standalone` waits this long for each bookie to recover and serve"),
@@ -322,6 +354,13 @@ def _check_relations(v: Mapping[str, Any]) -> None:
                           bind=v["bookie_bind_host"])
     if v["broker_advertised_host"] in WILDCARD_HOSTS or v["bookie_advertised_host"] in WILDCARD_HOSTS:
         raise ConfigError("an advertised host must be one clients can connect to, not a wildcard address")
+    if v["offload_driver"] not in ("", "s3"):
+        raise ConfigError("offload_driver must be \"s3\" or empty", offload_driver=v["offload_driver"])
+    if v["offload_read_priority"] not in ("tiered-storage-first", "bookkeeper-first"):
+        raise ConfigError("offload_read_priority must be tiered-storage-first or bookkeeper-first",
+                          offload_read_priority=v["offload_read_priority"])
+    if v["offload_driver"] and not v["offload_s3_bucket"]:
+        raise ConfigError("offload_s3_bucket must be set when offload_driver is set")
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
     if (rt == 0) != (rs == 0):  # as cursor.retention.RetentionPolicy: 0 only paired with 0
         raise ConfigError("retention: 0 is valid only paired with 0", time=rt, size=rs)

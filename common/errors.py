@@ -9,6 +9,7 @@ Every error Strata raises on purpose is a `StrataError`. Each concrete class car
       300-399  ledger client and managed ledger
       400-499  cursor
       500-599  broker / Pulsar protocol
+      600-699  cold tier (offload to S3)
 - `retriable`: whether the same call may succeed if simply tried again later.
 - `server_error`: the Pulsar `ServerError` value (PROTOCOL.md §5) the broker sends when this
   error reaches a client; `None` means "UnknownError".
@@ -258,6 +259,25 @@ class IllegalTransition(LedgerError):
     retriable = False
 
 
+class OffloadInProgress(LedgerError):
+    """An offload of this managed ledger is already running (admin API: 409)."""
+    code = 308
+    retriable = True
+
+
+class OffloadConflict(LedgerError):
+    """The ledger being offloaded changed under the offload: trimmed, or recorded by another
+    owner. Not retried; the offload of the other ledgers goes on."""
+    code = 309
+    retriable = False
+
+
+class OffloadNotConfigured(LedgerError):
+    """This broker has no cold tier (offload_driver is empty, or `--no-s3`)."""
+    code = 310
+    retriable = False
+
+
 # --- cursor (400-499) -----------------------------------------------------------------------
 
 class CursorError(StrataError):
@@ -372,6 +392,44 @@ class MalformedPayload(BrokerError):
     """A message payload that cannot be decoded (batch layout, compression); only clients and
     tools open payloads, the broker never does."""
     code = 540
+
+
+# --- cold tier (600-699) ----------------------------------------------------------------------
+# botocore's errors are translated into these in `offload/`, never deeper.
+
+class ColdTierError(StrataError):
+    code = 600
+    retriable = True
+    server_error = PulsarServerError.PersistenceError
+
+
+class ColdTierUnavailable(ColdTierError):
+    """S3 could not be reached, timed out, or answered 5xx: try again later."""
+    code = 601
+
+
+class ColdTierAccessDenied(ColdTierError):
+    """S3 refused the credentials (unknown key, bad signature, 403)."""
+    code = 602
+    retriable = False
+
+
+class ColdTierBucketMissing(ColdTierError):
+    code = 603
+    retriable = False
+
+
+class ColdObjectMissing(ColdTierError):
+    """An offloaded ledger's object is not in S3 (deleted behind our back)."""
+    code = 604
+    retriable = False
+
+
+class ColdObjectCorrupt(ColdTierError):
+    """An object that is truncated, does not parse, or whose rebuilt entries fail their
+    checksum: nothing from it is delivered."""
+    code = 605
+    retriable = False
 
 
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:

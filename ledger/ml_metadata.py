@@ -10,8 +10,12 @@ Names like `public/default/persistent/my-topic` become one path segment: every c
 `[A-Za-z0-9_.:=@+-]` (including `%` itself and `/`) is percent-encoded, so the encoding is
 reversible and two names never share a key.
 
+Offload: a closed ledger's record gains `cold` (where its object is) only by a compare-and-set
+made after the upload completed, and `bookie_deleted` only by a later one made before the bookie
+copy is deleted; such a ledger stays in `ledgers` and is read from the cold tier.
+
 What must hold: ledger ids in the list strictly increase; only the last may be OPEN; a ledger id
-is in `ledgers` or in `deleting`, never both.
+is in `ledgers` or in `deleting`, never both; `bookie_deleted` implies `cold`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from common.errors import InvalidArgument
 from common.invariant import invariant
+from ledger.cold import ColdCopy
 
 ML_ROOT = "/managed-ledgers"
 _SAFE = frozenset(string.ascii_letters + string.digits + "_.:=@+-")
@@ -63,17 +68,27 @@ class LedgerRecord:
     messages: int = 0
     first_publish_ms: int = 0
     last_publish_ms: int = 0
+    cold: ColdCopy | None = None     # set (by compare-and-set) once its offload is complete
+    bookie_deleted: bool = False     # the bookie copy is gone (deletion lag passed): read from `cold`
 
     def to_doc(self) -> dict:
-        return {"id": self.ledger_id, "closed": self.closed, "created_ms": self.created_ms,
-                "entries": self.entries, "size_bytes": self.size_bytes, "messages": self.messages,
-                "first_publish_ms": self.first_publish_ms, "last_publish_ms": self.last_publish_ms}
+        doc: dict[str, object] = {
+            "id": self.ledger_id, "closed": self.closed, "created_ms": self.created_ms,
+            "entries": self.entries, "size_bytes": self.size_bytes, "messages": self.messages,
+            "first_publish_ms": self.first_publish_ms, "last_publish_ms": self.last_publish_ms}
+        if self.cold is not None:
+            doc["cold"] = self.cold.to_doc()
+        if self.bookie_deleted:
+            doc["bookie_deleted"] = True
+        return doc
 
     @classmethod
     def from_doc(cls, doc: dict) -> LedgerRecord:
+        cold = doc.get("cold")
         return cls(int(doc["id"]), bool(doc["closed"]), int(doc["created_ms"]), int(doc["entries"]),
                    int(doc["size_bytes"]), int(doc["messages"]), int(doc["first_publish_ms"]),
-                   int(doc["last_publish_ms"]))
+                   int(doc["last_publish_ms"]), ColdCopy.from_doc(cold) if cold is not None else None,
+                   bool(doc.get("bookie_deleted", False)))
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,8 @@ class ManagedLedgerMetadata:
         ids = [r.ledger_id for r in self.ledgers]
         invariant(all(a < b for a, b in itertools.pairwise(ids)), "ledger ids strictly increase", ids=ids)
         invariant(all(r.closed for r in self.ledgers[:-1]), "only the last ledger may be open", ids=ids)
+        invariant(all(r.cold is not None for r in self.ledgers if r.bookie_deleted),
+                  "a ledger whose bookie copy is gone has a cold copy", ids=ids)
 
     def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> ManagedLedgerMetadata:
         return replace(self, ledgers=tuple(ledgers))

@@ -27,6 +27,12 @@ How it works
   them to the record's `deleting` list), then background deletes on the bookies
   (`ledger.trim.LedgerDeleter`); the next compare-and-set drops the finished ones from
   `deleting`, and a new owner finishes any left there, so a crash in between leaks nothing.
+- Offload (`ledger.ml_offload`, given a `ColdStorage` at open): closed ledgers are copied to
+  the cold tier (`start_offload`, `maybe_offload`), recorded by compare-and-set once complete,
+  read back from it transparently (`_read_range`), and their bookie copy deleted after the
+  deletion lag (`delete_offloaded_from_bookies`). Trimming an offloaded ledger deletes its object
+  too. `add_ledger_closed_listener` tells the broker a ledger was sealed, so it can apply its
+  offload policies.
 - Fencing: any failed compare-and-set on our metadata, or a fenced ledger, means another owner
   took over: state FENCED, every later append raises ManagedLedgerFenced. Two owners never
   interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
@@ -67,9 +73,11 @@ from common.errors import (
 from common.invariant import invariant, present
 from ledger import ml_open
 from ledger.cache import EntryCache
+from ledger.cold import ColdStorage
 from ledger.entry_index import EntryIndex
 from ledger.handle import ReadHandle, WriteHandle, WriterState
 from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, index_root, ml_path
+from ledger.ml_offload import Offloader, OffloadStatus
 from ledger.position import Position
 from ledger.rollover import RolloverPolicy
 from ledger.trim import LedgerDeleter, trimmable
@@ -82,6 +90,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 AppendListener = Callable[[Position], None]
+LedgerClosedListener = Callable[[int], None]      # the id of a ledger just sealed
 
 
 class MLState(enum.Enum):
@@ -108,7 +117,7 @@ _ML_TRANSITIONS = {
 class ManagedLedger:
     def __init__(self, name: str, store: AsyncStore, client: LedgerClient, config: Config, clock: Clock,
                  quorum: tuple[int, int, int], meta_from_entry: ml_open.MetaFromEntry | None,
-                 cache: EntryCache | None) -> None:
+                 cache: EntryCache | None, cold: ColdStorage | None = None) -> None:
         self.name = name
         self._store = store
         self._client = client
@@ -137,6 +146,8 @@ class ManagedLedger:
         self._read_handles: dict[int, ReadHandle] = {}
         self._listeners: list[AppendListener] = []
         self._deleter = LedgerDeleter(client, store, lambda lid: index_path(name, lid))
+        self._closed_listeners: list[LedgerClosedListener] = []
+        self._offloader = Offloader(self, cold, config)
 
     # --- opening ---------------------------------------------------------------------------------
 
@@ -145,10 +156,10 @@ class ManagedLedger:
                    clock: Clock = SYSTEM_CLOCK, *, ensemble_size: int | None = None,
                    write_quorum: int | None = None, ack_quorum: int | None = None,
                    meta_from_entry: ml_open.MetaFromEntry | None = None,
-                   cache: EntryCache | None = None) -> ManagedLedger:
+                   cache: EntryCache | None = None, cold: ColdStorage | None = None) -> ManagedLedger:
         quorum = (ensemble_size or config.ledger_ensemble_size, write_quorum or config.ledger_write_quorum,
                   ack_quorum or config.ledger_ack_quorum)
-        ml = cls(name, store, client, config, clock, quorum, meta_from_entry, cache)
+        ml = cls(name, store, client, config, clock, quorum, meta_from_entry, cache, cold)
         await ml._initialize()
         return ml
 
@@ -161,23 +172,31 @@ class ManagedLedger:
                 handle = await self._client.open_ledger(record.ledger_id, recover=True)
                 index = await ml_open.rebuild_index(handle, self._meta_from_entry, record.created_ms)
                 await self._store.put(index_path(self.name, record.ledger_id), index.to_blob())
-                records[i] = ml_open.closed_record(record, index)
+                records[i] = ml_open.closed_record(record, index, self._clock.wall_ms())
             else:
                 index = await ml_open.load_index(self._store, self._client, self.name, record,
-                                                 self._meta_from_entry)
+                                                 self._meta_from_entry, self._offloader.cold)
             # An empty recovered ledger is kept (trimmed later like any other): deleting it now
             # would drop its fence on the bookies while the old owner may still try to add.
-            self._view.add(KeptLedger(record.ledger_id, LedgerState.CLOSED, record.created_ms, index))
+            state = LedgerState.CLOSED if record.cold is None else LedgerState.OFFLOADED
+            self._view.add(KeptLedger(record.ledger_id, state, record.created_ms, index, record.cold,
+                                      record.bookie_deleted))
         await self._cas(self._meta.with_ledgers(records))
         if self._meta.deleting:  # trimmed by an earlier owner that stopped before deleting them
             log.info("%s: deleting %d ledger(s) an earlier owner trimmed: %s", self.name,
                      len(self._meta.deleting), list(self._meta.deleting))
             self._deleter.schedule(self._meta.deleting)
+        if self._meta.deleting or any(r.cold is not None for r in records):
+            # objects of ledgers trimmed by an owner that stopped before deleting them
+            self._offloader.clean_orphans({r.ledger_id for r in records})
+        # bookie copies an earlier owner marked deleted (deletion lag) and may not have deleted
+        self._deleter.schedule_bookie_copies(r.ledger_id for r in records if r.bookie_deleted)
         self._set_state(MLState.ROLLING)
         await self._add_new_ledger()
         self._set_state(MLState.READY)
         lc = self._view.last_confirmed
         self._last_position = lc if lc.entry_id >= 0 else Position(-1, -1)
+        self._offloader.resume()                  # an offload an earlier owner did not finish
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -353,12 +372,18 @@ class ManagedLedger:
         invariant(kept.entries == handle.last_add_confirmed + 1, "index matches the closed ledger",
                   ledger_id=handle.ledger_id)
         await self._store.put(index_path(self.name, handle.ledger_id), kept.index.to_blob())
-        records = [ml_open.closed_record(r, kept.index) if r.ledger_id == handle.ledger_id else r
+        closed_ms = self._clock.wall_ms()
+        records = [ml_open.closed_record(r, kept.index, closed_ms) if r.ledger_id == handle.ledger_id else r
                    for r in self._meta.ledgers]
         await self._cas(self._meta.with_ledgers(records))
         kept.state = LedgerState.CLOSED
         self._read_handles[handle.ledger_id] = handle
         self._handle = None
+        for listener in self._closed_listeners:
+            try:
+                listener(handle.ledger_id)
+            except Exception:                # a listener's bug must not break the rollover
+                log.exception("ledger closed listener failed on %s", self.name)
 
     async def _add_new_ledger(self) -> None:
         e, qw, qa = self._quorum
@@ -456,12 +481,18 @@ class ManagedLedger:
             miss_end = entry_id
             while miss_end < last and self._cache.get(self.name, kept.ledger_id, miss_end + 1) is None:
                 miss_end += 1
-            handle = await self._reader_for(kept.ledger_id)
-            for got_id, got in await handle.read(entry_id, miss_end):
+            for got_id, got in await self._fetch(kept, entry_id, miss_end):
                 self._cache.put(self.name, kept.ledger_id, got_id, got)
                 out.append((got_id, got))
             entry_id = miss_end + 1
         return out
+
+    async def _fetch(self, kept: KeptLedger, first: int, last: int) -> list[tuple[int, bytes]]:
+        async def from_bookies() -> list[tuple[int, bytes]]:
+            return await (await self._reader_for(kept.ledger_id)).read(first, last)
+        if kept.cold is not None:
+            return await self._offloader.read(kept, first, last, from_bookies)
+        return await from_bookies()
 
     async def _reader_for(self, ledger_id: int) -> ReadHandle:
         if self._handle is not None and self._handle.ledger_id == ledger_id:
@@ -502,6 +533,7 @@ class ManagedLedger:
             if not doomed:
                 return []
             gone = set(doomed)
+            copies = [r.cold for r in self._meta.ledgers if r.ledger_id in gone and r.cold is not None]
             await self._cas(self._meta.with_ledgers([r for r in self._meta.ledgers if r.ledger_id not in gone])
                             .with_deleting(set(self._meta.deleting) | gone))
             self._view.remove(gone)
@@ -509,11 +541,48 @@ class ManagedLedger:
                 self._cache.invalidate_ledger(self.name, ledger_id)
                 self._read_handles.pop(ledger_id, None)
         self._deleter.schedule(doomed)
+        self._offloader.delete_objects(copies)
         return doomed
 
     async def wait_trimmed(self, timeout_s: float | None = None) -> None:
         """Wait until every trimmed ledger is deleted from the bookies (tests, tools)."""
         await self._deleter.wait_idle(timeout_s)
+
+    # --- offload (ledger.ml_offload) -------------------------------------------------------------
+
+    def add_ledger_closed_listener(self, callback: LedgerClosedListener) -> None:
+        self._closed_listeners.append(callback)
+
+    def start_offload(self, before: Position) -> asyncio.Task:
+        """Offload every closed ledger before `before.ledger_id` (Pulsar's offloadPrefix); the task
+        gives firstUnoffloaded. Raises OffloadInProgress at once if one runs (HTTP 409)."""
+        return self._offloader.start(before)
+
+    def maybe_offload(self, threshold_bytes: int, threshold_seconds: int, now_ms: int) -> asyncio.Task | None:
+        """Pulsar's auto offload by size / age thresholds (< 0 off, 0 ASAP); None if nothing is due
+        or an offload runs."""
+        return self._offloader.maybe_start(threshold_bytes, threshold_seconds, now_ms)
+
+    async def delete_offloaded_from_bookies(self, lag_ms: int, now_ms: int) -> list[int]:
+        """Delete the bookie copy of ledgers offloaded at least `lag_ms` ago (< 0: never); they
+        stay listed and are read from the cold tier. Returns their ids."""
+        return await self._offloader.delete_bookie_copies(lag_ms, now_ms)
+
+    @property
+    def offload_status(self) -> OffloadStatus:
+        return self._offloader.status
+
+    @property
+    def offloaded_size_bytes(self) -> int:
+        """Bytes of the ledgers that have a cold copy (Pulsar's offloadedStorageSize)."""
+        return sum(k.index.total_bytes for k in self._view.kept if k.cold is not None)
+
+    def accepts_offload(self) -> bool:
+        return self.state in (MLState.READY, MLState.ROLLING, MLState.NO_LEDGER)
+
+    async def wait_offload_idle(self, timeout_s: float | None = None) -> None:
+        """Wait for the running offload and background object deletions (tests, tools)."""
+        await self._offloader.wait_idle(timeout_s)
 
     # --- closing ---------------------------------------------------------------------------------
 
@@ -525,6 +594,7 @@ class ManagedLedger:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         fenced = self.state is MLState.FENCED
         self._set_state(MLState.CLOSED)
+        await self._offloader.close()        # a running offload stops between its metadata updates
         self._appends_failed(ManagedLedgerClosed("managed ledger closed", name=self.name))
         if self._handle is not None and not fenced:
             try:
@@ -542,6 +612,7 @@ class ManagedLedger:
             await self.close()
         for ledger_id in [k.ledger_id for k in self._view.kept]:
             await self._deleter.delete_now(ledger_id)
+        await self._offloader.delete_all([k.cold for k in self._view.kept if k.cold is not None])
         self._view.remove({k.ledger_id for k in self._view.kept})
         for child in await self._store.children(index_root(self.name)):
             try:

@@ -70,6 +70,7 @@ class LedgerRecord:
     last_publish_ms: int = 0
     cold: ColdCopy | None = None     # set (by compare-and-set) once its offload is complete
     bookie_deleted: bool = False     # the bookie copy is gone (deletion lag passed): read from `cold`
+    closed_ms: int = 0               # wall time it was sealed; 0 = open, or sealed before this was kept
 
     def to_doc(self) -> dict:
         doc: dict[str, object] = {
@@ -80,6 +81,8 @@ class LedgerRecord:
             doc["cold"] = self.cold.to_doc()
         if self.bookie_deleted:
             doc["bookie_deleted"] = True
+        if self.closed_ms:
+            doc["closed_ms"] = self.closed_ms
         return doc
 
     @classmethod
@@ -88,7 +91,13 @@ class LedgerRecord:
         return cls(int(doc["id"]), bool(doc["closed"]), int(doc["created_ms"]), int(doc["entries"]),
                    int(doc["size_bytes"]), int(doc["messages"]), int(doc["first_publish_ms"]),
                    int(doc["last_publish_ms"]), ColdCopy.from_doc(cold) if cold is not None else None,
-                   bool(doc.get("bookie_deleted", False)))
+                   bool(doc.get("bookie_deleted", False)), int(doc.get("closed_ms", 0)))
+
+    @property
+    def sealed_ms(self) -> int:
+        """When it was sealed, as best known (its creation time for records older than closed_ms):
+        the age auto-offload's offloadThresholdInSeconds counts from, as Pulsar's ledger timestamp."""
+        return self.closed_ms or self.created_ms
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,9 @@ class ManagedLedgerMetadata:
 
     def with_deleting(self, ledger_ids) -> ManagedLedgerMetadata:
         return replace(self, deleting=tuple(sorted(set(ledger_ids))))
+
+    def with_properties(self, properties: dict[str, str]) -> ManagedLedgerMetadata:
+        return replace(self, properties=dict(properties))
 
     def with_owner(self, owner: str) -> ManagedLedgerMetadata:
         return replace(self, owner=owner)

@@ -7,7 +7,9 @@
    recover it (fence + close, `LedgerClient.open_ledger(recover=True)`): the old owner's appends
    now fail on the bookies. Its per-entry index is rebuilt by reading the ledger back.
 3. `load_index`: a closed ledger's index is the blob its closer wrote; if it is missing or does
-   not match the ledger's entry count, it is rebuilt by reading the entries.
+   not match the ledger's entry count, it is rebuilt by reading the entries — from the cold
+   copy when the bookie copy was deleted after an offload (never from the bookies then: the
+   ledger is gone there, and recovering it would fail or, worse, re-create nothing).
 
 Index of a ledger closed by recovery — the choice: entries hold the broker's bytes untouched, so
 size is exact from the bytes, and `messages` / `publish_time` are recomputed by the
@@ -23,7 +25,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from common import retry
-from common.errors import AlreadyExists, BadVersion, ManagedLedgerFenced
+from common.errors import AlreadyExists, BadVersion, ManagedLedgerFenced, OffloadNotConfigured
+from common.invariant import present
+from ledger.cold import ColdStorage
 from ledger.entry_index import EntryIndex
 from ledger.handle import ReadHandle
 from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, ml_path
@@ -68,20 +72,39 @@ async def rebuild_index(handle: ReadHandle, meta_from_entry: MetaFromEntry | Non
 
 
 async def load_index(store: AsyncStore, client: LedgerClient, name: str, record: LedgerRecord,
-                     meta_from_entry: MetaFromEntry | None) -> EntryIndex:
+                     meta_from_entry: MetaFromEntry | None, cold: ColdStorage | None = None) -> EntryIndex:
     """The index of a closed ledger: its blob, or rebuilt from the entries if the blob is
-    missing or disagrees with the recorded entry count."""
+    missing or disagrees with the recorded entry count (from the cold copy if the bookie copy
+    is gone)."""
     got = await store.get(index_path(name, record.ledger_id))
     if got is not None:
         index = EntryIndex.from_blob(got.value)
         if len(index) == record.entries:
             return index
-    handle = await client.open_ledger(record.ledger_id, recover=True)
-    index = await rebuild_index(handle, meta_from_entry, record.created_ms)
+    if record.bookie_deleted:
+        index = await rebuild_index_from_cold(record, cold, meta_from_entry)
+    else:
+        handle = await client.open_ledger(record.ledger_id, recover=True)
+        index = await rebuild_index(handle, meta_from_entry, record.created_ms)
     await store.put(index_path(name, record.ledger_id), index.to_blob())
     return index
 
 
-def closed_record(record: LedgerRecord, index: EntryIndex) -> LedgerRecord:
+async def rebuild_index_from_cold(record: LedgerRecord, cold: ColdStorage | None,
+                                  meta_from_entry: MetaFromEntry | None) -> EntryIndex:
+    copy = present(record.cold, "a ledger whose bookie copy is gone has a cold copy", ledger_id=record.ledger_id)
+    if cold is None:
+        raise OffloadNotConfigured("ledger is only in the cold tier and its index must be rebuilt, "
+                                   "but this broker has no cold tier", ledger_id=record.ledger_id)
+    index = EntryIndex()
+    for first in range(0, copy.entries, _REBUILD_READ_CHUNK):
+        for _, data in await cold.read(copy, first, min(copy.entries - 1, first + _REBUILD_READ_CHUNK - 1)):
+            messages, publish_ms = meta_from_entry(data) if meta_from_entry else (1, record.created_ms)
+            index.append(len(data), max(1, messages), publish_ms)
+    return index
+
+
+def closed_record(record: LedgerRecord, index: EntryIndex, closed_ms: int) -> LedgerRecord:
     return LedgerRecord(record.ledger_id, True, record.created_ms, len(index), index.total_bytes,
-                        index.total_messages, index.first_publish_ms, index.last_publish_ms)
+                        index.total_messages, index.first_publish_ms, index.last_publish_ms,
+                        closed_ms=closed_ms)

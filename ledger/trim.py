@@ -12,11 +12,16 @@ traceback and counted (`unexpected_errors`), and must not quietly end the retrie
 ledger. A ledger that is deleted twice is fine (every step is idempotent). The managed ledger's
 record lists trimmed ledgers under `deleting` until a later compare-and-set sees them in
 `deleted` and drops them from both.
+
+`schedule_bookie_copies` deletes only the bookie copy of ledgers that stay listed (offloaded,
+deletion lag passed: their record says `bookie_deleted`, their index blob stays), one after the
+other in one background task, retried the same way; they never enter `deleted`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -64,6 +69,18 @@ class LedgerDeleter:
             task = asyncio.ensure_future(self._delete(ledger_id))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def schedule_bookie_copies(self, ledger_ids: Iterable[int]) -> None:
+        ids = list(ledger_ids)
+        if ids:
+            task = asyncio.ensure_future(self._delete_bookie_copies(ids))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _delete_bookie_copies(self, ledger_ids: list[int]) -> None:
+        for ledger_id in ledger_ids:
+            await _DELETE_RETRY.call_async(functools.partial(self._client.delete_ledger, ledger_id),
+                                           on_retry=self._count_retry, about=f"bookie copy of ledger {ledger_id}")
 
     async def _delete(self, ledger_id: int) -> None:
         await _DELETE_RETRY.call_async(lambda: self.delete_now(ledger_id), on_retry=self._count_retry,

@@ -1,8 +1,9 @@
 """`LedgerListView`: the `LedgerView` answers over a managed ledger's kept ledgers and indexes.
 
 The managed ledger keeps, per ledger still stored, a `KeptLedger` (id, state, creation time and
-its `EntryIndex` of *confirmed* entries). This class answers every cursor question from those
-alone, never reading an entry. Conventions (shared with tests/support/ledger_view.py):
+its `EntryIndex` of *confirmed* entries; for an offloaded ledger also its cold copy and whether
+the bookie copy is gone, which decide where its entries are read from). This class answers every
+cursor question from those alone, never reading an entry. Conventions (shared with tests/support/ledger_view.py):
 - `next_position` after the last entry of a ledger crosses to the next kept ledger that has
   entries or is the last one (the open ledger, even empty); past the very end it is `(L, e+1)`.
 - `last_confirmed` is the last entry of the last non-empty ledger, `(first ledger, -1)` if none.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from common.errors import InvalidPosition
 from common.invariant import invariant
+from ledger.cold import ColdCopy
 from ledger.entry_index import EntryIndex
 from ledger.position import Position
 from ledger.types import EntryMeta, LedgerInfo, LedgerState
@@ -28,6 +30,8 @@ class KeptLedger:
     state: LedgerState
     created_ms: int
     index: EntryIndex
+    cold: ColdCopy | None = None                  # its complete cold copy (state OFFLOADED); None = bookies only
+    bookie_deleted: bool = False                  # the bookie copy is gone: read only from `cold`
 
     @property
     def entries(self) -> int:

@@ -25,6 +25,9 @@
     strata admin namespaces set-message-ttl TENANT/NS --ttl 3600
     strata admin namespaces get-message-ttl TENANT/NS
 
+Offload commands (`topics offload`, `offload-status`, `stats-internal`, `namespaces
+set-offload-threshold`, ...-deletion-lag): `cli.admin_offload_cmd`.
+
 Times take pulsar-admin's units (`30s`, `10m`, `3h`, `2d`, `1w`; a bare number is minutes for
 retention), sizes too (`500K`, `10M`, `2G`, `1T`; a bare number is MB); `-1` means unlimited.
 
@@ -41,6 +44,7 @@ import urllib.error
 import urllib.request
 
 from broker.names import parse_namespace, parse_topic
+from cli import admin_offload_cmd
 from common.errors import StrataError
 
 TIMEOUT_S = 30.0
@@ -120,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     switch.add_argument("--disable", action="store_true")
     namespaces.add_parser("get-deduplication").add_argument("namespace")
     _policy_commands(namespaces, "namespace", topic_level=False)
+    admin_offload_cmd.add_parsers(topics, namespaces)
     return p
 
 
@@ -176,23 +181,39 @@ def _policy_routes(args: argparse.Namespace, path: str, applied: str) -> dict:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    base_url = args.admin_url.rstrip("/")
     try:
+        if args.action in admin_offload_cmd.ACTIONS:
+            return admin_offload_cmd.run(args, lambda method, path, body: _request(base_url + path, method, body))
         method, path, body = _route(args)
     except StrataError as exc:
         print(f"strata admin: {exc}", file=sys.stderr)
         return 2
-    try:
-        result = _request(args.admin_url.rstrip("/") + path, method, body)
     except urllib.error.HTTPError as exc:
-        try:
-            reason = json.loads(exc.read() or b"{}").get("reason", exc.reason)
-        except (ValueError, AttributeError):
-            reason = exc.reason
-        print(f"strata admin: HTTP {exc.code}: {reason}", file=sys.stderr)
+        return _http_error(exc)
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"strata admin: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:
+        print(f"strata admin: unexpected answer from {args.admin_url}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        result = _request(base_url + path, method, body)
+    except urllib.error.HTTPError as exc:
+        return _http_error(exc)
     except (urllib.error.URLError, OSError) as exc:
         print(f"strata admin: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
         return 1
     if result is not None:
         print(json.dumps(result, indent=2, sort_keys=True))
     return 0
+
+
+def _http_error(exc: urllib.error.HTTPError) -> int:
+    """Print the broker's `reason` for an HTTP error; exit status 1."""
+    try:
+        reason = json.loads(exc.read() or b"{}").get("reason", exc.reason)
+    except (ValueError, AttributeError):
+        reason = exc.reason
+    print(f"strata admin: HTTP {exc.code}: {reason}", file=sys.stderr)
+    return 1

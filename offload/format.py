@@ -150,10 +150,17 @@ def message_id_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
     return head + b"\x18" + _varint(partition) if partition >= 0 else head
 
 
-def _batch_suffixes(batch_size: int) -> list[bytes]:
-    """MessageIdData batch_index (4) and batch_size (6) of each member of a batch."""
-    size = b"\x30" + _varint(batch_size)
-    return [b"\x20" + _varint(i) + size for i in range(batch_size)]
+def _message_ids(prefixes: list[bytes], batch_sizes: list[int], entry_of_row: pa.Array,
+                 batch_index: pa.Array) -> pa.Array:
+    """Each row's serialized MessageIdData: its entry's prefix, then batch_index (field 4) and
+    batch_size (field 6) for a batch member, as the official client writes a batched id."""
+    top = max(0, pc.max(batch_index).as_py() or 0)
+    index_part = pa.array([b"\x20" + _varint(i) for i in range(top + 1)], pa.binary()).take(
+        pc.if_else(pc.less(batch_index, 0), None, batch_index))
+    size_part = pa.array([b"\x30" + _varint(n) if n else None for n in batch_sizes], pa.binary())
+    return pc.binary_join_element_wise(
+        pa.array(prefixes, pa.binary()).take(entry_of_row), index_part, size_part.take(entry_of_row),
+        pa.scalar(b"", pa.binary()), null_handling="replace", null_replacement="")
 
 
 def _time_ms(value: int) -> int | None:
@@ -164,6 +171,84 @@ def _signed64(value: int) -> int:
     return value - 2**64 if value >= _I64_SIGN else value
 
 
+class _Members:
+    """A batch's members as columns (what `_split_batch` makes and a row group takes in)."""
+
+    __slots__ = ("event_ms", "key", "metadata", "ordering_key", "payload", "prop_ends", "prop_keys",
+                 "prop_values", "sequence_id")
+
+    def __init__(self) -> None:
+        self.metadata: list[bytes] = []         # each member's SingleMessageMetadata bytes
+        self.payload: list[bytes | None] = []   # None: a null-value message (empty payload)
+        self.key: list[str | None] = []
+        self.ordering_key: list[bytes | None] = []
+        self.event_ms: list[int | None] = []
+        self.sequence_id: list[int] = []
+        self.prop_keys: list[str] = []
+        self.prop_values: list[str] = []
+        self.prop_ends: list[int] = []          # len(prop_keys) after each member; empty if none has any
+
+
+def _split_batch(raw: bytes, count: int, first_sequence_id: int) -> _Members:
+    """Unpack an uncompressed batch; MalformedPayload unless joining the members back gives
+    exactly `raw`. By construction it does: each size prefix is the length of the metadata bytes
+    taken (both inside raw), the members are contiguous, and the last ends at the end of raw
+    (trailing bytes could not be rebuilt); a null-value member's payload is None only if empty."""
+    out = _Members()
+    pos = 0
+    size = len(raw)
+    parse = pb.SingleMessageMetadata.FromString
+    unpack = _U32.unpack_from
+    ends = out.prop_ends
+    for index in range(count):
+        if size - pos < 4:
+            raise MalformedPayload("batch truncated before member header", index=index)
+        start = pos + 4
+        end = start + unpack(raw, pos)[0]
+        smm_bytes = raw[start:end]
+        try:
+            smm = parse(smm_bytes)
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            raise MalformedPayload("member metadata does not parse", index=index, reason=str(exc)) from None
+        pos = end + smm.payload_size
+        if end > size or pos > size or pos < end:
+            raise MalformedPayload("member exceeds batch", index=index)
+        payload: bytes | None = raw[end:pos]
+        key = ordering = event = None
+        sequence_id = first_sequence_id + index
+        for fd, value in smm.ListFields():
+            number = fd.number
+            if number == 3:  # payload_size
+                continue
+            if number == 8:
+                sequence_id = value
+            elif number == 2:
+                key = value
+            elif number == 5:
+                event = _time_ms(value)
+            elif number == 7:
+                ordering = value
+            elif number == 1:
+                for kv in value:
+                    out.prop_keys.append(kv.key)
+                    out.prop_values.append(kv.value)
+                if not ends:
+                    ends.extend([0] * index)
+            elif number == 9 and value and not payload:
+                payload = None
+        if ends or out.prop_keys:
+            ends.append(len(out.prop_keys))
+        out.metadata.append(smm_bytes)
+        out.payload.append(payload)
+        out.key.append(key)
+        out.ordering_key.append(ordering)
+        out.event_ms.append(event)
+        out.sequence_id.append(_signed64(sequence_id))
+    if pos != size:
+        raise MalformedPayload("batch has bytes after its last member", trailing=size - pos)
+    return out
+
+
 class _RowGroup:
     """Columns of the row group being filled: per-entry lists and per-row lists."""
 
@@ -172,15 +257,15 @@ class _RowGroup:
         self.entry_ids: list[int] = []
         self.row_counts: list[int] = []
         self.batch_sizes: list[int] = []
+        self.id_prefixes: list[bytes] = []
         self.publish_ms: list[int | None] = []
-        self.producer_index: list[int] = []
+        self.producer_index: list[int] = []   # -1: no producer (a raw entry)
         self.rebuild: list[int] = []
         self.crcs: list[int | None] = []
         self.entry_metadata: list[bytes | None] = []
         self.entry_payload: list[bytes | None] = []
         # per row
         self.batch_index: list[int] = []
-        self.message_id: list[bytes] = []
         self.key: list[str | None] = []
         self.ordering_key: list[bytes | None] = []
         self.prop_offsets: list[int] = [0]
@@ -192,60 +277,79 @@ class _RowGroup:
         self.message_metadata: list[bytes | None] = []
         self.bytes_buffered = 0
 
-    def add_row(self, meta: Any, payload: bytes | None, smm_bytes: bytes | None, batch_index: int,
-                message_id: bytes, sequence_id: int) -> None:
-        """One message; meta: its SingleMessageMetadata, or the entry's MessageMetadata."""
-        self.batch_index.append(batch_index)
-        self.message_id.append(message_id)
-        self.message_metadata.append(smm_bytes)
-        key = ordering = event = None
-        for fd, value in meta.ListFields():
-            name = fd.name
-            if name == "partition_key":
-                key = value
-            elif name == "ordering_key":
-                ordering = value
-            elif name == "event_time":
-                event = _time_ms(value)
-            elif name == "sequence_id":
-                sequence_id = value
-            elif name == "properties":
-                for kv in value:
-                    self.prop_keys.append(kv.key)
-                    self.prop_values.append(kv.value)
-            elif name == "null_value" and value and payload is not None and not payload:
+    @property
+    def rows(self) -> int:
+        return len(self.payload)
+
+    def add_single(self, meta: Any, payload: bytes | None) -> None:
+        """The one row of a non-batched (or opaque) entry; meta: the entry's MessageMetadata,
+        or None (a raw entry: nothing known)."""
+        key = ordering = event = sequence_id = None
+        if meta is not None:
+            key = meta.partition_key if meta.HasField("partition_key") else None
+            ordering = meta.ordering_key if meta.HasField("ordering_key") else None
+            event = _time_ms(meta.event_time) if meta.HasField("event_time") else None
+            sequence_id = _signed64(meta.sequence_id)
+            for kv in meta.properties:
+                self.prop_keys.append(kv.key)
+                self.prop_values.append(kv.value)
+            if meta.null_value and payload is not None and not payload:
                 payload = None
+        self.batch_index.append(-1)
         self.key.append(key)
         self.ordering_key.append(ordering)
         self.event_ms.append(event)
-        self.sequence_id.append(_signed64(sequence_id))
+        self.sequence_id.append(sequence_id)
         self.prop_offsets.append(len(self.prop_keys))
         self.payload.append(payload)
+        self.message_metadata.append(None)
+        self.row_counts.append(1)
+        self.bytes_buffered += len(payload) if payload else 0
+
+    def add_members(self, members: _Members) -> None:
+        count = len(members.payload)
+        self.batch_index.extend(range(count))
+        self.key.extend(members.key)
+        self.ordering_key.extend(members.ordering_key)
+        self.event_ms.extend(members.event_ms)
+        self.sequence_id.extend(members.sequence_id)
+        base = len(self.prop_keys)
+        if members.prop_ends:
+            self.prop_keys.extend(members.prop_keys)
+            self.prop_values.extend(members.prop_values)
+            self.prop_offsets.extend([base + end for end in members.prop_ends])
+        else:
+            self.prop_offsets.extend([base] * count)
+        self.payload.extend(members.payload)
+        self.message_metadata.extend(members.metadata)
+        self.row_counts.append(count)
+        self.bytes_buffered += sum(map(len, members.metadata)) + sum(len(p) for p in members.payload if p)
 
     def table(self, origin: LedgerOrigin, producers: list[str]) -> pa.Table:
         rows = len(self.payload)
         counts = np.array(self.row_counts, dtype=np.int64)
         starts = np.cumsum(counts) - counts
+        entry_of_row = pa.array(np.repeat(np.arange(len(counts)), counts))
         per_row = np.full(rows, -1, dtype=np.int64)  # entry index on each entry's first row
         per_row[starts] = np.arange(len(counts))
         first_row = pa.array(per_row, mask=per_row < 0)
-        publish = pa.array(self.publish_ms, pa.int64())
+        batch_index = pa.array(self.batch_index, pa.int32())
         columns = [
             pa.repeat(pa.scalar(origin.topic, pa.string()), rows),
             pa.repeat(pa.scalar(origin.partition, pa.int32()), rows),
             pa.repeat(pa.scalar(origin.ledger_id, pa.int64()), rows),
-            pa.array(np.repeat(np.array(self.entry_ids, dtype=np.int64), counts)),
-            pa.array(self.batch_index, pa.int32()),
-            pa.array(np.repeat(np.array(self.batch_sizes, dtype=np.int32), counts)),
-            pa.array(self.message_id, pa.binary()),
+            pa.array(self.entry_ids, pa.int64()).take(entry_of_row),
+            batch_index,
+            pa.array(self.batch_sizes, pa.int32()).take(entry_of_row),
+            _message_ids(self.id_prefixes, self.batch_sizes, entry_of_row, batch_index),
             pa.array(self.key, pa.string()),
             pa.array(self.ordering_key, pa.binary()),
             pa.MapArray.from_arrays(pa.array(self.prop_offsets, pa.int32()),
                                     pa.array(self.prop_keys, pa.string()),
                                     pa.array(self.prop_values, pa.string())),
-            _micros(publish.take(pa.array(np.repeat(np.arange(len(counts)), counts)))),
+            _micros(pa.array(self.publish_ms, pa.int64()).take(entry_of_row)),
             _micros(pa.array(self.event_ms, pa.int64())),
-            _producer_names(producers, self.producer_index, counts),
+            _producer_names(producers, self.producer_index, entry_of_row),
             pa.array(self.sequence_id, pa.int64()),
             pa.array(self.payload, pa.binary()),
             pa.array(self.rebuild, pa.int8()).take(first_row),
@@ -257,41 +361,15 @@ class _RowGroup:
         return pa.Table.from_arrays(columns, schema=MESSAGE_SCHEMA)
 
 
-def _producer_names(producers: list[str], indices: list[int], counts: np.ndarray) -> pa.Array:
+def _producer_names(producers: list[str], indices: list[int], entry_of_row: pa.Array) -> pa.Array:
     """Each row's producer name; index -1 (a raw entry) gives null."""
-    per_row = np.repeat(np.array(indices, dtype=np.int64), counts)
-    return pa.array(producers + [None], pa.string()).take(
-        pa.array(np.where(per_row < 0, len(producers), per_row)))
+    per_entry = np.array(indices, dtype=np.int64)
+    per_entry[per_entry < 0] = len(producers)
+    return pa.array(producers + [None], pa.string()).take(pa.array(per_entry).take(entry_of_row))
 
 
 def _micros(ms: pa.Array) -> pa.Array:
     return pc.multiply(ms, 1000).cast(_TS)
-
-
-def _split_batch(raw: bytes, count: int) -> list[tuple[bytes, pb.SingleMessageMetadata, bytes]]:
-    """(metadata bytes, metadata, payload) of each member; MalformedPayload unless the members
-    cover `raw` exactly (trailing bytes could not be rebuilt)."""
-    out = []
-    pos = 0
-    size = len(raw)
-    parse = pb.SingleMessageMetadata.FromString
-    for index in range(count):
-        if size - pos < 4:
-            raise MalformedPayload("batch truncated before member header", index=index)
-        start = pos + 4
-        end = start + _U32.unpack_from(raw, pos)[0]
-        smm_bytes = raw[start:end]
-        try:
-            smm = parse(smm_bytes)
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            raise MalformedPayload("member metadata does not parse", index=index, reason=str(exc)) from None
-        pos = end + smm.payload_size
-        if end > size or pos > size or not smm.HasField("payload_size"):
-            raise MalformedPayload("member exceeds batch", index=index)
-        out.append((smm_bytes, smm, raw[end:pos]))
-    if pos != size:
-        raise MalformedPayload("batch has bytes after its last member", trailing=size - pos)
-    return out
 
 
 def _is_opaque(info: EntryInfo) -> bool:
@@ -302,9 +380,9 @@ def _is_opaque(info: EntryInfo) -> bool:
         info.unknown_compression is not None
 
 
-def _unpack(info: EntryInfo, data: bytes) -> tuple[int, list[tuple[bytes, Any, bytes]] | None]:
-    """(entry_rebuild, members) of a well-formed entry; members None for an opaque entry.
-    A non-batched entry has one member with metadata bytes b"" (its metadata is the entry's)."""
+def _unpack(info: EntryInfo, data: bytes) -> tuple[int, _Members | bytes | None]:
+    """(entry_rebuild, messages) of a well-formed entry: messages are the batch's members, the
+    non-batched entry's payload, or None for an opaque entry."""
     if _is_opaque(info):
         return BLOCK, None
     md = info.metadata
@@ -312,14 +390,14 @@ def _unpack(info: EntryInfo, data: bytes) -> tuple[int, list[tuple[bytes, Any, b
     try:
         raw = eb.decompress(block, md.compression, md.uncompressed_size)
         if info.is_batch:
-            members: list[tuple[bytes, Any, bytes]] = _split_batch(raw, md.num_messages_in_batch)
+            members: _Members | bytes = _split_batch(raw, md.num_messages_in_batch, md.sequence_id)
         else:
-            members = [(b"", md, raw)]
-        if md.compression == eb.NONE or eb.compress(raw, md.compression) == block:
-            return md.compression, members
-        return BLOCK, members
+            members = raw
     except MalformedPayload:
         return BLOCK, None
+    if md.compression == eb.NONE or eb.compress(raw, md.compression) == block:
+        return md.compression, members
+    return BLOCK, members
 
 
 class LedgerWriter:
@@ -379,30 +457,17 @@ class LedgerWriter:
     def _add_parsed(self, entry_id: int, data: bytes, info: EntryInfo) -> None:
         group = self._group
         md = info.metadata
-        rebuild, members = _unpack(info, data)
-        batch_size = md.num_messages_in_batch if info.is_batch else 0
+        rebuild, messages = _unpack(info, data)
         self._add_entry(entry_id, rebuild, _U32.unpack_from(data, 2)[0],
                         data[ENTRY_HEAD_BYTES:info.payload_offset], md.publish_time, md.producer_name,
-                        batch_size)
-        prefix = message_id_prefix(self.origin.ledger_id, entry_id, self.origin.partition)
+                        md.num_messages_in_batch if info.is_batch else 0)
         if rebuild == BLOCK:
             group.entry_payload[-1] = data[info.payload_offset:]
             group.bytes_buffered += len(data) - info.payload_offset
-        if members is None:  # opaque: one row from the entry's metadata, without payload
-            group.add_row(md, None, None, -1, prefix, md.sequence_id)
-            group.row_counts.append(1)
-            return
-        if not info.is_batch:
-            group.add_row(md, members[0][2], None, -1, prefix, md.sequence_id)
-            group.bytes_buffered += len(members[0][2])
-            group.row_counts.append(1)
-            return
-        suffixes = _batch_suffixes(batch_size)
-        first_sequence_id = md.sequence_id
-        for index, (smm_bytes, smm, payload) in enumerate(members):
-            group.add_row(smm, payload, smm_bytes, index, prefix + suffixes[index], first_sequence_id + index)
-            group.bytes_buffered += len(payload) + len(smm_bytes)
-        group.row_counts.append(len(members))
+        if isinstance(messages, _Members):
+            group.add_members(messages)
+        else:  # non-batched, or opaque (None): one row from the entry's metadata
+            group.add_single(md, messages)
 
     def _add_raw(self, entry_id: int, data: bytes) -> None:
         """An entry kept verbatim: one row with no message data."""
@@ -410,15 +475,13 @@ class LedgerWriter:
         self._add_entry(entry_id, RAW, None, None, None, None, 0)
         group.entry_payload[-1] = data
         group.bytes_buffered += len(data)
-        prefix = message_id_prefix(self.origin.ledger_id, entry_id, self.origin.partition)
-        group.add_row(pb.SingleMessageMetadata(), None, None, -1, prefix, 0)
-        group.sequence_id[-1] = None  # unknown: the entry does not parse
-        group.row_counts.append(1)
+        group.add_single(None, None)
 
     def _add_entry(self, entry_id: int, rebuild: int, crc: int | None, md_bytes: bytes | None,
                    publish_ms: int | None, producer: str | None, batch_size: int) -> None:
         group = self._group
         group.entry_ids.append(entry_id)
+        group.id_prefixes.append(message_id_prefix(self.origin.ledger_id, entry_id, self.origin.partition))
         group.rebuild.append(rebuild)
         group.crcs.append(crc)
         group.entry_metadata.append(md_bytes)

@@ -28,6 +28,9 @@ Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
   policies, which override the namespace's (a partitioned topic's apply to every partition);
   `GET` → the topic's own value (null if unset; `?applied=true`: the effective one); `DELETE` →
   204, the namespace's value applies again.
+- Offload (`PUT|GET .../{topic}/offload`), offload policies (topic `offloadPolicies`, namespace
+  `offloadThreshold`, `offloadThresholdInSeconds`, `offloadDeletionLagMs`) and
+  `GET .../{topic}/internalStats`: `broker.admin_offload`.
 - `GET    /metrics` → Prometheus text (`broker.metrics`).
 
 A dedup switch is applied to the topics loaded on this broker before the reply (other brokers
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import metrics, policies
+from broker import admin_offload, metrics, policies
 from broker.names import TopicName, parse_namespace, parse_topic
 from broker.topic_stats import partitioned_stats, topic_stats
 from common.errors import (
@@ -173,6 +176,7 @@ class AdminServer:
         app.router.add_delete(base + "/{topic}/messageTTL", self.remove_topic_ttl)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
+        admin_offload.register(app, self.service)   # offload, offload policies, internalStats
         return app
 
     async def start(self) -> None:

@@ -3,7 +3,8 @@
 Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
 `pulsar_in_bytes_total`, `pulsar_rate_in`, `pulsar_rate_out`, `pulsar_throughput_in`,
 `pulsar_throughput_out`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
-`pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`; per subscription (plus
+`pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`,
+`pulsar_storage_offloaded_size`; per subscription (plus
 label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
 `pulsar_subscription_consumers_count`, and Strata's `strata_subscription_cursor_state_bytes`
 (the cursor state as last encoded) and `strata_subscription_cursor_state_error` (1 while acks
@@ -11,7 +12,8 @@ that add ack holes are refused: state over `cursor_state_bytes_max`). Plus broke
 `pulsar_topics_count` and Strata's own counters (label `cluster`): cursor persists
 (`strata_cursor_*_total`, from `cursor.metrics`), the cursor writer's group transactions, and the
 retention task's passes, errors, TTL-expired cursors and trimmed ledgers
-(`strata_retention_*_total`); and per retry policy (label `op`, from `common.retry`)
+(`strata_retention_*_total`) and offloaded ledgers' deleted bookie copies
+(`strata_offload_bookie_copies_deleted_total`); and per retry policy (label `op`, from `common.retry`)
 `strata_retries_total` and `strata_retries_exhausted_total`.
 Values are computed on request from the loaded topics.
 """
@@ -44,6 +46,8 @@ _TOPIC_METRICS = (
      lambda s: sum(len(x["consumers"]) for x in s["subscriptions"].values())),
     ("pulsar_msg_backlog", "gauge", "largest subscription backlog in entries", lambda s: s["msgBacklog"]),
     ("pulsar_storage_size", "gauge", "bytes of every ledger the topic keeps", lambda s: s["storageSize"]),
+    ("pulsar_storage_offloaded_size", "gauge", "bytes of the topic's ledgers offloaded to the cold tier",
+     lambda s: s["offloadedStorageSize"]),
 )
 
 _SUB_METRICS = (
@@ -80,6 +84,9 @@ def _broker_counters(service: BrokerService) -> dict[str, tuple[str, int]]:
     out["strata_retention_errors_total"] = ("topic checks of the TTL/retention task that failed", retention.errors)
     out["strata_retention_expired_cursors_total"] = ("cursors moved forward by TTL", retention.expired_cursors)
     out["strata_retention_trimmed_ledgers_total"] = ("ledgers deleted by retention", retention.trimmed_ledgers)
+    out["strata_offload_bookie_copies_deleted_total"] = (
+        "offloaded ledgers whose bookie copy was deleted after offloadDeletionLagMs",
+        retention.bookie_copies_deleted)
     return out
 
 

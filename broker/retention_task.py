@@ -11,6 +11,9 @@ next, so passes never overlap) each topic loaded on this broker is checked once,
    `retention_time_minutes`/`retention_size_mb`):
    `cursor.retention.apply_retention` with the DURABLE subscriptions' cursors only (a reader's
    cursor does not pin storage), which trims whole ledgers every such cursor has passed.
+3. Offload (`broker.offload_policy.retention_pass`, only with a usable cold tier): the effective
+   offloadThreshold / offloadThresholdInSeconds start an automatic offload if due, and bookie
+   copies of ledgers offloaded more than offloadDeletionLagMs ago are deleted.
 
 Trimming is re-checked under the managed ledger's metadata lock (`ManagedLedger.trim(recheck=)`):
 the trim point is recomputed from the durable cursors as they are then, and the earlier of the two
@@ -29,7 +32,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker import policies
+from broker import offload_policy, policies
 from cursor.retention import RetentionPolicy, apply_retention, trim_position
 from ledger.position import Position
 
@@ -72,6 +75,7 @@ class RetentionTask:
         self.errors = 0              # topic checks that failed (logged) since start
         self.expired_cursors = 0     # times TTL moved a subscription's mark-delete
         self.trimmed_ledgers = 0     # ledgers retention deleted
+        self.bookie_copies_deleted = 0   # offloaded ledgers whose bookie copy the deletion lag removed
         self._task: asyncio.Task | None = None   # None until started, and again once stopped
 
     def start(self) -> None:
@@ -112,7 +116,7 @@ class RetentionTask:
 
     async def check_topic(self, topic: PersistentTopic, ns_policies: dict,
                           topic_policies: dict | None = None) -> list[int]:
-        """Apply TTL, then retention, to one topic; returns the ids of the ledgers trimmed."""
+        """Apply TTL, retention, then offload, to one topic; returns the ids of the ledgers trimmed."""
         config = self.service.config
         now_ms = self.service.clock.wall_ms()
         ttl_seconds = policies.ttl_seconds_of(ns_policies, config, topic_policies)
@@ -128,4 +132,6 @@ class RetentionTask:
         ledger = _RecheckedTrim(topic, policy, now_ms)
         await apply_retention(ledger, topic.ml, durable_cursors(topic), policy, now_ms)
         self.trimmed_ledgers += len(ledger.trimmed)
+        deleted = await offload_policy.retention_pass(self.service, topic, ns_policies, topic_policies)
+        self.bookie_copies_deleted += len(deleted)
         return ledger.trimmed

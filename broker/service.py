@@ -17,6 +17,10 @@ API applies a change to this broker's topics at once (`apply_dedup_policy`); a w
 Retention: `broker.retention_task.RetentionTask` applies TTL and retention to every loaded topic
 every `broker_retention_check_interval_ms` (started with the other background work).
 
+Cold tier: the broker's `ColdStorage` (None without a usable one; `cold_error` then says why,
+and offload-status reports it) is handed to every managed ledger it opens; each closed ledger
+triggers the automatic offload check (`broker.offload_policy.on_ledger_closed`).
+
 Stats: every `broker_stats_sample_interval_ms` the counters of the topics with recent traffic
 are sampled (`broker.topic_stats.StatsSampler`) so the admin API can report rates; an idle topic
 is not visited at all.
@@ -31,7 +35,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker import dedup, policies, topic_stats
+from broker import dedup, offload_policy, policies, topic_stats
 from broker.names import TopicName
 from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
@@ -42,6 +46,7 @@ from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, 
 from cursor.cursor_writer import CursorWriter
 from entries.entry import parse_entry
 from ledger.client import LedgerClient
+from ledger.cold import ColdStorage
 from ledger.managed_ledger import ManagedLedger
 from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
 
@@ -55,8 +60,11 @@ _CLAIM_RETRY = retry.Retry("broker.claim_topic", retry_on=(), wait=retry.no_wait
 
 class BrokerService:
     def __init__(self, config: Config, store: MetadataStore, astore: AsyncStore, ledger_client: LedgerClient,
-                 clock: Clock, advertised_url: str, broker_id: str) -> None:
+                 clock: Clock, advertised_url: str, broker_id: str, *, cold: ColdStorage | None = None,
+                 cold_error: str | None = None) -> None:
         self.config = config
+        self.cold = cold                    # the cold tier every managed ledger offloads to; None: none
+        self.cold_error = cold_error        # why there is none (its start-up check failed); None: not asked
         self.store = store                  # synchronous MetadataStore (the managed ledger's)
         self.astore = astore                # AsyncMetadataStore over the same store
         self.cursor_writer = CursorWriter(astore, config=config)  # one group commit for every cursor's persists
@@ -125,12 +133,13 @@ class BrokerService:
         ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, self.ledger_client, c,
                                       self.clock, ensemble_size=c.ledger_ensemble_size,
                                       write_quorum=c.ledger_write_quorum, ack_quorum=c.ledger_ack_quorum,
-                                      meta_from_entry=_entry_meta)
+                                      meta_from_entry=_entry_meta, cold=self.cold)
         try:
             topic = await PersistentTopic.open(self, name, ml)
         except BaseException:
             await _close_ml(ml)
             raise
+        ml.add_ledger_closed_listener(lambda _ledger_id: offload_policy.on_ledger_closed(self, topic))
         if self.closing:
             await topic.close()
             raise ShuttingDown("broker is shutting down")

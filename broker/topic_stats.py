@@ -9,7 +9,10 @@ the cursor arithmetic (`cursor.stats`). Strata adds, per subscription, the curso
 `cursorStateBytes` (as last encoded), `cursorPersistedBytes`, `cursorStateBytesMax`,
 `cursorStateError` (set while acks that add ack holes are refused: the state is over
 `cursor_state_bytes_max`) and `cursorPersistError` (the last persist failure, e.g. fenced);
-the errors are null when all is well. `partitioned_stats` sums the partitions' stats (Pulsar's
+the errors are null when all is well. Offload (Pulsar's names): `storageSize` counts every kept
+ledger, offloaded ones included; `offloadedStorageSize` the offloaded ledgers' bytes;
+`lastOffloadLedgerId`, `lastOffloadSuccessTimeStamp`, `lastOffloadFailureTimeStamp` (ms; 0 if
+never since the topic was loaded). `partitioned_stats` sums the partitions' stats (Pulsar's
 PartitionedTopicStats) and lists each under `partitions`.
 
 Rates (`msgRateIn/Out` in messages/s, `msgThroughputIn/Out` in bytes/s): the broker samples every
@@ -275,8 +278,19 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "msgBacklog": backlog,
         "backlogSize": max((subs[s.name]["backlogSize"] for s in durable), default=0),
         "storageSize": storage_size_bytes(topic.ml),
+        **_offload_stats(topic.ml),
         "publishers": [_publisher_stats(p) for p in topic.producers.values()],
         "subscriptions": subs,
+    }
+
+
+def _offload_stats(ml) -> dict:
+    status = ml.offload_status
+    return {
+        "offloadedStorageSize": ml.offloaded_size_bytes,
+        "lastOffloadLedgerId": status.last_offload_ledger_id,
+        "lastOffloadSuccessTimeStamp": status.last_success_ms,
+        "lastOffloadFailureTimeStamp": status.last_failure_ms,
     }
 
 
@@ -290,7 +304,7 @@ def _publisher_stats(p) -> dict:
 # Topic fields that add up across partitions (the rest are merged or taken per partition).
 _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
            "bytesInCounter", "msgOutCounter", "bytesOutCounter", "msgBacklog", "backlogSize",
-           "storageSize")
+           "storageSize", "offloadedStorageSize")
 _SUB_SUMMED = ("msgBacklog", "msgBacklogNoDelayed", "backlogSize", "unackedMessages", "msgRateOut",
                "msgThroughputOut", "msgOutCounter", "bytesOutCounter")
 
@@ -313,6 +327,8 @@ def partitioned_stats(partitions: int, per_partition: dict[str, dict], include_p
             for key in _SUB_SUMMED:
                 merged[key] += sub[key]
             merged["consumers"] += sub["consumers"]
+    for key in ("lastOffloadLedgerId", "lastOffloadSuccessTimeStamp", "lastOffloadFailureTimeStamp"):
+        out[key] = max((stats[key] for stats in per_partition.values()), default=0)
     out["subscriptions"] = subs
     out["metadata"] = {"partitions": partitions}
     out["partitions"] = per_partition if include_partitions else {}

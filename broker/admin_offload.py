@@ -1,0 +1,248 @@
+"""The offload admin routes (Pulsar's paths, JSON and status codes), registered by `broker.admin_http`.
+
+Topic (`/admin/v2/persistent/{t}/{ns}/{topic}`):
+- `PUT .../offload` body MessageIdImpl `{"ledgerId": L, "entryId": E, "partitionIndex": P}`
+  (other keys ignored) → 204: an offload of every closed ledger before L starts in the
+  background. 409 "Offload already running"; 404 unknown topic; 400 a body that is not such a
+  message id; 412 a message id that names no kept entry of the topic (L not kept, E outside the
+  ledger), or a broker without a usable cold tier (the reason says why). Nothing starts on an
+  error.
+- `GET .../offload` → OffloadProcessStatus `{"status": NOT_RUN|RUNNING|SUCCESS|ERROR,
+  "lastError": "", "firstUnoffloadedMessage": {"ledgerId", "entryId", "partitionIndex"}}` plus
+  Strata's `"progress": {"entriesDone", "entriesTotal"}` for the CLI's progress bar. As Pulsar's:
+  NOT_RUN when no offload ran since the topic was loaded; firstUnoffloadedMessage is
+  (-1, -1, -1) unless SUCCESS. A broker whose cold tier failed its start-up check answers ERROR
+  with that reason for a topic that has not run an offload.
+- `GET .../internalStats` → `broker.internal_stats`.
+- `GET|POST|DELETE .../offloadPolicies`: the topic's OffloadPolicies (`broker.offload_policy`
+  field names; GET: null if unset, `?applied=true` the effective values).
+
+Namespace (`/admin/v2/namespaces/{t}/{ns}`):
+- `GET|PUT .../offloadThreshold` (bytes) and `.../offloadThresholdInSeconds` (seconds): a JSON
+  integer; GET answers -1 when unset (the broker's default applies).
+- `GET|PUT|DELETE .../offloadDeletionLagMs` (ms): GET answers null when unset.
+
+Bad values: 400 when the body is not a JSON integer (or object where one is due), 412 outside
+the 64-bit range; nothing is stored then. Errors are `{"reason": ...}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, ParamSpec
+
+from aiohttp import web
+
+from broker import offload_policy, policies
+from broker.internal_stats import internal_stats
+from broker.names import TopicName, parse_namespace, parse_topic
+from broker.offload_policy import BadPolicyValue, check_long
+from common.errors import NotAllowed, NotFound, OffloadInProgress, OffloadNotConfigured
+from ledger.ml_offload import OffloadStatus
+from ledger.position import Position
+from ledger.types import LedgerState
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+    from broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+EARLIEST_ID = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
+
+
+def register(app: web.Application, service: BrokerService) -> None:
+    """Add the offload routes to the admin application."""
+    r = _OffloadRoutes(service)
+    topic = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
+    ns = "/admin/v2/namespaces/{tenant}/{ns}"
+    app.router.add_put(topic + "/offload", r.trigger)
+    app.router.add_get(topic + "/offload", r.status)
+    app.router.add_get(topic + "/internalStats", r.internal_stats)
+    app.router.add_get(topic + "/offloadPolicies", r.get_topic_policies)
+    app.router.add_post(topic + "/offloadPolicies", r.set_topic_policies)
+    app.router.add_delete(topic + "/offloadPolicies", r.remove_topic_policies)
+    for suffix, key in (("offloadThreshold", offload_policy.NS_THRESHOLD_KEY),
+                        ("offloadThresholdInSeconds", offload_policy.NS_THRESHOLD_SECONDS_KEY)):
+        app.router.add_get(ns + "/" + suffix, functools.partial(r.get_ns_long, key=key, unset=-1))
+        app.router.add_put(ns + "/" + suffix, functools.partial(r.set_ns_long, key=key, what=suffix))
+    lag = offload_policy.NS_DELETION_LAG_KEY
+    app.router.add_get(ns + "/offloadDeletionLagMs", functools.partial(r.get_ns_long, key=lag, unset=None))
+    app.router.add_put(ns + "/offloadDeletionLagMs",
+                       functools.partial(r.set_ns_long, key=lag, what="offloadDeletionLagMs"))
+    app.router.add_delete(ns + "/offloadDeletionLagMs", functools.partial(r.remove_ns_key, key=lag))
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+def _answers_errors(handler: Callable[P, Awaitable[web.StreamResponse]]) -> Callable[P, Awaitable[web.StreamResponse]]:
+    """This module's errors answered here (the shared middleware answers the rest)."""
+    @functools.wraps(handler)
+    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> web.StreamResponse:
+        try:
+            return await handler(*args, **kwargs)
+        except BadPolicyValue as exc:
+            return _error(400, str(exc))
+        except NotAllowed as exc:
+            return _error(412, str(exc))
+        except OffloadInProgress:
+            return _error(409, "Offload already running")
+        except OffloadNotConfigured as exc:
+            return _error(412, str(exc))
+    return wrapped
+
+
+def _topic_name(request: web.Request) -> TopicName:
+    m = request.match_info
+    return parse_topic(f"persistent://{m['tenant']}/{m['ns']}/{m['topic']}")
+
+
+def message_id(body: object) -> Position:
+    """A MessageIdImpl body as a position; BadPolicyValue (400) if it is not one."""
+    shape = 'a message id must be {"ledgerId": L, "entryId": E} (partitionIndex optional)'
+    if not isinstance(body, dict):
+        raise BadPolicyValue(shape)
+    ledger_id, entry_id = body.get("ledgerId"), body.get("entryId")
+    if not isinstance(ledger_id, int) or not isinstance(entry_id, int) or isinstance(ledger_id, bool) \
+            or isinstance(entry_id, bool):
+        raise BadPolicyValue(shape)
+    return Position(ledger_id, entry_id)
+
+
+def check_offload_position(ledgers: list, before: Position) -> None:
+    """NotAllowed (412) unless `before` names an entry of a kept ledger (entry 0 of any kept
+    ledger and one past the open ledger's last entry included, as Pulsar allows)."""
+    info = next((i for i in ledgers if i.ledger_id == before.ledger_id), None)
+    if info is None:
+        raise NotAllowed(f"Invalid message id {before}: ledger {before.ledger_id} is not kept by the topic")
+    last_entry = info.entries if info.state is LedgerState.OPEN else max(0, info.entries - 1)
+    if not 0 <= before.entry_id <= last_entry:
+        raise NotAllowed(f"Invalid message id {before}: ledger {before.ledger_id} has entries 0..{last_entry}")
+
+
+def status_json(status: OffloadStatus, cold_error: str | None) -> dict:
+    """OffloadProcessStatus JSON of a managed ledger's `offload_status` (plus progress)."""
+    state = status.status
+    last_error = status.last_error or ""
+    if state == "NOT_RUN" and cold_error is not None:
+        state, last_error = "ERROR", cold_error
+    first = status.first_unoffloaded
+    out = {
+        "status": state,
+        "lastError": last_error,
+        "firstUnoffloadedMessage": ({"ledgerId": first.ledger_id, "entryId": first.entry_id, "partitionIndex": -1}
+                                    if state == "SUCCESS" else dict(EARLIEST_ID)),
+        "progress": {"entriesDone": status.entries_done, "entriesTotal": status.entries_total},
+    }
+    return out
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """The offload's outcome is reported by offload-status; take the exception off the task."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("offload failed: %s", task.exception())
+
+
+class _OffloadRoutes:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    async def _body(self, request: web.Request) -> object:
+        limit = self.service.config.broker_admin_body_bytes_max
+        raw = await request.content.read(limit + 1)
+        if len(raw) > limit:
+            raise BadPolicyValue("request body too large")
+        try:
+            return json.loads(raw.decode() or "null")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise BadPolicyValue("request body is not JSON") from None
+
+    async def _known_topic(self, name: TopicName) -> PersistentTopic:
+        """The topic, loaded if needed; NotFound (404) if it was never created."""
+        if str(name) not in self.service.topics:
+            known = await policies.topics_of_namespace(self.service.astore, name.tenant, name.namespace)
+            if str(name) not in {str(n) for n in known}:
+                raise NotFound("Topic not found", topic=str(name))
+        return await self.service.get_topic(name)
+
+    # --- topic ------------------------------------------------------------------------------
+
+    @_answers_errors
+    async def trigger(self, request: web.Request) -> web.StreamResponse:
+        name = _topic_name(request)
+        before = message_id(await self._body(request))
+        topic = await self._known_topic(name)
+        check_offload_position(topic.ml.ledgers(), before)
+        if self.service.cold is None:
+            raise OffloadNotConfigured(self.service.cold_error or
+                                       "offload is not configured on this broker (offload_driver is empty)")
+        task = topic.ml.start_offload(before)      # OffloadInProgress (409) if one runs
+        task.add_done_callback(_retrieve)
+        log.info("offload of %s before %s started", name, before)
+        return web.Response(status=204)
+
+    @_answers_errors
+    async def status(self, request: web.Request) -> web.StreamResponse:
+        topic = await self._known_topic(_topic_name(request))
+        return web.json_response(status_json(topic.ml.offload_status, self.service.cold_error))
+
+    @_answers_errors
+    async def internal_stats(self, request: web.Request) -> web.StreamResponse:
+        topic = await self._known_topic(_topic_name(request))
+        return web.json_response(internal_stats(topic))
+
+    @_answers_errors
+    async def get_topic_policies(self, request: web.Request) -> web.StreamResponse:
+        name = _topic_name(request)
+        own = await policies.topic_policies(self.service.astore, name)
+        if request.query.get("applied", "false").lower() != "true":
+            return web.json_response(own.get(offload_policy.TOPIC_OFFLOAD_KEY))
+        ns_policies = await policies.namespace_policies(self.service.astore, name.tenant, name.namespace)
+        policy = offload_policy.effective(ns_policies, self.service.config, own)
+        return web.json_response({offload_policy.THRESHOLD_BYTES_FIELD: policy.threshold_bytes,
+                                  offload_policy.THRESHOLD_SECONDS_FIELD: policy.threshold_seconds,
+                                  offload_policy.DELETION_LAG_FIELD: policy.deletion_lag_ms})
+
+    @_answers_errors
+    async def set_topic_policies(self, request: web.Request) -> web.StreamResponse:
+        name = _topic_name(request)
+        value = offload_policy.check_offload_policies(await self._body(request))
+        await policies.set_topic_policy(self.service.astore, name, offload_policy.TOPIC_OFFLOAD_KEY, value)
+        return web.Response(status=204)
+
+    @_answers_errors
+    async def remove_topic_policies(self, request: web.Request) -> web.StreamResponse:
+        await policies.set_topic_policy(self.service.astore, _topic_name(request),
+                                        offload_policy.TOPIC_OFFLOAD_KEY, None)
+        return web.Response(status=204)
+
+    # --- namespace --------------------------------------------------------------------------
+
+    def _namespace(self, request: web.Request) -> tuple[str, str]:
+        return parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
+
+    @_answers_errors
+    async def get_ns_long(self, request: web.Request, *, key: str, unset: int | None) -> web.StreamResponse:
+        found = await policies.namespace_policies(self.service.astore, *self._namespace(request))
+        value = found.get(key)
+        return web.json_response(unset if value is None else value)
+
+    @_answers_errors
+    async def set_ns_long(self, request: web.Request, *, key: str, what: str) -> web.StreamResponse:
+        tenant, ns = self._namespace(request)
+        value = check_long(await self._body(request), what)
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, key, value)
+        return web.Response(status=204)
+
+    @_answers_errors
+    async def remove_ns_key(self, request: web.Request, *, key: str) -> web.StreamResponse:
+        tenant, ns = self._namespace(request)
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, key, None)
+        return web.Response(status=204)

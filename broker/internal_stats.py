@@ -1,0 +1,88 @@
+"""Pulsar's PersistentTopicInternalStats (`GET /admin/v2/persistent/{t}/{ns}/{topic}/internalStats`).
+
+Fields, each filled from the managed ledger and the cursors as they are now (Pulsar's names):
+- `numberOfEntries`, `totalSize`: entries and bytes of every kept ledger, offloaded ones included;
+- `currentLedgerEntries`, `currentLedgerSize`: the open ledger's entries and bytes so far;
+- `lastLedgerCreatedTimestamp`: when the open ledger was created (ISO 8601 with offset, as
+  Pulsar's DateFormatter), `lastLedgerCreationFailureTimestamp`: null (Strata keeps no such time);
+- `lastConfirmedEntry` "L:E"; `state` (Pulsar's ManagedLedger state names, below);
+- `ledgers[]`: `{ledgerId, entries, size, offloaded, underReplicated: false}` oldest first. The
+  open ledger is listed as Pulsar lists it, with entries 0 and size 0: its real figures are in
+  `currentLedgerEntries`/`currentLedgerSize` (pulsar-admin and pulsar-spark read them there);
+- `cursors{name}`: `markDeletePosition`, `readPosition` (the next entry the subscription's
+  dispatcher reads; right after the mark-delete position without one), `state` "Open",
+  `active` (consumers attached), `numberOfEntriesSinceFirstNotAckedMessage` (kept entries in
+  (markDelete, readPosition]), `individuallyDeletedMessagesCount` (Strata's: entries acked
+  above the mark-delete position);
+- `schemaLedgers` [] and `compactedLedger` {-1, -1, -1, false} (no schema storage, no compaction).
+
+Not reported, because Strata does not count them: `entriesAddedCounter`, `pendingAddEntriesCount`,
+`waitingCursorsCount`, a cursor's `messagesConsumedCounter` and `cursorLedger`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from cursor.stats import subscription_stats
+from ledger.types import LedgerState
+
+if TYPE_CHECKING:
+    from broker.subscription import Subscription
+    from broker.topic import PersistentTopic
+
+# ManagedLedger state (ledger.managed_ledger.MLState values) -> Pulsar's ManagedLedgerImpl.State
+_ML_STATE_NAMES = {"ready": "LedgerOpened", "rolling": "ClosingLedger", "no_ledger": "ClosedLedger",
+                   "fenced": "Fenced", "failed": "Fenced", "closed": "Closed"}
+
+
+def iso_ms(ms: int) -> str:
+    """Pulsar's admin timestamp format, e.g. 2021-01-22T21:12:14.868+00:00."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+def _cursor_json(sub: Subscription) -> dict:
+    stats = subscription_stats(sub.cursor, sub.ml)
+    dispatcher = sub.dispatcher
+    read_position = dispatcher.read_position if dispatcher is not None else stats.read_position
+    return {
+        "markDeletePosition": str(stats.mark_delete_position),
+        "readPosition": str(read_position),
+        "state": "Open" if not sub.closed else "Closed",
+        "active": bool(sub.consumers),
+        "numberOfEntriesSinceFirstNotAckedMessage": sub.ml.entries_between(stats.mark_delete_position,
+                                                                           read_position),
+        "individuallyDeletedMessagesCount": stats.individually_acked_entries,
+        "properties": {},
+    }
+
+
+def internal_stats(topic: PersistentTopic) -> dict:
+    ml = topic.ml
+    infos = ml.ledgers()
+    current = infos[-1] if infos and infos[-1].state is LedgerState.OPEN else None
+    ledgers = []
+    for info in infos:
+        is_open = info is current
+        ledgers.append({"ledgerId": info.ledger_id,
+                        "entries": 0 if is_open else info.entries,
+                        "size": 0 if is_open else info.size_bytes,
+                        "offloaded": info.state is LedgerState.OFFLOADED,
+                        "underReplicated": False})
+    state = ml.state.value
+    return {
+        "numberOfEntries": sum(i.entries for i in infos),
+        "totalSize": sum(i.size_bytes for i in infos),
+        "currentLedgerEntries": current.entries if current is not None else 0,
+        "currentLedgerSize": current.size_bytes if current is not None else 0,
+        "lastLedgerCreatedTimestamp": iso_ms(current.created_ms) if current is not None else None,
+        "lastLedgerCreationFailureTimestamp": None,
+        "lastConfirmedEntry": str(ml.last_confirmed),
+        "state": _ML_STATE_NAMES.get(state, state),
+        "ledgers": ledgers,
+        "cursors": {name: _cursor_json(sub) for name, sub in list(topic.subscriptions.items())},
+        "schemaLedgers": [],
+        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False},
+    }

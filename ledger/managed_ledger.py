@@ -46,6 +46,7 @@ append failed after being accepted, every append accepted before the next change
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import functools
 import logging
@@ -570,7 +571,8 @@ class ManagedLedger:
 
     @property
     def offload_status(self) -> OffloadStatus:
-        return self._offloader.status
+        """A snapshot of the offload status (Pulsar's OffloadProcessStatus, stats, progress)."""
+        return dataclasses.replace(self._offloader.status)
 
     @property
     def offloaded_size_bytes(self) -> int:

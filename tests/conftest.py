@@ -5,6 +5,9 @@
 - `pg_server`: one real PostgreSQL server for the whole run, started only when a test asks for
   it; a server that cannot start fails the test (never a skip). Each test takes a fresh database
   on it (`fresh_database_url`).
+- `s3_server`: one real S3 server (SeaweedFS, tests/support/seaweed.py) for the whole run, started
+  only when a test asks for it; a server that cannot start fails the test. Each test takes a
+  bucket of its own (`new_bucket`).
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.postgres import TestPostgres, started_or_fail
+
+if TYPE_CHECKING:
+    from tests.support.seaweed import TestSeaweed
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -26,6 +33,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[TestPostgres]:
     server = started_or_fail()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[TestSeaweed]:
+    from tests.support import seaweed  # imported here: offload/ is not loaded for every run
+
+    server = seaweed.started_or_fail()
     yield server
     server.cleanup()
 

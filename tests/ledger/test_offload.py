@@ -1,7 +1,7 @@
 """The managed ledger's offload on real parts: `strata bookie` processes and a SQLite metadata
 store (tests/ledger/conftest.py), and the cold tier `offload.tier.S3ColdStorage` over a real
-SeaweedFS speaking S3 with SigV4 (the session's `s3_server`; the test that stops S3 runs its
-own, so stopping it disturbs nobody else).
+SeaweedFS speaking S3 with SigV4 (the session's `s3_server`, which the S3-down test stops and
+starts again).
 
 Covered: a prefix offload copies exactly the closed, not yet offloaded ledgers before the
 position (never the open one) and records them; reads across the bookie/cold boundary are
@@ -17,11 +17,10 @@ byte and age thresholds (0 = ASAP, -1 off); ledger-closed listeners.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +33,6 @@ from ledger.ml_offload import BEFORE_PROPERTY, NO_POSITION, first_unoffloaded, p
 from ledger.position import EARLIEST, Position
 from ledger.types import LedgerState
 from offload import open_cold_storage
-from offload.embedded_s3 import EmbeddedS3, S3Credentials, s3_client
 from offload.tier import S3ColdStorage
 from proto import pulsar_api_pb2 as pb
 from tests.ledger.conftest import run, shutdown
@@ -52,54 +50,25 @@ class S3Server:
     access_key: str
     secret_key: str
     region: str
-    embedded: EmbeddedS3 | None           # ours (stoppable), or None for the shared session server
+    seaweed: Any                          # the session's server (tests/support/seaweed.TestSeaweed)
 
     def client(self) -> Any:
-        return s3_client(self.endpoint, S3Credentials(self.access_key, self.secret_key), self.region)
+        return self.seaweed.boto3_client()
 
     def new_bucket(self) -> str:
-        name = f"ml-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return name
+        return self.seaweed.new_bucket()
 
     def keys(self, bucket: str) -> list[str]:
         listed = self.client().list_objects_v2(Bucket=bucket, Prefix="strata/")
         return sorted(o["Key"] for o in listed.get("Contents", []))
 
 
-def _own_server(base: Path) -> S3Server:
-    s3 = EmbeddedS3(base / "weed-data", S3Credentials.generate(), bucket="strata-offload", log_path=base / "weed.log")
-    s3.start()
-    return S3Server(s3.endpoint, s3.credentials.access_key, s3.credentials.secret_key, s3.region, s3)
-
-
-@pytest.fixture(scope="module")
-def shared_s3(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """The session's SeaweedFS (`s3_server`); one of this module's own where it is not defined."""
-    try:
-        shared = request.getfixturevalue("s3_server")
-    except pytest.FixtureLookupError:
-        server = _own_server(tmp_path_factory.mktemp("s3"))
-        try:
-            yield server
-        finally:
-            if server.embedded is not None:
-                server.embedded.stop()
-        return
-    credentials = getattr(shared, "credentials", None)
-    access_key = credentials.access_key if credentials is not None else shared.access_key
-    secret_key = credentials.secret_key if credentials is not None else shared.secret_key
-    yield S3Server(shared.endpoint, access_key, secret_key, getattr(shared, "region", "us-east-1"), None)
-
-
 @pytest.fixture
-def own_s3(tmp_path: Path) -> Iterator[S3Server]:
-    server = _own_server(tmp_path / "s3")
-    try:
-        yield server
-    finally:
-        if server.embedded is not None:
-            server.embedded.stop()
+def s3(s3_server: Any) -> Iterator[S3Server]:
+    """The session's SeaweedFS; a test that stops it gets it running again afterwards."""
+    yield S3Server(s3_server.endpoint, s3_server.access_key, s3_server.secret_key, s3_server.region, s3_server)
+    if not s3_server.running:
+        s3_server.start()
 
 
 def _start_bookie(env: Any) -> None:
@@ -175,14 +144,14 @@ def test_threshold_and_prefix_choices_follow_pulsar():
     assert first_unoffloaded(records, 3) == Position(3, 0) and first_unoffloaded(records, 99) == Position(99, 0)
 
 
-def test_offload_prefix_records_the_right_ledgers_and_reads_cross_the_boundary(env, shared_s3):
+def test_offload_prefix_records_the_right_ledgers_and_reads_cross_the_boundary(env, s3):
     _start_bookie(env)
-    bucket = shared_s3.new_bucket()
+    bucket = s3.new_bucket()
 
     async def body():
-        config = _config(env, shared_s3, bucket)
+        config = _config(env, s3, bucket)
         store, client = await env.open(config)
-        cold = _cold(shared_s3, config)
+        cold = _cold(s3, config)
         ml = await _open(NAME, store, client, config, cold)
         closed: list[int] = []
         ml.add_ledger_closed_listener(closed.append)
@@ -206,7 +175,7 @@ def test_offload_prefix_records_the_right_ledgers_and_reads_cross_the_boundary(e
         assert [r.cold is not None for r in record.ledgers] == [True] * 3 + [False] * 3
         assert BEFORE_PROPERTY not in record.properties
         assert all(r.cold.entries == ROLL_ENTRIES for r in record.ledgers[:3] if r.cold is not None)
-        assert shared_s3.keys(bucket) == sorted(r.cold.key for r in record.ledgers[:3] if r.cold is not None)
+        assert s3.keys(bucket) == sorted(r.cold.key for r in record.ledgers[:3] if r.cold is not None)
         infos = ml.ledgers()
         assert ml.offloaded_size_bytes == sum(i.size_bytes for i in infos[:3])
 
@@ -220,7 +189,7 @@ def test_offload_prefix_records_the_right_ledgers_and_reads_cross_the_boundary(e
         # up to the open ledger: the two closed ones left; the open one never
         assert await ml.start_offload(Position(ids[5], 0)) == Position(ids[5], 0)
         assert [i.state for i in ml.ledgers()] == [LedgerState.OFFLOADED] * 5 + [LedgerState.OPEN]
-        assert len(shared_s3.keys(bucket)) == 5
+        assert len(s3.keys(bucket)) == 5
         # nothing left before it: success at once, nothing uploaded
         assert await ml.start_offload(Position(ids[5], 0)) == Position(ids[5], 0)
         assert ml.offload_status.entries_total == 0
@@ -236,14 +205,14 @@ def test_offload_prefix_records_the_right_ledgers_and_reads_cross_the_boundary(e
     run(body())
 
 
-def test_after_the_deletion_lag_reads_come_from_s3_also_after_reopening(env, shared_s3):
+def test_after_the_deletion_lag_reads_come_from_s3_also_after_reopening(env, s3):
     _start_bookie(env)
-    bucket = shared_s3.new_bucket()
+    bucket = s3.new_bucket()
 
     async def body():
-        config = _config(env, shared_s3, bucket)
+        config = _config(env, s3, bucket)
         store, client = await env.open(config)
-        cold = _cold(shared_s3, config)
+        cold = _cold(s3, config)
         ml = await _open(NAME, store, client, config, cold)
         await _append(ml, 0, 3 * ROLL_ENTRIES + 5)
         ids = [info.ledger_id for info in ml.ledgers()]
@@ -275,20 +244,36 @@ def test_after_the_deletion_lag_reads_come_from_s3_also_after_reopening(env, sha
         assert [i.state for i in infos[:3]] == [LedgerState.OFFLOADED] * 3
         assert await _read_all(ml, client) == expected
         assert ml.entry_meta(Position(ids[1], 7)).publish_time_ms == PUBLISH_BASE_MS + ROLL_ENTRIES + 7
+        await ml.start_offload(Position(ml.ledgers()[-1].ledger_id, 0))      # ledger 3 too
+        await ml.close()
+
+        # a crash between marking ledger 3's bookie copy deleted and deleting it: the next open
+        # finishes the deletion
+        assert await client.ledger_metadata(ids[3]) is not None
+        got = await store.get(ml_path(NAME))
+        meta = ManagedLedgerMetadata.from_json(got.value, got.version)
+        marked = [dataclasses.replace(r, bookie_deleted=True) if r.ledger_id == ids[3] else r for r in meta.ledgers]
+        await store.put(ml_path(NAME), meta.with_ledgers(marked).to_json(), expected_version=got.version)
+        ml = await _open(NAME, store, client, config, cold)
+
+        async def gone() -> bool:
+            return await client.ledger_metadata(ids[3]) is None
+        await until(gone, 30, what="the marked bookie copy deleted")
+        assert await _read_all(ml, client) == expected
         await ml.close()
         await cold.close()
         await shutdown(store, client)
     run(body())
 
 
-def test_an_offload_interrupted_by_close_is_resumed_by_the_next_open(env, shared_s3):
+def test_an_offload_interrupted_by_close_is_resumed_by_the_next_open(env, s3):
     _start_bookie(env)
-    bucket = shared_s3.new_bucket()
+    bucket = s3.new_bucket()
 
     async def body():
-        config = _config(env, shared_s3, bucket)
+        config = _config(env, s3, bucket)
         store, client = await env.open(config)
-        cold = _cold(shared_s3, config)
+        cold = _cold(s3, config)
         ml = await _open(NAME, store, client, config, cold)
         await _append(ml, 0, LEDGERS * ROLL_ENTRIES + 3)
         ids = [info.ledger_id for info in ml.ledgers()]
@@ -309,7 +294,7 @@ def test_an_offload_interrupted_by_close_is_resumed_by_the_next_open(env, shared
         record = await _record(store)
         assert BEFORE_PROPERTY not in record.properties
         assert [r.cold is not None for r in record.ledgers] == [True] * LEDGERS + [False] * 2
-        assert len(shared_s3.keys(bucket)) == LEDGERS
+        assert len(s3.keys(bucket)) == LEDGERS
         assert await _read_all(ml, client) == [_entry(i) for i in range(LEDGERS * ROLL_ENTRIES + 3)]
         await ml.close()
 
@@ -332,52 +317,54 @@ def test_an_offload_interrupted_by_close_is_resumed_by_the_next_open(env, shared
     run(body())
 
 
-def test_trimming_offloaded_ledgers_deletes_their_objects_and_delete_takes_all(env, shared_s3):
+def test_trimming_offloaded_ledgers_deletes_their_objects_and_delete_takes_all(env, s3):
     _start_bookie(env)
-    bucket = shared_s3.new_bucket()
+    bucket = s3.new_bucket()
 
     async def body():
-        config = _config(env, shared_s3, bucket)
+        config = _config(env, s3, bucket)
         store, client = await env.open(config)
-        cold = _cold(shared_s3, config)
+        cold = _cold(s3, config)
         ml = await _open(NAME, store, client, config, cold)
         await _append(ml, 0, 4 * ROLL_ENTRIES + 1)
         ids = [info.ledger_id for info in ml.ledgers()]
         await ml.start_offload(Position(ids[-1], 0))
         keys = {r.ledger_id: r.cold.key for r in (await _record(store)).ledgers if r.cold is not None}
-        assert sorted(shared_s3.keys(bucket)) == sorted(keys.values())
+        assert sorted(s3.keys(bucket)) == sorted(keys.values())
         await ml.delete_offloaded_from_bookies(0, 2**62)            # ledger 0 and 1: S3 only as well
         assert await ml.trim(Position(ids[2], 0)) == ids[:2]
         await ml.wait_trimmed(30)
         await ml.wait_offload_idle(30)
-        assert shared_s3.keys(bucket) == sorted([keys[ids[2]], keys[ids[3]]])
+        assert s3.keys(bucket) == sorted([keys[ids[2]], keys[ids[3]]])
         assert [i.ledger_id for i in ml.ledgers()] == ids[2:]
         assert await _read_all(ml, client) == [_entry(i) for i in range(2 * ROLL_ENTRIES, 4 * ROLL_ENTRIES + 1)]
         await ml.delete()
-        assert shared_s3.keys(bucket) == []
+        assert s3.keys(bucket) == []
         assert await store.get(ml_path(NAME)) is None
         await cold.close()
         await shutdown(store, client)
     run(body())
 
 
-def test_s3_down_sets_error_keeps_the_bookie_copy_and_a_later_offload_succeeds(env, own_s3):
+def test_s3_down_sets_error_keeps_the_bookie_copy_and_a_later_offload_succeeds(env, s3):
     _start_bookie(env)
-    bucket = own_s3.new_bucket()
-    embedded = own_s3.embedded
-    assert embedded is not None
+    bucket = s3.new_bucket()
 
     async def body():
-        config = _config(env, own_s3, bucket)
+        config = _config(env, s3, bucket)
         store, client = await env.open(config)
-        cold = _cold(own_s3, config)
+        cold = _cold(s3, config)
         ml = await _open(NAME, store, client, config, cold)
         await _append(ml, 0, 3 * ROLL_ENTRIES + 1)
         ids = [info.ledger_id for info in ml.ledgers()]
         expected = [_entry(i) for i in range(3 * ROLL_ENTRIES + 1)]
         await ml.start_offload(Position(ids[1], 0))              # ledger 0 offloaded while S3 is up
+        bk_config = _config(env, s3, bucket, offload_read_priority="bookkeeper-first")
+        bk_first = await _open(NAME + "-bk", store, client, bk_config, cold)
+        await _append(bk_first, 0, ROLL_ENTRIES + 1)
+        await bk_first.start_offload(Position(bk_first.ledgers()[-1].ledger_id, 0))
 
-        await asyncio.to_thread(embedded.stop)
+        await asyncio.to_thread(s3.seaweed.stop)
         with pytest.raises(ColdTierError):
             await ml.start_offload(Position(ids[-1], 0))
         status = ml.offload_status
@@ -387,14 +374,18 @@ def test_s3_down_sets_error_keeps_the_bookie_copy_and_a_later_offload_succeeds(e
                                                    LedgerState.OPEN]
         assert [r.cold is not None for r in (await _record(store)).ledgers] == [True, False, False, False]
         # tiered-storage-first with S3 down: the offloaded ledger is read from its bookie copy
-        assert await _read_all(ml, client) == expected
+        assert await _read_all(ml, client) == expected and ml._offloader.cold_read_fallbacks > 0
+        # bookkeeper-first: from the bookies, S3 not even asked
+        assert await _read_all(bk_first, client) == expected[:ROLL_ENTRIES + 1]
+        assert bk_first._offloader.cold_read_fallbacks == 0
+        await bk_first.close()
         # with the bookie copy gone, a read waits for S3 (a retriable error), and nothing is skipped
         assert await ml.delete_offloaded_from_bookies(0, 2**62) == [ids[0]]
         client.entry_cache.invalidate_owner(ml.name)
         with pytest.raises(ColdTierUnavailable):
             await ml.read(EARLIEST, 10)
 
-        await asyncio.to_thread(embedded.start)
+        await asyncio.to_thread(s3.seaweed.start)
         assert await ml.start_offload(Position(ids[-1], 0)) == Position(ids[-1], 0)
         assert ml.offload_status.status == "SUCCESS" and ml.offload_status.last_error == ""
         assert [i.state for i in ml.ledgers()] == [LedgerState.OFFLOADED] * 3 + [LedgerState.OPEN]
@@ -405,14 +396,14 @@ def test_s3_down_sets_error_keeps_the_bookie_copy_and_a_later_offload_succeeds(e
     run(body())
 
 
-def test_maybe_offload_thresholds_and_never_the_open_ledger(env, shared_s3):
+def test_maybe_offload_thresholds_and_never_the_open_ledger(env, s3):
     _start_bookie(env)
-    bucket = shared_s3.new_bucket()
+    bucket = s3.new_bucket()
 
     async def body():
-        config = _config(env, shared_s3, bucket)
+        config = _config(env, s3, bucket)
         store, client = await env.open(config)
-        cold = _cold(shared_s3, config)
+        cold = _cold(s3, config)
         ml = await _open(NAME, store, client, config, cold)
         await _append(ml, 0, 5 * ROLL_ENTRIES + 2)
         infos = ml.ledgers()
@@ -442,6 +433,34 @@ def test_maybe_offload_thresholds_and_never_the_open_ledger(env, shared_s3):
         assert task is not None and await task == Position(ml.ledgers()[-1].ledger_id, 0)
         assert offloaded() == [i.ledger_id for i in ml.ledgers()[:-1]]
         assert ml.ledgers()[-1].state is LedgerState.OPEN
+        await ml.close()
+        await cold.close()
+        await shutdown(store, client)
+    run(body())
+
+
+def test_a_ledger_trimmed_while_it_uploads_is_skipped_and_leaves_no_object(env, s3):
+    _start_bookie(env)
+    bucket = s3.new_bucket()
+    big = 2_000                               # about 2 MiB: progress is reported every MiB
+
+    async def body():
+        config = _config(env, s3, bucket, managed_ledger_rollover_entries=big)
+        store, client = await env.open(config)
+        cold = _cold(s3, config)
+        ml = await _open(NAME, store, client, config, cold)
+        await _append(ml, 0, big + 1)
+        first, current = (i.ledger_id for i in ml.ledgers())
+        task = ml.start_offload(Position(current, 0))
+        await until(lambda: ml.offload_status.entries_done > 0, 60, what="the upload under way", interval_s=0.005)
+        assert await ml.trim(Position(current, 0)) == [first]
+        assert await task == Position(current, 0)            # trimmed meanwhile: skipped, not an error
+        assert ml.offload_status.status == "SUCCESS" and ml.offload_status.last_error == ""
+        await ml.wait_trimmed(30)
+        await ml.wait_offload_idle(30)
+        assert s3.keys(bucket) == []
+        assert s3.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+        assert [r.ledger_id for r in (await _record(store)).ledgers] == [current]
         await ml.close()
         await cold.close()
         await shutdown(store, client)

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -189,6 +189,16 @@ class _Members:
         self.prop_ends: list[int] = []          # len(prop_keys) after each member; empty if none has any
 
 
+def _only_size_and_sequence(smm_bytes: bytes, payload_size: int, sequence_id: int) -> bool:
+    """True if a member's metadata is exactly [payload_size][sequence_id] (what the Java client
+    sends for a message without key, properties or event time): its columns need no field walk.
+    Only decides which fields the row reads; the rebuild uses the bytes themselves."""
+    sequence_bytes = (sequence_id.bit_length() + 6) // 7 or 1
+    size = len(smm_bytes)
+    return size == 2 + ((payload_size.bit_length() + 6) // 7 or 1) + sequence_bytes and \
+        smm_bytes[0] == 0x18 and smm_bytes[size - 1 - sequence_bytes] == 0x40
+
+
 def _split_batch(raw: bytes, count: int, first_sequence_id: int) -> _Members:
     """Unpack an uncompressed batch; MalformedPayload unless joining the members back gives
     exactly `raw`. By construction it does: each size prefix is the length of the metadata bytes
@@ -215,27 +225,27 @@ def _split_batch(raw: bytes, count: int, first_sequence_id: int) -> _Members:
             raise MalformedPayload("member exceeds batch", index=index)
         payload: bytes | None = raw[end:pos]
         key = ordering = event = None
-        sequence_id = first_sequence_id + index
-        for fd, value in smm.ListFields():
-            number = fd.number
-            if number == 3:  # payload_size
-                continue
-            if number == 8:
-                sequence_id = value
-            elif number == 2:
-                key = value
-            elif number == 5:
-                event = _time_ms(value)
-            elif number == 7:
-                ordering = value
-            elif number == 1:
-                for kv in value:
-                    out.prop_keys.append(kv.key)
-                    out.prop_values.append(kv.value)
-                if not ends:
-                    ends.extend([0] * index)
-            elif number == 9 and value and not payload:
-                payload = None
+        sequence_id = smm.sequence_id
+        if not _only_size_and_sequence(smm_bytes, pos - end, sequence_id):
+            sequence_id = first_sequence_id + index
+            for fd, value in smm.ListFields():
+                number = fd.number
+                if number == 8:
+                    sequence_id = value
+                elif number == 2:
+                    key = value
+                elif number == 5:
+                    event = _time_ms(value)
+                elif number == 7:
+                    ordering = value
+                elif number == 1:
+                    for kv in value:
+                        out.prop_keys.append(kv.key)
+                        out.prop_values.append(kv.value)
+                    if not ends:
+                        ends.extend([0] * index)
+                elif number == 9 and value and not payload:
+                    payload = None
         if ends or out.prop_keys:
             ends.append(len(out.prop_keys))
         out.metadata.append(smm_bytes)
@@ -573,9 +583,14 @@ def row_group_entry_ranges(meta: pq.FileMetaData) -> list[tuple[int, int]]:
     return ranges
 
 
-def open_object(source: str | BinaryIO | pa.NativeFile) -> pq.ParquetFile:
-    """Open an object for reading with page checksums verified; ColdObjectCorrupt if its
-    footer does not parse (truncated, not Parquet)."""
+Source: TypeAlias = str | bytes | BinaryIO | pa.NativeFile
+
+
+def open_object(source: Source) -> pq.ParquetFile:
+    """Open an object (a path, its bytes, or a readable seekable file) for reading with page
+    checksums verified; ColdObjectCorrupt if its footer does not parse (truncated, not Parquet)."""
+    if isinstance(source, bytes):
+        source = pa.BufferReader(source)  # no Python file calls per read
     try:
         return pq.ParquetFile(source, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as exc:
@@ -584,16 +599,17 @@ def open_object(source: str | BinaryIO | pa.NativeFile) -> pq.ParquetFile:
         raise ColdObjectCorrupt("object does not open as Parquet", reason=str(exc)) from None
 
 
-def read_entries(source: str | BinaryIO | pa.NativeFile, first: int, last: int) -> list[tuple[int, bytes]]:
-    """Entries first..last of an object (a path or a readable, seekable file-like), rebuilt and
-    CRC-checked. I/O errors a file-like raises as non-OSError exceptions pass through unchanged;
-    pyarrow's own errors (checksums, truncation) become ColdObjectCorrupt."""
+def read_entries(source: Source, first: int, last: int) -> list[tuple[int, bytes]]:
+    """Entries first..last of an object (see open_object), rebuilt and CRC-checked. I/O errors
+    a file-like raises as non-OSError exceptions pass through unchanged; pyarrow's own errors
+    (page checksums, truncation) become ColdObjectCorrupt."""
     parquet = open_object(source)
     object_summary(parquet.metadata)
     wanted = [i for i, (low, high) in enumerate(row_group_entry_ranges(parquet.metadata))
               if high >= first and low <= last]
     try:
-        table = parquet.read_row_groups(wanted, columns=list(REBUILD_COLUMNS))
+        # one thread: on a small machine Arrow's pool only contends with the broker's own work
+        table = parquet.read_row_groups(wanted, columns=list(REBUILD_COLUMNS), use_threads=False)
     except (pa.ArrowException, OSError) as exc:
         raise ColdObjectCorrupt("object does not read", reason=str(exc)) from None
     return entries_from_table(table, first, last)

@@ -121,3 +121,19 @@ def test_a_cold_tier_that_failed_its_check_shows_as_error_until_an_offload_runs(
     assert (out["status"], out["lastError"]) == ("ERROR", reason)
     ran = status_json(OffloadStatus(status="SUCCESS", first_unoffloaded=Position(2, 0)), reason)
     assert ran["status"] == "SUCCESS"
+
+
+def test_partitioned_stats_sum_offloaded_bytes_and_keep_the_latest_offload() -> None:
+    from broker.topic_stats import _SUMMED, partitioned_stats
+
+    def partition(offloaded: int, ledger: int, success_ms: int, failure_ms: int) -> dict:
+        stats: dict = {key: 0 for key in _SUMMED}
+        stats.update(storageSize=offloaded * 2, offloadedStorageSize=offloaded, lastOffloadLedgerId=ledger,
+                     lastOffloadSuccessTimeStamp=success_ms, lastOffloadFailureTimeStamp=failure_ms,
+                     publishers=[], subscriptions={})
+        return stats
+
+    out = partitioned_stats(2, {"p0": partition(100, 7, 1000, 0), "p1": partition(50, 3, 2000, 1500)}, False)
+    assert (out["offloadedStorageSize"], out["storageSize"]) == (150, 300)
+    assert (out["lastOffloadLedgerId"], out["lastOffloadSuccessTimeStamp"], out["lastOffloadFailureTimeStamp"]) \
+        == (7, 2000, 1500)

@@ -1,0 +1,319 @@
+"""Read entries of offloaded ledgers with ranged GETs, read-ahead and two bounded caches.
+
+    reader = ColdReader(bucket, decode_pool)
+    entries = await reader.read(copy, first, last)     # [(entry_id, stored bytes)], in order
+
+- Footer: one suffix GET (`FOOTER_GUESS_BYTES`, a second GET if the footer is longer) per object,
+  parsed by pyarrow and checked against the ColdCopy (object size, strata.entries, format
+  version, ledger id from the key). Parsed footers live in an LRU of `open_objects_max`.
+- Row group i (entries `row_group_entry_ranges(meta)[i]`): ranged GETs of the byte spans of its
+  rebuild columns (format.REBUILD_COLUMNS; usually one span: the message-only columns between
+  them are small), decoded in `decode_pool` through `_SparseFile` (serves the footer and the
+  fetched spans, nothing else) with `pq.ParquetFile(..., metadata=footer)`, page checksums
+  verified, rebuilt into entries by `offload.format.entries_from_table` (which checks each
+  entry's CRC).
+- Decoded row groups live in an LRU bounded by `read_cache_bytes_max` (entry bytes); concurrent
+  readers of the same row group (or footer) share one fetch (`_shared`).
+- Read-ahead: serving row group i starts background fetches of i+1..i+N (N =
+  `read_ahead_row_groups_max`, none if the cache is 0 bytes) that are neither cached nor being
+  fetched; at most `FETCHES_IN_FLIGHT_MAX` fetches run at once, a read-ahead beyond it is skipped.
+
+What must hold: `read` returns exactly entries first..last, in order, or raises; a truncated or
+garbled object is ColdObjectCorrupt, S3 down is ColdTierUnavailable (from offload.s3). No bytes
+are delivered from an object whose footer disagrees with its ColdCopy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import io
+import logging
+import struct
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from common.errors import ColdObjectCorrupt, InvalidArgument, StrataError
+from ledger.cold import ColdCopy
+from offload import keys
+from offload.format import REBUILD_COLUMNS, entries_from_table, object_summary, row_group_entry_ranges
+from offload.s3 import S3Bucket
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+FOOTER_GUESS_BYTES = 64 * 1024       # first suffix GET: most footers fit
+PARQUET_TAIL = struct.Struct("<I4s")  # footer length, b"PAR1"
+SPAN_GAP_BYTES_MAX = 256 * 1024     # unneeded bytes fetched rather than a second GET
+FETCHES_IN_FLIGHT_MAX = 64           # footer + row-group fetches running at once (read-ahead skipped past it)
+
+Entries = list[tuple[int, bytes]]
+
+
+class _SparseFile(io.RawIOBase):
+    """A read-only file of `size_bytes` that only has the byte spans it was given; a read
+    elsewhere means the footer points outside them (a garbled object)."""
+
+    def __init__(self, size_bytes: int, spans: dict[int, bytes]) -> None:
+        super().__init__()
+        self._size = size_bytes
+        self._spans = sorted(spans.items())
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
+        if end <= self._pos:
+            return b""
+        for start, data in self._spans:
+            if start <= self._pos and end <= start + len(data):
+                out = data[self._pos - start:end - start]
+                self._pos = end
+                return out
+        raise ColdObjectCorrupt("the footer points outside the fetched byte ranges", first_byte=self._pos,
+                                end_byte=end)
+
+
+@dataclass(frozen=True)
+class _Footer:
+    size_bytes: int
+    tail_offset: int                      # where `tail` starts in the object
+    tail: bytes                           # the object's last bytes, footer included
+    metadata: Any                         # pq.FileMetaData
+    ranges: list[tuple[int, int]]         # row group i holds entries ranges[i][0]..ranges[i][1]
+    firsts: list[int]                     # ranges[i][0], for bisect
+    rebuild_leaves: list[int]             # leaf column indices of REBUILD_COLUMNS (all a read fetches)
+
+
+class _Lru:
+    """An LRU of values with a size each, bounded by the sum of sizes (and by count)."""
+
+    def __init__(self, size_max: int, count_max: int) -> None:
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._size_max = size_max
+        self._count_max = count_max
+        self.size = 0
+
+    def get(self, key: Hashable) -> Any:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: Hashable, value: Any, size: int) -> None:
+        if size > self._size_max:
+            return                                  # too big to keep: served once, not cached
+        self.pop(key)
+        self._items[key] = (value, size)
+        self.size += size
+        while self.size > self._size_max or len(self._items) > self._count_max:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.size -= dropped
+
+    def pop(self, key: Hashable) -> None:
+        item = self._items.pop(key, None)
+        if item is not None:
+            self.size -= item[1]
+
+    def drop_where(self, keep: Callable[[Hashable], bool]) -> None:
+        for key in [k for k in self._items if not keep(k)]:
+            self.pop(key)
+
+
+class ColdReader:
+    def __init__(self, bucket: S3Bucket, decode_pool: Executor) -> None:
+        settings = bucket.settings
+        self._bucket = bucket
+        self._pool = decode_pool
+        self._read_ahead = settings.read_ahead_row_groups_max if settings.read_cache_bytes_max > 0 else 0
+        self._footers = _Lru(size_max=2 ** 62, count_max=settings.open_objects_max)
+        self._row_groups = _Lru(size_max=settings.read_cache_bytes_max, count_max=2 ** 62)
+        self._fetching: dict[Hashable, asyncio.Task[Any]] = {}   # key -> the one fetch under way
+
+    async def read(self, copy: ColdCopy, first: int, last: int) -> Entries:
+        """Entries first..last (inclusive) of an offloaded ledger, in order."""
+        if not 0 <= first <= last < copy.entries:
+            raise InvalidArgument("read outside the offloaded entries", key=copy.key, first=first, last=last,
+                                  entries=copy.entries)
+        footer = await self._footer(copy)
+        index = bisect.bisect_right(footer.firsts, first) - 1
+        out: Entries = []
+        while index < len(footer.ranges) and footer.ranges[index][0] <= last:
+            rg_first, _ = footer.ranges[index]
+            entries = await self._row_group(copy, footer, index)
+            self._start_read_ahead(copy, footer, index)
+            out.extend(entries[max(0, first - rg_first):last - rg_first + 1])
+            index += 1
+        if [e for e, _ in out] != list(range(first, last + 1)):
+            raise ColdObjectCorrupt("object does not hold the entries its footer promises", key=copy.key,
+                                    first=first, last=last)
+        return out
+
+    def forget(self, key: str) -> None:
+        """Drop everything cached about an object (it was deleted)."""
+        self._footers.drop_where(lambda k: not (isinstance(k, tuple) and k[0] == key))
+        self._row_groups.drop_where(lambda k: not (isinstance(k, tuple) and k[0] == key))
+
+    async def close(self) -> None:
+        tasks = list(self._fetching.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- shared fetches -----------------------------------------------------------------------
+
+    def _shared(self, key: Hashable, fetch: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+        """The one task fetching `key`: the one under way, or a new one."""
+        task = self._fetching.get(key)
+        if task is None:
+            task = asyncio.ensure_future(fetch())
+            self._fetching[key] = task
+
+            def done(t: asyncio.Task[Any]) -> None:
+                if self._fetching.get(key) is t:
+                    del self._fetching[key]
+                if not t.cancelled() and t.exception() is not None:   # retrieved: a read-ahead may have no reader
+                    log.debug("cold fetch %s failed: %s", key, t.exception())
+            task.add_done_callback(done)
+        return task
+
+    # --- footers ------------------------------------------------------------------------------
+
+    async def _footer(self, copy: ColdCopy) -> _Footer:
+        cache_key = (copy.key, copy.size_bytes, "footer")
+        footer = self._footers.get(cache_key)
+        if footer is None:
+            footer = await asyncio.shield(self._shared(cache_key, lambda: self._fetch_footer(copy)))
+            self._footers.put(cache_key, footer, 1)
+        return footer
+
+    async def _fetch_footer(self, copy: ColdCopy) -> _Footer:
+        tail, size_bytes = await self._bucket.get_suffix(copy.key, FOOTER_GUESS_BYTES)
+        if size_bytes != copy.size_bytes:
+            raise ColdObjectCorrupt("object size differs from the recorded offload", key=copy.key,
+                                    s3_bytes=size_bytes, recorded_bytes=copy.size_bytes)
+        if len(tail) < PARQUET_TAIL.size + 4:
+            raise ColdObjectCorrupt("object too short to be Parquet", key=copy.key, s3_bytes=size_bytes)
+        footer_bytes, magic = PARQUET_TAIL.unpack(tail[-PARQUET_TAIL.size:])
+        if magic != b"PAR1" or footer_bytes + PARQUET_TAIL.size + 4 > size_bytes:
+            raise ColdObjectCorrupt("object does not end in a Parquet footer", key=copy.key, s3_bytes=size_bytes)
+        if footer_bytes + PARQUET_TAIL.size > len(tail):
+            start = size_bytes - footer_bytes - PARQUET_TAIL.size
+            tail = await self._bucket.get_range(copy.key, start, size_bytes - 1)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, _parse_footer, copy, size_bytes, tail)
+
+    # --- row groups ---------------------------------------------------------------------------
+
+    async def _row_group(self, copy: ColdCopy, footer: _Footer, index: int) -> Entries:
+        cache_key = (copy.key, copy.size_bytes, index)
+        entries = self._row_groups.get(cache_key)
+        if entries is None:
+            entries = await asyncio.shield(self._shared(cache_key, lambda: self._fetch_row_group(copy, footer, index)))
+        return entries
+
+    def _start_read_ahead(self, copy: ColdCopy, footer: _Footer, index: int) -> None:
+        for ahead in range(index + 1, min(len(footer.ranges), index + 1 + self._read_ahead)):
+            cache_key = (copy.key, copy.size_bytes, ahead)
+            if len(self._fetching) >= FETCHES_IN_FLIGHT_MAX:
+                return
+            if self._row_groups.get(cache_key) is None and cache_key not in self._fetching:
+                self._shared(cache_key, lambda a=ahead: self._fetch_row_group(copy, footer, a))  # type: ignore[misc]
+
+    async def _fetch_row_group(self, copy: ColdCopy, footer: _Footer, index: int) -> Entries:
+        spans = _row_group_spans(footer, index, copy.key)
+        data = await asyncio.gather(*(self._bucket.get_range(copy.key, start, end - 1) for start, end in spans))
+        loop = asyncio.get_running_loop()
+        fetched = {start: part for (start, _), part in zip(spans, data)}
+        entries = await loop.run_in_executor(self._pool, _decode_row_group, copy, footer, index, fetched)
+        self._row_groups.put((copy.key, copy.size_bytes, index), entries, sum(len(d) for _, d in entries))
+        return entries
+
+
+def _parse_footer(copy: ColdCopy, size_bytes: int, tail: bytes) -> _Footer:
+    """Parse and check the footer (runs in the decode pool)."""
+    tail_offset = size_bytes - len(tail)
+    try:
+        metadata = pq.read_metadata(_SparseFile(size_bytes, {tail_offset: tail}))
+        summary = object_summary(metadata)
+        ranges = [(int(a), int(b)) for a, b in row_group_entry_ranges(metadata)]
+    except StrataError:
+        raise
+    except Exception as exc:
+        raise ColdObjectCorrupt(f"unreadable Parquet footer: {exc}", key=copy.key) from exc
+    expect = {"entries": copy.entries, "format_version": copy.format_version, "first_entry_id": 0,
+              "ledger_id": keys.ledger_id_of(copy.key)}
+    wrong = {name: summary.get(name) for name, value in expect.items() if summary.get(name) != value}
+    contiguous = all(ranges[i + 1][0] == ranges[i][1] + 1 for i in range(len(ranges) - 1))
+    if wrong or not ranges or ranges[0][0] != 0 or ranges[-1][1] != copy.entries - 1 or not contiguous:
+        raise ColdObjectCorrupt("footer does not describe the recorded ledger", key=copy.key, wrong=wrong,
+                                row_groups=len(ranges))
+    schema = metadata.schema
+    leaves = [i for i in range(len(schema)) if schema.column(i).path in REBUILD_COLUMNS]
+    return _Footer(size_bytes, tail_offset, tail, metadata, ranges, [a for a, _ in ranges], leaves)
+
+
+def _row_group_spans(footer: _Footer, index: int, key: str) -> list[tuple[int, int]]:
+    """[start, end) byte spans holding row group `index`'s rebuild columns: their column chunks,
+    merged where the gap between two is at most SPAN_GAP_BYTES_MAX (usually one span), each
+    checked to lie between the header magic and the footer."""
+    row_group = footer.metadata.row_group(index)
+    chunks = []
+    for leaf in footer.rebuild_leaves:
+        column = row_group.column(leaf)
+        first = column.data_page_offset
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            first = min(first, column.dictionary_page_offset)
+        chunks.append((first, first + column.total_compressed_size))
+    spans: list[tuple[int, int]] = []
+    for start, end in sorted(chunks):
+        if not 4 <= start < end <= footer.tail_offset + len(footer.tail) - PARQUET_TAIL.size:
+            raise ColdObjectCorrupt("row group byte range outside the object", key=key, row_group=index,
+                                    start=start, end=end)
+        if spans and start - spans[-1][1] <= SPAN_GAP_BYTES_MAX:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def _decode_row_group(copy: ColdCopy, footer: _Footer, index: int, spans: dict[int, bytes]) -> Entries:
+    """Decode a fetched row group into entries (runs in the decode pool)."""
+    first, last = footer.ranges[index]
+    source = _SparseFile(footer.size_bytes, {footer.tail_offset: footer.tail, **spans})
+    try:
+        parquet = pq.ParquetFile(source, metadata=footer.metadata, page_checksum_verification=True)
+        table = parquet.read_row_group(index, columns=list(REBUILD_COLUMNS))
+        entries = entries_from_table(table, first, last)
+    except StrataError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ColdObjectCorrupt(f"undecodable row group: {type(exc).__name__}: {exc}", key=copy.key,
+                                row_group=index) from exc
+    if [e for e, _ in entries] != list(range(first, last + 1)):
+        raise ColdObjectCorrupt("row group does not hold the entries the footer says", key=copy.key,
+                                row_group=index, first=first, last=last)
+    return entries

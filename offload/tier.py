@@ -1,0 +1,91 @@
+"""`S3ColdStorage`: the cold tier over S3, as the managed ledger sees it (ledger.cold.ColdStorage).
+
+    storage = S3ColdStorage(S3Settings.from_config(config))
+    await storage.check()                    # typed error if the bucket or the credentials are wrong
+    copy = await storage.offload(ml_name, ledger_id, read_handle, entries, progress)
+    entries = await storage.read(copy, first, last)
+
+It puts together the pieces of `offload/`: `s3.S3Bucket` (the one boto3 client, its thread pool
+and the error translation), `uploader.offload_ledger` (streaming multipart upload), and
+`cold_reader.ColdReader` (ranged reads, read-ahead, caches). Encoding and decoding run in two
+small pools of their own (`CODEC_THREADS` each), so a long offload never delays a consumer's
+decode and neither runs on the event loop.
+
+What must hold: the ColdStorage contract (ledger/cold.py); `clean_orphans` touches only objects
+and uploads directly under the managed ledger's own folder (offload.keys).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Set
+from concurrent.futures import ThreadPoolExecutor
+
+from common.clock import Clock, SystemClock
+from ledger.cold import ColdCopy, OffloadProgress
+from ledger.handle import ReadHandle
+from offload import keys
+from offload.cold_reader import ColdReader
+from offload.s3 import S3Bucket, S3Settings
+from offload.uploader import offload_ledger
+
+log = logging.getLogger(__name__)
+
+CODEC_THREADS = 2     # encode threads, and decode threads: the machine's cores, not more
+
+
+class S3ColdStorage:
+    def __init__(self, settings: S3Settings, *, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.bucket = S3Bucket(settings)
+        self._clock = clock or SystemClock()
+        self._encode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-encode")
+        self._decode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-decode")
+        self._reader = ColdReader(self.bucket, self._decode_pool)
+
+    async def check(self) -> None:
+        """Raise ColdTierBucketMissing / ColdTierAccessDenied / ColdTierUnavailable unless the
+        bucket is there and these credentials can write and delete in it (the broker's start-up check)."""
+        await self.bucket.check_access()
+
+    async def offload(self, ml_name: str, ledger_id: int, source: ReadHandle, entries: int,
+                      progress: OffloadProgress | None = None) -> ColdCopy:
+        return await offload_ledger(self.bucket, self._encode_pool, self._clock, ml_name, ledger_id, source,
+                                    entries, progress)
+
+    async def read(self, copy: ColdCopy, first: int, last: int) -> list[tuple[int, bytes]]:
+        return await self._reader.read(copy, first, last)
+
+    async def delete(self, copy: ColdCopy) -> None:
+        self._reader.forget(copy.key)
+        await self.bucket.delete(copy.key)
+
+    async def clean_orphans(self, ml_name: str, kept: Set[int]) -> list[str]:
+        """Delete the objects and abort the incomplete uploads of this managed ledger's folder
+        whose ledger id is not in `kept`; the keys removed (an object and an upload of the same
+        key count once). The caller passes every ledger it still knows, offloading ones included."""
+        folder = keys.topic_prefix(self.settings.prefix, ml_name)
+        removed: list[str] = []
+        for key in await self.bucket.list_keys(folder):
+            ledger_id = keys.ledger_id_of(key)
+            if ledger_id is not None and ledger_id not in kept:
+                self._reader.forget(key)
+                await self.bucket.delete(key)
+                removed.append(key)
+        for key, upload_id in await self.bucket.list_multipart(folder):
+            ledger_id = keys.ledger_id_of(key)
+            if "/" not in key[len(folder):] and ledger_id is not None and ledger_id not in kept:
+                await self.bucket.abort_multipart(key, upload_id)
+                if key not in removed:
+                    removed.append(key)
+        if removed:
+            log.info("removed %d orphan objects/uploads of %s: %s", len(removed), ml_name, removed)
+        return removed
+
+    async def close(self) -> None:
+        await self._reader.close()
+        self._encode_pool.shutdown(wait=False, cancel_futures=True)
+        self._decode_pool.shutdown(wait=False, cancel_futures=True)
+        await asyncio.sleep(0)
+        self.bucket.close()

@@ -26,6 +26,7 @@ PERF_COMMANDS: dict[str, str] = {
     "produce": "perf.produce",
     "consume": "perf.consume",
     "topics": "perf.topics",
+    "offload": "perf.offload",
 }
 
 

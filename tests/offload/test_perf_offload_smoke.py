@@ -1,0 +1,55 @@
+"""Smoke run of `strata perf offload` at a tiny size (8 MiB, about 30-60 s): not a timed test.
+
+It runs the real tool end to end (a SeaweedFS and a standalone of its own, fill, consume from the
+bookies, offload, raw upload, deletion lag 0, consume from S3, clean-up) and checks the JSON:
+the five keys issue 12 names, the extra ratio keys, and sane values: positive rates, ratios that
+are the figures' arithmetic, S3/bookie byte ratios within a factor that any working format
+meets, several ledgers offloaded, every message received from both tiers, nothing left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 300
+KEYS = ("offload_mb_per_s", "raw_upload_mb_per_s", "consume_s3_msgs_per_s", "consume_bookie_msgs_per_s",
+        "s3_bytes_ratio")
+EXTRA_KEYS = ("s3_bytes_ratio_lz4", "s3_bytes_ratio_zstd", "offload_vs_raw_upload", "consume_s3_vs_bookie",
+              "targets", "targets_met")
+
+
+def _temp_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("strata-perf-offload-*")}
+
+
+def test_perf_offload_smoke() -> None:
+    before = _temp_dirs()
+    done = subprocess.run([sys.executable, "-m", "cli.main", "perf", "offload", "--size", "8M", "--json"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, \
+        f"perf offload failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for key in KEYS + EXTRA_KEYS:
+        assert key in result, key
+    for key in KEYS[:4]:
+        assert isinstance(result[key], float | int) and result[key] > 0, (key, result[key])
+    assert result["messages"] == 8 * 1024 and result["all_accounted"] is True
+    assert result["ledgers_offloaded"] >= 2, result["ledgers_offloaded"]  # the rollover split the topic
+    assert result["offloaded_entries_fraction"] == 1.0  # after the restart every data ledger is closed
+    for key in ("s3_bytes_ratio", "s3_bytes_ratio_lz4", "s3_bytes_ratio_zstd"):
+        assert 0.1 < result[key] < 5.0, (key, result[key])
+    assert math.isclose(result["s3_bytes_ratio"], result["s3_bytes"] / result["offloaded_bookie_bytes"], abs_tol=1e-3)
+    assert math.isclose(result["offload_vs_raw_upload"],
+                        result["offload_mb_per_s"] / result["raw_upload_mb_per_s"], rel_tol=0.01)
+    assert math.isclose(result["consume_s3_vs_bookie"],
+                        result["consume_s3_msgs_per_s"] / result["consume_bookie_msgs_per_s"], rel_tol=0.01)
+    # MB/s is the offloaded ledgers' bookie bytes over the offload's duration (decimal MB)
+    assert math.isclose(result["offload_mb_per_s"],
+                        result["offloaded_bookie_bytes"] / 1e6 / result["offload_seconds"], rel_tol=0.01)
+    assert _temp_dirs() <= before, "the run left its temp dir behind"

@@ -96,6 +96,17 @@ class _SparseFile(io.RawIOBase):
                                 end_byte=end)
 
 
+@dataclass
+class ReaderStats:
+    """Counters since start (for metrics and tests)."""
+    footer_fetches: int = 0         # footers fetched from S3
+    row_group_fetches: int = 0      # row groups fetched from S3 (read-ahead included)
+    read_ahead_fetches: int = 0     # of which started ahead of a reader
+    cache_hits: int = 0             # row groups served from the cache
+    shared_waits: int = 0           # reads that joined a fetch already under way
+    fetched_bytes: int = 0          # bytes of ranged GETs
+
+
 @dataclass(frozen=True)
 class _Footer:
     size_bytes: int
@@ -152,6 +163,7 @@ class ColdReader:
         self._footers = _Lru(size_max=2 ** 62, count_max=settings.open_objects_max)
         self._row_groups = _Lru(size_max=settings.read_cache_bytes_max, count_max=2 ** 62)
         self._fetching: dict[Hashable, asyncio.Task[Any]] = {}   # key -> the one fetch under way
+        self.stats = ReaderStats()
 
     async def read(self, copy: ColdCopy, first: int, last: int) -> Entries:
         """Entries first..last (inclusive) of an offloaded ledger, in order."""
@@ -188,7 +200,9 @@ class ColdReader:
     def _shared(self, key: Hashable, fetch: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
         """The one task fetching `key`: the one under way, or a new one."""
         task = self._fetching.get(key)
-        if task is None:
+        if task is not None:
+            self.stats.shared_waits += 1
+        else:
             task = asyncio.ensure_future(fetch())
             self._fetching[key] = task
 
@@ -211,7 +225,9 @@ class ColdReader:
         return footer
 
     async def _fetch_footer(self, copy: ColdCopy) -> _Footer:
+        self.stats.footer_fetches += 1
         tail, size_bytes = await self._bucket.get_suffix(copy.key, FOOTER_GUESS_BYTES)
+        self.stats.fetched_bytes += len(tail)
         if size_bytes != copy.size_bytes:
             raise ColdObjectCorrupt("object size differs from the recorded offload", key=copy.key,
                                     s3_bytes=size_bytes, recorded_bytes=copy.size_bytes)
@@ -231,7 +247,9 @@ class ColdReader:
     async def _row_group(self, copy: ColdCopy, footer: _Footer, index: int) -> Entries:
         cache_key = (copy.key, copy.size_bytes, index)
         entries = self._row_groups.get(cache_key)
-        if entries is None:
+        if entries is not None:
+            self.stats.cache_hits += 1
+        else:
             entries = await asyncio.shield(self._shared(cache_key, lambda: self._fetch_row_group(copy, footer, index)))
         return entries
 
@@ -241,10 +259,13 @@ class ColdReader:
             if len(self._fetching) >= FETCHES_IN_FLIGHT_MAX:
                 return
             if self._row_groups.get(cache_key) is None and cache_key not in self._fetching:
+                self.stats.read_ahead_fetches += 1
                 self._shared(cache_key, lambda a=ahead: self._fetch_row_group(copy, footer, a))  # type: ignore[misc]
 
     async def _fetch_row_group(self, copy: ColdCopy, footer: _Footer, index: int) -> Entries:
         spans = _row_group_spans(footer, index, copy.key)
+        self.stats.row_group_fetches += 1
+        self.stats.fetched_bytes += sum(end - start for start, end in spans)
         data = await asyncio.gather(*(self._bucket.get_range(copy.key, start, end - 1) for start, end in spans))
         loop = asyncio.get_running_loop()
         fetched = {start: part for (start, _), part in zip(spans, data)}

@@ -26,7 +26,7 @@ from common.clock import Clock, SystemClock
 from ledger.cold import ColdCopy, OffloadProgress
 from ledger.handle import ReadHandle
 from offload import keys
-from offload.cold_reader import ColdReader
+from offload.cold_reader import ColdReader, ReaderStats
 from offload.s3 import S3Bucket, S3Settings
 from offload.uploader import offload_ledger
 
@@ -43,6 +43,11 @@ class S3ColdStorage:
         self._encode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-encode")
         self._decode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-decode")
         self._reader = ColdReader(self.bucket, self._decode_pool)
+
+    @property
+    def read_stats(self) -> ReaderStats:
+        """Counters of the cold reads (fetches, cache hits, read-ahead, bytes fetched)."""
+        return self._reader.stats
 
     async def check(self) -> None:
         """Raise ColdTierBucketMissing / ColdTierAccessDenied / ColdTierUnavailable unless the

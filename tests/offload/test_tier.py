@@ -12,6 +12,7 @@ removes only what is not kept.
 from __future__ import annotations
 
 import asyncio
+import io
 import random
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from common.config import default_config
@@ -183,8 +185,13 @@ def test_offload_then_read_back_byte_identical(env, server):
         assert head["Metadata"]["strata.ledger_id"] == str(source.ledger_id)
         assert head["Metadata"]["strata.topic"] == "persistent://acme/orders/paid-partition-2"
         assert server.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
-        # sequential reads that cross row groups: served with read-ahead
+        # sequential reads that cross row groups: served with read-ahead, each row group fetched once
         assert await read_all(storage, copy, 37) == entries
+        body_bytes = server.client().get_object(Bucket=bucket, Key=copy.key)["Body"].read()
+        row_groups = pq.ParquetFile(io.BytesIO(body_bytes)).num_row_groups
+        stats = storage.read_stats
+        assert row_groups > 20 and stats.footer_fetches == 1 and stats.row_group_fetches == row_groups
+        assert stats.read_ahead_fetches >= row_groups - 1 and stats.cache_hits > 0
         # a fresh tier (no cached footer or row group), odd ranges, concurrent readers sharing fetches
         fresh = storage_for(server, bucket, offload_read_ahead_row_groups_max=0)
         rng = random.Random(2)
@@ -193,6 +200,8 @@ def test_offload_then_read_back_byte_identical(env, server):
         results = await asyncio.gather(*(fresh.read(copy, a, b) for a, b in ranges))
         for (a, b), got in zip(ranges, results):
             assert [d for _, d in got] == entries[a:b + 1]
+        assert fresh.read_stats.footer_fetches == 1 and fresh.read_stats.shared_waits > 0
+        assert fresh.read_stats.row_group_fetches <= row_groups + 1   # shared: not once per reader
         uncached = storage_for(server, bucket, offload_read_cache_bytes_max=0)
         assert [d for _, d in await uncached.read(copy, 100, 2100)] == entries[100:2101]
         for s in (storage, fresh, uncached):

@@ -189,7 +189,8 @@ class ManagedLedger:
             self._deleter.schedule(self._meta.deleting)
         if self._meta.deleting or any(r.cold is not None for r in records):
             # objects of ledgers trimmed by an owner that stopped before deleting them
-            self._offloader.clean_orphans({r.ledger_id for r in records})
+            ids = {r.ledger_id for r in records}
+            self._offloader.clean_orphans(ids, max(ids | set(self._meta.deleting)))
         # bookie copies an earlier owner marked deleted (deletion lag) and may not have deleted
         self._deleter.schedule_bookie_copies(r.ledger_id for r in records if r.bookie_deleted)
         self._set_state(MLState.ROLLING)

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -398,14 +399,16 @@ class Offloader:
             await cold.delete(copy)
         await cold.clean_orphans(self._ml.name, set())
 
-    def clean_orphans(self, kept_ids: set[int]) -> None:
+    def clean_orphans(self, kept_ids: set[int], newer_than: int) -> None:
         """In the background: objects of ledgers trimmed by an owner that stopped before
-        deleting them, and incomplete uploads of ledgers no longer kept."""
+        deleting them, and incomplete uploads of ledgers no longer kept. Every ledger id above
+        `newer_than` counts as kept: ledgers created after this snapshot (ids only grow) may be
+        offloaded before the listing runs."""
         cold = self.cold
         if cold is not None:
-            self._spawn(self._clean(cold, kept_ids))
+            self._spawn(self._clean(cold, KeptIds(frozenset(kept_ids), newer_than)))
 
-    async def _clean(self, cold: ColdStorage, kept_ids: set[int]) -> None:
+    async def _clean(self, cold: ColdStorage, kept_ids: KeptIds) -> None:
         try:
             removed = await cold.clean_orphans(self._ml.name, kept_ids)
         except StrataError as exc:
@@ -431,6 +434,24 @@ class Offloader:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class KeptIds(AbstractSet[int]):
+    """The ledger ids an orphan cleaning must keep: `known`, and every id above `newer_than`
+    (iterating and len() give the known ones only)."""
+
+    def __init__(self, known: frozenset[int], newer_than: int) -> None:
+        self.known = known
+        self.newer_than = newer_than
+
+    def __contains__(self, ledger_id: object) -> bool:
+        return ledger_id in self.known or (isinstance(ledger_id, int) and ledger_id > self.newer_than)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self.known))
+
+    def __len__(self) -> int:
+        return len(self.known)
 
 
 def _retrieve(task: asyncio.Task) -> None:

@@ -33,6 +33,7 @@ from ledger.ml_offload import BEFORE_PROPERTY, NO_POSITION, first_unoffloaded, p
 from ledger.position import EARLIEST, Position
 from ledger.types import LedgerState
 from offload import open_cold_storage
+from offload.keys import ledger_key
 from offload.tier import S3ColdStorage
 from proto import pulsar_api_pb2 as pb
 from tests.ledger.conftest import run, shutdown
@@ -338,6 +339,16 @@ def test_trimming_offloaded_ledgers_deletes_their_objects_and_delete_takes_all(e
         assert s3.keys(bucket) == sorted([keys[ids[2]], keys[ids[3]]])
         assert [i.ledger_id for i in ml.ledgers()] == ids[2:]
         assert await _read_all(ml, client) == [_entry(i) for i in range(2 * ROLL_ENTRIES, 4 * ROLL_ENTRIES + 1)]
+        await ml.close()
+
+        # objects an owner left behind (a trim whose object delete never ran): the next open
+        # removes those of ledgers it does not keep, never one newer than every ledger it knows
+        stray_old, stray_new = (ledger_key("strata", NAME, lid) for lid in (ids[0] - 1, 10**12))
+        for key in (stray_old, stray_new):
+            s3.client().put_object(Bucket=bucket, Key=key, Body=b"not parquet")
+        ml = await _open(NAME, store, client, config, cold)
+        await ml.wait_offload_idle(30)
+        assert stray_old not in s3.keys(bucket) and stray_new in s3.keys(bucket)
         await ml.delete()
         assert s3.keys(bucket) == []
         assert await store.get(ml_path(NAME)) is None

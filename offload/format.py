@@ -116,6 +116,16 @@ _META_INT_FIELDS = ("format_version", "ledger_id", "first_entry_id", "last_entry
                     "messages", "min_publish_time_ms", "max_publish_time_ms", "partition")
 
 _U32 = struct.Struct(">I")
+_MD = {name: fd.number for name, fd in pb.MessageMetadata.DESCRIPTOR.fields_by_name.items()}
+_MD_PRODUCER_NAME, _MD_SEQUENCE_ID, _MD_PUBLISH_TIME = _MD["producer_name"], _MD["sequence_id"], _MD["publish_time"]
+_MD_PROPERTIES, _MD_PARTITION_KEY, _MD_ORDERING_KEY = _MD["properties"], _MD["partition_key"], _MD["ordering_key"]
+_MD_EVENT_TIME, _MD_NULL_VALUE, _MD_NUM_MESSAGES = _MD["event_time"], _MD["null_value"], _MD["num_messages_in_batch"]
+_MD_COMPRESSION, _MD_UNCOMPRESSED_SIZE = _MD["compression"], _MD["uncompressed_size"]
+_MD_UUID, _MD_NUM_CHUNKS = _MD["uuid"], _MD["num_chunks_from_msg"]
+_MD_OPAQUE = frozenset((_MD["encryption_keys"], _MD["encryption_algo"], _MD["marker_type"]))
+_SMM = {name: fd.number for name, fd in pb.SingleMessageMetadata.DESCRIPTOR.fields_by_name.items()}
+_SMM_PROPERTIES, _SMM_PARTITION_KEY, _SMM_EVENT_TIME = _SMM["properties"], _SMM["partition_key"], _SMM["event_time"]
+_SMM_ORDERING_KEY, _SMM_SEQUENCE_ID, _SMM_NULL_VALUE = _SMM["ordering_key"], _SMM["sequence_id"], _SMM["null_value"]
 _TIME_MS_MAX = (2**63 - 1) // 1000  # a ms time above this has no timestamp[us]
 _I64_SIGN = 2**63
 
@@ -230,21 +240,21 @@ def _split_batch(raw: bytes, count: int, first_sequence_id: int) -> _Members:
             sequence_id = first_sequence_id + index
             for fd, value in smm.ListFields():
                 number = fd.number
-                if number == 8:
+                if number == _SMM_SEQUENCE_ID:
                     sequence_id = value
-                elif number == 2:
+                elif number == _SMM_PARTITION_KEY:
                     key = value
-                elif number == 5:
+                elif number == _SMM_EVENT_TIME:
                     event = _time_ms(value)
-                elif number == 7:
+                elif number == _SMM_ORDERING_KEY:
                     ordering = value
-                elif number == 1:
+                elif number == _SMM_PROPERTIES:
                     for kv in value:
                         out.prop_keys.append(kv.key)
                         out.prop_values.append(kv.value)
                     if not ends:
                         ends.extend([0] * index)
-                elif number == 9 and value and not payload:
+                elif number == _SMM_NULL_VALUE and value and not payload:
                     payload = None
         if ends or out.prop_keys:
             ends.append(len(out.prop_keys))
@@ -291,19 +301,21 @@ class _RowGroup:
     def rows(self) -> int:
         return len(self.payload)
 
-    def add_single(self, meta: Any, payload: bytes | None) -> None:
-        """The one row of a non-batched (or opaque) entry; meta: the entry's MessageMetadata,
-        or None (a raw entry: nothing known)."""
+    def add_single(self, fields: dict[int, Any] | None, payload: bytes | None) -> None:
+        """The one row of a non-batched (or opaque) entry; fields: its MessageMetadata's set
+        fields by number (`_set_fields`), or None (a raw entry: nothing known)."""
         key = ordering = event = sequence_id = None
-        if meta is not None:
-            key = meta.partition_key if meta.HasField("partition_key") else None
-            ordering = meta.ordering_key if meta.HasField("ordering_key") else None
-            event = _time_ms(meta.event_time) if meta.HasField("event_time") else None
-            sequence_id = _signed64(meta.sequence_id)
-            for kv in meta.properties:
+        if fields is not None:
+            key = fields.get(_MD_PARTITION_KEY)
+            ordering = fields.get(_MD_ORDERING_KEY)
+            event = fields.get(_MD_EVENT_TIME)
+            if event is not None:
+                event = _time_ms(event)
+            sequence_id = _signed64(fields[_MD_SEQUENCE_ID])
+            for kv in fields.get(_MD_PROPERTIES, ()):
                 self.prop_keys.append(kv.key)
                 self.prop_values.append(kv.value)
-            if meta.null_value and payload is not None and not payload:
+            if fields.get(_MD_NULL_VALUE) and payload is not None and not payload:
                 payload = None
         self.batch_index.append(-1)
         self.key.append(key)
@@ -382,31 +394,35 @@ def _micros(ms: pa.Array) -> pa.Array:
     return pc.multiply(ms, 1000).cast(_TS)
 
 
-def _is_opaque(info: EntryInfo) -> bool:
-    """Entries whose payload is not messages the format can unpack."""
-    md = info.metadata
-    return bool(md.encryption_keys) or md.HasField("encryption_algo") or info.is_chunk or \
-        md.HasField("marker_type") or md.compression not in ROWS_CODECS or \
-        info.unknown_compression is not None
+def _set_fields(md: pb.MessageMetadata) -> dict[int, Any]:
+    """The metadata's set fields by field number (one walk instead of a HasField per question)."""
+    return {fd.number: value for fd, value in md.ListFields()}
 
 
-def _unpack(info: EntryInfo, data: bytes) -> tuple[int, _Members | bytes | None]:
+def _is_opaque(info: EntryInfo, fields: dict[int, Any]) -> bool:
+    """Entries whose payload is not messages the format can unpack: encrypted, a chunk, a
+    marker, or compressed with a codec it cannot rebuild (snappy, or unknown to the protocol)."""
+    return not fields.keys().isdisjoint(_MD_OPAQUE) or \
+        (_MD_UUID in fields and _MD_NUM_CHUNKS in fields) or \
+        fields.get(_MD_COMPRESSION, eb.NONE) not in ROWS_CODECS or info.unknown_compression is not None
+
+
+def _unpack(info: EntryInfo, fields: dict[int, Any], data: bytes) -> tuple[int, _Members | bytes | None]:
     """(entry_rebuild, messages) of a well-formed entry: messages are the batch's members, the
     non-batched entry's payload, or None for an opaque entry."""
-    if _is_opaque(info):
+    if _is_opaque(info, fields):
         return BLOCK, None
-    md = info.metadata
+    compression = fields.get(_MD_COMPRESSION, eb.NONE)
     block = memoryview(data)[info.payload_offset:]
     try:
-        raw = eb.decompress(block, md.compression, md.uncompressed_size)
-        if info.is_batch:
-            members: _Members | bytes = _split_batch(raw, md.num_messages_in_batch, md.sequence_id)
-        else:
-            members = raw
+        raw = eb.decompress(block, compression, fields.get(_MD_UNCOMPRESSED_SIZE, 0))
+        count = fields.get(_MD_NUM_MESSAGES)
+        members: _Members | bytes = raw if count is None else \
+            _split_batch(raw, count, fields[_MD_SEQUENCE_ID])
     except MalformedPayload:
         return BLOCK, None
-    if md.compression == eb.NONE or eb.compress(raw, md.compression) == block:
-        return md.compression, members
+    if compression == eb.NONE or eb.compress(raw, compression) == block:
+        return compression, members
     return BLOCK, members
 
 
@@ -428,7 +444,10 @@ class LedgerWriter:
             compression_level=PARQUET_COMPRESSION_LEVEL, use_dictionary=_DICTIONARY_COLUMNS,
             write_statistics=_STATISTICS_COLUMNS, write_page_checksum=True, sorting_columns=_SORTING)
         self._group = _RowGroup()
-        self._producers: dict[str, int] = {}
+        self._producers: dict[str, int] = {}  # producer name -> index in the producer_name dictionary
+        # message_id_prefix(ledger, entry, partition) = _id_head + varint(entry) + _id_tail
+        self._id_head = message_id_prefix(origin.ledger_id, 0, -1)[:-1]
+        self._id_tail = message_id_prefix(0, 0, origin.partition)[4:]
         self.first_entry_id: int | None = None   # None until the first add
         self.next_entry_id: int | None = None    # the entry id add expects next
         self.entries = 0
@@ -466,18 +485,18 @@ class LedgerWriter:
 
     def _add_parsed(self, entry_id: int, data: bytes, info: EntryInfo) -> None:
         group = self._group
-        md = info.metadata
-        rebuild, messages = _unpack(info, data)
+        fields = _set_fields(info.metadata)
+        rebuild, messages = _unpack(info, fields, data)
         self._add_entry(entry_id, rebuild, _U32.unpack_from(data, 2)[0],
-                        data[ENTRY_HEAD_BYTES:info.payload_offset], md.publish_time, md.producer_name,
-                        md.num_messages_in_batch if info.is_batch else 0)
+                        data[ENTRY_HEAD_BYTES:info.payload_offset], fields[_MD_PUBLISH_TIME],
+                        fields[_MD_PRODUCER_NAME], fields.get(_MD_NUM_MESSAGES, 0))
         if rebuild == BLOCK:
             group.entry_payload[-1] = data[info.payload_offset:]
             group.bytes_buffered += len(data) - info.payload_offset
         if isinstance(messages, _Members):
             group.add_members(messages)
         else:  # non-batched, or opaque (None): one row from the entry's metadata
-            group.add_single(md, messages)
+            group.add_single(fields, messages)
 
     def _add_raw(self, entry_id: int, data: bytes) -> None:
         """An entry kept verbatim: one row with no message data."""
@@ -491,7 +510,7 @@ class LedgerWriter:
                    publish_ms: int | None, producer: str | None, batch_size: int) -> None:
         group = self._group
         group.entry_ids.append(entry_id)
-        group.id_prefixes.append(message_id_prefix(self.origin.ledger_id, entry_id, self.origin.partition))
+        group.id_prefixes.append(self._id_head + _varint(entry_id) + self._id_tail)
         group.rebuild.append(rebuild)
         group.crcs.append(crc)
         group.entry_metadata.append(md_bytes)

@@ -2,8 +2,9 @@
 
 Fields, each filled from the managed ledger and the cursors as they are now (Pulsar's names):
 - `numberOfEntries`, `totalSize`: entries and bytes of every kept ledger, offloaded ones included;
-- `currentLedgerEntries`, `currentLedgerSize`: the open ledger's entries and bytes so far;
-- `lastLedgerCreatedTimestamp`: when the open ledger was created (ISO 8601 with offset, as
+- `currentLedgerEntries`, `currentLedgerSize`: the last ledger's entries and bytes (the open
+  ledger's so far; between a rollover's seal and its new ledger, the sealed one's);
+- `lastLedgerCreatedTimestamp`: when the last ledger was created (ISO 8601 with offset, as
   Pulsar's DateFormatter), `lastLedgerCreationFailureTimestamp`: null (Strata keeps no such time);
 - `lastConfirmedEntry` "L:E"; `state` (Pulsar's ManagedLedger state names, below);
 - `ledgers[]`: `{ledgerId, entries, size, offloaded, underReplicated: false}` oldest first. The
@@ -62,10 +63,10 @@ def _cursor_json(sub: Subscription) -> dict:
 def internal_stats(topic: PersistentTopic) -> dict:
     ml = topic.ml
     infos = ml.ledgers()
-    current = infos[-1] if infos and infos[-1].state is LedgerState.OPEN else None
+    current = infos[-1] if infos else None     # Pulsar's current ledger: the last one
     ledgers = []
     for info in infos:
-        is_open = info is current
+        is_open = info.state is LedgerState.OPEN
         ledgers.append({"ledgerId": info.ledger_id,
                         "entries": 0 if is_open else info.entries,
                         "size": 0 if is_open else info.size_bytes,

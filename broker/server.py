@@ -4,7 +4,13 @@
 binary protocol, on `broker_bind_host`) and `broker_admin_port` (admin HTTP + /metrics, on
 `broker_admin_bind_host`), and tells clients `broker_advertised_host`; `Broker.stop()` undoes it
 in reverse: stop accepting, close connections, close topics (cursors flushed, ledgers closed),
-close the ledger client, close the metadata session (its ephemeral ownership keys go at once).
+close the cold tier, close the ledger client, close the metadata session (its ephemeral ownership
+keys go at once).
+
+Cold tier: `offload.open_cold_storage` (None when `offload_driver` is empty), checked at start.
+Wrong credentials or a missing bucket log one ERROR line and the broker serves without offload
+(offload-status answers ERROR with that reason); S3 merely unreachable at start logs a warning
+and keeps the tier (offloads and cold reads retry until it answers).
 The event loop is uvloop; the process entry (`cli`) installs it before starting the loop.
 
 What must hold: after `start()` returns, both ports accept connections; `stop()` is idempotent.
@@ -15,14 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import offload
 from broker import memdebug
 from broker.admin_http import AdminServer
 from broker.connection import ServerConnection
 from broker.service import BrokerService
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
-from common.errors import ServiceNotReady
+from common.errors import ColdTierError, ColdTierUnavailable, ServiceNotReady, StrataError
 from ledger.client import LedgerClient
+from ledger.cold import ColdStorage
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
 from metadata.api import MetadataStore
@@ -39,6 +47,7 @@ class Broker:
         self.astore: AsyncMetadataStore | None = None
         self.ledger_client: LedgerClient | None = None
         self.service: BrokerService | None = None
+        self.cold: ColdStorage | None = None
         self.admin: AdminServer | None = None
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[ServerConnection] = set()
@@ -60,6 +69,7 @@ class Broker:
         self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
         self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
+        self.cold, cold_error = await open_cold_tier(c)
         loop = asyncio.get_running_loop()
         # bound first (the port may be 0: the service's id needs the real one), served only once
         # the service exists, so no connection is ever made without it
@@ -68,7 +78,7 @@ class Broker:
         self.port = self._server.sockets[0].getsockname()[1]
         broker_id = f"{c.broker_advertised_host}:{self.port}"
         self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
-                                     self.service_url, broker_id)
+                                     self.service_url, broker_id, cold=self.cold, cold_error=cold_error)
         await self._server.start_serving()
         self.admin = AdminServer(self.service, c.broker_admin_port)
         await self.admin.start()
@@ -94,10 +104,43 @@ class Broker:
             await self.service.close()
         for conn in list(self.connections):
             conn.close()
+        if self.cold is not None:
+            await _close_cold(self.cold)
+            self.cold = None
         if self.ledger_client is not None:
             await self.ledger_client.close()
         if self.astore is not None:
             await self.astore.close()
+
+
+async def open_cold_tier(config: Config) -> tuple[ColdStorage | None, str | None]:
+    """(the cold tier, None) when usable or merely unreachable now; (None, reason) when it cannot
+    work (wrong credentials, missing bucket, bad settings); (None, None) when none is configured."""
+    try:
+        cold = offload.open_cold_storage(config)
+    except StrataError as exc:
+        reason = f"cold tier not usable, offload disabled: {exc}"
+        log.error("%s", reason)
+        return None, reason
+    if cold is None:
+        return None, None
+    try:
+        await cold.check()
+    except ColdTierUnavailable as exc:
+        log.warning("cold tier unreachable at start (offloads and cold reads retry): %s", exc)
+    except ColdTierError as exc:
+        reason = f"cold tier not usable, offload disabled: {exc}"
+        log.error("%s", reason)
+        await _close_cold(cold)
+        return None, reason
+    return cold, None
+
+
+async def _close_cold(cold: ColdStorage) -> None:
+    try:
+        await cold.close()
+    except StrataError as exc:
+        log.warning("closing the cold tier: %s", exc)
 
 
 class _TrackedConnection(ServerConnection):

@@ -1,9 +1,10 @@
-"""`strata standalone [--data-dir D] [--port P] [--admin-port A] [--bookies N]`: one machine.
+"""`strata standalone [--data-dir D] [--port P] [--admin-port A] [--bookies N] [--no-s3]`: one machine.
 
-Starts, in order: the SQLite metadata store at `D/metadata.db`; N bookie subprocesses
+Starts, in order: the SQLite metadata store at `D/metadata.db`; the embedded S3 server (SeaweedFS
+`weed mini`, data under `D/s3/data`, log `D/s3/weed.log`) as the cold tier; N bookie subprocesses
 (`strata bookie`, data under `D/bookie-<i>`); then the broker in this process (uvloop). Prints
-`service URL pulsar://...` and `admin URL http://...` once everything serves. SIGINT/SIGTERM stops
-the broker first (cursors flushed), then the bookies.
+`S3 endpoint http://...`, `service URL pulsar://...` and `admin URL http://...` once everything
+serves. SIGINT/SIGTERM stops the broker first (cursors flushed), then the bookies and S3.
 
 Bookies listen on `bookie_bind_host` (the same settings file and environment reach them), the
 broker on `broker_bind_host` / `broker_admin_bind_host`; waits on the bookies are bounded by
@@ -13,11 +14,20 @@ Quorums: one bookie → E=Qw=Qa=1 (like `pulsar standalone`); three → 3/2/2; N
 
 Bookie ports are chosen once and kept in `D/standalone.json`: ledger metadata names bookies by
 address, so a restart must bring each bookie back at the same address to read old ledgers. The
-bookies get PR_SET_PDEATHSIG (Linux), so a kill -9 of the standalone takes them down too and a
-restart finds their ports free.
+bookies and SeaweedFS get PR_SET_PDEATHSIG (Linux), so a kill -9 of the standalone takes them
+down too and a restart finds their ports free.
 
-What must hold: a restart over the same data dir keeps every topic, message and subscription
-position (all state is under D).
+Cold tier: the embedded SeaweedFS serves S3 on loopback only, on ports kept in
+`D/standalone.json` too, with bucket `offload_s3_bucket`. Its credentials are generated once and
+kept in `D/s3/credentials.json` (mode 0600; SeaweedFS itself does not persist them), so offloaded
+ledgers stay readable across restarts. The broker gets offload_driver=s3, offload_s3_endpoint=its
+URL, and the credentials through boto3's default chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY
+set in this process's environment). With `offload_s3_endpoint` configured (settings file or
+STRATA_OFFLOAD_S3_ENDPOINT) that external S3 is used instead and nothing is embedded; `--no-s3`
+embeds nothing either (offload stays as configured, by default refused).
+
+What must hold: a restart over the same data dir keeps every topic, message, subscription
+position and offloaded ledger (all state is under D).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import argparse
 import ctypes
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -38,10 +49,11 @@ from typing import Any
 import uvloop
 
 from cli.broker_cmd import serve_until_signal
-from common.config import load_config
+from common.config import Config, load_config
 from common.errors import StrataError, TimeoutExpired
 from common.invariant import present
 from common.net import free_port
+from offload.embedded_s3 import EmbeddedS3, EmbeddedS3Ports, load_or_create_credentials
 
 log = logging.getLogger("strata.standalone")
 
@@ -49,12 +61,18 @@ PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="strata standalone", description="metadata + bookies + broker on one machine")
+    parser = argparse.ArgumentParser(
+        prog="strata standalone",
+        description="metadata + bookies + broker + an embedded S3 cold tier (SeaweedFS) on one machine",
+        epilog="The embedded S3 keeps its data under DATA_DIR/s3/ and its credentials in "
+               "DATA_DIR/s3/credentials.json; with offload_s3_endpoint configured that S3 is used instead.")
     parser.add_argument("--data-dir", default="./data", help="where everything is stored (default ./data)")
     parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
     parser.add_argument("--bookies", type=int, default=1, help="bookie processes (default 1)")
     parser.add_argument("--config", default=None, help="TOML file of settings")
+    parser.add_argument("--no-s3", action="store_true",
+                        help="do not start the embedded S3 server (offload then needs an external endpoint)")
     return parser.parse_args(argv)
 
 
@@ -72,7 +90,7 @@ def bookie_ports(data_dir: Path, count: int, avoid: Set[int] = frozenset(), host
     `avoid` holds the broker and admin ports: they are not bound yet when bookies start, and the
     OS readily hands a just-released port (the one a caller probed to pick them) out again."""
     state_path = data_dir / "standalone.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    state = _read_state(data_dir)
     ports = list(state.get("bookie_ports", []))
     while len(ports) < count:
         port = free_port(host)
@@ -88,6 +106,44 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+
+
+def _read_state(data_dir: Path) -> dict[str, Any]:
+    state_path = data_dir / "standalone.json"
+    return json.loads(state_path.read_text()) if state_path.exists() else {}
+
+
+def s3_ports(data_dir: Path, avoid: Set[int], host: str = "127.0.0.1") -> EmbeddedS3Ports:
+    """The embedded S3 ports recorded for this data dir, picked (avoiding `avoid`) the first time."""
+    state = _read_state(data_dir)
+    if "s3_ports" in state:
+        return EmbeddedS3Ports.from_json(state["s3_ports"])
+    ports = EmbeddedS3Ports.pick(host, frozenset(avoid))
+    state["s3_ports"] = ports.to_json()
+    (data_dir / "standalone.json").write_text(json.dumps(state))
+    return ports
+
+
+def embedded_s3(data_dir: Path, config: Config, avoid: Set[int]) -> EmbeddedS3 | None:
+    """The embedded SeaweedFS for this data dir (not started), or None when an external S3
+    endpoint is configured."""
+    if config.offload_s3_endpoint:
+        return None
+    s3_dir = data_dir / "s3"
+    credentials = load_or_create_credentials(s3_dir / "credentials.json")
+    return EmbeddedS3(s3_dir / "data", credentials, bucket=config.offload_s3_bucket,
+                      ports=s3_ports(data_dir, avoid), region=config.offload_s3_region,
+                      log_path=s3_dir / "weed.log")
+
+
+def s3_config(config: Config, s3: EmbeddedS3 | None) -> Config:
+    """The broker's settings for the cold tier: the embedded server's endpoint and credentials
+    (through boto3's default chain, i.e. this process's environment), or the external one."""
+    if s3 is None:
+        return config.replace(offload_driver="s3") if config.offload_s3_endpoint else config
+    os.environ.update(s3.credentials.env())
+    os.environ.pop("AWS_SESSION_TOKEN", None)  # a token from the shell would not match our key
+    return config.replace(offload_driver="s3", offload_s3_endpoint=s3.endpoint)
 
 
 class BookieProcess:
@@ -163,15 +219,25 @@ def main(argv: list[str]) -> int:
     except StrataError as exc:
         print(f"strata standalone: {exc}", file=sys.stderr)
         return 2
-    ports = bookie_ports(data_dir, args.bookies, {config.broker_port, config.broker_admin_port},
-                         config.bookie_bind_host)
+    broker_ports = {config.broker_port, config.broker_admin_port}
+    ports = bookie_ports(data_dir, args.bookies, broker_ports, config.bookie_bind_host)
     bookies: list[BookieProcess] = []
+    s3: EmbeddedS3 | None = None
     signal.signal(signal.SIGTERM, _interrupt)  # before the loop runs, SIGTERM acts like Ctrl-C
     try:
+        if not args.no_s3:
+            s3 = embedded_s3(data_dir, config, broker_ports | set(ports))
+        if s3 is not None:
+            s3.launch()  # starts while the bookies do
         for index, port in enumerate(ports):
             bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config))
         wait_ready(bookies, time.monotonic() + config.standalone_bookie_start_timeout_ms / 1000)
         log.info("%d bookie(s) listening on %s", len(ports), ports)
+        if s3 is not None:
+            s3.wait_ready()
+        if not args.no_s3:
+            config = s3_config(config, s3)
+            print(f"S3 endpoint {config.offload_s3_endpoint} bucket {config.offload_s3_bucket}", flush=True)
         from broker.server import Broker
         broker = Broker(config, metadata_url)
         from common.gc_tuning import tune_for_server
@@ -183,5 +249,9 @@ def main(argv: list[str]) -> int:
         print(f"strata standalone: {exc}", file=sys.stderr)
         return 1
     finally:
+        if s3 is not None:
+            s3.terminate()  # it stops (2-3 s) while the bookies do
         stop_bookies(bookies, config.standalone_bookie_stop_timeout_ms / 1000)
+        if s3 is not None:
+            s3.stop()
     return 0

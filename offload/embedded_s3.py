@@ -49,6 +49,7 @@ from common.errors import (
     ColdTierAccessDenied,
     ColdTierUnavailable,
     ConfigError,
+    InvariantViolation,
     StrataError,
     TimeoutExpired,
 )
@@ -223,6 +224,7 @@ class EmbeddedS3:
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
+        self._deadline = 0.0  # of the current start, set by launch()
 
     @property
     def endpoint(self) -> str:
@@ -247,11 +249,18 @@ class EmbeddedS3:
     def start(self) -> None:
         """Spawn the server, wait until S3 answers and the bucket exists. On failure the
         process is stopped and a typed error (with the log's tail) is raised."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Spawn the server (waiting, bounded, for its ports to be free) without waiting for it
+        to serve: the caller may start other things meanwhile, then call `wait_ready()`. Call it
+        from a thread that outlives the server (PR_SET_PDEATHSIG follows the spawning thread)."""
         if self.running:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.start_timeout_s
-        self._wait_ports_free(min(deadline, time.monotonic() + PORTS_FREE_TIMEOUT_S))
+        self._deadline = time.monotonic() + self.start_timeout_s
+        self._wait_ports_free(min(self._deadline, time.monotonic() + PORTS_FREE_TIMEOUT_S))
         cmd = self.command()
         env = {**os.environ, **self.credentials.env()}
         with open(self.log_path, "ab") as log_file:
@@ -260,13 +269,20 @@ class EmbeddedS3:
             self.proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, cwd=self.data_dir,
                                          preexec_fn=_die_with_parent)
+
+    def wait_ready(self) -> None:
+        """Wait (until start_timeout_s after `launch`) for S3 to answer, then make sure the
+        bucket exists. On failure the process is stopped and a typed error is raised."""
+        proc = self.proc
+        if proc is None:
+            raise InvariantViolation("wait_ready() before launch()")
         try:
-            self._wait_answering(deadline)
-            self._ensure_bucket(deadline)
+            self._wait_answering(self._deadline)
+            self._ensure_bucket(self._deadline)
         except BaseException:
             self.stop()
             raise
-        log.info("embedded S3 (SeaweedFS, pid %d) at %s, bucket %s", self.proc.pid, self.endpoint, self.bucket)
+        log.info("embedded S3 (SeaweedFS, pid %d) at %s, bucket %s", proc.pid, self.endpoint, self.bucket)
 
     def _wait_ports_free(self, deadline: float) -> None:
         """A server that just exited may still hold its ports for a moment: wait, bounded."""
@@ -334,6 +350,11 @@ class EmbeddedS3:
             if _status(exc) == 404:
                 return False
             raise
+
+    def terminate(self) -> None:
+        """Send SIGTERM without waiting (the caller stops other things meanwhile, then `stop()`)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
 
     def stop(self) -> None:
         """SIGTERM, wait up to stop_timeout_s, then SIGKILL; returns once the PID has exited."""

@@ -7,6 +7,10 @@ Used by the perf tools and, through tests/support/standalone_proc.py, by the tes
         sa.kill9()                             # crash: the whole process group, bookies too
         sa.restart()                           # same data dir and ports
 
+By default it runs with `--no-s3` (no embedded S3 server, as before); tests point it at the
+session's SeaweedFS through `env` (tests/support/seaweed.py `standalone_env`).
+`embedded_s3=True` starts the standalone's own SeaweedFS (`sa.s3_endpoint`, `sa.s3_credentials()`).
+
 The process runs in its own session (process group) with its bookies as children; `stop()`
 sends SIGTERM (clean stop, as Ctrl-C), SIGKILLs the group if it does not stop in time, and
 removes the temp data dir it created; if the perf process dies without stopping it, the
@@ -18,6 +22,7 @@ the error when a start fails. Every wait is bounded.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from common.errors import StrataError, TimeoutExpired
 from common.invariant import present
@@ -51,14 +57,16 @@ class LocalStandalone:
 
     owns_dir: the data dir is a temp dir this object created and deletes on stop.
     proc: the running process, None when stopped.
+    embedded_s3: run the standalone's own SeaweedFS (False passes --no-s3).
     """
 
     def __init__(self, data_dir: Path, owns_dir: bool, bookies: int = 1,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, embedded_s3: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.owns_dir = owns_dir
         self.bookies = bookies
         self.env = dict(env or {})
+        self.embedded_s3 = embedded_s3
         self.port = free_port()
         self.admin_port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -73,16 +81,26 @@ class LocalStandalone:
         return f"http://127.0.0.1:{self.admin_port}"
 
     @property
+    def s3_endpoint(self) -> str:
+        """The embedded S3 server's endpoint (embedded_s3=True; recorded in D/standalone.json)."""
+        state = json.loads((self.data_dir / "standalone.json").read_text())
+        return f"http://127.0.0.1:{state['s3_ports']['s3']}"
+
+    def s3_credentials(self) -> dict[str, Any]:
+        """The embedded S3 server's credentials (D/s3/credentials.json: access_key, secret_key)."""
+        return dict(json.loads((self.data_dir / "s3" / "credentials.json").read_text()))
+
+    @property
     def pid(self) -> int:
         return present(self.proc, "the process was started").pid
 
     @classmethod
     def start(cls, data_dir: str | Path | None = None, bookies: int = 1,
-              env: dict[str, str] | None = None) -> LocalStandalone:
+              env: dict[str, str] | None = None, embedded_s3: bool = False) -> LocalStandalone:
         if data_dir is None:
-            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies, env)
+            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies, env, embedded_s3)
         else:
-            sa = cls(Path(data_dir), False, bookies, env)
+            sa = cls(Path(data_dir), False, bookies, env, embedded_s3)
         try:
             sa.launch()
         except BaseException:
@@ -95,6 +113,8 @@ class LocalStandalone:
         cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir),
                "--port", str(self.port), "--admin-port", str(self.admin_port),
                "--bookies", str(self.bookies)]
+        if not self.embedded_s3:
+            cmd.append("--no-s3")
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:

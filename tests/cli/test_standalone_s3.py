@@ -8,10 +8,17 @@ credentials; `strata standalone` starts one by default with its credentials kept
 
 from __future__ import annotations
 
+import os
+import signal
+import stat
+from pathlib import Path
+
 import pytest
 
 from common.errors import ColdTierAccessDenied
-from offload.embedded_s3 import _client_error
+from offload.embedded_s3 import S3Credentials, _client_error, s3_client
+from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
 
 
 def test_session_server_serves_and_keeps_data_across_restart(s3_server):
@@ -37,3 +44,80 @@ def test_bad_credentials_are_refused(s3_server):
         assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
         assert isinstance(_client_error(info.value, bucket), ColdTierAccessDenied)
 
+
+
+def _weed_children(pid: int) -> list[int]:
+    """PIDs of `weed` processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if comm == "weed" and ppid == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _bucket_keys(endpoint: str, creds: dict, bucket: str = "strata-offload") -> list[str]:
+    client = s3_client(endpoint, S3Credentials(creds["access_key"], creds["secret_key"]))
+    return [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_standalone_embeds_s3_and_keeps_credentials_and_data_across_restarts(tmp_path):
+    from botocore.exceptions import ClientError
+
+    with StandaloneProcess.start(tmp_path / "data", embedded_s3=True) as sa:
+        assert f"S3 endpoint {sa.s3_endpoint} bucket strata-offload" in sa.log_tail()
+        [weed_pid] = _weed_children(sa.pid)
+        cred_path = sa.data_dir / "s3" / "credentials.json"
+        assert stat.S_IMODE(cred_path.stat().st_mode) == 0o600
+        creds = sa.s3_credentials()
+        assert _bucket_keys(sa.s3_endpoint, creds) == []
+        client = s3_client(sa.s3_endpoint, S3Credentials(creds["access_key"], creds["secret_key"]))
+        client.put_object(Bucket="strata-offload", Key="kept", Body=b"across restarts")
+        wrong = s3_client(sa.s3_endpoint, S3Credentials(creds["access_key"], "not-the-secret"))
+        with pytest.raises(ClientError) as info:
+            wrong.list_objects_v2(Bucket="strata-offload")
+        assert isinstance(_client_error(info.value, "strata-offload"), ColdTierAccessDenied)
+        endpoint = sa.s3_endpoint
+
+        sa.restart()  # clean stop: the broker, the bookies, then SeaweedFS
+        assert not _alive(weed_pid)
+        assert sa.s3_endpoint == endpoint and sa.s3_credentials() == creds
+        assert _bucket_keys(endpoint, creds) == ["kept"]
+
+        # kill -9 of the standalone alone (not its group): SeaweedFS dies with it
+        [weed_pid] = _weed_children(sa.pid)
+        os.kill(sa.pid, signal.SIGKILL)
+        sa.proc.wait(timeout=10)
+        wait_until(lambda: not _alive(weed_pid), timeout_s=10, what="weed to die with its parent")
+        sa.proc = None
+        sa.launch()
+        assert sa.s3_credentials() == creds
+        assert _bucket_keys(endpoint, creds) == ["kept"]
+
+
+def test_no_s3_and_external_endpoint_embed_nothing(tmp_path, s3_server):
+    with StandaloneProcess.start(tmp_path / "a") as sa:  # --no-s3
+        assert _weed_children(sa.pid) == []
+        assert "S3 endpoint" not in sa.log_tail()
+        assert not (sa.data_dir / "s3").exists()
+    env = s3_server.standalone_env(s3_server.new_bucket())
+    del env["STRATA_OFFLOAD_DRIVER"]  # an endpoint alone selects S3
+    with StandaloneProcess.start(tmp_path / "b", env=env, embedded_s3=True) as sa:
+        assert _weed_children(sa.pid) == []
+        assert f"S3 endpoint {s3_server.endpoint} bucket {env['STRATA_OFFLOAD_S3_BUCKET']}" in sa.log_tail()
+        assert not (sa.data_dir / "s3").exists()

@@ -4,10 +4,13 @@ Layout (every value is JSON):
 - `/admin/partitioned-topics/<tenant>/<ns>/<topic>` = `{"partitions": N}` — PARTITIONED_METADATA
   answers N; absent means "not partitioned" (0).
 - `/admin/policies/<tenant>/<ns>` = `{"deduplicationEnabled": bool, "retention_policies":
-  {"retentionTimeInMinutes": m, "retentionSizeInMB": s}, "message_ttl_in_seconds": n}` — namespace
-  policies; an absent retention or TTL field means the broker config's default applies.
+  {"retentionTimeInMinutes": m, "retentionSizeInMB": s}, "message_ttl_in_seconds": n,
+  "offload_threshold": bytes, "offload_threshold_in_seconds": s, "offload_deletion_lag_ms": ms}` —
+  namespace policies; an absent field means the broker config's default applies (the offload
+  fields: `broker.offload_policy`).
 - `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool,
-  "retention_policies": {...}, "message_ttl_in_seconds": n}` — topic policies; a field set here
+  "retention_policies": {...}, "message_ttl_in_seconds": n, "offload_policies": {...}}` — topic
+  policies; a field set here
   overrides the namespace's, which overrides the broker config. A partitioned topic's policies
   apply to every partition (looked up by the base name).
 - `/topics/<tenant>/<ns>/<topic>` = `{"created_ms": t}` — every (partition) topic ever created,

@@ -10,9 +10,8 @@ Layout (every value is JSON):
   fields: `broker.offload_policy`).
 - `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool,
   "retention_policies": {...}, "message_ttl_in_seconds": n, "offload_policies": {...}}` — topic
-  policies; a field set here
-  overrides the namespace's, which overrides the broker config. A partitioned topic's policies
-  apply to every partition (looked up by the base name).
+  policies; a field set here overrides the namespace's, which overrides the broker config. A
+  partitioned topic's policies apply to every partition (looked up by the base name).
 - `/topics/<tenant>/<ns>/<topic>` = `{"created_ms": t}` — every (partition) topic ever created,
   so a restarted broker and the admin API can list them without loading them.
 

@@ -81,14 +81,16 @@ PARQUET_COMPRESSION = "zstd"
 PARQUET_COMPRESSION_LEVEL = 1
 
 _TS = pa.timestamp("us", tz="UTC")
+# Every column optional (Parquet's default from pyarrow): Iceberg refuses optional file columns
+# in required table columns, and a table made from this schema takes every file we write.
 MESSAGE_SCHEMA = pa.schema([
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("partition", pa.int32(), nullable=False),
-    pa.field("ledger_id", pa.int64(), nullable=False),
-    pa.field("entry_id", pa.int64(), nullable=False),
-    pa.field("batch_index", pa.int32(), nullable=False),
-    pa.field("batch_size", pa.int32(), nullable=False),
-    pa.field("message_id", pa.binary(), nullable=False),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("ledger_id", pa.int64()),
+    pa.field("entry_id", pa.int64()),
+    pa.field("batch_index", pa.int32()),
+    pa.field("batch_size", pa.int32()),
+    pa.field("message_id", pa.binary()),
     pa.field("key", pa.string()),
     pa.field("ordering_key", pa.binary()),
     pa.field("properties", pa.map_(pa.string(), pa.string())),
@@ -106,8 +108,9 @@ MESSAGE_SCHEMA = pa.schema([
 ])
 REBUILD_COLUMNS = ("entry_id", "payload", "entry_rebuild", "entry_crc32c", "entry_metadata",
                    "message_metadata", "entry_payload")
+_REBUILD_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(name) for name in REBUILD_COLUMNS])
 _DICTIONARY_COLUMNS = ["topic", "producer_name", "key", "partition", "ledger_id"]
-_STATISTICS_COLUMNS = ["ledger_id", "entry_id", "partition", "batch_index", "publish_time",
+_STATISTICS_COLUMNS = ["topic", "ledger_id", "entry_id", "partition", "batch_index", "publish_time",
                        "event_time", "key", "sequence_id"]
 _SORTING = [pq.SortingColumn(3), pq.SortingColumn(4)]  # entry_id, batch_index
 
@@ -641,11 +644,13 @@ def entries_from_table(table: pa.Table, first: int, last: int) -> list[tuple[int
         return []
     try:
         table = table.select(list(REBUILD_COLUMNS))
-    except KeyError as exc:
-        raise ColdObjectCorrupt("object lacks rebuild columns", reason=str(exc)) from None
+        if table.schema.types != _REBUILD_SCHEMA.types:  # e.g. large_binary from another reader
+            table = table.cast(_REBUILD_SCHEMA)
+    except (KeyError, pa.ArrowException) as exc:
+        raise ColdObjectCorrupt("object lacks rebuild columns of the right types", reason=str(exc)) from None
     ids_column = table.column("entry_id")
-    if ids_column.null_count or ids_column.type != pa.int64():
-        raise ColdObjectCorrupt("entry_id column is not a non-null int64")
+    if ids_column.null_count:
+        raise ColdObjectCorrupt("entry_id column has nulls")
     ids = ids_column.to_numpy()
     if ids.size and np.any(ids[1:] < ids[:-1]):
         raise ColdObjectCorrupt("entry ids out of order")

@@ -354,3 +354,29 @@ def test_an_empty_ledger_writes_a_valid_empty_object() -> None:
     assert meta["strata.entries"] == "0" and meta["strata.messages"] == "0"
     summary = fmt.object_summary(pq.ParquetFile(io.BytesIO(sink.getvalue())).metadata)
     assert summary["entries"] == 0 and summary["last_entry_id"] == -1
+
+
+def test_tables_from_other_readers_rebuild_or_are_refused(seed: int) -> None:
+    """A reader that hands large_binary columns still rebuilds; wrong types are corrupt."""
+    entries = [batch_entry(varied_messages(random.Random(seed), 12), eb.LZ4), single_entry(b"solo")]
+    table = pq.read_table(io.BytesIO(write(entries)))
+    large = table.cast(pa.schema([pa.field(f.name, pa.large_binary()) if f.type == pa.binary() else f
+                                  for f in table.schema]))
+    assert fmt.entries_from_table(large, 0, 1) == list(enumerate(entries))
+    wrong = table.set_column(table.schema.get_field_index("entry_crc32c"), "entry_crc32c",
+                             pa.array(["x"] * table.num_rows))
+    with pytest.raises(ColdObjectCorrupt):
+        fmt.entries_from_table(wrong, 0, 1)
+
+
+def test_schema_suits_iceberg_and_spark() -> None:
+    """No ns timestamps (Iceberg refuses them), every column optional (Iceberg refuses optional
+    file columns in required table columns), times in UTC microseconds."""
+    for field in fmt.MESSAGE_SCHEMA:
+        assert field.nullable, field.name
+    assert fmt.MESSAGE_SCHEMA.field("publish_time").type == pa.timestamp("us", tz="UTC")
+    assert fmt.MESSAGE_SCHEMA.field("event_time").type == pa.timestamp("us", tz="UTC")
+    blob = write([single_entry(b"x")])
+    footer = pq.ParquetFile(io.BytesIO(blob)).metadata
+    stats = footer.row_group(0).column(0).statistics  # topic: min == max lets Iceberg partition by it
+    assert stats.has_min_max and stats.min == stats.max == ORIGIN.topic

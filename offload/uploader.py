@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable
 from concurrent.futures import Executor
 from datetime import datetime
-from typing import BinaryIO, cast
+from typing import BinaryIO, TypeVar, cast
 
 from common.clock import Clock
 from common.errors import ColdObjectMissing, ColdTierError, InvalidArgument, LimitExceeded
@@ -43,6 +45,7 @@ from offload.format import FORMAT_VERSION, LedgerOrigin, LedgerWriter
 from offload.s3 import S3Bucket
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 READ_CHUNK_BYTES = 1024 * 1024         # bookie bytes read (and then encoded) per step, and progress
 READ_CHUNK_ENTRIES_MAX = 2_000
@@ -147,11 +150,16 @@ async def offload_ledger(bucket: S3Bucket, encode_pool: Executor, clock: Clock, 
         return found
     await abort_stale_uploads(bucket, key)
     upload = _Upload(bucket, encode_pool, ml_name, ledger_id, key, entries)
+    started_s = time.monotonic()
     try:
         size_bytes = await upload.run(source, progress)
     except BaseException:
         await upload.abort()
         raise
+    elapsed_s = time.monotonic() - started_s
+    log.info("offloaded ledger %d of %s: %d entries, %d bytes in %.2f s (%.1f MB/s); waited on %s", ledger_id,
+             ml_name, entries, size_bytes, elapsed_s, size_bytes / 1e6 / max(elapsed_s, 1e-9),
+             ", ".join(f"{stage} {s:.2f} s" for stage, s in sorted(upload.waited_s.items())))
     return ColdCopy(key, size_bytes, entries, clock.wall_ms(), FORMAT_VERSION)
 
 
@@ -175,6 +183,7 @@ class _Upload:
         self._upload_id: str | None = None          # None until the first full part exists
         self._parts: list[asyncio.Task[str]] = []   # part i+1's upload, in part order
         self._size_bytes = 0
+        self.waited_s: dict[str, float] = {}        # stage -> seconds the offload waited on it (log)
 
     async def run(self, source: ReadHandle, progress: OffloadProgress | None) -> int:
         """Read, encode and upload everything; complete the object; its size in bytes."""
@@ -185,13 +194,13 @@ class _Upload:
             source.read(0, min(self._entries, chunk) - 1))
         try:
             while pending is not None:
-                batch = await pending
+                batch = await self._timed("read_wait", pending)
                 first, last = done, done + len(batch) - 1
                 invariant(bool(batch) and [e for e, _ in batch] == list(range(first, last + 1)),
                           "bookie read returns the asked entries in order", ledger_id=self._ledger_id, first=first)
                 pending = (asyncio.ensure_future(source.read(last + 1, min(self._entries, last + 1 + chunk) - 1))
                            if last + 1 < self._entries else None)
-                await loop.run_in_executor(self._pool, self._encode, batch)
+                await self._timed("encode", loop.run_in_executor(self._pool, self._encode, batch))
                 del batch
                 await self._ship(self._sink.take_full())
                 done = last + 1
@@ -200,10 +209,17 @@ class _Upload:
         finally:
             if pending is not None:
                 pending.cancel()
-        footer_metadata = await loop.run_in_executor(self._pool, self._writer.close)
+        footer_metadata = await self._timed("encode", loop.run_in_executor(self._pool, self._writer.close))
         self._check_metadata(footer_metadata)
         await self._ship(self._sink.take_full())
         return await self._finish(self._sink.take_tail())
+
+    async def _timed(self, stage: str, awaitable: Awaitable[T]) -> T:
+        started_s = time.monotonic()
+        try:
+            return await awaitable
+        finally:
+            self.waited_s[stage] = self.waited_s.get(stage, 0.0) + time.monotonic() - started_s
 
     def _chunk_entries(self, source: ReadHandle) -> int:
         average_bytes = max(1, source.length_bytes // self._entries)
@@ -228,7 +244,7 @@ class _Upload:
             if len(self._parts) >= PARTS_MAX:
                 raise LimitExceeded("ledger needs more than 10,000 parts; raise offload_s3_part_bytes",
                                     key=self._key, part_bytes=len(data))
-            await self._slots.acquire()
+            await self._timed("slot_wait", self._slots.acquire())
             self._parts.append(asyncio.ensure_future(self._upload_part(len(self._parts) + 1, data)))
             self._size_bytes += len(data)
 
@@ -250,7 +266,7 @@ class _Upload:
             self._size_bytes = len(tail)
         else:
             await self._ship([tail] if tail else [])
-            etags = list(await asyncio.gather(*self._parts))
+            etags = list(await self._timed("last_parts", asyncio.gather(*self._parts)))
             await self._bucket.complete_multipart(self._key, self._upload_id, etags)
             self._upload_id = None                    # complete: nothing to abort any more
         head = await self._bucket.head(self._key)

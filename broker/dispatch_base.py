@@ -83,7 +83,7 @@ class Dispatcher(abc.ABC):
                 if not self._again:
                     break
         except StrataError as exc:
-            log.warning("dispatch on %s failed, retrying: %s", self.sub.name, exc)
+            log.warning("dispatch on %s failed, retrying: %s: %s", self.sub.name, type(exc).__name__, exc)
             self._schedule_retry()
         except Exception:
             log.exception("dispatch on %s crashed, retrying", self.sub.name)

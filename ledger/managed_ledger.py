@@ -535,15 +535,14 @@ class ManagedLedger:
             if not doomed:
                 return []
             gone = set(doomed)
-            copies = [r.cold for r in self._meta.ledgers if r.ledger_id in gone and r.cold is not None]
+            copies = {r.ledger_id: r.cold for r in self._meta.ledgers if r.ledger_id in gone and r.cold is not None}
             await self._cas(self._meta.with_ledgers([r for r in self._meta.ledgers if r.ledger_id not in gone])
                             .with_deleting(set(self._meta.deleting) | gone))
             self._view.remove(gone)
             for ledger_id in doomed:
                 self._cache.invalidate_ledger(self.name, ledger_id)
                 self._read_handles.pop(ledger_id, None)
-        self._deleter.schedule(doomed)
-        self._offloader.delete_objects(copies)
+        self._deleter.schedule(doomed, self._offloader.object_deleters(copies))   # bookies, then objects
         return doomed
 
     async def wait_trimmed(self, timeout_s: float | None = None) -> None:

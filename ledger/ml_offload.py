@@ -27,7 +27,9 @@ How it works
   copy is deleted in the background (the index blob stays: the ledger is still listed and read
   from the cold tier).
 - `read`: where an offloaded ledger's entries come from (see `read`'s docstring).
-- Objects of trimmed ledgers are deleted in the background, retried until done or close().
+- Objects of trimmed ledgers are deleted by the managed ledger's LedgerDeleter after their
+  bookie copy (`object_deleters`): the ledger stays in the record's `deleting` list until both
+  are gone, and an owner that opens with a non-empty `deleting` cleans orphans.
 
 What must hold: a record's `cold` is set only after its object is complete, and
 `bookie_deleted` only on a record with `cold`, before its bookie copy is deleted; no metadata
@@ -38,8 +40,9 @@ the managed ledger's view of its version never goes stale); at most one run at a
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
@@ -72,8 +75,8 @@ NOT_RUN, RUNNING, SUCCESS, ERROR = "NOT_RUN", "RUNNING", "SUCCESS", "ERROR"
 BEFORE_PROPERTY = "offload.before"          # the managed ledger record's property of a pending request
 NO_POSITION = Position(-1, -1)              # Pulsar's MessageId.earliest, shown unless SUCCESS
 
-# Objects of trimmed ledgers: any failure is retried (0.1 s doubling to 30 s) until deleted, as
-# LedgerDeleter does for the bookies; an object left anyway is found by clean_orphans later.
+# Objects of ledgers no longer listed (trimmed under their upload): any failure is retried (0.1 s
+# doubling to 30 s) until deleted, as LedgerDeleter does; one left anyway is found by clean_orphans.
 _COLD_DELETE_RETRY = retry.Retry("ledger.cold_delete", retry_on=Exception, wait=retry.exponential(0.1, 30.0),
                                  unbounded_because="Offloader.close() cancels it", log_level=logging.WARNING)
 
@@ -375,8 +378,18 @@ class Offloader:
 
     # --- objects ---------------------------------------------------------------------------------
 
+    def object_deleters(self, copies: Mapping[int, ColdCopy]) -> dict[int, Callable[[], Awaitable[None]]]:
+        """Per trimmed ledger, the call that deletes its object (LedgerDeleter retries it)."""
+        cold = self.cold
+        if cold is None:
+            if copies:
+                log.warning("%s: objects of trimmed ledgers %s stay in the cold tier: none configured",
+                            self._ml.name, sorted(copies))
+            return {}
+        return {ledger_id: functools.partial(cold.delete, copy) for ledger_id, copy in copies.items()}
+
     def delete_objects(self, copies: Iterable[ColdCopy]) -> None:
-        """Delete trimmed ledgers' objects in the background, retried until done or close()."""
+        """Delete objects of ledgers no longer listed in the background, retried until done or close()."""
         for copy in copies:
             self._spawn(self._delete_object(copy))
 

@@ -11,7 +11,10 @@ only a StrataError: an unexpected one (a bug, an untranslated foreign error) is 
 traceback and counted (`unexpected_errors`), and must not quietly end the retries and leak the
 ledger. A ledger that is deleted twice is fine (every step is idempotent). The managed ledger's
 record lists trimmed ledgers under `deleting` until a later compare-and-set sees them in
-`deleted` and drops them from both.
+`deleted` and drops them from both. A trimmed ledger that was offloaded also has its cold
+object deleted (`also`, after the bookie copy, retried the same way) before it counts as
+deleted, so a crash before that leaves it in `deleting` and the next owner's orphan cleaning
+removes the object.
 
 `schedule_bookie_copies` deletes only the bookie copy of ledgers that stay listed (offloaded,
 deletion lag passed: their record says `bookie_deleted`, their index blob stays), one after the
@@ -23,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from common import retry
@@ -64,9 +67,11 @@ class LedgerDeleter:
         self.retries = 0                         # failed attempts that were retried, any cause
         self.unexpected_errors = 0               # of those, failures that were no StrataError
 
-    def schedule(self, ledger_ids: Iterable[int]) -> None:
+    def schedule(self, ledger_ids: Iterable[int],
+                 also: Mapping[int, Callable[[], Awaitable[None]]] | None = None) -> None:
+        """Delete each ledger in the background; `also[id]`, when given, runs after (its cold object)."""
         for ledger_id in ledger_ids:
-            task = asyncio.ensure_future(self._delete(ledger_id))
+            task = asyncio.ensure_future(self._delete(ledger_id, (also or {}).get(ledger_id)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -82,9 +87,11 @@ class LedgerDeleter:
             await _DELETE_RETRY.call_async(functools.partial(self._client.delete_ledger, ledger_id),
                                            on_retry=self._count_retry, about=f"bookie copy of ledger {ledger_id}")
 
-    async def _delete(self, ledger_id: int) -> None:
+    async def _delete(self, ledger_id: int, also: Callable[[], Awaitable[None]] | None) -> None:
         await _DELETE_RETRY.call_async(lambda: self.delete_now(ledger_id), on_retry=self._count_retry,
                                        about=f"ledger {ledger_id}")
+        if also is not None:
+            await _DELETE_RETRY.call_async(also, on_retry=self._count_retry, about=f"cold object of ledger {ledger_id}")
         self.deleted.add(ledger_id)
 
     def _count_retry(self, exc: BaseException, attempt: int, delay_s: float) -> None:

@@ -47,6 +47,8 @@ def test_partitioned_stats_sums_and_merges() -> None:
         return {"msgRateIn": 1.5, "msgThroughputIn": 3.0, "msgRateOut": 1.0, "msgThroughputOut": 2.0,
                 "msgInCounter": n, "bytesInCounter": 10 * n, "msgOutCounter": n, "bytesOutCounter": n,
                 "msgBacklog": n, "backlogSize": 10 * n, "storageSize": 100 * n,
+                "offloadedStorageSize": 50 * n, "lastOffloadLedgerId": n, "lastOffloadSuccessTimeStamp": n,
+                "lastOffloadFailureTimeStamp": 0,
                 "publishers": [{"producerName": f"p{n}"}], "subscriptions": {"s": sub}}
     out = partitioned_stats(2, {"t-partition-0": part(1), "t-partition-1": part(2)}, True)
     assert out["msgInCounter"] == 3 and out["storageSize"] == 300 and out["msgRateIn"] == 3.0

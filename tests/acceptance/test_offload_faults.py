@@ -9,7 +9,8 @@ real standalones and the session's real SeaweedFS (`s3_server`).
   then, once S3 is back, gets every message exactly once, in order; the broker stays up;
 - S3 down during an offload: status ERROR with a reason, the ledgers stay on the bookies and
   unflagged; once S3 is back a new offload succeeds;
-- wrong credentials: offload status ERROR naming the refusal, produce and consume unaffected;
+- wrong credentials or a missing bucket: an error naming it in the log at start and in the
+  offload status; produce and consume unaffected;
 - a truncated object whose bookie copy is gone: nothing from that ledger is delivered, never
   wrong bytes, the broker logs the typed error (ColdObjectCorrupt), and the ledgers before it
   are still delivered in full;
@@ -58,6 +59,7 @@ OFFLOAD_TIMEOUT_S = 180.0
 BOOKIE_DELETE_TIMEOUT_S = 60.0
 READ_TIMEOUT_MS = 30_000
 DENIED = re.compile(r"access.?denied|signature|credential|InvalidAccessKeyId|forbidden|403", re.IGNORECASE)
+MISSING_BUCKET = re.compile(r"bucket does not exist|NoSuchBucket|bucket.*missing", re.IGNORECASE)
 COMMON_ENV = {"STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0",
               "STRATA_BROKER_RETENTION_CHECK_INTERVAL_MS": "200",
               "STRATA_RETENTION_TIME_MINUTES": "-1", "STRATA_RETENTION_SIZE_MB": "-1"}
@@ -311,31 +313,42 @@ def test_bad_namespace_offload_policies_are_refused_and_change_nothing(
         assert admin.get_ns(ns, what) == kept, (what, bad)
 
 
-# --- wrong credentials ------------------------------------------------------------------------
+# --- wrong credentials, missing bucket --------------------------------------------------------
 
-def test_wrong_credentials_error_in_offload_status_and_the_broker_still_serves(
-        s3_server: TestSeaweed, tmp_path: Any) -> None:
-    env = {**s3_server.standalone_env(BUCKET, PREFIX), **COMMON_ENV,
-           "STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "20"}
+def _wrong_secret(env: dict[str, str]) -> dict[str, str]:
     secret_vars = [k for k in env if "SECRET" in k.upper()]
     assert secret_vars, f"no secret key in the standalone's S3 environment: {sorted(env)}"
-    env.update({k: "wrong-" + env[k] for k in secret_vars})
-    topic = f"persistent://public/faults-creds-{os.getpid()}/t"
+    return {**env, **{k: "wrong-" + env[k] for k in secret_vars}}
+
+
+def _missing_bucket(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "STRATA_OFFLOAD_S3_BUCKET": f"no-such-bucket-{os.getpid()}"}
+
+
+@pytest.mark.parametrize("break_env, reason", [(_wrong_secret, DENIED), (_missing_bucket, MISSING_BUCKET)],
+                         ids=["wrong-secret", "missing-bucket"])
+def test_an_unusable_cold_tier_is_reported_at_start_and_in_offload_status_and_the_broker_still_serves(
+        s3_server: TestSeaweed, tmp_path: Any, break_env: Any, reason: re.Pattern) -> None:
+    S3Access.of(s3_server, BUCKET, PREFIX)
+    env = break_env({**s3_server.standalone_env(BUCKET, PREFIX), **COMMON_ENV,
+                     "STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "20"})
+    topic = f"persistent://public/faults-tier-{os.getpid()}-{next(_ids)}/t"
     with StandaloneProcess.start(tmp_path / "data", env=env) as proc:
+        assert reason.search(_log_since(proc, 0)), f"no start-up error in the log:\n{proc.log_tail()}"
         admin = Admin(proc.admin_url)
         sent = _produce(proc.service_url, topic, 2_000, seed=91)
         status, body = admin.offload(topic, int(admin.ledgers(topic)[-1]["ledgerId"]))
         assert status in (204, 412), (status, body)
         final = admin.wait_offload_finished(topic, OFFLOAD_TIMEOUT_S)
         assert final["status"] == "ERROR", final
-        assert DENIED.search(final["lastError"]), final
+        assert reason.search(final["lastError"]), final
         if status == 412:
-            assert DENIED.search(str(body)), body
+            assert reason.search(str(body)), body
         assert not offloaded_ids(admin.ledgers(topic))
         client = make_client(proc.service_url)
         try:
             consumer = client.subscribe(topic, "still-serves", initial_position=pulsar.InitialPosition.Earliest)
-            assert_same_messages(receive_views(consumer, len(sent)), sent, "consumed with a refused cold tier")
+            assert_same_messages(receive_views(consumer, len(sent)), sent, "consumed with an unusable cold tier")
             more = produce_corpus(client, topic, 100, seed=92)
             assert_same_messages(receive_views(consumer, len(more)), in_id_order(more), "produced afterwards")
         finally:
@@ -393,12 +406,12 @@ def test_kill9_mid_offload_leaves_no_partial_object_and_the_offload_completes(
 
 def _wait_resumed(admin: Admin, topic: str, closed: list[int], timeout_s: float = 20.0) -> bool:
     """True if the restarted broker offloads `closed` by itself within `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if set(closed) <= offloaded_ids(admin.ledgers(topic)):
-            return True
-        time.sleep(0.5)
-    return set(closed) <= offloaded_ids(admin.ledgers(topic))
+    try:
+        wait_until(lambda: set(closed) <= offloaded_ids(admin.ledgers(topic)), timeout_s,
+                   what="the restarted broker resuming the offload", interval_s=0.5)
+    except AssertionError:
+        return False
+    return True
 
 
 def _check_complete_objects(s3: S3Access, topic: str, sent: list[Sent], closed: list[int],

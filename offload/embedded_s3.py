@@ -20,8 +20,9 @@ What must hold (SeaweedFS 4.x facts, /work/shared/S3-SPARK-FACTS.md §1):
   mode 0600). Data in the data dir survives a restart.
 - A restart on the same ports fails while the old PID lives, so `stop()` waits for the exit and
   `start()` waits (bounded) for the ports to be free.
-- The server dies with the thread that started it (PR_SET_PDEATHSIG, SIGKILL), so a kill -9 of
-  the parent leaves no server holding the ports. Output goes to `log_path`; a failed start
+- The server dies with its parent process (PR_SET_PDEATHSIG, SIGKILL), so a kill -9 of the
+  parent leaves no server holding the ports. The signal follows the forking *thread*, so only
+  the main thread or one long-lived spawner thread forks it. Output goes to `log_path`; a failed start
   raises a typed error carrying the log's tail. Every wait is bounded.
 """
 
@@ -33,6 +34,7 @@ import http.client
 import json
 import logging
 import os
+import queue
 import random
 import secrets
 import shutil
@@ -40,10 +42,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from common.errors import (
     ColdTierAccessDenied,
@@ -55,6 +59,7 @@ from common.errors import (
 )
 
 log = logging.getLogger("strata.embedded_s3")
+T = TypeVar("T")
 
 PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 GRPC_PORT_OFFSET = 10_000
@@ -65,6 +70,7 @@ STOP_TIMEOUT_S = 10.0
 PORTS_FREE_TIMEOUT_S = 10.0
 PROBE_TIMEOUT_S = 1.0
 POLL_INTERVAL_S = 0.05
+SPAWN_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 40
 DENIED_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
 
@@ -202,6 +208,49 @@ def _die_with_parent() -> None:
         pass
 
 
+class _Spawner:
+    """Runs Popen calls on one long-lived thread. PR_SET_PDEATHSIG fires when the *thread* that
+    forked exits, so a server started from a short-lived thread (asyncio.to_thread, an executor
+    shut down with its loop) would be killed with that thread; the main thread and this one live
+    as long as the process."""
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue(maxsize=16)
+        self._thread = threading.Thread(target=self._run, name="embedded-s3-spawner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            fn, reply = self._requests.get()
+            try:
+                reply.put((True, fn()))
+            except BaseException as exc:  # handed to the caller
+                reply.put((False, exc))
+
+    def call(self, fn: Callable[[], T]) -> T:
+        reply: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._requests.put((fn, reply), timeout=SPAWN_TIMEOUT_S)
+        ok, value = reply.get(timeout=SPAWN_TIMEOUT_S)
+        if not ok:
+            raise value
+        return cast(T, value)
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(fn: Callable[[], T]) -> T:
+    """`fn()` on a thread that outlives the child it spawns: this one if it is the main thread."""
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return fn()
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = _Spawner()
+    return _spawner.call(fn)
+
+
 class EmbeddedS3:
     """One `weed mini` process serving S3 on `host`:`ports.s3`, data under `data_dir`.
 
@@ -254,8 +303,7 @@ class EmbeddedS3:
 
     def launch(self) -> None:
         """Spawn the server (waiting, bounded, for its ports to be free) without waiting for it
-        to serve: the caller may start other things meanwhile, then call `wait_ready()`. Call it
-        from a thread that outlives the server (PR_SET_PDEATHSIG follows the spawning thread)."""
+        to serve: the caller may start other things meanwhile, then call `wait_ready()`."""
         if self.running:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -266,9 +314,9 @@ class EmbeddedS3:
         with open(self.log_path, "ab") as log_file:
             log_file.write(f"--- weed mini starting at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             log_file.flush()
-            self.proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env, cwd=self.data_dir,
-                                         preexec_fn=_die_with_parent)
+            self.proc = _spawn(lambda: subprocess.Popen(
+                cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                cwd=self.data_dir, preexec_fn=_die_with_parent))
 
     def wait_ready(self) -> None:
         """Wait (until start_timeout_s after `launch`) for S3 to answer, then make sure the

@@ -8,9 +8,11 @@ credentials; `strata standalone` starts one by default with its credentials kept
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,21 @@ def test_session_server_serves_and_keeps_data_across_restart(s3_server):
     env = s3_server.standalone_env(bucket, prefix="p")
     assert env["STRATA_OFFLOAD_S3_ENDPOINT"] == s3_server.endpoint
     assert env["STRATA_OFFLOAD_S3_BUCKET"] == bucket and env["STRATA_OFFLOAD_DRIVER"] == "s3"
+
+
+def test_server_restarted_from_a_short_lived_thread_outlives_it(s3_server):
+    """PR_SET_PDEATHSIG follows the forking thread: a restart from asyncio.to_thread (whose
+    executor ends with its loop) must not leave a server that dies with that thread."""
+    bucket = s3_server.new_bucket()
+    s3_server.boto3_client().put_object(Bucket=bucket, Key="k", Body=b"v")
+
+    async def restart() -> None:
+        await asyncio.to_thread(s3_server.restart)
+
+    asyncio.run(restart())  # the executor's threads exit here
+    time.sleep(0.5)
+    assert s3_server.running
+    assert s3_server.boto3_client().get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
 
 
 def test_bad_credentials_are_refused(s3_server):

@@ -6,6 +6,9 @@
         sa.kill9()        # the whole process group: broker and its bookies
         sa.restart()      # same data dir and ports
 
+It runs with `--no-s3` unless `embedded_s3=True`; to give it a cold tier, pass the session S3
+server's settings: `StandaloneProcess.start(d, env=s3_server.standalone_env(s3_server.new_bucket()))`.
+
 The process logic lives in the product module `perf/standalone_proc.py` (the perf tools use it too);
 this name is what the tests import.
 """

@@ -59,6 +59,7 @@ from common.errors import (
     OffloadNotConfigured,
     StrataError,
 )
+from common.invariant import present
 from ledger.cold import ColdCopy, ColdStorage
 from ledger.ml_metadata import LedgerRecord
 from ledger.position import Position
@@ -197,8 +198,13 @@ class Offloader:
         pending = self._ml._meta.properties.get(BEFORE_PROPERTY)
         if pending is None or self.cold is None or self.running:
             return None
+        try:
+            before = Position.parse(pending)
+        except ValueError:
+            log.warning("%s: ignoring an unreadable pending offload request %r", self._ml.name, pending)
+            return None
         log.info("%s: resuming the offload up to %s a previous owner left unfinished", self._ml.name, pending)
-        return self._launch(Position.parse(pending), persist=False)
+        return self._launch(before, persist=False)
 
     def _launch(self, before: Position, *, persist: bool) -> asyncio.Task:
         self.status = replace(self.status, status=RUNNING, last_error="", first_unoffloaded=NO_POSITION,
@@ -243,8 +249,7 @@ class Offloader:
     async def _offload_ledger(self, run: _Run, record: LedgerRecord) -> None:
         """One ledger: upload (retried), then record it. Its own failure is noted in `run`."""
         ml = self._ml
-        cold = self.cold
-        assert cold is not None
+        cold = present(self.cold, "an offload runs only with a cold tier", name=ml.name)
         base_done = self.status.entries_done
 
         def progress(done: int, total: int) -> None:
@@ -353,8 +358,7 @@ class Offloader:
         is still there; with it gone the cold tier's error is raised (ColdTierUnavailable is
         retriable: the dispatcher waits and retries). Bookkeeper-first: the bookies, falling back
         to the cold tier if they fail."""
-        copy = kept.cold
-        assert copy is not None
+        copy = present(kept.cold, "only an offloaded ledger is read through the offloader", ledger_id=kept.ledger_id)
         if self.cold is None:
             if kept.bookie_deleted:
                 raise OffloadNotConfigured("ledger is only in the cold tier, and this broker has none",

@@ -476,3 +476,44 @@ def test_a_ledger_trimmed_while_it_uploads_is_skipped_and_leaves_no_object(env, 
         await cold.close()
         await shutdown(store, client)
     run(body())
+
+
+def test_offload_asap_from_the_closed_listener_while_appends_roll_ledgers(env, s3):
+    """As the broker wires it: every sealed ledger triggers maybe_offload(0, -1); appends and
+    rollovers go on meanwhile, sharing the record's compare-and-set with the offload."""
+    _start_bookie(env)
+    bucket = s3.new_bucket()
+
+    async def body():
+        config = _config(env, s3, bucket, managed_ledger_rollover_entries=20)
+        store, client = await env.open(config)
+        cold = _cold(s3, config)
+        ml = await _open(NAME, store, client, config, cold)
+        triggered: list[asyncio.Task] = []
+
+        def on_closed(ledger_id: int) -> None:
+            task = ml.maybe_offload(0, -1, 0)
+            if task is not None:
+                triggered.append(task)
+        ml.add_ledger_closed_listener(on_closed)
+        total = 0
+        for _ in range(10):                                  # bursts, each rolling a few ledgers
+            await _append(ml, total, 45)
+            total += 45
+            await asyncio.sleep(0.02)
+        assert triggered
+        await asyncio.gather(*triggered, return_exceptions=True)
+        # the last ledgers sealed while an offload ran: a final pass (as the retention task does)
+        last = ml.maybe_offload(0, -1, 0)
+        if last is not None:
+            await last
+        assert ml.state.value == "ready" and ml.offload_status.status == "SUCCESS"
+        infos = ml.ledgers()
+        assert [i.state for i in infos] == [LedgerState.OFFLOADED] * (len(infos) - 1) + [LedgerState.OPEN]
+        record = await _record(store)
+        assert len(s3.keys(bucket)) == len(infos) - 1 == sum(r.cold is not None for r in record.ledgers)
+        assert await _read_all(ml, client) == [_entry(i) for i in range(total)]
+        await ml.close()
+        await cold.close()
+        await shutdown(store, client)
+    run(body())

@@ -21,6 +21,10 @@ Namespace (`/admin/v2/namespaces/{t}/{ns}`):
 - `GET|PUT .../offloadThreshold` (bytes) and `.../offloadThresholdInSeconds` (seconds): a JSON
   integer; GET answers -1 when unset (the broker's default applies).
 - `GET|PUT|DELETE .../offloadDeletionLagMs` (ms): GET answers null when unset.
+- `GET|POST|DELETE .../offloadPolicies`: the same three values as one OffloadPolicies object
+  (`managedLedgerOffloadThresholdInBytes`, `...ThresholdInSeconds`, `...DeletionLagInMillis`;
+  null = unset), written in one compare-and-set (POST replaces all three, DELETE clears them);
+  GET answers null when none is set.
 
 Bad values: 400 when the body is not a JSON integer (or object where one is due), 412 outside
 the 64-bit range; nothing is stored then. Errors are `{"reason": ...}`.
@@ -76,6 +80,9 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_put(ns + "/offloadDeletionLagMs",
                        functools.partial(r.set_ns_long, key=lag, what="offloadDeletionLagMs"))
     app.router.add_delete(ns + "/offloadDeletionLagMs", functools.partial(r.remove_ns_key, key=lag))
+    app.router.add_get(ns + "/offloadPolicies", r.get_ns_policies)
+    app.router.add_post(ns + "/offloadPolicies", r.set_ns_policies)
+    app.router.add_delete(ns + "/offloadPolicies", r.remove_ns_policies)
 
 
 def _error(status: int, reason: str) -> web.Response:
@@ -245,4 +252,24 @@ class _OffloadRoutes:
     async def remove_ns_key(self, request: web.Request, *, key: str) -> web.StreamResponse:
         tenant, ns = self._namespace(request)
         await policies.set_namespace_policy(self.service.astore, tenant, ns, key, None)
+        return web.Response(status=204)
+
+    @_answers_errors
+    async def get_ns_policies(self, request: web.Request) -> web.StreamResponse:
+        found = await policies.namespace_policies(self.service.astore, *self._namespace(request))
+        return web.json_response(offload_policy.namespace_offload_policies(found))
+
+    @_answers_errors
+    async def set_ns_policies(self, request: web.Request) -> web.StreamResponse:
+        tenant, ns = self._namespace(request)
+        value = offload_policy.check_offload_policies(await self._body(request))
+        await policies.set_namespace_policies(self.service.astore, tenant, ns,
+                                              offload_policy.namespace_fields(value))
+        return web.Response(status=204)
+
+    @_answers_errors
+    async def remove_ns_policies(self, request: web.Request) -> web.StreamResponse:
+        tenant, ns = self._namespace(request)
+        unset = dict.fromkeys(offload_policy.OFFLOAD_POLICY_FIELDS)
+        await policies.set_namespace_policies(self.service.astore, tenant, ns, offload_policy.namespace_fields(unset))
         return web.Response(status=204)

@@ -3,7 +3,8 @@
 Where the values live (`broker.policies` records, every value JSON):
 - namespace policies: `offload_threshold` (bytes; -1 = unset: the broker's default applies),
   `offload_threshold_in_seconds` (seconds; -1 = unset), `offload_deletion_lag_ms` (ms; absent =
-  unset) — Pulsar's Policies field names;
+  unset) — Pulsar's Policies field names; the namespace's offloadPolicies object is a view of
+  these three (`namespace_fields`, `namespace_offload_policies`), so there is one source of truth;
 - topic policies: `offload_policies` = an OffloadPolicies object of which Strata keeps
   `managedLedgerOffloadThresholdInBytes`, `managedLedgerOffloadThresholdInSeconds` and
   `managedLedgerOffloadDeletionLagInMillis` (null = unset);
@@ -95,6 +96,32 @@ def check_offload_policies(body: object) -> dict:
     if all(v is None for v in out.values()):
         raise NotAllowed("offloadPolicies must set at least one of " + ", ".join(OFFLOAD_POLICY_FIELDS))
     return out
+
+
+# OffloadPolicies field -> (namespace policy key, its "unset" value; None: the key is removed)
+_NAMESPACE_FIELDS = {THRESHOLD_BYTES_FIELD: (NS_THRESHOLD_KEY, -1),
+                     THRESHOLD_SECONDS_FIELD: (NS_THRESHOLD_SECONDS_KEY, -1),
+                     DELETION_LAG_FIELD: (NS_DELETION_LAG_KEY, None)}
+
+
+def namespace_fields(offload_policies: dict) -> dict:
+    """A namespace's OffloadPolicies (as `check_offload_policies` gives it) as the namespace
+    policy fields it stands for (None = remove the field)."""
+    out = {}
+    for field, (key, unset) in _NAMESPACE_FIELDS.items():
+        value = offload_policies.get(field)
+        out[key] = unset if value is None else value
+    return out
+
+
+def namespace_offload_policies(ns_policies: dict) -> dict | None:
+    """The namespace's three offload values as an OffloadPolicies object (null fields unset);
+    None when none is set."""
+    out = {}
+    for field, (key, unset) in _NAMESPACE_FIELDS.items():
+        value = ns_policies.get(key)
+        out[field] = None if value is None or value == unset else value
+    return None if all(v is None for v in out.values()) else out
 
 
 def effective(ns_policies: dict, config: Config, topic_policies: dict | None = None) -> OffloadPolicy:

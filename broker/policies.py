@@ -105,7 +105,12 @@ async def namespace_policies(astore: AsyncStore, tenant: str, namespace: str) ->
 
 async def set_namespace_policy(astore: AsyncStore, tenant: str, namespace: str, key: str, value: object) -> None:
     """Set one policy field with compare-and-set, retrying if another writer raced us."""
-    await _set_field(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", key, value)
+    await _set_fields(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", {key: value})
+
+
+async def set_namespace_policies(astore: AsyncStore, tenant: str, namespace: str, fields: dict) -> None:
+    """Set (None: remove) several policy fields in one compare-and-set: all or none."""
+    await _set_fields(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", fields)
 
 
 async def topic_policies(astore: AsyncStore, name: TopicName) -> dict:
@@ -115,7 +120,7 @@ async def topic_policies(astore: AsyncStore, name: TopicName) -> dict:
 
 async def set_topic_policy(astore: AsyncStore, name: TopicName, key: str, value: object) -> None:
     """Set (or with value None, remove) one topic policy field of `name` (its base topic)."""
-    await _set_field(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", key, value)
+    await _set_fields(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", {key: value})
 
 
 async def dedup_enabled(astore: AsyncStore, name: TopicName) -> bool:
@@ -159,14 +164,15 @@ async def delete_topic_policies(astore: AsyncStore, name: TopicName) -> None:
         pass
 
 
-async def _set_field(astore: AsyncStore, path: str, key: str, value: object) -> None:
+async def _set_fields(astore: AsyncStore, path: str, updates: dict) -> None:
     async def attempt() -> None:
         found = await astore.get(path)
         fields = json.loads(found.value) if found is not None else {}
-        if value is None:
-            fields.pop(key, None)
-        else:
-            fields[key] = value
+        for key, value in updates.items():
+            if value is None:
+                fields.pop(key, None)
+            else:
+                fields[key] = value
         data = json.dumps(fields).encode()
         try:
             if found is None:

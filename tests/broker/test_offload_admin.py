@@ -98,6 +98,30 @@ def test_namespace_deletion_lag_get_set_clear(standalone) -> None:
     assert http(standalone, "GET", path) == (200, None)
 
 
+def test_namespace_offload_policies_set_the_three_values_at_once(standalone) -> None:
+    ns = f"/admin/v2/namespaces/{NS}"
+    assert http(standalone, "GET", ns + "/offloadPolicies") == (200, None)
+    body = {"managedLedgerOffloadThresholdInBytes": 1024, "managedLedgerOffloadDeletionLagInMillis": 0,
+            "managedLedgerOffloadDriver": "aws-s3"}
+    assert http(standalone, "POST", ns + "/offloadPolicies", body) == (204, None)
+    stored = {"managedLedgerOffloadThresholdInBytes": 1024, "managedLedgerOffloadThresholdInSeconds": None,
+              "managedLedgerOffloadDeletionLagInMillis": 0}
+    try:
+        assert http(standalone, "GET", ns + "/offloadPolicies") == (200, stored)
+        assert http(standalone, "GET", ns + "/offloadThreshold") == (200, 1024)
+        assert http(standalone, "GET", ns + "/offloadThresholdInSeconds") == (200, -1)
+        assert http(standalone, "GET", ns + "/offloadDeletionLagMs") == (200, 0)
+        for bad, status in (("S3", 400), ({"managedLedgerOffloadThresholdInBytes": 1.5}, 400), ({}, 412)):
+            code, answer = http(standalone, "POST", ns + "/offloadPolicies", bad)
+            assert code == status and answer["reason"], (bad, code, answer)
+        assert http(standalone, "GET", ns + "/offloadPolicies") == (200, stored), "nothing changed"
+    finally:
+        assert http(standalone, "DELETE", ns + "/offloadPolicies") == (204, None)
+    assert http(standalone, "GET", ns + "/offloadPolicies") == (200, None)
+    assert http(standalone, "GET", ns + "/offloadThreshold") == (200, -1)
+    assert http(standalone, "GET", ns + "/offloadDeletionLagMs") == (200, None)
+
+
 def test_topic_offload_policies_override_the_namespace(standalone) -> None:
     topic = f"persistent://{NS}/offload-policies-{os.getpid()}"
     path = _path(topic) + "/offloadPolicies"

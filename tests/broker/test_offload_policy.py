@@ -137,3 +137,15 @@ def test_partitioned_stats_sum_offloaded_bytes_and_keep_the_latest_offload() -> 
     assert (out["offloadedStorageSize"], out["storageSize"]) == (150, 300)
     assert (out["lastOffloadLedgerId"], out["lastOffloadSuccessTimeStamp"], out["lastOffloadFailureTimeStamp"]) \
         == (7, 2000, 1500)
+
+
+def test_a_namespace_offload_policies_object_is_a_view_of_the_three_fields() -> None:
+    assert op.namespace_offload_policies({}) is None
+    assert op.namespace_offload_policies({op.NS_THRESHOLD_KEY: -1, op.NS_THRESHOLD_SECONDS_KEY: -1}) is None
+    given = op.check_offload_policies({op.THRESHOLD_BYTES_FIELD: 0, op.DELETION_LAG_FIELD: 5000})
+    fields = op.namespace_fields(given)
+    assert fields == {op.NS_THRESHOLD_KEY: 0, op.NS_THRESHOLD_SECONDS_KEY: -1, op.NS_DELETION_LAG_KEY: 5000}
+    assert op.namespace_offload_policies(fields) == given
+    assert op.effective(fields, _config()) == op.OffloadPolicy(0, -1, 5000)
+    unset = op.namespace_fields(dict.fromkeys(op.OFFLOAD_POLICY_FIELDS))
+    assert unset == {op.NS_THRESHOLD_KEY: -1, op.NS_THRESHOLD_SECONDS_KEY: -1, op.NS_DELETION_LAG_KEY: None}

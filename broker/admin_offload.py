@@ -5,8 +5,8 @@ Topic (`/admin/v2/persistent/{t}/{ns}/{topic}`):
   (other keys ignored) → 204: an offload of every closed ledger before L starts in the
   background. 409 "Offload already running"; 404 unknown topic; 400 a body that is not such a
   message id; 412 a message id that names no kept entry of the topic (L not kept, E outside the
-  ledger), or a broker without a usable cold tier (the reason says why). Nothing starts on an
-  error.
+  ledger), or a broker without a usable cold tier (the reason says why); 503 while the topic
+  closes. Nothing starts on an error.
 - `GET .../offload` → OffloadProcessStatus `{"status": NOT_RUN|RUNNING|SUCCESS|ERROR,
   "lastError": "", "firstUnoffloadedMessage": {"ledgerId", "entryId", "partitionIndex"}}` plus
   Strata's `"progress": {"entriesDone", "entriesTotal"}` for the CLI's progress bar. As Pulsar's:
@@ -45,7 +45,7 @@ from broker import offload_policy, policies
 from broker.internal_stats import internal_stats
 from broker.names import TopicName, parse_namespace, parse_topic
 from broker.offload_policy import BadPolicyValue, check_long
-from common.errors import NotAllowed, NotFound, OffloadInProgress, OffloadNotConfigured
+from common.errors import ManagedLedgerClosed, NotAllowed, NotFound, OffloadInProgress, OffloadNotConfigured
 from ledger.ml_offload import OffloadStatus
 from ledger.position import Position
 from ledger.types import LedgerState
@@ -103,6 +103,8 @@ def _answers_errors(handler: Callable[P, Awaitable[web.StreamResponse]]) -> Call
             return _error(409, "Offload already running")
         except OffloadNotConfigured as exc:
             return _error(412, str(exc))
+        except ManagedLedgerClosed as exc:     # the topic is closing (unload, shutdown): retry
+            return _error(503, str(exc))
     return wrapped
 
 

@@ -32,7 +32,8 @@ How it works
   read back from it transparently (`_read_range`), and their bookie copy deleted after the
   deletion lag (`delete_offloaded_from_bookies`). Trimming an offloaded ledger deletes its object
   too. `add_ledger_closed_listener` tells the broker a ledger was sealed, so it can apply its
-  offload policies.
+  offload policies. close() cancels a running offload between its metadata updates; the
+  request stays in the record and the next open resumes it.
 - Fencing: any failed compare-and-set on our metadata, or a fenced ledger, means another owner
   took over: state FENCED, every later append raises ManagedLedgerFenced. Two owners never
   interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
@@ -596,8 +597,8 @@ class ManagedLedger:
             await asyncio.gather(self._roll_task, return_exceptions=True)
         fenced = self.state is MLState.FENCED
         self._set_state(MLState.CLOSED)
-        await self._offloader.close()        # a running offload stops between its metadata updates
         self._appends_failed(ManagedLedgerClosed("managed ledger closed", name=self.name))
+        await self._offloader.close()        # a running offload stops between its metadata updates
         if self._handle is not None and not fenced:
             try:
                 async with self._meta_lock:

@@ -1,6 +1,6 @@
 """`strata perf offload`: the cold tier's three figures, each measured in the same run.
 
-    strata perf offload [--size 1G] [--json] [--receiver-queue 1000] [--profile DIR]
+    strata perf offload [--size 1G] [--json] [--rounds 2] [--receiver-queue 1000] [--profile DIR]
 
 With no arguments it starts, on free loopback ports in a temp dir, a SeaweedFS (`weed mini`,
 offload.embedded_s3.EmbeddedS3) and a `strata standalone` pointed at it by environment
@@ -12,29 +12,34 @@ offload.embedded_s3.EmbeddedS3) and a `strata standalone` pointed at it by envir
    compression can shrink what a real workload would not let it shrink), uncompressed batches of
    128 messages, with the native driver (perf/native.py's client, in a spawned process). Two
    more small topics (size/8, at most 16 MiB each) get LZ4 and ZSTD batches of distinct,
-   compressible JSON-like payloads. Two subscriptions on the main topic keep its backlog twice.
-2. Restart the standalone: every ledger is closed (the open one is new and empty) and the
-   broker's entry cache is empty.
-3. Catch-up consume from the bookies (`consume_bookie_msgs_per_s`): the native protocol consumer
-   (perf/native.py run_consumer, one process, Exclusive, individual acks) drains the first
-   subscription.
-4. Offload (`offload_mb_per_s`): `PUT .../offload` with the open ledger's id, timed until
-   `GET .../offload` says SUCCESS; MB = the bookie bytes (internalStats `ledgers[].size`) of the
-   ledgers it offloaded. The LZ4/ZSTD topics are offloaded too (not timed).
-5. S3 bytes / bookie bytes (`s3_bytes_ratio`, `_lz4`, `_zstd`): the sizes of the objects under
+   compressible JSON-like payloads. The main topic's subscriptions (one per read, step 6) keep
+   its backlog.
+2. Restart the standalone: every ledger is closed (the open one is new and empty).
+3. Offload (`offload_mb_per_s`): `PUT .../offload` with the open ledger's id, timed until
+   `GET .../offload` says SUCCESS (polled every 100 ms); MB = the bookie bytes (internalStats
+   `ledgers[].size`, decimal MB) of the ledgers it offloaded. The LZ4/ZSTD topics are offloaded
+   too (not timed).
+4. S3 bytes / bookie bytes (`s3_bytes_ratio`, `_lz4`, `_zstd`): the sizes of the objects under
    each topic's prefix (offload.keys.topic_prefix) over the offloaded ledgers' bookie bytes.
-6. Raw upload (`raw_upload_mb_per_s`): plain boto3 multipart uploads to the same server, one
+5. Raw upload (`raw_upload_mb_per_s`): plain boto3 multipart uploads to the same server, one
    object per offloaded ledger of the same size, the same part size (offload_s3_part_bytes) and
    the same parts in flight (offload_s3_parts_in_flight_max), one object after another as the
    offloader goes ledger by ledger; random bytes prepared before the clock starts.
-7. Deletion lag 0 on the namespace, then wait until every offloaded ledger's bookie copy is gone
-   (its ledger metadata is deleted only after the bookies deleted it); restart the standalone
-   (empty cache); catch-up consume from S3 (`consume_s3_msgs_per_s`), second subscription.
+6. Catch-up reads of the whole topic, alternating `--rounds` times (other work on a small
+   machine moves single figures a lot), each after a restart so the broker's entry cache is
+   empty, each on a subscription of its own created before the fill: from the bookies
+   (offload_read_priority=bookkeeper-first, the bookie copies still there), then from S3
+   (tiered-storage-first). Then deletion lag 0 on the namespace, a wait until every offloaded
+   ledger's bookie copy is gone (its ledger metadata is deleted only after the bookies deleted
+   it), a restart, and one more read from S3. `consume_bookie_msgs_per_s` and
+   `consume_s3_msgs_per_s` are the medians; every run is listed. The reader is the native
+   protocol consumer (perf/native.py run_consumer: one process, Exclusive, individual acks), so
+   the client is not the bottleneck.
 
 Ratios and targets are reported beside the figures (issue 12: offload >= 0.7x raw upload,
 S3 consume >= 0.5x bookie consume, S3 bytes <= 1.3x bookie bytes). `--profile DIR` records the
-standalone (broker and bookies) with py-spy during the offload and the S3 consume and reports
-the top functions by own samples. Exit status 1 if a consumer missed a message or an offload
+standalone (broker and bookies) with py-spy during the offload and the last S3 read and reports
+where the working threads' samples go (`top_functions`). Exit status 1 if a consumer missed a message or an offload
 failed; the targets are reported, not enforced.
 
 What must hold: every wait is bounded (`--timeout-s`); everything started here is stopped and
@@ -55,6 +60,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,7 +69,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +126,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--size", type=parse_size, default=parse_size(DEFAULT_SIZE),
                         help="payload bytes of the main topic, K/M/G units (default 1G); 1 KiB messages")
     parser.add_argument("--receiver-queue", type=int, default=1000, help="consumer permits, in messages")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternating catch-up reads from the bookies and from S3 (medians reported)")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="bound on each phase")
     parser.add_argument("--idle-timeout-s", type=float, default=60.0,
                         help="a consumer gives up when nothing arrived for this long")
@@ -342,6 +350,7 @@ class Stack:
     s3: Any          # offload.embedded_s3.EmbeddedS3
     standalone: Any  # perf.standalone_proc.LocalStandalone
     config: Config   # the settings the standalone runs with (same environment)
+    offloaded: list[int] = field(default_factory=list)  # ledger ids of the main topic offloaded
 
 
 def standalone_env(s3: Any, size_bytes: int) -> dict[str, str]:
@@ -527,35 +536,60 @@ def s3_ratio(st: Stack, topic: str, result: OffloadResult) -> dict:
             "ratio": round(s3_bytes / bookie_bytes, 3) if bookie_bytes else None}
 
 
+def restart(sa: Any, read_priority: str) -> None:
+    """Restart the standalone (its entry cache empty) reading offloaded ledgers `read_priority`."""
+    sa.env["STRATA_OFFLOAD_READ_PRIORITY"] = read_priority
+    sa.restart()
+
+
+def consume_rounds(st: Stack, args: argparse.Namespace, topic: str, messages: int, ctx) -> dict:
+    """Alternating catch-up reads of the offloaded topic, each after a restart: from the bookies
+    (bookkeeper-first, the copies still there), then from S3 (tiered-storage-first), `--rounds`
+    times; then lag 0, the bookie copies deleted, and one more read from S3."""
+    sa = st.standalone
+    out: dict[str, Any] = {"bookie": [], "s3": []}
+    for r in range(args.rounds):
+        restart(sa, "bookkeeper-first")
+        out["bookie"].append(consume(sa.service_url, topic, f"{SUB_BOOKIE}-{r}", messages, args, ctx))
+        restart(sa, "tiered-storage-first")
+        out["s3"].append(consume(sa.service_url, topic, f"{SUB_S3}-{r}", messages, args, ctx))
+    out["bookie_delete_wait_s"] = drop_bookie_copies(sa.admin_url, sa.data_dir, sorted(st.offloaded), args.timeout_s)
+    restart(sa, "tiered-storage-first")
+    with profiled(sa.pid, args.profile, "consume_s3") as out["consume_profile"]:
+        out["s3_bookie_gone"] = consume(sa.service_url, topic, f"{SUB_S3}-gone", messages, args, ctx)
+    return out
+
+
 def measure(st: Stack, args: argparse.Namespace, ctx) -> dict:
-    """Steps 1-7 of the module docstring on a running stack; the raw figures."""
+    """The steps of the module docstring on a running stack; the raw figures."""
     sa = st.standalone
     main, lz4, zstd = _topic("main"), _topic("lz4"), _topic("zstd")
     messages = max(1, args.size // MESSAGE_BYTES)
     small = max(1, min(args.size // LEDGERS_PER_TOPIC, COMPRESSED_TOPIC_BYTES_MAX) // MESSAGE_BYTES)
-    asyncio.run(_create_subscriptions(sa.service_url, main, [SUB_BOOKIE, SUB_S3]))
+    subscriptions = [f"{kind}-{r}" for r in range(args.rounds) for kind in (SUB_BOOKIE, SUB_S3)]
+    asyncio.run(_create_subscriptions(sa.service_url, main, subscriptions + [f"{SUB_S3}-gone"]))
     for topic in (lz4, zstd):
         asyncio.run(_create_subscriptions(sa.service_url, topic, [SUB_KEEP]))
     out: dict[str, Any] = {"fill": fill(sa.service_url, {main: (messages, "none", "random"),
                                                          lz4: (small, "lz4", "text"),
                                                          zstd: (small, "zstd", "text")}, args.timeout_s, ctx)}
-    sa.restart()  # every ledger closed, the entry cache empty
-    out["bookie"] = consume(sa.service_url, main, SUB_BOOKIE, messages, args, ctx)
+    sa.restart()  # every ledger closed (the new open one is empty)
     with profiled(sa.pid, args.profile, "offload") as out["offload_profile"]:
         out["offload"] = offload(sa.admin_url, main, args.timeout_s)
+    st.offloaded = list(out["offload"].ledgers)
     out["ratio"] = {"none": s3_ratio(st, main, out["offload"])}
     for name, topic in (("lz4", lz4), ("zstd", zstd)):
         out["ratio"][name] = s3_ratio(st, topic, offload(sa.admin_url, topic, args.timeout_s))
     out["raw_seconds"] = raw_upload(st.s3.client(), st.s3.bucket, list(out["offload"].ledgers.values()),
                                     st.config.offload_s3_part_bytes, st.config.offload_s3_parts_in_flight_max)
-    out["bookie_delete_wait_s"] = drop_bookie_copies(sa.admin_url, sa.data_dir, sorted(out["offload"].ledgers),
-                                                     args.timeout_s)
-    sa.restart()  # the entry cache empty again: every offloaded entry comes from S3
-    with profiled(sa.pid, args.profile, "consume_s3") as out["consume_profile"]:
-        out["s3"] = consume(sa.service_url, main, SUB_S3, messages, args, ctx)
+    out.update(consume_rounds(st, args, main, messages, ctx))
     out["messages"] = messages
     out["small_messages"] = small
     return out
+
+
+def _median_rate(runs: list[dict]) -> float:
+    return float(statistics.median(run["msgs_per_s"] for run in runs))
 
 
 def _rate(numerator: float, seconds: float, digits: int = 1) -> float | None:
@@ -572,16 +606,18 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
     offload_mb_s = _rate(bookie_bytes / MB, off.seconds, 2)
     raw_mb_s = _rate(bookie_bytes / MB, m["raw_seconds"], 2)
     ratios = {name: r["ratio"] for name, r in m["ratio"].items()}
+    s3_runs = m["s3"] + [m["s3_bookie_gone"]]
+    s3_rate, bookie_rate = _median_rate(s3_runs), _median_rate(m["bookie"])
     result: dict[str, Any] = {
         "offload_mb_per_s": offload_mb_s,
         "raw_upload_mb_per_s": raw_mb_s,
-        "consume_s3_msgs_per_s": m["s3"]["msgs_per_s"],
-        "consume_bookie_msgs_per_s": m["bookie"]["msgs_per_s"],
+        "consume_s3_msgs_per_s": s3_rate,
+        "consume_bookie_msgs_per_s": bookie_rate,
         "s3_bytes_ratio": ratios["none"],
         "s3_bytes_ratio_lz4": ratios["lz4"],
         "s3_bytes_ratio_zstd": ratios["zstd"],
         "offload_vs_raw_upload": _share(offload_mb_s, raw_mb_s),
-        "consume_s3_vs_bookie": _share(m["s3"]["msgs_per_s"], m["bookie"]["msgs_per_s"]),
+        "consume_s3_vs_bookie": _share(s3_rate, bookie_rate),
         "targets": TARGETS,
     }
     result["targets_met"] = {
@@ -597,10 +633,11 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
         "raw_upload_seconds": round(m["raw_seconds"], 3),
         "part_bytes": st.config.offload_s3_part_bytes, "parts_in_flight": st.config.offload_s3_parts_in_flight_max,
         "row_group_bytes": st.config.offload_row_group_bytes,
-        "consume_s3_mb_per_s": m["s3"]["mb_per_s"], "consume_bookie_mb_per_s": m["bookie"]["mb_per_s"],
-        "consume_s3_seconds": m["s3"]["seconds"], "consume_bookie_seconds": m["bookie"]["seconds"],
+        "consume_s3_runs_msgs_per_s": [run["msgs_per_s"] for run in s3_runs],
+        "consume_bookie_runs_msgs_per_s": [run["msgs_per_s"] for run in m["bookie"]],
+        "consume_s3_bookie_gone_msgs_per_s": m["s3_bookie_gone"]["msgs_per_s"],
         "consumer": "native protocol consumer (perf/native.py run_consumer), 1 process, Exclusive",
-        "all_accounted": m["s3"]["received"] == m["messages"] and m["bookie"]["received"] == m["messages"],
+        "all_accounted": all(run["received"] == m["messages"] for run in s3_runs + m["bookie"]),
         "bookie_delete_wait_s": round(m["bookie_delete_wait_s"], 3),
         "payloads": "main: distinct random 1 KiB, uncompressed batches; lz4/zstd: distinct JSON-like text",
         "lz4_zstd_messages": m["small_messages"],
@@ -614,16 +651,21 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     ctx = multiprocessing.get_context("spawn")
+    load_before = os.getloadavg()[0]
     with stack(args.size) as st:
         measured = measure(st, args, ctx)
-        return report(args, st, measured)
+        result = report(args, st, measured)
+    # other work on the machine skews every figure: say how busy it was
+    result["load_avg_1m"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+    result["cpus"] = os.cpu_count()
+    return result
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     install_sigterm_cleanup()
-    if args.receiver_queue < 1 or args.timeout_s <= 0:
-        print("strata perf offload: --receiver-queue must be >= 1 and --timeout-s > 0", file=sys.stderr)
+    if args.receiver_queue < 1 or args.rounds < 1 or args.timeout_s <= 0:
+        print("strata perf offload: --receiver-queue and --rounds must be >= 1, --timeout-s > 0", file=sys.stderr)
         return 2
     try:
         result = run(args)

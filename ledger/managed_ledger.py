@@ -22,7 +22,8 @@ How it works
   and stops appending when it moved while any of its appends was outstanding
   (`broker.producer`). Entries too large for a bookie are refused synchronously, never queued.
 - `read()` walks positions across ledgers up to `last_confirmed`, from the cache, else from the
-  bookies through the ledger's handle.
+  bookies through the ledger's handle. A ledger that fails to read after earlier ones were read
+  ends the read with what it has; the error comes from the next read, which starts there.
 - `trim()` drops whole closed ledgers before a position: metadata first (compare-and-set, moving
   them to the record's `deleting` list), then background deletes on the bookies
   (`ledger.trim.LedgerDeleter`); the next compare-and-set drops the finished ones from
@@ -448,7 +449,13 @@ class ManagedLedger:
             kept = present(self._view.find(position.ledger_id), "a normalized position is kept",
                            position=str(position))
             last = min(kept.entries - 1, position.entry_id + max_entries - len(out) - 1)
-            for entry_id, data in await self._read_range(kept, position.entry_id, last):
+            try:
+                got = await self._read_range(kept, position.entry_id, last)
+            except StrataError:
+                if out:          # a later ledger failed (S3 down, a corrupt object): deliver what
+                    return out   # was read; the next read starts at the failing ledger and fails there
+                raise
+            for entry_id, data in got:
                 if max_bytes is not None and out and total_bytes + len(data) > max_bytes:
                     return out
                 out.append(Entry(Position(kept.ledger_id, entry_id), data))

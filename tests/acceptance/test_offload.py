@@ -14,9 +14,10 @@ What must hold:
   flags every closed ledger offloaded and keeps it listed after its bookie copy is gone; the
   bookie copies stay until the lag allows their deletion; stats' storageSize includes
   offloadedStorageSize; the bucket holds exactly one object per offloaded ledger;
-- an Exclusive and a Shared subscription, a Reader, and seeks by id and by publish time into an
-  offloaded ledger deliver every message byte-identical, with the ids the producers got, in
-  order (per consumer for Shared), exactly once;
+- Exclusive, Shared, Key_Shared and Failover subscriptions, a Reader, and seeks by id and by
+  publish time into an offloaded ledger deliver every message byte-identical, with the ids the
+  producers got, in order (per consumer; Key_Shared: see its test), exactly once, and no read
+  fails or is retried on the way (the broker's log says so);
 - pyarrow reading the topic's S3 prefix sees exactly the corpus: payloads, keys, properties,
   event times and message_id bytes that `pulsar.MessageId.deserialize` turns into the send ids.
 """
@@ -29,6 +30,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulsar
 import pytest
@@ -232,10 +234,19 @@ def _publish_boundary(publish_ms: list[int], start: int) -> int:
     return next(n for n in range(start, len(publish_ms)) if publish_ms[n] > publish_ms[n - 1])
 
 
-def test_shared_subscription_gets_everything_once_in_order_per_consumer(world: World) -> None:
+@pytest.mark.parametrize("kind", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.KeyShared,
+                                  pulsar.ConsumerType.Failover], ids=["shared", "key-shared", "failover"])
+def test_two_consumer_subscriptions_get_everything_once(world: World, kind: Any) -> None:
+    """Every message once across the two consumers, byte-identical; for Shared and Failover each
+    consumer's stream is in id order. Failover: b is named so that Pulsar's consistent-hash
+    choice keeps a active when b joins (a switch would legitimately redeliver a's unacked
+    messages to b). Key_Shared's per-key order
+    is not checked here: with a consumer joining while a backlog is dispatched it breaks on
+    bookie-only data too (a broker bug outside tiered storage, reported), so it belongs to the
+    Key_Shared tests."""
     w = world
     client = make_client(w.sa.service_url)
-    got: dict[str, list[tuple]] = {"a": [], "b": []}
+    got: dict[str, list[tuple]] = {"a": [], _standby_name("a"): []}
     lock = threading.Lock()
 
     def listener(name: str):
@@ -246,20 +257,32 @@ def test_shared_subscription_gets_everything_once_in_order_per_consumer(world: W
         return on_message
     try:
         for name in got:
-            client.subscribe(TOPIC, "shared", consumer_type=pulsar.ConsumerType.Shared,
-                             initial_position=pulsar.InitialPosition.Earliest, message_listener=listener(name))
+            client.subscribe(TOPIC, f"two-{kind}", consumer_type=kind, message_listener=listener(name),
+                             initial_position=pulsar.InitialPosition.Earliest, consumer_name=name)
         wait_until(lambda: sum(len(v) for v in got.values()) >= len(w.everything), 120,
-                   what=f"{len(w.everything)} messages on the Shared subscription", interval_s=0.1)
+                   what=f"{len(w.everything)} messages on the {kind} subscription", interval_s=0.1)
     finally:
         client.close()
-    for name, views in got.items():
-        ids = [v[0] for v in views]
-        assert ids == sorted(ids) and len(set(ids)) == len(ids), f"consumer {name} out of order"
+    if kind != pulsar.ConsumerType.KeyShared:
+        for name, views in got.items():
+            assert [v[0] for v in views] == sorted(v[0] for v in views), f"consumer {name} out of order"
+    if kind == pulsar.ConsumerType.Failover:
+        assert not got[_standby_name("a")], "the standby consumer got messages"
     by_id = {s.msg_id: s for s in w.everything}
     union = sorted((v for views in got.values() for v in views), key=lambda v: v[0])
-    assert len(union) == len(w.everything), "each message exactly once"
-    assert_same_messages(union, [by_id[v[0]] for v in union], "shared")
-    assert [v[0] for v in union] == [s.msg_id for s in w.everything]
+    assert [v[0] for v in union] == [s.msg_id for s in w.everything], "each message exactly once"
+    assert_same_messages(union, [by_id[v[0]] for v in union], str(kind))
+
+
+def _standby_name(active: str) -> str:
+    """A consumer name that Pulsar's failover choice for TOPIC (a consistent-hash ring over the
+    names; broker.dispatch_single_active mirrors it) ranks below `active`."""
+    from broker.dispatch_single_active import ring_pick
+    for n in range(1_000):
+        names = sorted([active, f"standby-{n}"])
+        if names[ring_pick(TOPIC, names)] == active:
+            return f"standby-{n}"
+    raise AssertionError("no standby name found")
 
 
 def test_reader_from_earliest_and_from_an_offloaded_id(world: World) -> None:
@@ -302,3 +325,11 @@ def test_pyarrow_reads_exactly_the_offloaded_messages_from_the_topic_prefix(worl
         assert key == w.s3.ledger_key(TOPIC, ledger)
         assert int(meta["strata.messages"]) == sum(1 for s in w.corpus if s.msg_id[0] == ledger)
         assert meta["strata.topic"] == TOPIC
+
+
+def test_no_read_of_an_offloaded_ledger_failed(world: World) -> None:
+    """Reads from S3 need no retry (apache/pulsar#9266: a first read that fails): the broker
+    logged no failed dispatch and no traceback while the tests above read the topic."""
+    log = world.sa.log_path.read_text(errors="replace")
+    failures = [line for line in log.splitlines() if "failed, retrying" in line or "Traceback" in line]
+    assert not failures, failures[:5]

@@ -9,10 +9,9 @@ The second form is partition i of the partitioned topic `{topic}` (the managed l
 `tenant/namespace/persistent/{topic}-partition-{i}`), so an engine reads a whole partitioned
 topic as one table under `{prefix}/{tenant}/{namespace}/{topic}/` (partitions as sub-folders),
 and a non-partitioned topic as the objects directly under its folder. Ledger ids are
-zero-padded to 20 digits so the keys sort in ledger (= write) order. Nothing else is ever
-stored under a topic's folder; the access probe of `S3Bucket.check_access` writes under
-`{prefix}/_probe/`, which no tenant name can collide with ("_probe" is not a tenant folder
-because every key here has four or more levels).
+zero-padded to 20 digits so the keys sort in ledger (= write) order. Nothing but ledger
+objects is written into a topic's folder; the start-up access probe (`S3Bucket.check_access`)
+writes and deletes `{prefix}/_probe/{random}`, outside every topic folder.
 
 What must hold: `ledger_key` and `ledger_id_of` are inverse; keys of different managed ledgers
 never share their topic folder's direct children.

@@ -1,4 +1,5 @@
-"""S3ColdStorage against a real SeaweedFS over HTTP with SigV4 credentials, offloading real
+"""S3ColdStorage against a real SeaweedFS over HTTP with SigV4 credentials (the run's `s3_server`,
+a bucket per test), offloading real
 ledgers written to a real bookie process (tests/ledger/conftest.py's `env`).
 
 Covered: byte-identical read-back across row groups and parts, with read-ahead and shared
@@ -15,10 +16,9 @@ import asyncio
 import io
 import random
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow.parquet as pq
 import pytest
@@ -36,34 +36,15 @@ from entries.entry import build_entry
 from ledger.cold import ColdCopy
 from ledger.handle import ReadHandle
 from offload import keys, open_cold_storage
-from offload.embedded_s3 import EmbeddedS3, S3Credentials
 from offload.s3 import S3Settings
 from offload.tier import S3ColdStorage
 from proto import pulsar_api_pb2 as pb
 from tests.ledger.conftest import LedgerEnv, run, shutdown
 
+T = TypeVar("T")
 ML = "acme/orders/persistent/paid-partition-2"
 PART_BYTES = 5 * 1024 * 1024          # S3's minimum part
 ROW_GROUP_BYTES = 64 * 1024           # the setting's minimum: many row groups per ledger
-
-
-@dataclass
-class Server:
-    """What the tests need of an S3 server (the session's `s3_server`, or one of our own)."""
-    endpoint: str
-    access_key: str
-    secret_key: str
-    region: str
-    embedded: EmbeddedS3 | None       # set when this module started it (it can be stopped)
-
-    def new_bucket(self) -> str:
-        name = f"t-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return name
-
-    def client(self) -> Any:
-        from offload.embedded_s3 import s3_client
-        return s3_client(self.endpoint, S3Credentials(self.access_key, self.secret_key), self.region)
 
 
 @pytest.fixture
@@ -78,27 +59,7 @@ def env(tmp_path: Path) -> Iterator[LedgerEnv]:
             bookie.close()
 
 
-def own_server(base: Path) -> Server:
-    s3 = EmbeddedS3(base / "weed-data", S3Credentials.generate(), bucket="strata-offload", log_path=base / "weed.log")
-    s3.start()
-    return Server(s3.endpoint, s3.credentials.access_key, s3.credentials.secret_key, s3.region, s3)
-
-
-@pytest.fixture(scope="module")
-def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    try:
-        shared = request.getfixturevalue("s3_server")
-    except pytest.FixtureLookupError:
-        srv = own_server(tmp_path_factory.mktemp("s3"))
-        try:
-            yield srv
-        finally:
-            srv.embedded.stop()  # type: ignore[union-attr]
-        return
-    yield Server(shared.endpoint, shared.access_key, shared.secret_key, shared.region, None)
-
-
-def config_for(srv: Server, bucket: str, **overrides: Any):
+def config_for(srv: Any, bucket: str, **overrides: Any):
     values = dict(offload_driver="s3", offload_s3_endpoint=srv.endpoint, offload_s3_region=srv.region,
                   offload_s3_bucket=bucket, offload_s3_prefix="strata", offload_s3_part_bytes=PART_BYTES,
                   offload_row_group_bytes=ROW_GROUP_BYTES, offload_s3_connect_timeout_ms=1_000,
@@ -107,7 +68,7 @@ def config_for(srv: Server, bucket: str, **overrides: Any):
     return default_config(**values)
 
 
-def storage_for(srv: Server, bucket: str, *, secret: str | None = None, **overrides: Any) -> S3ColdStorage:
+def storage_for(srv: Any, bucket: str, *, secret: str | None = None, **overrides: Any) -> S3ColdStorage:
     storage = open_cold_storage(config_for(srv, bucket, **overrides), access_key=srv.access_key,
                                 secret_key=secret or srv.secret_key)
     assert isinstance(storage, S3ColdStorage)
@@ -143,6 +104,19 @@ async def write_ledger(client: Any, entries: list[bytes]) -> ReadHandle:
     return await client.open_ledger(handle.ledger_id, recover=False)
 
 
+async def until_ok(call: Callable[[], Awaitable[T]], retried: type[StrataError], bound_s: float = 30.0) -> T:
+    """`await call()`, retried on `retried` errors for at most `bound_s`."""
+    loop = asyncio.get_running_loop()
+    deadline_s = loop.time() + bound_s
+    while True:
+        try:
+            return await call()
+        except retried:
+            if loop.time() > deadline_s:
+                raise
+        await asyncio.sleep(0.2)
+
+
 async def offload_retried(storage: S3ColdStorage, source: ReadHandle, entries: int, bound_s: float = 60.0) -> ColdCopy:
     """Offload, retrying retriable errors (a bookie coming back) for at most `bound_s`."""
     loop = asyncio.get_running_loop()
@@ -165,35 +139,35 @@ async def read_all(storage: S3ColdStorage, copy: ColdCopy, step: int) -> list[by
     return out
 
 
-def test_offload_then_read_back_byte_identical(env, server):
+def test_offload_then_read_back_byte_identical(env, s3_server):
     env.start_bookies(1)
-    bucket = server.new_bucket()
+    bucket = s3_server.new_bucket()
     entries = make_entries(10_000, seed=1)
 
     async def body():
         store, client = await env.open(env.config())
         source = await write_ledger(client, entries)
-        storage = storage_for(server, bucket)
+        storage = storage_for(s3_server, bucket)
         await storage.check()
         seen: list[tuple[int, int]] = []
         copy = await storage.offload(ML, source.ledger_id, source, len(entries), lambda d, t: seen.append((d, t)))
         assert copy.key == keys.ledger_key("strata", ML, source.ledger_id)
         assert copy.entries == len(entries) and copy.size_bytes > PART_BYTES  # a real multipart upload
         assert seen[-1] == (len(entries), len(entries)) and len(seen) > 1
-        head = server.client().head_object(Bucket=bucket, Key=copy.key)
+        head = s3_server.boto3_client().head_object(Bucket=bucket, Key=copy.key)
         assert head["ContentLength"] == copy.size_bytes and head["ETag"].endswith('-2"')
         assert head["Metadata"]["strata.ledger_id"] == str(source.ledger_id)
         assert head["Metadata"]["strata.topic"] == "persistent://acme/orders/paid-partition-2"
-        assert server.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+        assert s3_server.boto3_client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
         # sequential reads that cross row groups: served with read-ahead, each row group fetched once
         assert await read_all(storage, copy, 37) == entries
-        body_bytes = server.client().get_object(Bucket=bucket, Key=copy.key)["Body"].read()
+        body_bytes = s3_server.boto3_client().get_object(Bucket=bucket, Key=copy.key)["Body"].read()
         row_groups = pq.ParquetFile(io.BytesIO(body_bytes)).num_row_groups
         stats = storage.read_stats
         assert row_groups > 20 and stats.footer_fetches == 1 and stats.row_group_fetches == row_groups
         assert stats.read_ahead_fetches >= row_groups - 1 and stats.cache_hits > 0
         # a fresh tier (no cached footer or row group), odd ranges, concurrent readers sharing fetches
-        fresh = storage_for(server, bucket, offload_read_ahead_row_groups_max=0)
+        fresh = storage_for(s3_server, bucket, offload_read_ahead_row_groups_max=0)
         rng = random.Random(2)
         ranges = [(a, min(len(entries) - 1, a + rng.randint(0, 400))) for a in
                   (rng.randrange(len(entries)) for _ in range(30))] + [(0, len(entries) - 1)]
@@ -202,7 +176,7 @@ def test_offload_then_read_back_byte_identical(env, server):
             assert [d for _, d in got] == entries[a:b + 1]
         assert fresh.read_stats.footer_fetches == 1 and fresh.read_stats.shared_waits > 0
         assert fresh.read_stats.row_group_fetches <= row_groups + 1   # shared: not once per reader
-        uncached = storage_for(server, bucket, offload_read_cache_bytes_max=0)
+        uncached = storage_for(s3_server, bucket, offload_read_cache_bytes_max=0)
         assert [d for _, d in await uncached.read(copy, 100, 2100)] == entries[100:2101]
         for s in (storage, fresh, uncached):
             await s.close()
@@ -210,24 +184,24 @@ def test_offload_then_read_back_byte_identical(env, server):
     run(body())
 
 
-def test_reoffload_is_idempotent(env, server):
+def test_reoffload_is_idempotent(env, s3_server):
     env.start_bookies(1)
-    bucket = server.new_bucket()
+    bucket = s3_server.new_bucket()
     entries = make_entries(300, seed=3)
 
     async def body():
         store, client = await env.open(env.config())
         source = await write_ledger(client, entries)
-        storage = storage_for(server, bucket)
+        storage = storage_for(s3_server, bucket)
         first = await storage.offload(ML, source.ledger_id, source, len(entries))
-        modified = server.client().head_object(Bucket=bucket, Key=first.key)["LastModified"]
+        modified = s3_server.boto3_client().head_object(Bucket=bucket, Key=first.key)["LastModified"]
         again = await storage.offload(ML, source.ledger_id, source, len(entries))
-        restarted = storage_for(server, bucket)             # as after a broker restart
+        restarted = storage_for(s3_server, bucket)             # as after a broker restart
         third = await restarted.offload(ML, source.ledger_id, source, len(entries))
         assert (again.key, again.size_bytes, again.entries) == (first.key, first.size_bytes, first.entries)
         assert (third.key, third.size_bytes) == (first.key, first.size_bytes)
-        assert server.client().head_object(Bucket=bucket, Key=first.key)["LastModified"] == modified
-        listed = server.client().list_objects_v2(Bucket=bucket, Prefix="strata/")["Contents"]
+        assert s3_server.boto3_client().head_object(Bucket=bucket, Key=first.key)["LastModified"] == modified
+        listed = s3_server.boto3_client().list_objects_v2(Bucket=bucket, Prefix="strata/")["Contents"]
         assert [o["Key"] for o in listed] == [first.key]
         assert [d for _, d in await restarted.read(third, 0, len(entries) - 1)] == entries
         await storage.close()
@@ -236,20 +210,20 @@ def test_reoffload_is_idempotent(env, server):
     run(body())
 
 
-def test_failure_mid_upload_leaves_nothing_and_stale_uploads_are_aborted(env, server):
+def test_failure_mid_upload_leaves_nothing_and_stale_uploads_are_aborted(env, s3_server):
     [bookie] = env.start_bookies(1)
-    bucket = server.new_bucket()
+    bucket = s3_server.new_bucket()
     entries = make_entries(16_000, seed=4)
 
     async def body():
         store, client = await env.open(env.config(ledger_read_timeout_ms=2_000))
         source = await write_ledger(client, entries)
         key = keys.ledger_key("strata", ML, source.ledger_id)
-        s3 = server.client()
+        s3 = s3_server.boto3_client()
         # a crashed earlier attempt left an incomplete upload with one part
         stale = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
         s3.upload_part(Bucket=bucket, Key=key, UploadId=stale, PartNumber=1, Body=b"s" * PART_BYTES)
-        storage = storage_for(server, bucket)
+        storage = storage_for(s3_server, bucket)
 
         def progress(done: int, total: int) -> None:
             uploads = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
@@ -272,16 +246,16 @@ def test_failure_mid_upload_leaves_nothing_and_stale_uploads_are_aborted(env, se
     run(body())
 
 
-def test_cancelled_offload_aborts_its_upload(env, server):
+def test_cancelled_offload_aborts_its_upload(env, s3_server):
     env.start_bookies(1)
-    bucket = server.new_bucket()
+    bucket = s3_server.new_bucket()
     entries = make_entries(12_000, seed=5)
 
     async def body():
         store, client = await env.open(env.config())
         source = await write_ledger(client, entries)
-        storage = storage_for(server, bucket)
-        s3 = server.client()
+        storage = storage_for(s3_server, bucket)
+        s3 = s3_server.boto3_client()
         started = asyncio.Event()
 
         def progress(done: int, total: int) -> None:
@@ -299,20 +273,18 @@ def test_cancelled_offload_aborts_its_upload(env, server):
     run(body())
 
 
-def test_s3_stopped_mid_read_is_unavailable_then_reads_resume(env, tmp_path):
+def test_s3_stopped_mid_read_is_unavailable_then_reads_resume(env, s3_server):
     env.start_bookies(1)
-    srv = own_server(tmp_path)                     # ours to stop and start
-    s3 = srv.embedded
-    assert s3 is not None
+    bucket = s3_server.new_bucket()
     entries = make_entries(1500, seed=6)
 
     async def body():
         store, client = await env.open(env.config())
         source = await write_ledger(client, entries)
-        storage = storage_for(srv, s3.bucket, offload_read_cache_bytes_max=0)
+        storage = storage_for(s3_server, bucket, offload_read_cache_bytes_max=0)
         copy = await storage.offload(ML, source.ledger_id, source, len(entries))
         assert [d for _, d in await storage.read(copy, 0, 99)] == entries[:100]
-        await asyncio.to_thread(s3.stop)
+        await asyncio.to_thread(s3_server.stop)
         loop = asyncio.get_running_loop()
         started_s = loop.time()
         with pytest.raises(ColdTierUnavailable):
@@ -320,29 +292,32 @@ def test_s3_stopped_mid_read_is_unavailable_then_reads_resume(env, tmp_path):
         with pytest.raises(ColdTierUnavailable):
             await storage.offload(ML, source.ledger_id, source, len(entries))
         assert loop.time() - started_s < 30
-        await asyncio.to_thread(s3.start)
-        assert [d for _, d in await storage.read(copy, 100, len(entries) - 1)] == entries[100:]
+        await asyncio.to_thread(s3_server.start)
+        # the dispatcher waits and retries a ColdTierUnavailable (a just-restarted server may
+        # refuse for a moment while its volume registers)
+        got = await until_ok(lambda: storage.read(copy, 100, len(entries) - 1), ColdTierUnavailable)
+        assert [d for _, d in got] == entries[100:]
         await storage.close()
         await shutdown(store, client)
     try:
         run(body())
     finally:
-        s3.stop()
+        s3_server.start()                          # shared by the run: leave it serving
 
 
-def test_wrong_secret_and_missing_bucket_are_typed_errors(server):
-    bucket = server.new_bucket()
+def test_wrong_secret_and_missing_bucket_are_typed_errors(s3_server):
+    bucket = s3_server.new_bucket()
 
     async def body():
-        wrong = storage_for(server, bucket, secret="not-the-secret")
+        wrong = storage_for(s3_server, bucket, secret="not-the-secret")
         with pytest.raises(ColdTierAccessDenied):
             await wrong.check()
-        missing = storage_for(server, f"missing-{uuid.uuid4().hex[:8]}")
+        missing = storage_for(s3_server, f"missing-{uuid.uuid4().hex[:8]}")
         with pytest.raises(ColdTierBucketMissing):
             await missing.check()
-        good = storage_for(server, bucket)
+        good = storage_for(s3_server, bucket)
         await good.check()
-        listed = server.client().list_objects_v2(Bucket=bucket)
+        listed = s3_server.boto3_client().list_objects_v2(Bucket=bucket)
         assert "Contents" not in listed                       # the probe cleaned up after itself
         for s in (wrong, missing, good):
             await s.close()
@@ -350,17 +325,17 @@ def test_wrong_secret_and_missing_bucket_are_typed_errors(server):
     assert open_cold_storage(default_config()) is None       # no driver: no cold tier
 
 
-def test_corrupt_objects_are_refused(env, server):
+def test_corrupt_objects_are_refused(env, s3_server):
     env.start_bookies(1)
-    bucket = server.new_bucket()
+    bucket = s3_server.new_bucket()
     entries = make_entries(800, seed=7)
 
     async def body():
         store, client = await env.open(env.config())
         source = await write_ledger(client, entries)
-        storage = storage_for(server, bucket)
+        storage = storage_for(s3_server, bucket)
         copy = await storage.offload(ML, source.ledger_id, source, len(entries))
-        s3 = server.client()
+        s3 = s3_server.boto3_client()
         good = s3.get_object(Bucket=bucket, Key=copy.key)["Body"].read()
         flipped = bytearray(good)
         for offset in range(len(good) // 3, len(good) // 3 + 64):   # inside a row group's pages
@@ -369,13 +344,13 @@ def test_corrupt_objects_are_refused(env, server):
                     "flipped": bytes(flipped), "footer only": b"\0" * (len(good) - 4) + b"PAR1"}
         for name, data in variants.items():
             s3.put_object(Bucket=bucket, Key=copy.key, Body=data)
-            reader = storage_for(server, bucket)                   # no cached footer
+            reader = storage_for(s3_server, bucket)                   # no cached footer
             with pytest.raises(ColdObjectCorrupt):
                 await reader.read(copy, 0, len(entries) - 1)
             await reader.close()
             assert name
         s3.put_object(Bucket=bucket, Key=copy.key, Body=good)
-        fresh = storage_for(server, bucket)
+        fresh = storage_for(s3_server, bucket)
         assert [d for _, d in await fresh.read(copy, 0, len(entries) - 1)] == entries
         await storage.close()
         await fresh.close()
@@ -383,19 +358,19 @@ def test_corrupt_objects_are_refused(env, server):
     run(body())
 
 
-def test_clean_orphans_removes_only_what_is_not_kept(env, server):
+def test_clean_orphans_removes_only_what_is_not_kept(env, s3_server):
     env.start_bookies(1)
-    bucket = server.new_bucket()
+    bucket = s3_server.new_bucket()
 
     async def body():
         store, client = await env.open(env.config())
-        storage = storage_for(server, bucket)
+        storage = storage_for(s3_server, bucket)
         copies = []
         for seed in range(3):
             source = await write_ledger(client, make_entries(50, seed=seed))
             copies.append(await storage.offload(ML, source.ledger_id, source, 50))
         kept_copy, orphan_copy, other_kept = copies
-        s3 = server.client()
+        s3 = s3_server.boto3_client()
         ids = [keys.ledger_id_of(c.key) for c in copies]
         orphan_upload_key = keys.ledger_key("strata", ML, 999_999)
         kept_upload_key = keys.ledger_key("strata", ML, ids[0])
@@ -418,7 +393,7 @@ def test_clean_orphans_removes_only_what_is_not_kept(env, server):
     run(body())
 
 
-def test_settings_reach_the_tier(server):
-    config = config_for(server, "b", offload_s3_parts_in_flight_max=3, offload_open_objects_max=7)
+def test_settings_reach_the_tier(s3_server):
+    config = config_for(s3_server, "b", offload_s3_parts_in_flight_max=3, offload_open_objects_max=7)
     settings = S3Settings.from_config(config)
     assert (settings.parts_in_flight_max, settings.open_objects_max, settings.access_key) == (3, 7, None)

@@ -10,7 +10,8 @@ keys go at once).
 Cold tier: `offload.open_cold_storage` (None when `offload_driver` is empty), checked at start.
 Wrong credentials or a missing bucket log one ERROR line and the broker serves without offload
 (offload-status answers ERROR with that reason); S3 merely unreachable at start logs a warning
-and keeps the tier (offloads and cold reads retry until it answers).
+and keeps the tier (offloads and cold reads retry until it answers); so does a check that takes
+longer than twice `offload_s3_connect_timeout_ms`, which is all start-up waits for it.
 The event loop is uvloop; the process entry (`cli`) installs it before starting the loop.
 
 What must hold: after `start()` returns, both ports accept connections; `stop()` is idempotent.
@@ -124,10 +125,12 @@ async def open_cold_tier(config: Config) -> tuple[ColdStorage | None, str | None
         return None, reason
     if cold is None:
         return None, None
+    check_s = 2 * config.offload_s3_connect_timeout_ms / 1000   # start-up is not held longer
     try:
-        await cold.check()
-    except ColdTierUnavailable as exc:
-        log.warning("cold tier unreachable at start (offloads and cold reads retry): %s", exc)
+        await asyncio.wait_for(cold.check(), check_s)
+    except (ColdTierUnavailable, TimeoutError) as exc:
+        log.warning("cold tier unreachable at start (offloads and cold reads retry): %s",
+                    exc if isinstance(exc, ColdTierUnavailable) else f"no answer within {check_s:.1f} s")
     except ColdTierError as exc:
         reason = f"cold tier not usable, offload disabled: {exc}"
         log.error("%s", reason)

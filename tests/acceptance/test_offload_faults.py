@@ -378,15 +378,18 @@ def test_kill9_mid_offload_leaves_no_partial_object_and_the_offload_completes(
         status, body = admin.offload(topic, int(ledgers[-1]["ledgerId"]))
         assert status == 204, (status, body)
         folder = s3.topic_prefix(topic)
-        done = wait_until(lambda: len(s3.list_objects(folder)) or None, OFFLOAD_TIMEOUT_S,
-                          what="the first offloaded object", interval_s=0.02)
-        proc.kill9()
-        assert isinstance(done, int) and done < len(closed), f"the offload finished before the kill ({done})"
+        wait_until(lambda: _mid_offload(s3, folder, len(closed)), OFFLOAD_TIMEOUT_S,
+                   what="an object complete and the next one's multipart upload under way", interval_s=0.02)
+        proc.kill9()                                          # in the middle of an object's upload
+        done = len(s3.list_objects(folder))
+        left_pending = len(s3.pending_uploads(folder))
+        assert done < len(closed) and left_pending, f"not mid-offload: {done} objects, {left_pending} uploads"
         _check_complete_objects(s3, topic, sent, closed)       # what the crash left
         proc.launch()
         resumed = _wait_resumed(admin, topic, closed)
         request.node.user_properties.append(("offload_resumed_after_restart", resumed))
-        print(f"\noffload after kill -9: {'resumed by the broker' if resumed else 're-issued by the test'}")
+        print(f"\nkill -9 after {done} of {len(closed)} ledgers, {left_pending} multipart upload(s) left pending; "
+              f"offload {'resumed by the broker' if resumed else 're-issued by the test'}")
         if not resumed:
             status, body = admin.offload(topic, int(admin.ledgers(topic)[-1]["ledgerId"]))
             assert status == 204, (status, body)
@@ -402,6 +405,13 @@ def test_kill9_mid_offload_leaves_no_partial_object_and_the_offload_completes(
             assert_same_messages(views, sent, "read after the crash and the completed offload")
         finally:
             client.close()
+
+
+def _mid_offload(s3: S3Access, folder: str, ledgers: int) -> bool:
+    """Some object is complete and another one's multipart upload is under way."""
+    done = len(s3.list_objects(folder))
+    assert done < ledgers, "the offload finished before the crash point"
+    return done > 0 and bool(s3.pending_uploads(folder))
 
 
 def _wait_resumed(admin: Admin, topic: str, closed: list[int], timeout_s: float = 20.0) -> bool:

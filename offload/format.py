@@ -62,6 +62,8 @@ dictionaries only for the low-cardinality strings and constant ids.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeAlias
 
@@ -72,7 +74,14 @@ import pyarrow.parquet as pq
 from crc32c import crc32c
 from google.protobuf.message import DecodeError
 
-from common.errors import ColdObjectCorrupt, InvariantViolation, MalformedFrame, MalformedPayload
+from common.errors import (
+    ColdObjectCorrupt,
+    ColdObjectMissing,
+    InvariantViolation,
+    MalformedFrame,
+    MalformedPayload,
+    StrataError,
+)
 from entries import batch as eb
 from entries.entry import ENTRY_HEAD_BYTES, MAGIC_CRC32C_BYTES, EntryInfo, crc32c_from, parse_entry
 from proto import pulsar_api_pb2 as pb
@@ -141,9 +150,12 @@ _I64_SIGN = 2**63
 
 
 class WritableSink(Protocol):
-    """What LedgerWriter writes to besides a path: pyarrow calls write, and may call flush/tell."""
+    """What LedgerWriter writes to besides a path: pyarrow calls write, and may call flush; the
+    writer calls tell (bytes written so far) around each row group to record its byte span."""
 
     def write(self, data: bytes, /) -> object: ...
+
+    def tell(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -449,8 +461,16 @@ class LedgerWriter:
             raise InvariantViolation("row_group_bytes must be positive", row_group_bytes=row_group_bytes)
         self.origin = origin
         self.row_group_bytes = row_group_bytes
+        # a path is opened here, so that every sink tells how far it got (row group byte spans)
+        self._own_file: BinaryIO | None = None  # a file opened here from a path; closed by close()
+        if isinstance(sink, str):
+            self._own_file = open(sink, "wb")
+            sink = self._own_file
+        self._sink: WritableSink = sink
+        self._sink_base = self._sink.tell()
+        self._row_groups: list[tuple[int, int, int]] = []  # (entries, start byte, end byte) written
         self._writer = pq.ParquetWriter(
-            sink, MESSAGE_SCHEMA, compression=PARQUET_COMPRESSION,
+            self._sink, MESSAGE_SCHEMA, compression=PARQUET_COMPRESSION,
             compression_level=PARQUET_COMPRESSION_LEVEL, use_dictionary=_DICTIONARY_COLUMNS,
             write_statistics=_STATISTICS_COLUMNS, write_page_checksum=True, sorting_columns=_SORTING)
         self._group = _RowGroup()
@@ -542,7 +562,9 @@ class LedgerWriter:
         if not group.entry_ids:
             return
         table = group.table(self.origin, list(self._producers))
-        self._writer.write_table(table, row_group_size=table.num_rows)
+        start = self._sink.tell() - self._sink_base
+        self._writer.write_table(table, row_group_size=table.num_rows)  # one row group, written through
+        self._row_groups.append((len(group.entry_ids), start, self._sink.tell() - self._sink_base))
         self._group = _RowGroup()
 
     def close(self) -> dict[str, str]:
@@ -560,8 +582,14 @@ class LedgerWriter:
             "topic": self.origin.topic, "partition": self.origin.partition,
         }
         kv = {META_PREFIX + name: str(value) for name, value in meta.items()}
+        # per row group "entries:start:end" (bytes within the object): readers find a row group's
+        # entries and bytes here, never through pyarrow's per-column metadata, which aborts the
+        # process (an uncaught C++ exception) on some damaged footers
+        kv[META_PREFIX + "row_groups"] = ",".join(f"{n}:{a}:{b}" for n, a, b in self._row_groups)
         self._writer.add_key_value_metadata(kv)
         self._writer.close()
+        if self._own_file is not None:
+            self._own_file.close()
         self._closed = kv
         return kv
 
@@ -569,47 +597,74 @@ class LedgerWriter:
 # ---------------------------------------------------------------------------- reading
 
 
+# What pyarrow raises on a damaged object. A Parquet footer has no checksum, so a flipped byte
+# there can surface as any of these (a bad UTF-8 column name, an odd type, an offset past the end).
+_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, IndexError, TypeError, OverflowError)
+
+
+@contextmanager
+def _decoding(what: str) -> Iterator[None]:
+    """Translate pyarrow's errors while decoding an object: a missing file is ColdObjectMissing,
+    any other decode error ColdObjectCorrupt; Strata's own errors (a source's
+    ColdTierUnavailable, say) pass through unchanged."""
+    try:
+        yield
+    except StrataError:
+        raise
+    except FileNotFoundError as exc:
+        raise ColdObjectMissing("object file not found", reason=str(exc)) from None
+    except _DECODE_ERRORS as exc:
+        raise ColdObjectCorrupt(f"object does not {what}", reason=f"{type(exc).__name__}: {exc}") from None
+
+
 def object_summary(meta: pq.FileMetaData) -> dict[str, Any]:
     """The strata.* metadata of an object, keys without the prefix, ints parsed (topic stays a
     str); ColdObjectCorrupt if absent, inconsistent, or of another format version."""
-    kv = meta.metadata or {}
     out: dict[str, Any] = {}
-    try:
+    with _decoding("carry its strata metadata"):
+        kv = meta.metadata or {}
         for name in _META_INT_FIELDS:
             out[name] = int(kv[(META_PREFIX + name).encode()])
         out["topic"] = kv[(META_PREFIX + "topic").encode()].decode()
-    except (KeyError, ValueError, UnicodeDecodeError) as exc:
-        raise ColdObjectCorrupt("object lacks its strata metadata", missing=str(exc)) from None
+        rows = meta.num_rows
     if out["format_version"] != FORMAT_VERSION:
         raise ColdObjectCorrupt("object of an unknown format version", format_version=out["format_version"])
-    if out["entries"] != out["last_entry_id"] - out["first_entry_id"] + 1 or out["messages"] != meta.num_rows:
+    if out["entries"] != out["last_entry_id"] - out["first_entry_id"] + 1 or out["messages"] != rows:
         raise ColdObjectCorrupt("object metadata does not match its contents", entries=out["entries"],
-                                messages=out["messages"], rows=meta.num_rows)
+                                messages=out["messages"], rows=rows)
     return out
 
 
-def _leaf_index(meta: pq.FileMetaData, path: str) -> int:
-    schema = meta.schema
-    for i in range(len(schema)):
-        if schema.column(i).path == path:
-            return i
-    raise ColdObjectCorrupt("object lacks a column", column=path)
+def _row_groups(meta: pq.FileMetaData) -> list[tuple[int, int, int, int]]:
+    """(first_entry_id, last_entry_id, start byte, end byte) of each row group, from the strata
+    metadata; ColdObjectCorrupt unless they tile the object's entries and bytes in order."""
+    summary = object_summary(meta)
+    with _decoding("describe its row groups"):
+        text = meta.metadata[(META_PREFIX + "row_groups").encode()].decode()
+        parts = [tuple(int(x) for x in item.split(":")) for item in text.split(",")] if text else []
+        count = meta.num_row_groups
+    out: list[tuple[int, int, int, int]] = []
+    next_entry, next_byte = summary["first_entry_id"], len(b"PAR1")
+    for i, part in enumerate(parts):
+        if len(part) != 3 or part[0] <= 0 or part[1] != next_byte or part[2] <= part[1]:
+            raise ColdObjectCorrupt("row group map out of order", row_group=i)
+        out.append((next_entry, next_entry + part[0] - 1, part[1], part[2]))
+        next_entry, next_byte = next_entry + part[0], part[2]
+    if len(out) != count or next_entry != summary["last_entry_id"] + 1:
+        raise ColdObjectCorrupt("row group map does not match the object", row_groups=count, mapped=len(out))
+    return out
 
 
 def row_group_entry_ranges(meta: pq.FileMetaData) -> list[tuple[int, int]]:
-    """(first_entry_id, last_entry_id) of each row group, from the entry_id statistics;
-    ColdObjectCorrupt if they are missing or not ascending and disjoint."""
-    column = _leaf_index(meta, "entry_id")
-    ranges: list[tuple[int, int]] = []
-    for i in range(meta.num_row_groups):
-        stats = meta.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:
-            raise ColdObjectCorrupt("row group without entry_id statistics", row_group=i)
-        low, high = int(stats.min), int(stats.max)
-        if low > high or (ranges and low <= ranges[-1][1]):
-            raise ColdObjectCorrupt("row group entry ranges out of order", row_group=i, first=low, last=high)
-        ranges.append((low, high))
-    return ranges
+    """(first_entry_id, last_entry_id) of each row group; ColdObjectCorrupt if the object's
+    row group map is missing or does not tile its entries."""
+    return [(first, last) for first, last, _, _ in _row_groups(meta)]
+
+
+def row_group_byte_spans(meta: pq.FileMetaData) -> list[tuple[int, int]]:
+    """[start, end) bytes of each row group within the object (all its column chunks): one
+    ranged read fetches a row group, with no per-column metadata access (see LedgerWriter.close)."""
+    return [(start, end) for _, _, start, end in _row_groups(meta)]
 
 
 Source: TypeAlias = str | bytes | BinaryIO | pa.NativeFile
@@ -617,30 +672,26 @@ Source: TypeAlias = str | bytes | BinaryIO | pa.NativeFile
 
 def open_object(source: Source) -> pq.ParquetFile:
     """Open an object (a path, its bytes, or a readable seekable file) for reading with page
-    checksums verified; ColdObjectCorrupt if its footer does not parse (truncated, not Parquet)."""
+    checksums verified; ColdObjectCorrupt if its footer does not parse (truncated, not Parquet),
+    ColdObjectMissing if the path does not exist."""
     if isinstance(source, bytes):
         source = pa.BufferReader(source)  # no Python file calls per read
-    try:
+    with _decoding("open as Parquet"):
         return pq.ParquetFile(source, page_checksum_verification=True)
-    except (pa.ArrowException, OSError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise ColdObjectCorrupt("object does not open as Parquet", reason=str(exc)) from None
+    raise AssertionError("unreachable")  # mypy: the context manager may swallow (it never does)
 
 
 def read_entries(source: Source, first: int, last: int) -> list[tuple[int, bytes]]:
-    """Entries first..last of an object (see open_object), rebuilt and CRC-checked. I/O errors
-    a file-like raises as non-OSError exceptions pass through unchanged; pyarrow's own errors
-    (page checksums, truncation) become ColdObjectCorrupt."""
+    """Entries first..last of an object (see open_object), rebuilt and CRC-checked. Errors a
+    file-like source raises as StrataError (ColdTierUnavailable) pass through unchanged;
+    anything pyarrow raises (page checksums, truncation, a damaged footer) is ColdObjectCorrupt."""
     parquet = open_object(source)
     object_summary(parquet.metadata)
     wanted = [i for i, (low, high) in enumerate(row_group_entry_ranges(parquet.metadata))
               if high >= first and low <= last]
-    try:
+    with _decoding("read"):
         # one thread: on a small machine Arrow's pool only contends with the broker's own work
         table = parquet.read_row_groups(wanted, columns=list(REBUILD_COLUMNS), use_threads=False)
-    except (pa.ArrowException, OSError) as exc:
-        raise ColdObjectCorrupt("object does not read", reason=str(exc)) from None
     return entries_from_table(table, first, last)
 
 
@@ -649,12 +700,10 @@ def entries_from_table(table: pa.Table, first: int, last: int) -> list[tuple[int
     least REBUILD_COLUMNS); ColdObjectCorrupt if any is missing or fails its CRC."""
     if first > last:
         return []
-    try:
+    with _decoding("hold rebuild columns of the right types"):
         table = table.select(list(REBUILD_COLUMNS))
         if table.schema.types != _REBUILD_SCHEMA.types:  # e.g. large_binary from another reader
             table = table.cast(_REBUILD_SCHEMA)
-    except (KeyError, pa.ArrowException) as exc:
-        raise ColdObjectCorrupt("object lacks rebuild columns of the right types", reason=str(exc)) from None
     ids_column = table.column("entry_id")
     if ids_column.null_count:
         raise ColdObjectCorrupt("entry_id column has nulls")
@@ -669,8 +718,9 @@ def entries_from_table(table: pa.Table, first: int, last: int) -> list[tuple[int
         raise ColdObjectCorrupt("object lacks requested entries", first=first, last=last,
                                 found=int(present.size))
     out: list[tuple[int, bytes]] = []
-    for batch in _whole_entry_batches(table.slice(low, high - low)):
-        out.extend(_rebuild_batch(batch))
+    with _decoding("rebuild its entries"):
+        for batch in _whole_entry_batches(table.slice(low, high - low)):
+            out.extend(_rebuild_batch(batch))
     return out
 
 

@@ -252,6 +252,13 @@ def test_row_groups_never_split_an_entry_and_ranges_are_right(seed: int) -> None
         assert (min(ids), max(ids)) == (low, high) and sorted(ids) == ids
         if i:
             assert low == ranges[i - 1][1] + 1  # contiguous, no entry in two groups
+    spans = fmt.row_group_byte_spans(parquet.metadata)
+    for i, (start, end) in enumerate(spans):  # the bytes of all the group's column chunks
+        group = parquet.metadata.row_group(i)
+        chunks = [group.column(j) for j in range(group.num_columns)]
+        assert start == min(c.dictionary_page_offset or c.data_page_offset for c in chunks)
+        assert end == max(c.data_page_offset + c.total_compressed_size for c in chunks)
+    assert spans[0][0] == 4 and all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
     summary = fmt.object_summary(parquet.metadata)
     assert (summary["first_entry_id"], summary["last_entry_id"], summary["entries"]) == (7, 46, 40)
     assert summary["messages"] == parquet.metadata.num_rows
@@ -327,6 +334,22 @@ def test_a_table_whose_bytes_changed_fails_the_crc(seed: int) -> None:
         fmt.entries_from_table(table.drop_columns(["entry_crc32c"]), 0, 0)
 
 
+def test_a_row_group_map_that_does_not_tile_the_object_is_corrupt() -> None:
+    blob = write([single_entry(b"a" * 100) for _ in range(6)], row_group_bytes=200)
+    table = pq.read_table(io.BytesIO(blob))
+    good = {k.decode(): v.decode() for k, v in pq.ParquetFile(io.BytesIO(blob)).metadata.metadata.items()
+            if k.startswith(b"strata.")}
+    groups = good["strata.row_groups"].split(",")
+    assert len(groups) == 3
+    for bad in (",".join(groups[:2]), ",".join([groups[1], groups[0], groups[2]]), "2:4:9,x,1:1:2", ""):
+        sink = io.BytesIO()
+        with pq.ParquetWriter(sink, table.schema) as writer:
+            writer.write_table(table, row_group_size=2)
+            writer.add_key_value_metadata({**good, "strata.row_groups": bad})
+        with pytest.raises(ColdObjectCorrupt):
+            fmt.row_group_entry_ranges(pq.ParquetFile(io.BytesIO(sink.getvalue())).metadata)
+
+
 def test_missing_or_mismatched_metadata_is_corrupt() -> None:
     blob = write([single_entry(b"a"), single_entry(b"b")])
     table = pq.read_table(io.BytesIO(blob))
@@ -380,3 +403,23 @@ def test_schema_suits_iceberg_and_spark() -> None:
     footer = pq.ParquetFile(io.BytesIO(blob)).metadata
     stats = footer.row_group(0).column(0).statistics  # topic: min == max lets Iceberg partition by it
     assert stats.has_min_max and stats.min == stats.max == ORIGIN.topic
+
+
+def test_any_flipped_byte_gives_the_entries_or_corrupt_never_wrong_bytes(seed: int) -> None:
+    rnd = random.Random(seed)
+    entries = [batch_entry(varied_messages(rnd, 8), rnd.choice(CODECS)) for _ in range(6)]
+    entries += [single_entry(rnd.randbytes(300)), single_entry(b"c", uuid="u", num_chunks_from_msg=1, chunk_id=0)]
+    blob = write(entries, row_group_bytes=1500)
+    expected = list(enumerate(entries))
+    outcomes = {"intact": 0, "corrupt": 0}
+    for at in rnd.sample(range(len(blob)), 300):
+        flipped = bytearray(blob)
+        flipped[at] ^= 1 << rnd.randrange(8)
+        try:
+            got = fmt.read_entries(bytes(flipped), 0, len(entries) - 1)
+        except ColdObjectCorrupt:
+            outcomes["corrupt"] += 1
+            continue
+        assert got == expected, f"wrong bytes after flipping byte {at}"
+        outcomes["intact"] += 1  # e.g. a byte of a column the rebuild does not read
+    assert outcomes["corrupt"] > 0

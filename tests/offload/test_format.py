@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import ColdObjectCorrupt, InvariantViolation
+from common.errors import ColdObjectCorrupt, ColdObjectMissing, InvariantViolation
 from entries import batch as eb
 from entries.entry import build_entry
 from offload import format as fmt
@@ -212,7 +212,12 @@ def ledgers(draw: st.DrawFn) -> list[bytes]:
     entries = []
     for i in range(draw(st.integers(1, 12))):
         compression = draw(st.sampled_from(CODECS))
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["batch", "batch", "single", "single", "chunk", "raw"]))
+        if kind == "chunk":
+            entries.append(single_entry(draw(st.binary(max_size=100)), uuid="u", chunk_id=0, num_chunks_from_msg=1))
+        elif kind == "raw":
+            entries.append(draw(st.binary(max_size=50)))
+        elif kind == "batch":
             messages = [eb.BatchMessage(
                 payload=draw(st.binary(max_size=200)),
                 properties=draw(st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2)),
@@ -282,6 +287,8 @@ def test_writer_to_a_path_and_entries_in_order_only(tmp_path: Path) -> None:
     writer.add(1, single_entry(b"b"))
     writer.close()
     assert fmt.read_entries(str(path), 1, 1) == [(1, single_entry(b"b"))]
+    with pytest.raises(ColdObjectMissing):
+        fmt.read_entries(str(tmp_path / "gone.parquet"), 0, 0)
 
 
 def test_a_directory_of_objects_reads_as_one_dataset(tmp_path: Path, seed: int) -> None:

@@ -37,7 +37,10 @@ What must hold:
   returns nothing (never wrong bytes).
 - The footer's key-value metadata carries strata.* (format_version, ledger_id, first_entry_id,
   last_entry_id, entries, messages, min/max_publish_time_ms, topic, partition); `object_summary`
-  refuses an object without them or of another format version.
+  refuses an object without them or of another format version. strata.row_groups maps each row
+  group to its entry count and byte span ("entries:start:end,..."): readers take row group
+  ranges from it, never from pyarrow's per-column metadata, which aborts the whole process (an
+  uncaught C++ exception, pyarrow 26) on some damaged footers; a Parquet footer has no checksum.
 - A caveat of recompression: ROWS_LZ4/ZLIB/ZSTD entries rely on the codec libraries producing the
   same bytes later as at write time. An upgrade that changes their output makes such entries fail
   their CRC (ColdObjectCorrupt, never wrong bytes); pin lz4/zstandard when upgrading.

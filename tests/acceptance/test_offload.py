@@ -20,6 +20,11 @@ What must hold:
   fails or is retried on the way (the broker's log says so);
 - pyarrow reading the topic's S3 prefix sees exactly the corpus: payloads, keys, properties,
   event times and message_id bytes that `pulsar.MessageId.deserialize` turns into the send ids.
+
+Each on a topic of its own in the same standalone: offloadThreshold 0 offloads every closed
+ledger unasked (never the open one); retention trimming an offloaded ledger deletes its object;
+a partitioned topic's partitions offload under `partition-{i}/` folders, which pyarrow reads
+as one dataset.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from tests.support.offload_checks import (
     Sent,
     assert_same_messages,
     bookie_snapshot,
+    http,
     id_of,
     in_id_order,
     offloaded_ids,
@@ -325,6 +331,88 @@ def test_pyarrow_reads_exactly_the_offloaded_messages_from_the_topic_prefix(worl
         assert key == w.s3.ledger_key(TOPIC, ledger)
         assert int(meta["strata.messages"]) == sum(1 for s in w.corpus if s.msg_id[0] == ledger)
         assert meta["strata.topic"] == TOPIC
+
+
+def _ns_of_its_own(what: str) -> str:
+    return f"public/offload-{what}-{os.getpid()}"
+
+
+def _closed_with_entries(ledgers: list[dict]) -> set[int]:
+    return {int(x["ledgerId"]) for x in ledgers[:-1] if x["entries"] > 0}
+
+
+def test_threshold_zero_offloads_every_closed_ledger_without_being_asked(world: World) -> None:
+    w = world
+    ns = _ns_of_its_own("auto")
+    topic = f"persistent://{ns}/auto"
+    assert w.admin.set_ns(ns, "offloadThreshold", 0)[0] == 204
+    assert w.admin.get_ns(ns, "offloadThreshold") == 0
+    client = make_client(w.sa.service_url)
+    try:
+        produce_corpus(client, topic, 12_000, SEED + 2)
+    finally:
+        client.close()
+    closed = _closed_with_entries(w.admin.ledgers(topic))
+    assert len(closed) >= 2, w.admin.ledgers(topic)
+    wait_until(lambda: offloaded_ids(w.admin.ledgers(topic)) == closed, 120,
+               what=f"ledgers {sorted(closed)} offloaded by the threshold", interval_s=0.2)
+    assert set(w.s3.list_objects(w.s3.topic_prefix(topic))) == {w.s3.ledger_key(topic, x) for x in closed}
+    assert not w.admin.ledgers(topic)[-1]["offloaded"], "the open ledger is never offloaded"
+
+
+def test_retention_deletes_an_offloaded_ledger_with_its_object(world: World) -> None:
+    w = world
+    ns = _ns_of_its_own("retention")
+    topic = f"persistent://{ns}/trimmed"
+    status, body = http("POST", w.admin.ns_url(ns, "retention"), {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+    assert status == 204, (status, body)
+    client = make_client(w.sa.service_url)
+    try:
+        consumer = client.subscribe(topic, "acks-all", initial_position=pulsar.InitialPosition.Earliest)
+        sent = in_id_order(produce_corpus(client, topic, 12_000, SEED + 3))
+        ledgers = w.admin.ledgers(topic)
+        closed = _closed_with_entries(ledgers)
+        assert w.admin.offload(topic, int(ledgers[-1]["ledgerId"]))[0] == 204
+        assert w.admin.wait_offload_finished(topic, OFFLOAD_TIMEOUT_S)["status"] == "SUCCESS"
+        prefix = w.s3.topic_prefix(topic)
+        assert set(w.s3.list_objects(prefix)) == {w.s3.ledger_key(topic, x) for x in closed}
+        assert_same_messages(receive_views(consumer, len(sent)), sent, "consumed before the trim")
+        wait_until(lambda: not ({int(x["ledgerId"]) for x in w.admin.ledgers(topic)} & closed), 60,
+                   what=f"the acked ledgers {sorted(closed)} trimmed", interval_s=0.2)
+        wait_until(lambda: not w.s3.list_objects(prefix), 60, what="the trimmed ledgers' objects deleted",
+                   interval_s=0.2)
+    finally:
+        client.close()
+
+
+def test_a_partitioned_topic_offloads_under_partition_folders_read_as_one_dataset(world: World) -> None:
+    w = world
+    ns = _ns_of_its_own("partitioned")
+    topic = f"persistent://{ns}/parted"
+    assert http("PUT", f"{w.admin.topic_url(topic, 'partitions')}", 2)[0] == 204
+    client = make_client(w.sa.service_url)
+    try:
+        sent = produce_corpus(client, topic, 20_000, SEED + 4)
+    finally:
+        client.close()
+    offloaded: set[int] = set()
+    for index in range(2):
+        partition = f"{topic}-partition-{index}"
+        ledgers = w.admin.ledgers(partition)
+        assert w.admin.offload(partition, int(ledgers[-1]["ledgerId"]))[0] == 204
+        assert w.admin.wait_offload_finished(partition, OFFLOAD_TIMEOUT_S)["status"] == "SUCCESS"
+        closed = _closed_with_entries(ledgers)
+        assert len(closed) >= 1
+        folder = f"{w.s3.topic_prefix(topic)}partition-{index}/"
+        assert set(w.s3.list_objects(folder)) == {f"{folder}ledger-{x:020d}.parquet" for x in closed}
+        offloaded |= closed
+    table = w.s3.read_table(w.s3.topic_prefix(topic))
+    rows = table.select(["partition", "ledger_id", "entry_id", "batch_index", "payload", "topic"]).to_pylist()
+    want = {(s.msg_id, s.payload) for s in sent if s.msg_id[0] in offloaded}
+    got = {((r["ledger_id"], r["entry_id"], r["batch_index"]), r["payload"] or b"") for r in rows}
+    assert len(rows) == len(got) == len(want) and got == want
+    assert all(r["topic"] == f"{topic}-partition-{r['partition']}" for r in rows)
+    assert {r["partition"] for r in rows} == {0, 1}
 
 
 def test_no_read_of_an_offloaded_ledger_failed(world: World) -> None:

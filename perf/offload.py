@@ -269,6 +269,22 @@ def offload(admin_url: str, topic: str, timeout_s: float) -> OffloadResult:
                          sum(ledger["entries"] for ledger in done), total_entries)
 
 
+_STAGE_WAIT = re.compile(r"(\w+) ([0-9.]+) s")
+
+
+def offload_stage_waits(log_text: str, ml: str) -> dict[str, float] | None:
+    """Seconds the offloader's ledger uploads of managed ledger `ml` waited on each stage
+    (bookie reads, encoding, free upload slots), summed from the broker's "offloaded ledger"
+    log lines (offload/uploader.py); None when the log has none."""
+    waits: dict[str, float] = {}
+    for line in log_text.splitlines():
+        if "offloaded ledger" not in line or f" of {ml}:" not in line or "waited on " not in line:
+            continue
+        for stage, seconds in _STAGE_WAIT.findall(line.rsplit("waited on ", 1)[1]):
+            waits[stage] = round(waits.get(stage, 0.0) + float(seconds), 3)
+    return waits or None
+
+
 # ------------------------------------------------------------------------------------------------
 # S3: the prefix sizes, the raw upload
 
@@ -576,6 +592,7 @@ def measure(st: Stack, args: argparse.Namespace, ctx) -> dict:
     sa.restart()  # every ledger closed (the new open one is empty)
     with profiled(sa.pid, args.profile, "offload") as out["offload_profile"]:
         out["offload"] = offload(sa.admin_url, main, args.timeout_s)
+    out["stage_waits"] = offload_stage_waits(sa.log_path.read_text(errors="replace"), ml_name(main))
     st.offloaded = list(out["offload"].ledgers)
     out["ratio"] = {"none": s3_ratio(st, main, out["offload"])}
     for name, topic in (("lz4", lz4), ("zstd", zstd)):
@@ -631,6 +648,7 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
         "offloaded_entries_fraction": _share(off.entries, off.total_entries),
         "s3_bytes": m["ratio"]["none"]["s3_bytes"], "offload_seconds": round(off.seconds, 3),
         "raw_upload_seconds": round(m["raw_seconds"], 3),
+        "offload_stage_wait_s": m["stage_waits"],
         "part_bytes": st.config.offload_s3_part_bytes, "parts_in_flight": st.config.offload_s3_parts_in_flight_max,
         "row_group_bytes": st.config.offload_row_group_bytes,
         "consume_s3_runs_msgs_per_s": [run["msgs_per_s"] for run in s3_runs],

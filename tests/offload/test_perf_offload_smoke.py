@@ -1,10 +1,11 @@
-"""Smoke run of `strata perf offload` at a tiny size (8 MiB, about 30-60 s): not a timed test.
+"""Smoke run of `strata perf offload` at a tiny size (8 MiB, one round, about 1 min): not a timed test.
 
-It runs the real tool end to end (a SeaweedFS and a standalone of its own, fill, consume from the
-bookies, offload, raw upload, deletion lag 0, consume from S3, clean-up) and checks the JSON:
-the five keys issue 12 names, the extra ratio keys, and sane values: positive rates, ratios that
-are the figures' arithmetic, S3/bookie byte ratios within a factor that any working format
-meets, several ledgers offloaded, every message received from both tiers, nothing left behind.
+It runs the real tool end to end (a SeaweedFS and a standalone of its own, fill, offload, raw
+upload, reads from the bookies and from S3, deletion lag 0, a read from S3 again, clean-up) and
+checks the JSON: the five keys issue 12 names, the extra ratio keys, and sane values: positive
+rates, ratios that are the figures' arithmetic, S3/bookie byte ratios within a factor that any
+working format meets, several ledgers offloaded, every message received from both tiers,
+nothing left behind.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def _temp_dirs() -> set[str]:
 
 def test_perf_offload_smoke() -> None:
     before = _temp_dirs()
-    done = subprocess.run([sys.executable, "-m", "cli.main", "perf", "offload", "--size", "8M", "--json"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    cmd = [sys.executable, "-m", "cli.main", "perf", "offload", "--size", "8M", "--rounds", "1", "--json"]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, \
         f"perf offload failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -40,6 +41,8 @@ def test_perf_offload_smoke() -> None:
     for key in KEYS[:4]:
         assert isinstance(result[key], float | int) and result[key] > 0, (key, result[key])
     assert result["messages"] == 8 * 1024 and result["all_accounted"] is True
+    # one round: a read from the bookies, one from S3, one from S3 once the bookie copies are gone
+    assert len(result["consume_bookie_runs_msgs_per_s"]) == 1 and len(result["consume_s3_runs_msgs_per_s"]) == 2
     assert result["ledgers_offloaded"] >= 2, result["ledgers_offloaded"]  # the rollover split the topic
     assert result["offloaded_entries_fraction"] == 1.0  # after the restart every data ledger is closed
     for key in ("s3_bytes_ratio", "s3_bytes_ratio_lz4", "s3_bytes_ratio_zstd"):

@@ -24,7 +24,8 @@ What must hold:
 Each on a topic of its own in the same standalone: offloadThreshold 0 offloads every closed
 ledger unasked (never the open one); retention trimming an offloaded ledger deletes its object;
 a partitioned topic's partitions offload under `partition-{i}/` folders, which pyarrow reads
-as one dataset.
+as one dataset; `strata admin topics offload -s / offload-status -w` and the namespace lag
+commands print what pulsar-admin prints.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,7 +60,7 @@ from tests.support.offload_checks import (
     received_view,
 )
 from tests.support.seaweed import TestSeaweed
-from tests.support.standalone_proc import StandaloneProcess
+from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 from tests.support.waiting import wait_until
 
 MESSAGES = 50_000
@@ -66,6 +69,7 @@ SEED = 1212
 ROLLOVER_ENTRIES = 100
 OFFLOAD_TIMEOUT_S = 240.0
 BOOKIE_DELETE_TIMEOUT_S = 60.0
+CLI_TIMEOUT_S = 120.0
 NS = f"public/offload-{os.getpid()}"
 TOPIC = f"persistent://{NS}/corpus"
 PREFIX = f"accept-{os.getpid()}"
@@ -413,6 +417,37 @@ def test_a_partitioned_topic_offloads_under_partition_folders_read_as_one_datase
     assert len(rows) == len(got) == len(want) and got == want
     assert all(r["topic"] == f"{topic}-partition-{r['partition']}" for r in rows)
     assert {r["partition"] for r in rows} == {0, 1}
+
+
+def _strata_admin(w: World, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.main", "admin", "--admin-url", w.sa.admin_url, *args],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
+
+
+def test_strata_admin_offload_commands_as_pulsar_admin(world: World) -> None:
+    w = world
+    ns = _ns_of_its_own("cli")
+    topic = f"persistent://{ns}/by-cli"
+    client = make_client(w.sa.service_url)
+    try:
+        produce_corpus(client, topic, 12_000, SEED + 5)
+    finally:
+        client.close()
+    ledgers = w.admin.ledgers(topic)
+    open_ledger = int(ledgers[-1]["ledgerId"])
+    done = _strata_admin(w, "topics", "offload-status", topic)
+    assert (done.returncode, done.stdout.strip()) == (0, f"Offload has not been run for {topic} since broker startup")
+    done = _strata_admin(w, "topics", "offload", "-s", "0", topic)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"Offload triggered for {topic} for messages before {open_ledger}:0:-1"
+    done = _strata_admin(w, "topics", "offload-status", "-w", topic)
+    assert (done.returncode, done.stdout.strip()) == (0, "Offload was a success"), done.stderr
+    assert offloaded_ids(w.admin.ledgers(topic)) == _closed_with_entries(ledgers)
+    done = _strata_admin(w, "namespaces", "set-offload-deletion-lag", "-l", "10m", ns)
+    assert done.returncode == 0, done.stderr
+    done = _strata_admin(w, "namespaces", "get-offload-deletion-lag", ns)
+    assert (done.returncode, done.stdout.strip()) == (0, "10 minute(s)")
+    assert w.admin.get_ns(ns, "offloadDeletionLagMs") == 600_000
 
 
 def test_no_read_of_an_offloaded_ledger_failed(world: World) -> None:

@@ -1,7 +1,8 @@
 """Tiered storage under faults and bad input (issue 12 items 4, 6 and 7), with the official client,
 real standalones and the session's real SeaweedFS (`s3_server`).
 
-- kill -9 of the standalone in the middle of an offload of ~64 MB: what the crash left under
+- kill -9 of the standalone in the middle of an offload of ~64 MB (a second request meanwhile
+  is refused with 409): what the crash left under
   the topic's prefix is only complete, readable Parquet objects, one per ledger; after the
   restart the offload completes (on its own if the broker resumes it, else when it is asked
   again; the test records which) and every message reads back as sent;
@@ -377,6 +378,8 @@ def test_kill9_mid_offload_leaves_no_partial_object_and_the_offload_completes(
         assert len(closed) >= 6, ledgers
         status, body = admin.offload(topic, int(ledgers[-1]["ledgerId"]))
         assert status == 204, (status, body)
+        status, body = admin.offload(topic, int(ledgers[-1]["ledgerId"]))
+        assert status == 409 and body.get("reason"), ("a second offload while one runs", status, body)
         folder = s3.topic_prefix(topic)
         wait_until(lambda: _mid_offload(s3, folder, len(closed)), OFFLOAD_TIMEOUT_S,
                    what="an object complete and the next one's multipart upload under way", interval_s=0.02)

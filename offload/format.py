@@ -239,6 +239,8 @@ def _split_batch(raw: bytes, count: int, first_sequence_id: int) -> _Members:
     exactly `raw`. By construction it does: each size prefix is the length of the metadata bytes
     taken (both inside raw), the members are contiguous, and the last ends at the end of raw
     (trailing bytes could not be rebuilt); a null-value member's payload is None only if empty."""
+    if count < 1:  # a batch of no messages would leave its entry without a row
+        raise MalformedPayload("batch without members", count=count)
     out = _Members()
     pos = 0
     size = len(raw)
@@ -321,10 +323,6 @@ class _RowGroup:
         self.payload: list[bytes | None] = []
         self.message_metadata: list[bytes | None] = []
         self.bytes_buffered = 0
-
-    @property
-    def rows(self) -> int:
-        return len(self.payload)
 
     def add_single(self, fields: dict[int, Any] | None, payload: bytes | None) -> None:
         """The one row of a non-batched (or opaque) entry; fields: its MessageMetadata's set

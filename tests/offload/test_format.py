@@ -177,11 +177,14 @@ def test_entries_that_do_not_parse_or_fail_their_crc_are_kept_verbatim(seed: int
     bad_crc = bytearray(good)
     bad_crc[-1] ^= 0xFF
     batch_trailing = build_entry(*_batch_with_trailing_bytes())
-    entries = [b"not an entry", bytes(bad_crc), good, batch_trailing]
+    empty_batch = build_entry(pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1,
+                                                 num_messages_in_batch=0), b"")
+    entries = [b"not an entry", bytes(bad_crc), good, empty_batch, batch_trailing]
     table = rows(assert_round_trip(entries))
     assert table[0]["entry_rebuild"] == fmt.RAW and table[0]["entry_payload"] == b"not an entry"
     assert table[0]["producer_name"] is None and table[0]["sequence_id"] is None
     assert table[1]["entry_rebuild"] == fmt.RAW
+    assert table[-2]["entry_rebuild"] == fmt.BLOCK and table[-2]["entry_id"] == 3  # one row all the same
     assert table[-1]["entry_rebuild"] == fmt.BLOCK  # trailing bytes: rows cannot rebuild it
 
 

@@ -11,6 +11,7 @@ import io
 import random
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import ColdObjectCorrupt, ColdObjectMissing, InvariantViolation
+from common.errors import ColdObjectCorrupt, ColdObjectMissing, ColdTierUnavailable, InvariantViolation
 from entries import batch as eb
 from entries.entry import build_entry
 from offload import format as fmt
@@ -433,3 +434,38 @@ def test_any_flipped_byte_gives_the_entries_or_corrupt_never_wrong_bytes(seed: i
         assert got == expected, f"wrong bytes after flipping byte {at}"
         outcomes["intact"] += 1  # e.g. a byte of a column the rebuild does not read
     assert outcomes["corrupt"] > 0
+
+
+class _FailingFile(io.BytesIO):
+    """A source whose reads fail the way an S3-backed file does when the tier is down."""
+
+    def __init__(self, data: bytes, fail_after_reads: int) -> None:
+        super().__init__(data)
+        self.reads_left = fail_after_reads
+
+    def _count(self) -> None:
+        if self.reads_left <= 0:
+            raise ColdTierUnavailable("tier down")
+        self.reads_left -= 1
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._count()
+        return super().read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        self._count()
+        return super().readinto(buffer)
+
+
+def test_a_source_that_fails_passes_its_error_through(seed: int) -> None:
+    """Unavailable is retriable; it must not turn into a (final) ColdObjectCorrupt."""
+    blob = write([batch_entry(varied_messages(random.Random(seed), 10))])
+    reads = 0
+    while True:  # fail the 1st read, then the 2nd, ... until a read of the whole object succeeds
+        try:
+            got = fmt.read_entries(_FailingFile(blob, reads), 0, 0)
+        except ColdTierUnavailable:
+            reads += 1
+            continue
+        assert got[0][0] == 0 and reads >= 2  # footer and data came in separate reads
+        break

@@ -469,3 +469,11 @@ def test_a_source_that_fails_passes_its_error_through(seed: int) -> None:
             continue
         assert got[0][0] == 0 and reads >= 2  # footer and data came in separate reads
         break
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_recompression_is_entries_batch_compress(compression: int, seed: int) -> None:
+    rnd = random.Random(seed)
+    for size in (0, 1, 1024, 100_000):
+        raw = rnd.randbytes(size // 2) + b"abc" * (size // 6)
+        assert fmt._compress(raw, compression) == eb.compress(raw, compression)

@@ -477,3 +477,18 @@ def test_recompression_is_entries_batch_compress(compression: int, seed: int) ->
     for size in (0, 1, 1024, 100_000):
         raw = rnd.randbytes(size // 2) + b"abc" * (size // 6)
         assert fmt._compress(raw, compression) == eb.compress(raw, compression)
+
+
+def test_zstd_blocks_that_lie_about_their_size_are_kept_as_stored(seed: int) -> None:
+    rnd = random.Random(seed)
+    raw = rnd.randbytes(500)
+    entries = []
+    for claimed in (499, 501, 10**9):  # frame says 500; metadata claims otherwise
+        md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1, compression=eb.ZSTD,
+                                uncompressed_size=claimed)
+        entries.append(build_entry(md, eb.compress(raw, eb.ZSTD)))
+    md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1, compression=eb.ZSTD,
+                            uncompressed_size=500)
+    entries.append(build_entry(md, b"not zstd at all"))
+    table = rows(assert_round_trip(entries))
+    assert [r["entry_rebuild"] for r in table] == [fmt.BLOCK] * 4

@@ -4,11 +4,11 @@
 
 Three stages overlap and each is bounded:
 - bookie reads: chunks of about `READ_CHUNK_BYTES` (entry count from the ledger's average entry
-  size), the next chunk read while the current one is encoded (one chunk ahead);
+  size), `READ_AHEAD_CHUNKS` chunks read while the current one is encoded;
 - encoding: `LedgerWriter.add` in `encode_pool` (one call per chunk, never on the event loop),
   writing into `_PartSink`, which cuts the Parquet bytes into parts of `part_bytes`;
 - uploads: up to `parts_in_flight_max` parts at once; encoding waits for a free slot, so memory
-  stays near (parts in flight + 1) x part_bytes + two read chunks + one row group.
+  stays near (parts in flight + 1) x part_bytes + (READ_AHEAD_CHUNKS + 1) read chunks + one row group.
 
 Visibility: the multipart upload is created when the first part is full and completed only after
 the Parquet footer is written, so nothing is visible under the key before the object is whole; a
@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable
 from concurrent.futures import Executor
 from datetime import datetime
@@ -49,6 +50,7 @@ T = TypeVar("T")
 
 READ_CHUNK_BYTES = 1024 * 1024         # bookie bytes read (and then encoded) per step, and progress
 READ_CHUNK_ENTRIES_MAX = 2_000
+READ_AHEAD_CHUNKS = 2                # bookie reads under way while a chunk is encoded
 PARTS_MAX = 10_000                   # S3's limit on the parts of one multipart upload
 
 
@@ -189,17 +191,19 @@ class _Upload:
         """Read, encode and upload everything; complete the object; its size in bytes."""
         loop = asyncio.get_running_loop()
         chunk = self._chunk_entries(source)
+        reads: deque[asyncio.Task[list[tuple[int, bytes]]]] = deque()   # chunks being read, in order
+        next_first = 0                                                  # first entry not asked for yet
         done = 0
-        pending: asyncio.Task[list[tuple[int, bytes]]] | None = asyncio.ensure_future(
-            source.read(0, min(self._entries, chunk) - 1))
         try:
-            while pending is not None:
-                batch = await self._timed("read_wait", pending)
+            while done < self._entries:
+                while len(reads) < READ_AHEAD_CHUNKS and next_first < self._entries:
+                    last_asked = min(self._entries, next_first + chunk) - 1
+                    reads.append(asyncio.ensure_future(source.read(next_first, last_asked)))
+                    next_first = last_asked + 1
+                batch = await self._timed("read_wait", reads.popleft())
                 first, last = done, done + len(batch) - 1
                 invariant(bool(batch) and [e for e, _ in batch] == list(range(first, last + 1)),
                           "bookie read returns the asked entries in order", ledger_id=self._ledger_id, first=first)
-                pending = (asyncio.ensure_future(source.read(last + 1, min(self._entries, last + 1 + chunk) - 1))
-                           if last + 1 < self._entries else None)
                 await self._timed("encode", loop.run_in_executor(self._pool, self._encode, batch))
                 del batch
                 await self._ship(self._sink.take_full())
@@ -207,8 +211,8 @@ class _Upload:
                 if progress is not None:
                     progress(done, self._entries)
         finally:
-            if pending is not None:
-                pending.cancel()
+            for task in reads:
+                task.cancel()
         footer_metadata = await self._timed("encode", loop.run_in_executor(self._pool, self._writer.close))
         self._check_metadata(footer_metadata)
         await self._ship(self._sink.take_full())

@@ -51,7 +51,7 @@ T = TypeVar("T")
 FOOTER_GUESS_BYTES = 64 * 1024       # first suffix GET: most footers fit
 PARQUET_TAIL = struct.Struct("<I4s")  # footer length, b"PAR1"
 SPAN_GAP_BYTES_MAX = 256 * 1024     # unneeded bytes fetched rather than a second GET
-FETCHES_IN_FLIGHT_MAX = 64           # footer + row-group fetches running at once (read-ahead skipped past it)
+FETCHES_IN_FLIGHT_MAX = 16           # footer + row-group fetches running at once (read-ahead skipped past it)
 
 Entries = list[tuple[int, bytes]]
 

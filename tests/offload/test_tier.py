@@ -3,8 +3,9 @@ a bucket per test), offloading real
 ledgers written to a real bookie process (tests/ledger/conftest.py's `env`).
 
 Covered: byte-identical read-back across row groups and parts, with read-ahead and shared
-fetches; idempotent re-offload; a failure mid-upload leaves nothing visible and a crashed
-attempt's stale multipart upload is aborted by the next one; S3 stopped mid-read is
+fetches; idempotent re-offload; a bookie failure, a cancellation or a kill -9 of the uploading
+process mid-upload leaves nothing visible, and the next attempt aborts the stale multipart upload
+and completes; S3 stopped mid-read is
 ColdTierUnavailable and reads work again after a restart; wrong secret and missing bucket are
 typed errors; garbage, truncated and bit-flipped objects are ColdObjectCorrupt; clean_orphans
 removes only what is not kept.
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import random
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -42,6 +45,7 @@ from proto import pulsar_api_pb2 as pb
 from tests.ledger.conftest import LedgerEnv, run, shutdown
 
 T = TypeVar("T")
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ML = "acme/orders/persistent/paid-partition-2"
 PART_BYTES = 5 * 1024 * 1024          # S3's minimum part
 ROW_GROUP_BYTES = 64 * 1024           # the setting's minimum: many row groups per ledger
@@ -59,13 +63,17 @@ def env(tmp_path: Path) -> Iterator[LedgerEnv]:
             bookie.close()
 
 
-def config_for(srv: Any, bucket: str, **overrides: Any):
+def offload_settings(srv: Any, bucket: str, **overrides: Any) -> dict[str, Any]:
     values = dict(offload_driver="s3", offload_s3_endpoint=srv.endpoint, offload_s3_region=srv.region,
                   offload_s3_bucket=bucket, offload_s3_prefix="strata", offload_s3_part_bytes=PART_BYTES,
                   offload_row_group_bytes=ROW_GROUP_BYTES, offload_s3_connect_timeout_ms=1_000,
                   offload_s3_read_timeout_ms=5_000)
     values.update(overrides)
-    return default_config(**values)
+    return values
+
+
+def config_for(srv: Any, bucket: str, **overrides: Any):
+    return default_config(**offload_settings(srv, bucket, **overrides))
 
 
 def storage_for(srv: Any, bucket: str, *, secret: str | None = None, **overrides: Any) -> S3ColdStorage:
@@ -244,6 +252,80 @@ def test_failure_mid_upload_leaves_nothing_and_stale_uploads_are_aborted(env, s3
         await storage.close()
         await shutdown(store, client)
     run(body())
+
+
+# The child of the kill -9 test: offloads one ledger and, once its multipart upload exists and
+# a part is up, says so and hangs (the parent kills it there, as a crash would).
+CRASHING_OFFLOADER = """
+import asyncio, json, random, sys, time
+import metadata
+from common.config import default_config
+from ledger.client import LedgerClient
+from metadata.aio import AsyncMetadataStore
+from offload import open_cold_storage
+
+args = json.loads(sys.argv[1])
+
+async def main():
+    config = default_config(**args["config"])
+    store = AsyncMetadataStore(metadata.open_store(args["metadata_url"], config=config))
+    client = LedgerClient(store, config, rng=random.Random(0))
+    source = await client.open_ledger(args["ledger_id"], recover=False)
+    storage = open_cold_storage(config, access_key=args["access_key"], secret_key=args["secret_key"])
+    s3 = storage.bucket._client
+
+    def progress(done, total):
+        uploads = s3.list_multipart_uploads(Bucket=args["bucket"]).get("Uploads", [])
+        if uploads and s3.list_parts(Bucket=args["bucket"], Key=uploads[0]["Key"],
+                                     UploadId=uploads[0]["UploadId"]).get("Parts"):
+            print("UPLOADING", flush=True)
+            time.sleep(120)
+    await storage.offload(args["ml"], args["ledger_id"], source, args["entries"], progress)
+    print("FINISHED", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_kill9_mid_upload_leaves_nothing_visible_and_the_next_attempt_completes(env, s3_server):
+    env.start_bookies(1)
+    bucket = s3_server.new_bucket()
+    entries = make_entries(16_000, seed=9)
+
+    async def body():
+        store, client = await env.open(env.config())
+        source = await write_ledger(client, entries)
+        args = {"config": offload_settings(s3_server, bucket), "metadata_url": env.metadata_url,
+                "ledger_id": source.ledger_id, "ml": ML,
+                "entries": len(entries), "bucket": bucket, "access_key": s3_server.access_key,
+                "secret_key": s3_server.secret_key}
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", CRASHING_OFFLOADER, json.dumps(args), cwd=REPO_ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            line = await asyncio.wait_for(present_line(child), 90)
+            assert line == b"UPLOADING\n", (line, (await child.stderr.read())[-3000:])  # type: ignore[union-attr]
+        finally:
+            child.kill()                                            # kill -9 mid-upload
+            await asyncio.wait_for(child.wait(), 30)
+        s3 = s3_server.boto3_client()
+        key = keys.ledger_key("strata", ML, source.ledger_id)
+        uploads = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+        assert [u["Key"] for u in uploads] == [key]                 # left behind, as after a crash
+        assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="strata/")  # nothing visible
+        storage = storage_for(s3_server, bucket)
+        copy = await storage.offload(ML, source.ledger_id, source, len(entries))
+        assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []   # the stale one aborted
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="strata/")["Contents"]] == [key]
+        assert [d for _, d in await storage.read(copy, 0, len(entries) - 1)] == entries
+        await storage.close()
+        await shutdown(store, client)
+    run(body())
+
+
+async def present_line(child: asyncio.subprocess.Process) -> bytes:
+    assert child.stdout is not None
+    return await child.stdout.readline()
 
 
 def test_cancelled_offload_aborts_its_upload(env, s3_server):

@@ -25,6 +25,7 @@ from common.errors import ColdObjectCorrupt, ColdObjectMissing, ColdTierUnavaila
 from entries import batch as eb
 from entries.entry import build_entry
 from offload import format as fmt
+from offload import rows as rows_module
 from proto import pulsar_api_pb2 as pb
 
 CODECS = [eb.NONE, eb.LZ4, eb.ZLIB, eb.ZSTD]
@@ -476,7 +477,7 @@ def test_recompression_is_entries_batch_compress(compression: int, seed: int) ->
     rnd = random.Random(seed)
     for size in (0, 1, 1024, 100_000):
         raw = rnd.randbytes(size // 2) + b"abc" * (size // 6)
-        assert fmt._compress(raw, compression) == eb.compress(raw, compression)
+        assert rows_module.compress(raw, compression) == eb.compress(raw, compression)
 
 
 def test_zstd_blocks_that_lie_about_their_size_are_kept_as_stored(seed: int) -> None:

@@ -490,8 +490,7 @@ def _rebuild_batch(batch: pa.RecordBatch) -> list[tuple[int, bytes]]:
     crcs = batch.column(3).take(first_rows).to_pylist()
     metadata = batch.column(4).take(first_rows).to_pylist()
     stored = batch.column(6).take(first_rows).to_pylist()
-    data: memoryview | None = None
-    offsets: np.ndarray | None = None
+    joined: tuple[memoryview, np.ndarray] | None = None  # made on the first ROWS entry
     out: list[tuple[int, bytes]] = []
     for k, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         entry_id = int(ids[start])
@@ -505,9 +504,9 @@ def _rebuild_batch(batch: pa.RecordBatch) -> list[tuple[int, bytes]]:
         if mode == BLOCK:
             block = stored[k]
         elif mode in ROWS_CODECS:
-            if data is None:
-                data, offsets = _joined_rows(batch)
-            assert offsets is not None
+            if joined is None:
+                joined = _joined_rows(batch)
+            data, offsets = joined
             block = data[offsets[start]:offsets[end]]
             if mode != eb.NONE:
                 block = compress(bytes(block), mode)

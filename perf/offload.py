@@ -24,7 +24,8 @@ offload.embedded_s3.EmbeddedS3) and a `strata standalone` pointed at it by envir
 5. Raw upload (`raw_upload_mb_per_s`): plain boto3 multipart uploads to the same server, one
    object per offloaded ledger of the same size, the same part size (offload_s3_part_bytes) and
    the same parts in flight (offload_s3_parts_in_flight_max), one object after another as the
-   offloader goes ledger by ledger; random bytes prepared before the clock starts.
+   offloader goes ledger by ledger; random bytes prepared before the clock starts. Run once just
+   before the offload and once just after; the figure is the bytes over the mean of the two times.
 6. Catch-up reads of the whole topic, alternating `--rounds` times (other work on a small
    machine moves single figures a lot), each after a restart so the broker's entry cache is
    empty, each on a subscription of its own created before the fill: from the bookies
@@ -590,15 +591,21 @@ def measure(st: Stack, args: argparse.Namespace, ctx) -> dict:
                                                          lz4: (small, "lz4", "text"),
                                                          zstd: (small, "zstd", "text")}, args.timeout_s, ctx)}
     sa.restart()  # every ledger closed (the new open one is empty)
+    ledger_bytes = [ledger["size"] for ledger in internal_stats(sa.admin_url, main)["ledgers"] if ledger["size"]]
+    raw = functools.partial(raw_upload, st.s3.client(), st.s3.bucket, ledger_bytes, st.config.offload_s3_part_bytes,
+                            st.config.offload_s3_parts_in_flight_max)
+    out["raw_seconds"] = [raw()]  # once before the offload and once after: the machine's load moves
     with profiled(sa.pid, args.profile, "offload") as out["offload_profile"]:
         out["offload"] = offload(sa.admin_url, main, args.timeout_s)
+    out["raw_seconds"].append(raw())
     out["stage_waits"] = offload_stage_waits(sa.log_path.read_text(errors="replace"), ml_name(main))
     st.offloaded = list(out["offload"].ledgers)
     out["ratio"] = {"none": s3_ratio(st, main, out["offload"])}
     for name, topic in (("lz4", lz4), ("zstd", zstd)):
         out["ratio"][name] = s3_ratio(st, topic, offload(sa.admin_url, topic, args.timeout_s))
-    out["raw_seconds"] = raw_upload(st.s3.client(), st.s3.bucket, list(out["offload"].ledgers.values()),
-                                    st.config.offload_s3_part_bytes, st.config.offload_s3_parts_in_flight_max)
+    if sorted(ledger_bytes) != sorted(out["offload"].ledgers.values()):
+        raise StrataError("the raw upload's objects are not the offloaded ledgers' sizes", raw=ledger_bytes,
+                          offloaded=sorted(out["offload"].ledgers.values()))
     out.update(consume_rounds(st, args, main, messages, ctx))
     out["messages"] = messages
     out["small_messages"] = small
@@ -621,7 +628,8 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
     off: OffloadResult = m["offload"]
     bookie_bytes = sum(off.ledgers.values())
     offload_mb_s = _rate(bookie_bytes / MB, off.seconds, 2)
-    raw_mb_s = _rate(bookie_bytes / MB, m["raw_seconds"], 2)
+    raw_runs = [_rate(bookie_bytes / MB, seconds, 2) for seconds in m["raw_seconds"]]
+    raw_mb_s = _rate(bookie_bytes / MB, statistics.mean(m["raw_seconds"]), 2)  # the bytes over the mean time
     ratios = {name: r["ratio"] for name, r in m["ratio"].items()}
     s3_runs = m["s3"] + [m["s3_bookie_gone"]]
     s3_rate, bookie_rate = _median_rate(s3_runs), _median_rate(m["bookie"])
@@ -647,7 +655,8 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
         "ledgers_offloaded": len(off.ledgers), "offloaded_bookie_bytes": bookie_bytes,
         "offloaded_entries_fraction": _share(off.entries, off.total_entries),
         "s3_bytes": m["ratio"]["none"]["s3_bytes"], "offload_seconds": round(off.seconds, 3),
-        "raw_upload_seconds": round(m["raw_seconds"], 3),
+        "raw_upload_seconds": [round(seconds, 3) for seconds in m["raw_seconds"]],
+        "raw_upload_runs_mb_per_s": raw_runs,
         "offload_stage_wait_s": m["stage_waits"],
         "part_bytes": st.config.offload_s3_part_bytes, "parts_in_flight": st.config.offload_s3_parts_in_flight_max,
         "row_group_bytes": st.config.offload_row_group_bytes,

@@ -54,6 +54,7 @@ from broker.names import TopicName, parse_namespace, parse_topic
 from broker.topic_stats import partitioned_stats, topic_stats
 from common.errors import (
     AlreadyExists,
+    BadRequestBody,
     InvalidArgument,
     InvalidRetention,
     InvalidTopicName,
@@ -74,10 +75,6 @@ log = logging.getLogger(__name__)
 _BODY_BYTES_MAX = web.AppKey("body_bytes_max", int)
 
 
-class _BadBody(InvalidArgument):
-    """A request body of the wrong type (HTTP 400)."""
-
-
 def _error(status: int, reason: str) -> web.Response:
     return web.json_response({"reason": reason}, status=status)
 
@@ -95,20 +92,20 @@ async def _body_json(request: web.Request) -> object:
     try:
         return json.loads(raw.decode() or "null")
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _BadBody("request body is not JSON") from None
+        raise BadRequestBody("request body is not JSON") from None
 
 
 async def _body_bool(request: web.Request, what: str) -> bool:
     value = await _body_json(request)
     if not isinstance(value, bool):
-        raise _BadBody(f"{what} body must be true or false")
+        raise BadRequestBody(f"{what} body must be true or false")
     return value
 
 
 async def _body_partitions(request: web.Request) -> int:
     count = await _body_json(request)
     if isinstance(count, bool) or not isinstance(count, int):
-        raise _BadBody("partition count must be an integer")
+        raise BadRequestBody("partition count must be an integer")
     return count
 
 
@@ -128,7 +125,7 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
         return _error(404, str(exc))
     except (ServiceNotReady, ShuttingDown) as exc:
         return _error(503, str(exc))
-    except _BadBody as exc:
+    except BadRequestBody as exc:
         return _error(400, str(exc))
     except InvalidArgument as exc:
         return _error(412 if "partition" in str(exc) else 400, str(exc))
@@ -339,7 +336,7 @@ class AdminServer:
             try:
                 seconds: object = int(request.query["messageTTL"])
             except ValueError:
-                raise _BadBody("messageTTL must be an integer number of seconds") from None
+                raise BadRequestBody("messageTTL must be an integer number of seconds") from None
         else:
             seconds = await _body_json(request)
         await policies.set_topic_policy(self.service.astore, name, policies.TTL_KEY, _ttl_seconds(seconds))
@@ -385,17 +382,17 @@ async def _body_retention(request: web.Request) -> dict:
     body = await _body_json(request)
     fields = ("retentionTimeInMinutes", "retentionSizeInMB")
     if not isinstance(body, dict) or not all(k in body for k in fields):
-        raise _BadBody('retention body must be {"retentionTimeInMinutes": m, "retentionSizeInMB": s}')
+        raise BadRequestBody('retention body must be {"retentionTimeInMinutes": m, "retentionSizeInMB": s}')
     values = [body[k] for k in fields]
     if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-        raise _BadBody("retentionTimeInMinutes and retentionSizeInMB must be integers")
+        raise BadRequestBody("retentionTimeInMinutes and retentionSizeInMB must be integers")
     policy = RetentionPolicy(*values)     # InvalidRetention (412) if the pair is invalid
     return {fields[0]: policy.time_minutes, fields[1]: policy.size_mb}
 
 
 def _ttl_seconds(seconds: object) -> int:
     if isinstance(seconds, bool) or not isinstance(seconds, int):
-        raise _BadBody("messageTTL must be an integer number of seconds")
+        raise BadRequestBody("messageTTL must be an integer number of seconds")
     if seconds < 0:
         raise NotAllowed("invalid messageTTL: must be >= 0 seconds (0 = off)", seconds=seconds)
     return seconds

@@ -44,8 +44,15 @@ from aiohttp import web
 from broker import offload_policy, policies
 from broker.internal_stats import internal_stats
 from broker.names import TopicName, parse_namespace, parse_topic
-from broker.offload_policy import BadPolicyValue, check_long
-from common.errors import ManagedLedgerClosed, NotAllowed, NotFound, OffloadInProgress, OffloadNotConfigured
+from broker.offload_policy import check_long
+from common.errors import (
+    BadRequestBody,
+    ManagedLedgerClosed,
+    NotAllowed,
+    NotFound,
+    OffloadInProgress,
+    OffloadNotConfigured,
+)
 from ledger.ml_offload import OffloadStatus
 from ledger.position import Position
 from ledger.types import LedgerState
@@ -95,7 +102,7 @@ def _answers_errors(handler: Callable[P, Awaitable[web.StreamResponse]]) -> Call
     async def wrapped(*args: P.args, **kwargs: P.kwargs) -> web.StreamResponse:
         try:
             return await handler(*args, **kwargs)
-        except BadPolicyValue as exc:
+        except BadRequestBody as exc:
             return _error(400, str(exc))
         except NotAllowed as exc:
             return _error(412, str(exc))
@@ -114,14 +121,14 @@ def _topic_name(request: web.Request) -> TopicName:
 
 
 def message_id(body: object) -> Position:
-    """A MessageIdImpl body as a position; BadPolicyValue (400) if it is not one."""
+    """A MessageIdImpl body as a position; BadRequestBody (400) if it is not one."""
     shape = 'a message id must be {"ledgerId": L, "entryId": E} (partitionIndex optional)'
     if not isinstance(body, dict):
-        raise BadPolicyValue(shape)
+        raise BadRequestBody(shape)
     ledger_id, entry_id = body.get("ledgerId"), body.get("entryId")
     if not isinstance(ledger_id, int) or not isinstance(entry_id, int) or isinstance(ledger_id, bool) \
             or isinstance(entry_id, bool):
-        raise BadPolicyValue(shape)
+        raise BadRequestBody(shape)
     return Position(ledger_id, entry_id)
 
 
@@ -167,11 +174,11 @@ class _OffloadRoutes:
         limit = self.service.config.broker_admin_body_bytes_max
         raw = await request.content.read(limit + 1)
         if len(raw) > limit:
-            raise BadPolicyValue("request body too large")
+            raise BadRequestBody("request body too large")
         try:
             return json.loads(raw.decode() or "null")
         except (UnicodeDecodeError, json.JSONDecodeError):
-            raise BadPolicyValue("request body is not JSON") from None
+            raise BadRequestBody("request body is not JSON") from None
 
     async def _known_topic(self, name: TopicName) -> PersistentTopic:
         """The topic, loaded if needed; NotFound (404) if it was never created."""

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from broker import policies
 from common.config import Config
-from common.errors import InvalidArgument, NotAllowed
+from common.errors import BadRequestBody, NotAllowed
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -58,10 +58,6 @@ LONG_MAX = 2**63 - 1
 LONG_MIN = -(2**63)
 
 
-class BadPolicyValue(InvalidArgument):
-    """A policy value of the wrong type (not a JSON integer): HTTP 400."""
-
-
 @dataclass(frozen=True)
 class OffloadPolicy:
     threshold_bytes: int      # offload once the topic's ledgers exceed this; < 0 off, 0 ASAP
@@ -74,10 +70,10 @@ class OffloadPolicy:
 
 
 def check_long(value: object, what: str) -> int:
-    """A JSON long: BadPolicyValue (400) for anything but an integer, NotAllowed (412) outside
+    """A JSON long: BadRequestBody (400) for anything but an integer, NotAllowed (412) outside
     Java's long range."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadPolicyValue(f"{what} must be an integer", value=repr(value)[:64])
+        raise BadRequestBody(f"{what} must be an integer", value=repr(value)[:64])
     if not LONG_MIN <= value <= LONG_MAX:
         raise NotAllowed(f"invalid {what}: out of the 64-bit range", value=value)
     return value
@@ -88,7 +84,7 @@ def check_offload_policies(body: object) -> dict:
     = unset); other OffloadPolicies fields (driver, bucket, ...) are ignored, as one cold tier
     serves the whole broker."""
     if not isinstance(body, dict):
-        raise BadPolicyValue("offloadPolicies body must be a JSON object")
+        raise BadRequestBody("offloadPolicies body must be a JSON object")
     out: dict[str, int | None] = {}
     for field in OFFLOAD_POLICY_FIELDS:
         value = body.get(field)

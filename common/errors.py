@@ -98,6 +98,12 @@ class InvalidArgument(StrataError):
     server_error = PulsarServerError.NotAllowedError
 
 
+class BadRequestBody(InvalidArgument):
+    """An admin request body or value of the wrong type (e.g. not a JSON integer): HTTP 400,
+    where other invalid arguments get 412."""
+    code = 8
+
+
 class TimeoutExpired(StrataError):
     """A bounded wait ran out."""
     code = 6

@@ -8,7 +8,7 @@ import pytest
 from broker import offload_policy as op
 from broker.admin_offload import check_offload_position, message_id, status_json
 from common.config import default_config
-from common.errors import NotAllowed
+from common.errors import BadRequestBody, NotAllowed
 from ledger.ml_offload import OffloadStatus
 from ledger.position import Position
 from ledger.types import LedgerInfo, LedgerState
@@ -50,7 +50,7 @@ def test_topic_overrides_namespace_field_by_field() -> None:
 
 @pytest.mark.parametrize("value", ["10M", 1.5, True, None, [1], {"a": 1}])
 def test_a_non_integer_value_is_a_400(value: object) -> None:
-    with pytest.raises(op.BadPolicyValue):
+    with pytest.raises(BadRequestBody):
         op.check_long(value, "offloadThreshold")
 
 
@@ -67,8 +67,8 @@ def test_offload_policies_keep_strata_s_fields_and_ignore_the_rest() -> None:
 
 
 @pytest.mark.parametrize(("body", "error"), [
-    ([], op.BadPolicyValue), (5, op.BadPolicyValue), ({op.THRESHOLD_BYTES_FIELD: "1M"}, op.BadPolicyValue),
-    ({op.DELETION_LAG_FIELD: 1.5}, op.BadPolicyValue), ({}, NotAllowed),
+    ([], BadRequestBody), (5, BadRequestBody), ({op.THRESHOLD_BYTES_FIELD: "1M"}, BadRequestBody),
+    ({op.DELETION_LAG_FIELD: 1.5}, BadRequestBody), ({}, NotAllowed),
     ({"managedLedgerOffloadDriver": "S3"}, NotAllowed),
     ({op.THRESHOLD_SECONDS_FIELD: 2**64}, NotAllowed)])
 def test_bad_offload_policies_are_refused(body: object, error: type[Exception]) -> None:
@@ -81,7 +81,7 @@ def test_message_id_bodies() -> None:
     assert message_id({"ledgerId": 7, "entryId": 3, "batchIndex": 2, "unknown": "x"}) == Position(7, 3)
     for bad in (None, [], "7:0", {"ledgerId": 7}, {"entryId": 0}, {"ledgerId": "7", "entryId": 0},
                 {"ledgerId": 7, "entryId": 0.0}, {"ledgerId": True, "entryId": 0}):
-        with pytest.raises(op.BadPolicyValue):
+        with pytest.raises(BadRequestBody):
             message_id(bad)
 
 

@@ -6,12 +6,15 @@
 - Footer: one suffix GET (`FOOTER_GUESS_BYTES`, a second GET if the footer is longer) per object,
   parsed by pyarrow and checked against the ColdCopy (object size, strata.entries, format
   version, ledger id from the key). Parsed footers live in an LRU of `open_objects_max`.
-- Row group i (entries `row_group_entry_ranges(meta)[i]`): ranged GETs of the byte spans of its
-  rebuild columns (format.REBUILD_COLUMNS; usually one span: the message-only columns between
-  them are small), decoded in `decode_pool` through `_SparseFile` (serves the footer and the
-  fetched spans, nothing else) with `pq.ParquetFile(..., metadata=footer)`, page checksums
-  verified, rebuilt into entries by `offload.format.entries_from_table` (which checks each
-  entry's CRC).
+- Row group i (entries `row_group_entry_ranges(meta)[i]`): one ranged GET of its byte span, as
+  the footer's strata row-group map gives it (`offload.format.row_group_byte_spans`), decoded in
+  `decode_pool` through `_SparseFile` (serves the footer and the fetched span, nothing else) with
+  `pq.ParquetFile(..., metadata=footer)`, only the rebuild columns (format.REBUILD_COLUMNS),
+  page checksums verified, rebuilt into entries by `offload.format.entries_from_table` (which
+  checks each entry's CRC). Spans come from the strata map, never from pyarrow's per-column
+  metadata objects: on some damaged footers reading those aborts the whole process (a C++
+  exception pyarrow does not translate), and a broker must survive any object. The message-only
+  columns fetched along (ids, keys, properties, times) are a few percent of a row group.
 - Decoded row groups live in an LRU bounded by `read_cache_bytes_max` (entry bytes); concurrent
   readers of the same row group (or footer) share one fetch (`_shared`).
 - Read-ahead: serving row group i starts background fetches of i+1..i+N (N =
@@ -42,7 +45,13 @@ import pyarrow.parquet as pq
 from common.errors import ColdObjectCorrupt, InvalidArgument, StrataError
 from ledger.cold import ColdCopy
 from offload import keys
-from offload.format import REBUILD_COLUMNS, entries_from_table, object_summary, row_group_entry_ranges
+from offload.format import (
+    REBUILD_COLUMNS,
+    entries_from_table,
+    object_summary,
+    row_group_byte_spans,
+    row_group_entry_ranges,
+)
 from offload.s3 import S3Bucket
 
 log = logging.getLogger(__name__)
@@ -50,7 +59,6 @@ T = TypeVar("T")
 
 FOOTER_GUESS_BYTES = 64 * 1024       # first suffix GET: most footers fit
 PARQUET_TAIL = struct.Struct("<I4s")  # footer length, b"PAR1"
-SPAN_GAP_BYTES_MAX = 256 * 1024     # unneeded bytes fetched rather than a second GET
 FETCHES_IN_FLIGHT_MAX = 16           # footer + row-group fetches running at once (read-ahead skipped past it)
 
 Entries = list[tuple[int, bytes]]
@@ -115,7 +123,7 @@ class _Footer:
     metadata: Any                         # pq.FileMetaData
     ranges: list[tuple[int, int]]         # row group i holds entries ranges[i][0]..ranges[i][1]
     firsts: list[int]                     # ranges[i][0], for bisect
-    rebuild_leaves: list[int]             # leaf column indices of REBUILD_COLUMNS (all a read fetches)
+    spans: list[tuple[int, int]]          # row group i lies in bytes [spans[i][0], spans[i][1])
 
 
 class _Lru:
@@ -281,6 +289,7 @@ def _parse_footer(copy: ColdCopy, size_bytes: int, tail: bytes) -> _Footer:
         metadata = pq.read_metadata(_SparseFile(size_bytes, {tail_offset: tail}))
         summary = object_summary(metadata)
         ranges = [(int(a), int(b)) for a, b in row_group_entry_ranges(metadata)]
+        spans = [(int(a), int(b)) for a, b in row_group_byte_spans(metadata)]
     except StrataError:
         raise
     except Exception as exc:
@@ -292,33 +301,17 @@ def _parse_footer(copy: ColdCopy, size_bytes: int, tail: bytes) -> _Footer:
     if wrong or not ranges or ranges[0][0] != 0 or ranges[-1][1] != copy.entries - 1 or not contiguous:
         raise ColdObjectCorrupt("footer does not describe the recorded ledger", key=copy.key, wrong=wrong,
                                 row_groups=len(ranges))
-    schema = metadata.schema
-    leaves = [i for i in range(len(schema)) if schema.column(i).path in REBUILD_COLUMNS]
-    return _Footer(size_bytes, tail_offset, tail, metadata, ranges, [a for a, _ in ranges], leaves)
+    return _Footer(size_bytes, tail_offset, tail, metadata, ranges, [a for a, _ in ranges], spans)
 
 
 def _row_group_spans(footer: _Footer, index: int, key: str) -> list[tuple[int, int]]:
-    """[start, end) byte spans holding row group `index`'s rebuild columns: their column chunks,
-    merged where the gap between two is at most SPAN_GAP_BYTES_MAX (usually one span), each
-    checked to lie between the header magic and the footer."""
-    row_group = footer.metadata.row_group(index)
-    chunks = []
-    for leaf in footer.rebuild_leaves:
-        column = row_group.column(leaf)
-        first = column.data_page_offset
-        if column.has_dictionary_page and column.dictionary_page_offset:
-            first = min(first, column.dictionary_page_offset)
-        chunks.append((first, first + column.total_compressed_size))
-    spans: list[tuple[int, int]] = []
-    for start, end in sorted(chunks):
-        if not 4 <= start < end <= footer.tail_offset + len(footer.tail) - PARQUET_TAIL.size:
-            raise ColdObjectCorrupt("row group byte range outside the object", key=key, row_group=index,
-                                    start=start, end=end)
-        if spans and start - spans[-1][1] <= SPAN_GAP_BYTES_MAX:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-        else:
-            spans.append((start, end))
-    return spans
+    """The [start, end) byte span of row group `index`, checked to lie between the header magic
+    and the footer."""
+    start, end = footer.spans[index]
+    if not 4 <= start < end <= footer.tail_offset + len(footer.tail) - PARQUET_TAIL.size:
+        raise ColdObjectCorrupt("row group byte range outside the object", key=key, row_group=index,
+                                start=start, end=end)
+    return [(start, end)]
 
 
 def _decode_row_group(copy: ColdCopy, footer: _Footer, index: int, spans: dict[int, bytes]) -> Entries:
@@ -327,7 +320,7 @@ def _decode_row_group(copy: ColdCopy, footer: _Footer, index: int, spans: dict[i
     source = _SparseFile(footer.size_bytes, {footer.tail_offset: footer.tail, **spans})
     try:
         parquet = pq.ParquetFile(source, metadata=footer.metadata, page_checksum_verification=True)
-        table = parquet.read_row_group(index, columns=list(REBUILD_COLUMNS))
+        table = parquet.read_row_group(index, columns=list(REBUILD_COLUMNS), use_threads=False)
         entries = entries_from_table(table, first, last)
     except StrataError:
         raise

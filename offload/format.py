@@ -43,9 +43,13 @@ What must hold:
   group to its entry count and byte span ("entries:start:end,..."): readers take row group
   ranges from it, never from pyarrow's per-column metadata, which aborts the whole process (an
   uncaught C++ exception, pyarrow 26) on some damaged footers; a Parquet footer has no checksum.
-- A caveat of recompression: ROWS_LZ4/ZLIB/ZSTD entries rely on the codec libraries producing the
-  same bytes later as at write time. An upgrade that changes their output makes such entries fail
-  their CRC (ColdObjectCorrupt, never wrong bytes); pin lz4/zstandard when upgrading.
+- Recompression and library upgrades: ROWS_LZ4/ZLIB/ZSTD entries come back byte for byte as long
+  as the codec library compresses as it did at write time. If an upgrade changed its output, the
+  recompressed entry fails its CRC although its rows passed their page checksums: such an entry
+  is then delivered *uncompressed* (its MessageMetadata without compression/uncompressed_size,
+  a fresh CRC32C): the same messages, ids and payloads, other bytes. That is counted
+  (`codec_fallbacks`) and logged, never lost. A row damaged on S3 fails its page checksum
+  first and stays ColdObjectCorrupt.
 
 Parquet options. Compression measured on 60k messages of 1 KiB in uncompressed batches of 128
 (CPU us per message, write / rebuild, on the shared 2-core box; size = Parquet bytes / stored
@@ -66,6 +70,7 @@ dictionaries only for the low-cardinality strings and constant ids.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,6 +82,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from crc32c import crc32c
+from google.protobuf.message import DecodeError
 
 from common.errors import (
     ColdObjectCorrupt,
@@ -86,7 +92,7 @@ from common.errors import (
     StrataError,
 )
 from entries import batch as eb
-from entries.entry import ENTRY_HEAD_BYTES, MAGIC_CRC32C_BYTES, EntryInfo, crc32c_from, parse_entry
+from entries.entry import ENTRY_HEAD_BYTES, MAGIC_CRC32C_BYTES, EntryInfo, build_entry, crc32c_from, parse_entry
 from offload.rows import (
     BLOCK,
     MD_NUM_MESSAGES,
@@ -104,6 +110,7 @@ from offload.rows import (
     unpack,
     varint,
 )
+from proto import pulsar_api_pb2 as pb
 
 FORMAT_VERSION = 1
 PARQUET_COMPRESSION = "zstd"
@@ -147,6 +154,11 @@ _META_INT_FIELDS = ("format_version", "ledger_id", "first_entry_id", "last_entry
                     "messages", "min_publish_time_ms", "max_publish_time_ms", "partition")
 
 _U32 = struct.Struct(">I")
+log = logging.getLogger(__name__)
+# Entries delivered uncompressed because recompression no longer reproduced their CRC (see the
+# module docstring); process-wide, read by tests and logged every CODEC_FALLBACK_LOG_EVERY.
+codec_fallbacks = 0
+CODEC_FALLBACK_LOG_EVERY = 1_000
 
 
 class WritableSink(Protocol):
@@ -509,11 +521,39 @@ def _rebuild_batch(batch: pa.RecordBatch) -> list[tuple[int, bytes]]:
             data, offsets = joined
             block = data[offsets[start]:offsets[end]]
             if mode != eb.NONE:
-                block = compress(bytes(block), mode)
+                rows = bytes(block)
+                block = compress(rows, mode)
+                if not _crc_holds(metadata[k], block, crcs[k]):
+                    out.append((entry_id, _uncompressed(entry_id, metadata[k], rows)))
+                    continue
         else:
             raise ColdObjectCorrupt("entry with an unknown rebuild mode", entry_id=entry_id, mode=mode)
         out.append((entry_id, _assemble(entry_id, metadata[k], block, crcs[k])))
     return out
+
+
+def _crc_holds(md: bytes | None, block: bytes, crc: int | None) -> bool:
+    return md is not None and crc is not None and crc32c(block, crc32c(md, crc32c(_U32.pack(len(md))))) == crc
+
+
+def _uncompressed(entry_id: int, md: bytes | None, rows: bytes) -> bytes:
+    """The entry as an uncompressed one: its rows passed their page checksums but recompressing
+    them no longer gives the stored CRC (a codec library changed its output)."""
+    global codec_fallbacks
+    if md is None:
+        raise ColdObjectCorrupt("entry lacks rebuild data", entry_id=entry_id)
+    try:
+        metadata = pb.MessageMetadata.FromString(md)
+    except DecodeError as exc:
+        raise ColdObjectCorrupt("entry metadata does not parse", entry_id=entry_id, reason=str(exc)) from None
+    metadata.ClearField("compression")
+    metadata.ClearField("uncompressed_size")
+    entry = build_entry(metadata, rows)
+    codec_fallbacks += 1
+    if codec_fallbacks % CODEC_FALLBACK_LOG_EVERY == 1:
+        log.warning("entry %d: recompression no longer reproduces its CRC (codec library changed?); "
+                    "delivered uncompressed (%d such entries so far)", entry_id, codec_fallbacks)
+    return entry
 
 
 def _assemble(entry_id: int, md: bytes | None, block: bytes | memoryview | None, crc: int | None) -> bytes:

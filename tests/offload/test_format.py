@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from common.errors import ColdObjectCorrupt, ColdObjectMissing, ColdTierUnavailable, InvariantViolation
 from entries import batch as eb
-from entries.entry import build_entry
+from entries.entry import build_entry, parse_entry, verify_entry_checksum
 from offload import format as fmt
 from offload import rows as rows_module
 from proto import pulsar_api_pb2 as pb
@@ -493,3 +493,43 @@ def test_zstd_blocks_that_lie_about_their_size_are_kept_as_stored(seed: int) -> 
     entries.append(build_entry(md, b"not zstd at all"))
     table = rows(assert_round_trip(entries))
     assert [r["entry_rebuild"] for r in table] == [fmt.BLOCK] * 4
+
+
+@pytest.mark.parametrize("compression", [eb.LZ4, eb.ZLIB, eb.ZSTD])
+def test_a_codec_that_compresses_differently_later_delivers_the_messages_uncompressed(
+        compression: int, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library upgrade that changes a codec's output (simulated: the reader's compress gives
+    other bytes) must not lose offloaded messages: the entry comes back uncompressed, with the
+    same messages, and passes its own CRC."""
+    rnd = random.Random(seed)
+    messages = varied_messages(rnd, 20)
+    stored = [batch_entry(messages, compression, sequence_id=i * 20) for i in range(3)]
+    blob = write(stored)
+    before = fmt.codec_fallbacks
+    monkeypatch.setattr(fmt, "compress", lambda data, codec: b"\x00" + eb.compress(data, codec))
+    got = fmt.read_entries(io.BytesIO(blob), 0, len(stored) - 1)
+    assert fmt.codec_fallbacks == before + len(stored)
+    for (entry_id, data), original in zip(got, stored, strict=True):
+        assert verify_entry_checksum(data)
+        info = parse_entry(data)
+        assert not info.metadata.HasField("compression")
+        assert not info.metadata.HasField("uncompressed_size")
+        old = parse_entry(original)
+        assert info.metadata.sequence_id == old.metadata.sequence_id
+        assert info.metadata.num_messages_in_batch == old.metadata.num_messages_in_batch
+        assert eb.decode_payload(info.metadata, info.payload(data)) == \
+            eb.decode_payload(old.metadata, old.payload(original)), entry_id
+
+
+def test_a_damaged_row_still_fails_although_recompression_could_fall_back(seed: int) -> None:
+    """The uncompressed fallback is only for rows that passed their page checksums: a flipped
+    payload byte inside a compressed entry's rows is ColdObjectCorrupt, never delivered."""
+    rnd = random.Random(seed)
+    payload = bytes(rnd.randrange(256) for _ in range(50_000))
+    stored = [batch_entry([eb.BatchMessage(payload=payload)], eb.ZSTD)]
+    blob = bytearray(write(stored))
+    at = bytes(blob).find(payload[1000:1032])
+    assert at > 0
+    blob[at + 5] ^= 0x40
+    with pytest.raises(ColdObjectCorrupt):
+        fmt.read_entries(io.BytesIO(bytes(blob)), 0, 0)

@@ -22,15 +22,16 @@ How it works
   and stops appending when it moved while any of its appends was outstanding
   (`broker.producer`). Entries too large for a bookie are refused synchronously, never queued.
 - `read()` walks positions across ledgers up to `last_confirmed`, from the cache, else from the
-  bookies through the ledger's handle. A ledger that fails to read after earlier ones were read
-  ends the read with what it has; the error comes from the next read, which starts there.
+  bookies or the cold tier (`ledger.ml_read.EntryReader`). A ledger that fails to read after
+  earlier ones were read ends the read with what it has; the error comes from the next read,
+  which starts there.
 - `trim()` drops whole closed ledgers before a position: metadata first (compare-and-set, moving
   them to the record's `deleting` list), then background deletes on the bookies
   (`ledger.trim.LedgerDeleter`); the next compare-and-set drops the finished ones from
   `deleting`, and a new owner finishes any left there, so a crash in between leaks nothing.
 - Offload (`ledger.ml_offload`, given a `ColdStorage` at open): closed ledgers are copied to
   the cold tier (`start_offload`, `maybe_offload`), recorded by compare-and-set once complete,
-  read back from it transparently (`_read_range`), and their bookie copy deleted after the
+  read back from it transparently (`ledger.ml_read`), and their bookie copy deleted after the
   deletion lag (`delete_offloaded_from_bookies`). Trimming an offloaded ledger deletes its object
   too. `add_ledger_closed_listener` tells the broker a ledger was sealed, so it can apply its
   offload policies. close() cancels a running offload between its metadata updates; the
@@ -78,9 +79,10 @@ from ledger import ml_open
 from ledger.cache import EntryCache
 from ledger.cold import ColdStorage
 from ledger.entry_index import EntryIndex
-from ledger.handle import ReadHandle, WriteHandle, WriterState
+from ledger.handle import WriteHandle, WriterState
 from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, index_root, ml_path
 from ledger.ml_offload import Offloader, OffloadStatus
+from ledger.ml_read import EntryReader
 from ledger.position import Position
 from ledger.rollover import RolloverPolicy
 from ledger.trim import LedgerDeleter, trimmable
@@ -146,11 +148,12 @@ class ManagedLedger:
         # complete (in flight on the ledger or waiting in the FIFO). 0 = none ever failed.
         self.append_failures = 0
         self._roll_task: asyncio.Task | None = None
-        self._read_handles: dict[int, ReadHandle] = {}
         self._listeners: list[AppendListener] = []
         self._deleter = LedgerDeleter(client, store, lambda lid: index_path(name, lid))
         self._closed_listeners: list[LedgerClosedListener] = []
         self._offloader = Offloader(self, cold, config)
+        self._reader = EntryReader(name, self._view, self._cache, client, config, self._offloader,
+                                   lambda: self._handle)
 
     # --- opening ---------------------------------------------------------------------------------
 
@@ -381,7 +384,7 @@ class ManagedLedger:
                    for r in self._meta.ledgers]
         await self._cas(self._meta.with_ledgers(records))
         kept.state = LedgerState.CLOSED
-        self._read_handles[handle.ledger_id] = handle
+        self._reader.handles[handle.ledger_id] = handle
         self._handle = None
         for listener in self._closed_listeners:
             try:
@@ -435,85 +438,11 @@ class ManagedLedger:
     # --- reading ---------------------------------------------------------------------------------
 
     async def read(self, start: Position, max_entries: int, *, max_bytes: int | None = None) -> list[Entry]:
-        """Entries at/after `start`, up to `last_confirmed`, crossing ledgers; [] if none."""
+        """Entries at/after `start`, up to `last_confirmed`, crossing ledgers; [] if none
+        (`ledger.ml_read.EntryReader`)."""
         if self.state is MLState.CLOSED:
             raise ManagedLedgerClosed("managed ledger is closed", name=self.name)
-        out: list[Entry] = []
-        total_bytes = 0
-        position = Position(*start)
-        while len(out) < max_entries:
-            normalized = self._normalize(position)
-            if normalized is None:
-                break
-            position = normalized
-            kept = present(self._view.find(position.ledger_id), "a normalized position is kept",
-                           position=str(position))
-            last = min(kept.entries - 1, position.entry_id + max_entries - len(out) - 1)
-            try:
-                got = await self._read_range(kept, position.entry_id, last)
-            except StrataError:
-                if out:          # a later ledger failed (S3 down, a corrupt object): deliver what
-                    return out   # was read; the next read starts at the failing ledger and fails there
-                raise
-            for entry_id, data in got:
-                if max_bytes is not None and out and total_bytes + len(data) > max_bytes:
-                    return out
-                out.append(Entry(Position(kept.ledger_id, entry_id), data))
-                total_bytes += len(data)
-            position = Position(kept.ledger_id, last + 1)
-        return out
-
-    def _normalize(self, position: Position) -> Position | None:
-        """The first kept, confirmed position at/after `position`; None if there is none yet."""
-        first = self._view.first_position
-        if position < first:
-            position = first
-        last = self._view.last_confirmed
-        if last.entry_id < 0 or position > last:
-            return None
-        kept = self._view.find(position.ledger_id)
-        if kept is None or position.entry_id >= kept.entries:
-            for k in self._view.kept:
-                if k.ledger_id > position.ledger_id and k.entries:
-                    return Position(k.ledger_id, 0)
-            return None
-        return Position(position.ledger_id, max(0, position.entry_id))
-
-    async def _read_range(self, kept: KeptLedger, first: int, last: int) -> list[tuple[int, bytes]]:
-        out: list[tuple[int, bytes]] = []
-        entry_id = first
-        while entry_id <= last:
-            data = self._cache.get(self.name, kept.ledger_id, entry_id)
-            if data is not None:
-                out.append((entry_id, data))
-                entry_id += 1
-                continue
-            miss_end = entry_id
-            while miss_end < last and self._cache.get(self.name, kept.ledger_id, miss_end + 1) is None:
-                miss_end += 1
-            for got_id, got in await self._fetch(kept, entry_id, miss_end):
-                self._cache.put(self.name, kept.ledger_id, got_id, got)
-                out.append((got_id, got))
-            entry_id = miss_end + 1
-        return out
-
-    async def _fetch(self, kept: KeptLedger, first: int, last: int) -> list[tuple[int, bytes]]:
-        async def from_bookies() -> list[tuple[int, bytes]]:
-            return await (await self._reader_for(kept.ledger_id)).read(first, last)
-        if kept.cold is not None:
-            return await self._offloader.read(kept, first, last, from_bookies)
-        return await from_bookies()
-
-    async def _reader_for(self, ledger_id: int) -> ReadHandle:
-        if self._handle is not None and self._handle.ledger_id == ledger_id:
-            return self._handle
-        handle = self._read_handles.get(ledger_id)
-        if handle is None:
-            handle = await self._client.open_ledger(ledger_id, recover=False)
-            if len(self._read_handles) >= self._config.managed_ledger_read_handles_max:
-                self._read_handles.pop(next(iter(self._read_handles)))
-            self._read_handles[ledger_id] = handle
-        return handle
+        return await self._reader.read(start, max_entries, max_bytes=max_bytes)
 
     # --- trimming --------------------------------------------------------------------------------
 
@@ -549,7 +478,7 @@ class ManagedLedger:
             self._view.remove(gone)
             for ledger_id in doomed:
                 self._cache.invalidate_ledger(self.name, ledger_id)
-                self._read_handles.pop(ledger_id, None)
+                self._reader.handles.pop(ledger_id, None)
         self._deleter.schedule(doomed, self._offloader.object_deleters(copies))   # bookies, then objects
         return doomed
 

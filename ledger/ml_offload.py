@@ -257,7 +257,7 @@ class Offloader:
 
         async def attempt() -> ColdCopy:
             self._check_kept(record.ledger_id)
-            handle = await ml._reader_for(record.ledger_id)
+            handle = await ml._reader.handle_for(record.ledger_id)
             return await cold.offload(ml.name, record.ledger_id, handle, record.entries, progress)
 
         try:
@@ -343,7 +343,7 @@ class Offloader:
                 kept = ml._view.find(ledger_id)
                 if kept is not None:
                     kept.bookie_deleted = True
-                ml._read_handles.pop(ledger_id, None)    # never read the bookies for it again
+                ml._reader.handles.pop(ledger_id, None)    # never read the bookies for it again
         doomed = sorted(due)
         ml._deleter.schedule_bookie_copies(doomed)
         log.info("%s: deleting the bookie copy of offloaded ledger(s) %s", ml.name, doomed)

@@ -26,6 +26,7 @@ from crc32c import crc32c
 
 from common.errors import BookieUnavailable, NoSuchEntry, StrataError, error_from_code
 from common.invariant import invariant
+from common.varint import encode_varint
 from proto import bookie_pb2 as pb
 
 _ENTRIES_TAG = b"\x1a"  # AddRequest.entries: field 3, length-delimited
@@ -54,13 +55,6 @@ class PendingRead:
     future: asyncio.Future        # None once every entry arrived; a StrataError otherwise
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
@@ -81,9 +75,9 @@ def encode_add_request(request_id: int, writer_token: bytes, adds) -> bytes:
             run = pb.AddRequest()
         head = pb.AddEntry(ledger_id=ledger_id, entry_id=entry_id, last_add_confirmed=lac,
                            crc32c=crc32c(payload), recovery=recovery).SerializeToString()
-        payload_len = _varint(len(payload))
+        payload_len = encode_varint(len(payload))
         entry_bytes = len(head) + 1 + len(payload_len) + len(payload)
-        parts += (_ENTRIES_TAG, _varint(entry_bytes), head, _PAYLOAD_TAG, payload_len, payload)
+        parts += (_ENTRIES_TAG, encode_varint(entry_bytes), head, _PAYLOAD_TAG, payload_len, payload)
     if run.entries:
         parts.append(run.SerializeToString())
     return b"".join(parts)

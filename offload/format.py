@@ -91,6 +91,7 @@ from common.errors import (
     MalformedFrame,
     StrataError,
 )
+from common.varint import encode_varint
 from entries import batch as eb
 from entries.entry import ENTRY_HEAD_BYTES, MAGIC_CRC32C_BYTES, EntryInfo, build_entry, crc32c_from, parse_entry
 from offload.rows import (
@@ -108,7 +109,6 @@ from offload.rows import (
     set_fields,
     time_ms,
     unpack,
-    varint,
 )
 from proto import pulsar_api_pb2 as pb
 
@@ -271,7 +271,7 @@ class LedgerWriter:
                    publish_ms: int | None, producer: str | None, batch_size: int) -> None:
         group = self._group
         group.entry_ids.append(entry_id)
-        group.id_prefixes.append(self._id_head + varint(entry_id) + self._id_tail)
+        group.id_prefixes.append(self._id_head + encode_varint(entry_id) + self._id_tail)
         group.rebuild.append(rebuild)
         group.crcs.append(crc)
         group.entry_metadata.append(md_bytes)

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
 from common.errors import MalformedPayload
+from common.varint import encode_varint
 from entries import batch as eb
 from entries.entry import EntryInfo
 from proto import pulsar_api_pb2 as pb
@@ -51,20 +52,12 @@ _TIME_MS_MAX = (2**63 - 1) // 1000  # a ms time above this has no timestamp[us]
 _I64_SIGN = 2**63
 
 
-def varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def message_id_prefix(ledger_id: int, entry_id: int, partition: int) -> bytes:
     """MessageIdData fields 1-3 as the official client serializes them (partition only if set)."""
-    head = b"\x08" + varint(ledger_id) + b"\x10" + varint(entry_id)
-    return head + b"\x18" + varint(partition) if partition >= 0 else head
+    head = b"\x08" + encode_varint(ledger_id) + b"\x10" + encode_varint(entry_id)
+    return head + b"\x18" + encode_varint(partition) if partition >= 0 else head
 
 
 def _message_ids(prefixes: list[bytes], batch_sizes: list[int], entry_of_row: pa.Array,
@@ -72,9 +65,9 @@ def _message_ids(prefixes: list[bytes], batch_sizes: list[int], entry_of_row: pa
     """Each row's serialized MessageIdData: its entry's prefix, then batch_index (field 4) and
     batch_size (field 6) for a batch member, as the official client writes a batched id."""
     top = max(0, pc.max(batch_index).as_py() or 0)
-    index_part = pa.array([b"\x20" + varint(i) for i in range(top + 1)], pa.binary()).take(
+    index_part = pa.array([b"\x20" + encode_varint(i) for i in range(top + 1)], pa.binary()).take(
         pc.if_else(pc.less(batch_index, 0), None, batch_index))
-    size_part = pa.array([b"\x30" + varint(n) if n else None for n in batch_sizes], pa.binary())
+    size_part = pa.array([b"\x30" + encode_varint(n) if n else None for n in batch_sizes], pa.binary())
     return pc.binary_join_element_wise(
         pa.array(prefixes, pa.binary()).take(entry_of_row), index_part, size_part.take(entry_of_row),
         pa.scalar(b"", pa.binary()), null_handling="replace", null_replacement="")

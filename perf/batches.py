@@ -21,6 +21,7 @@ import struct
 
 from broker.codec import CommandType as T
 from broker.codec import encode_payload_command
+from common.varint import encode_varint
 from entries.batch import BATCH_BYTES_MAX, BATCH_MESSAGES_MAX, NONE, compress
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
@@ -29,18 +30,11 @@ _U32 = struct.Struct(">I")
 _SIZE_HEADS_MAX = 4096  # bound of the per-payload-size header cache
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 # varints of 0..16383 and the two low continuation bytes of larger values: a sequence id's
 # varint is _LOW14[seq & 0x3FFF] + varint(seq >> 14), and the high part repeats for 16k ids.
-_SMALL_VARINTS = [_varint(i) for i in range(1 << 14)]
+_SMALL_VARINTS = [encode_varint(i) for i in range(1 << 14)]
 _LOW14 = [bytes(((i & 0x7F) | 0x80, ((i >> 7) & 0x7F) | 0x80)) for i in range(1 << 14)]
 _high_varints: dict[int, bytes] = {}  # seq >> 14 -> its varint; cleared past 1024 entries
 
@@ -53,13 +47,13 @@ def _seq_varint(seq: int) -> bytes:
     if tail is None:
         if len(_high_varints) > 1024:
             _high_varints.clear()
-        tail = _high_varints[high] = _varint(high)
+        tail = _high_varints[high] = encode_varint(high)
     return _LOW14[seq & 0x3FFF] + tail
 
 
 def _heads(payload_size: int) -> list[bytes]:
     """varint length n (1..10) -> `[u32 smm_size][0x18 varint(size) 0x40]`, before varint(seq)."""
-    smm_head = b"\x18" + _varint(payload_size) + b"\x40"
+    smm_head = b"\x18" + encode_varint(payload_size) + b"\x40"
     return [b""] + [_U32.pack(len(smm_head) + n) + smm_head for n in range(1, 11)]
 
 

@@ -14,16 +14,28 @@ is parked behind them, and a replayed entry goes out only as its slot's oldest. 
 closing while a read is in flight (its entries come back to the replay set mid-pass) cannot let a
 newer entry of the same key overtake them.
 
-A slow consumer does not stall keys it does not own: an entry that cannot go now (owner without
-permits or blocked on unacked messages, slot held elsewhere, no owner for a sticky gap, older
-entries of its slot waiting) is parked in the replay set — with its bytes, while the cache
-allows — and the pass carries on with later entries. A pass walks the replay set in position
-order (kept sorted, never sorted per pass) and skips an entry whose slot cannot go before reading
-it, so parked keys cost a dict lookup each, no reads. The look-ahead is bounded: once the replay
-set holds `replay_entries_max` parked entries, reading ahead stops (then every key waits, as in
-Pulsar once its look-ahead limit is reached); an entry that no longer fits is handed back to the
-unread range (see `broker.dispatch_shared`), the largest position first, which keeps per-slot
-order because nothing after it in its slot has been sent.
+Per-consumer order. What one consumer receives is in position order too (redeliveries and
+entries given back by a closing consumer aside): once an entry is parked, nothing later goes to
+its owner in that pass (`_held_back`), and the next pass walks the replay set in position order,
+meeting the parked entry first again. Per-slot order alone is not enough for a producer's batch:
+it holds messages of many keys and is routed by its batch key (the first message's, as the
+client writes it), so while a consumer that just joined waits for one of its keys to drain at
+another consumer, letting later entries of its other keys through would hand it a later batch's
+messages of key k before an earlier batch's (DESIGN's Key_Shared order, found with 37 keys in
+batches of 100: every key out of order at the newcomer). The cost is Pulsar's for recently
+joined consumers: a newcomer receives nothing newer while one of its keys drains elsewhere.
+
+A slow consumer does not stall keys it does not own, as long as no key moves: an entry that
+cannot go now (owner without permits or blocked on unacked messages, slot held elsewhere, no
+owner for a sticky gap, older entries of its slot waiting) is parked in the replay set — with
+its bytes, while the cache allows — and the pass carries on with later entries of other owners.
+A pass walks the replay set in position order (kept sorted, never sorted per pass) and skips an
+entry whose slot cannot go before reading it, so parked keys cost a dict lookup each, no reads.
+The look-ahead is bounded: once the replay set holds `replay_entries_max` parked entries,
+reading ahead stops (then every key waits, as in Pulsar once its look-ahead limit is reached);
+an entry that no longer fits is handed back to the unread range (see `broker.dispatch_shared`),
+the largest position first, which keeps per-slot order because nothing after it in its slot has
+been sent.
 
 Delayed entries (deliver_at_time in the future) wait in the delayed index of the Shared base (their
 slot in `delayed_slot`) and join the replay set when due; they do not park their slot while
@@ -32,7 +44,8 @@ an explicit reordering). Once due they are ordinary replay entries of their slot
 
 What must hold: for every slot, all pending entries of it sit at one consumer; an entry of a slot
 is sent only when no older entry of that slot is in the replay set (explicit redeliveries and
-delays are the only reorderings, as in Pulsar).
+delays are the only reorderings, as in Pulsar); within a pass, no entry goes to a consumer after
+an older entry of its was parked (unless allow_out_of_order).
 """
 
 from __future__ import annotations
@@ -65,6 +78,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self.replay_slot: dict[Position, int] = {}           # replay entry -> its slot
         self.slot_replay: dict[int, list[Position]] = {}     # slot -> its replay entries, ascending
         self.delayed_slot: dict[Position, int] = {}          # entry in the delayed index -> slot
+        self._held_back: set[Consumer] = set()   # this pass: owners of an entry parked in it
 
     def add_consumer(self, consumer: Consumer, sticky: bool = False) -> None:
         if sticky != self.sticky:
@@ -143,22 +157,30 @@ class KeySharedDispatcher(SharedDispatcher):
         self.holders[facts.slot] = (consumer, (holder[1] if holder else 0) + 1)
 
     def _eligible(self, slot: int, parked: set[int]) -> Consumer | None:
-        """The consumer this slot may go to now, or None (then the slot is parked for the pass)."""
-        if slot in parked:
-            return None
+        """The consumer this slot may go to now, or None (then the slot is parked for the pass,
+        and so is its owner: nothing later goes to a consumer while an older entry of its waits)."""
         owner = self.selector.select(slot)
+        if slot in parked or owner in self._held_back:
+            self._park(slot, owner, parked)
+            return None
         holder = self.holders.get(slot)
         blocked = holder is not None and holder[0] is not owner and not self.allow_out_of_order
         if owner is None or blocked or not owner.can_take():
-            parked.add(slot)
+            self._park(slot, owner, parked)
             return None
         return owner
+
+    def _park(self, slot: int, owner: Consumer | None, parked: set[int]) -> None:
+        parked.add(slot)
+        if owner is not None and not self.allow_out_of_order:
+            self._held_back.add(owner)
 
     # --- the pass -----------------------------------------------------------------------------
 
     async def _dispatch_pass(self) -> None:
         self._release_due()
         parked: set[int] = set()
+        self._held_back.clear()
         try:
             await self._rescan_overflow()
             await self._dispatch_parked(parked)
@@ -182,7 +204,11 @@ class KeySharedDispatcher(SharedDispatcher):
                     continue
                 # Entries of this slot waiting in the replay set go first (they may have come
                 # back while the read was in flight).
-                consumer = None if facts.slot in self.slot_replay else self._eligible(facts.slot, parked)
+                if facts.slot in self.slot_replay:
+                    self._park(facts.slot, self.selector.select(facts.slot), parked)
+                    consumer = None
+                else:
+                    consumer = self._eligible(facts.slot, parked)
                 if consumer is not None:
                     self._send(consumer, entry.position, entry.data, facts)
                 elif not self._add_replay(entry.position, entry.data, facts.slot):
@@ -221,7 +247,7 @@ class KeySharedDispatcher(SharedDispatcher):
         # the next pass (whatever gave it back also kicked one).
         consumer = self._eligible(slot, parked) if waiting and waiting[0] == position else None
         if consumer is None:
-            parked.add(slot)
+            self._park(slot, self.selector.select(slot), parked)
             self._cache(position, data)
             return
         facts = self.facts(position, data)

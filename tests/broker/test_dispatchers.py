@@ -395,3 +395,30 @@ def test_unacked_limit_of_one_consumer_does_not_stall_another_keys() -> None:
         assert len(entries_of(h, "stuck")) == 5 and stuck.blocked_on_unacked
         assert len(entries_of(h, "free")) == counts[high]
     run(go())
+
+
+# --- a consumer joining: its stream stays in position order ----------------------------------
+
+def test_a_joining_consumer_gets_nothing_newer_while_one_of_its_keys_drains_elsewhere() -> None:
+    """B joins and takes key x, of which A still holds an entry unacked. A newer entry of another
+    key of B's (y) must not reach B before x's newer entry: B's stream stays in position order (a
+    producer batch holds many keys and is routed by its first: per-key order inside such batches
+    needs it). Once A acks, B gets x's entry, then y's."""
+    async def go() -> None:
+        h = Harness(KEY_SHARED)
+        a = h.consumer("A", permits=100)
+        first = {f"j{i}": h.produce(f"j{i}") for i in range(40)}
+        await h.settle()
+        assert entries_of(h, "A") == sorted(first.values())
+        b = h.consumer("B", permits=100)
+        mine = [k for k in first if h.dispatcher.selector.select(key_slot(k.encode())) is b]
+        assert len(mine) >= 2, "B takes some of the keys"
+        x, y = mine[0], mine[1]
+        h.ack(a, [first[y]])
+        e1, e2 = h.produce(x), h.produce(y)
+        await h.settle()
+        assert entries_of(h, "B") == [], "B got a newer entry while its key x drains at A"
+        h.ack(a, [first[x]])
+        await h.settle()
+        assert entries_of(h, "B") == [e1, e2]
+    run(go())

@@ -17,13 +17,16 @@ newer entry of the same key overtake them.
 Per-consumer order. What one consumer receives is in position order too (redeliveries and
 entries given back by a closing consumer aside): once an entry is parked, nothing later goes to
 its owner in that pass (`_held_back`), and the next pass walks the replay set in position order,
-meeting the parked entry first again. Per-slot order alone is not enough for a producer's batch:
-it holds messages of many keys and is routed by its batch key (the first message's, as the
-client writes it), so while a consumer that just joined waits for one of its keys to drain at
-another consumer, letting later entries of its other keys through would hand it a later batch's
-messages of key k before an earlier batch's (DESIGN's Key_Shared order, found with 37 keys in
-batches of 100: every key out of order at the newcomer). The cost is Pulsar's for recently
-joined consumers: a newcomer receives nothing newer while one of its keys drains elsewhere.
+meeting the parked entry first again. A consumer joining or leaving during a pass moves owners
+under it (an entry parked for one owner now belongs to another), so the rest of that pass sends
+nothing (`_hold_all`) and the pass the change kicked starts over in position order. Per-slot
+order alone is not enough for a producer's batch: it holds messages of many keys and is routed
+by its batch key (the first message's, as the client writes it), so while a consumer that just
+joined waits for one of its keys to drain at another consumer, letting later entries of its
+other keys through would hand it a later batch's messages of key k before an earlier batch's
+(DESIGN's Key_Shared order, found with 37 keys in batches of 100: every key out of order at the
+newcomer). The cost is Pulsar's for recently joined consumers: a newcomer receives nothing newer
+while one of its keys drains elsewhere.
 
 A slow consumer does not stall keys it does not own, as long as no key moves: an entry that
 cannot go now (owner without permits or blocked on unacked messages, slot held elsewhere, no
@@ -79,6 +82,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self.slot_replay: dict[int, list[Position]] = {}     # slot -> its replay entries, ascending
         self.delayed_slot: dict[Position, int] = {}          # entry in the delayed index -> slot
         self._held_back: set[Consumer] = set()   # this pass: owners of an entry parked in it
+        self._hold_all = False   # consumers changed during this pass: owners moved, rerun it
 
     def add_consumer(self, consumer: Consumer, sticky: bool = False) -> None:
         if sticky != self.sticky:
@@ -87,11 +91,13 @@ class KeySharedDispatcher(SharedDispatcher):
             self.selector.add(consumer, consumer.key_ranges)
         else:
             self.selector.add(consumer, consumer.label)
+        self._hold_all = True
         super().add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.selector.remove(consumer)
+            self._hold_all = True
         super().remove_consumer(consumer)
 
     def on_acked_upto(self, position: Position) -> None:
@@ -160,7 +166,7 @@ class KeySharedDispatcher(SharedDispatcher):
         """The consumer this slot may go to now, or None (then the slot is parked for the pass,
         and so is its owner: nothing later goes to a consumer while an older entry of its waits)."""
         owner = self.selector.select(slot)
-        if slot in parked or owner in self._held_back:
+        if slot in parked or owner in self._held_back or self._hold_all:
             self._park(slot, owner, parked)
             return None
         holder = self.holders.get(slot)
@@ -181,6 +187,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self._release_due()
         parked: set[int] = set()
         self._held_back.clear()
+        self._hold_all = False
         try:
             await self._rescan_overflow()
             await self._dispatch_parked(parked)

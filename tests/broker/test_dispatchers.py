@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from broker.key_shared_selector import key_slot
+from broker.key_shared_selector import AutoSplitSelector, key_slot
 from ledger.position import Position
 from tests.broker.dispatch_harness import KEY_SHARED, SETTLE_DEADLINE_S, SHARED, Harness
 from tests.support.waiting import until
@@ -421,4 +421,35 @@ def test_a_joining_consumer_gets_nothing_newer_while_one_of_its_keys_drains_else
         h.ack(a, [first[x]])
         await h.settle()
         assert entries_of(h, "B") == [e1, e2]
+    run(go())
+
+
+def test_a_consumer_joining_mid_pass_gets_an_older_parked_entry_before_a_newer_one() -> None:
+    """The pass parks p (key s, A has no permits) and waits for a read; B joins meanwhile and
+    takes s and t. The read brings q (key t, B's now): it must not reach B before p does."""
+    async def go() -> None:
+        h = Harness(KEY_SHARED)
+        a = h.consumer("A", permits=1)
+        c = h.consumer("C", permits=100)     # keeps the pass going while A has no permits
+        probe: AutoSplitSelector[str] = AutoSplitSelector()
+        probe.add("A", a.label)
+        probe.add("C", c.label)
+        before = {k: probe.select(key_slot(k.encode())) for k in (f"m{i}" for i in range(400))}
+        probe.add("B", f"B#{c.consumer_id + 1}")
+        s = next(k for k, o in before.items() if o == "A" and probe.select(key_slot(k.encode())) == "B")
+        t = next(k for k, o in before.items() if o == "C" and probe.select(key_slot(k.encode())) == "B")
+        h.produce(next(k for k, o in before.items()       # A's permit goes, on a key A keeps
+                       if o == "A" and probe.select(key_slot(k.encode())) == "A"))
+        await h.settle()
+        p = h.produce(s)
+        await h.settle()
+        assert p in h.dispatcher.replay
+        gate = h.ml.hold_next_read()
+        q = h.produce(t)
+        await h.until_read_waits()
+        b = h.consumer("B", permits=100)
+        assert b.label == f"B#{c.consumer_id + 1}"
+        gate.set()
+        await h.settle()
+        assert entries_of(h, "B") == [p, q]
     run(go())

@@ -36,6 +36,8 @@ from concurrent.futures import Executor
 from datetime import datetime
 from typing import BinaryIO, TypeVar, cast
 
+import pyarrow as pa
+
 from common.clock import Clock
 from common.errors import ColdObjectMissing, ColdTierError, InvalidArgument, LimitExceeded
 from common.invariant import invariant
@@ -52,29 +54,37 @@ READ_CHUNK_BYTES = 1024 * 1024         # bookie bytes read (and then encoded) pe
 READ_CHUNK_ENTRIES_MAX = 2_000
 READ_AHEAD_CHUNKS = 2                # bookie reads under way while a chunk is encoded
 PARTS_MAX = 10_000                   # S3's limit on the parts of one multipart upload
+SINK_BUFFER_BYTES = 1024 * 1024      # pyarrow's writes are buffered natively up to this before reaching _PartSink
 
 
 class _PartSink:
-    """The binary file LedgerWriter writes to: keeps the bytes and cuts them into full parts.
+    """The binary file LedgerWriter's output reaches: keeps the bytes and cuts them into full
+    parts. pyarrow writes through a native buffer (`SINK_BUFFER_BYTES`, see `_Upload`), so this
+    gets few large writes, and each byte is copied once more here (joining into parts).
 
     Written only from the encoding thread, drained only by the event loop between two encoding
     calls (the executor future orders the two), so it needs no lock."""
 
     def __init__(self, part_bytes: int) -> None:
         self._part_bytes = part_bytes
-        self._buffer = bytearray()        # bytes not yet cut into a part
+        self._chunks: list[bytes] = []    # bytes not yet cut into a part, in order
+        self._pending = 0                 # their total size
         self._full: list[bytes] = []      # full parts waiting for the event loop to ship them
         self._position = 0                # bytes written so far (the file offset)
         self.closed = False
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        self._buffer += data
-        size = len(memoryview(data))
-        self._position += size
-        while len(self._buffer) >= self._part_bytes:
-            self._full.append(bytes(self._buffer[:self._part_bytes]))
-            del self._buffer[:self._part_bytes]
-        return size
+        chunk = bytes(data)
+        self._chunks.append(chunk)
+        self._pending += len(chunk)
+        self._position += len(chunk)
+        if self._pending >= self._part_bytes:
+            joined = b"".join(self._chunks)
+            cut = len(joined) - len(joined) % self._part_bytes
+            self._full.extend(joined[i:i + self._part_bytes] for i in range(0, cut, self._part_bytes))
+            self._chunks = [joined[cut:]] if cut < len(joined) else []
+            self._pending = len(joined) - cut
+        return len(chunk)
 
     def tell(self) -> int:
         return self._position
@@ -99,8 +109,8 @@ class _PartSink:
         return full
 
     def take_tail(self) -> bytes:
-        tail = bytes(self._buffer)
-        self._buffer.clear()
+        tail = b"".join(self._chunks)
+        self._chunks, self._pending = [], 0
         return tail
 
 
@@ -180,7 +190,11 @@ class _Upload:
         topic, partition = keys.topic_origin(ml_name)
         self._sink = _PartSink(settings.part_bytes)
         origin = LedgerOrigin(topic, partition, ledger_id)
-        self._writer = LedgerWriter(cast(BinaryIO, self._sink), origin, settings.row_group_bytes)  # a file-like
+        # pyarrow writes page by page; a native buffer in front of the Python sink turns those
+        # thousands of small calls per row group into a few large ones (a fifth of the encoding
+        # thread's time went to _PartSink.write before)
+        self._stream = pa.output_stream(cast(BinaryIO, self._sink), buffer_size=SINK_BUFFER_BYTES)
+        self._writer = LedgerWriter(self._stream, origin, settings.row_group_bytes)
         self._slots = asyncio.Semaphore(settings.parts_in_flight_max)
         self._upload_id: str | None = None          # None until the first full part exists
         self._parts: list[asyncio.Task[str]] = []   # part i+1's upload, in part order
@@ -213,10 +227,16 @@ class _Upload:
         finally:
             for task in reads:
                 task.cancel()
-        footer_metadata = await self._timed("encode", loop.run_in_executor(self._pool, self._writer.close))
+        footer_metadata = await self._timed("encode", loop.run_in_executor(self._pool, self._close_writer))
         self._check_metadata(footer_metadata)
         await self._ship(self._sink.take_full())
         return await self._finish(self._sink.take_tail())
+
+    def _close_writer(self) -> dict[str, str]:
+        """Finish the file and push the native buffer's last bytes into the sink."""
+        footer_metadata = self._writer.close()
+        self._stream.flush()
+        return footer_metadata
 
     async def _timed(self, stage: str, awaitable: Awaitable[T]) -> T:
         started_s = time.monotonic()

@@ -257,7 +257,7 @@ def test_failure_mid_upload_leaves_nothing_and_stale_uploads_are_aborted(env, s3
 # The child of the kill -9 test: offloads one ledger and, once its multipart upload exists and
 # a part is up, says so and hangs (the parent kills it there, as a crash would).
 CRASHING_OFFLOADER = """
-import asyncio, json, random, sys, time
+import asyncio, json, random, sys
 import metadata
 from common.config import default_config
 from ledger.client import LedgerClient
@@ -272,14 +272,17 @@ async def main():
     client = LedgerClient(store, config, rng=random.Random(0))
     source = await client.open_ledger(args["ledger_id"], recover=False)
     storage = open_cold_storage(config, access_key=args["access_key"], secret_key=args["secret_key"])
-    s3 = storage.bucket._client
+    bucket = storage.bucket
+    upload_part = bucket.upload_part
 
-    def progress(done, total):
-        uploads = s3.list_multipart_uploads(Bucket=args["bucket"]).get("Uploads", [])
-        if uploads and s3.list_parts(Bucket=args["bucket"], Key=uploads[0]["Key"],
-                                     UploadId=uploads[0]["UploadId"]).get("Parts"):
-            print("UPLOADING", flush=True)
-            time.sleep(120)
+    async def first_part_then_hang(*part_args, **part_kwargs):
+        etag = await upload_part(*part_args, **part_kwargs)   # this part is really in S3 now
+        print("UPLOADING", flush=True)
+        await asyncio.sleep(120)                              # the object is never completed
+        return etag
+
+    bucket.upload_part = first_part_then_hang
+    progress = None
     await storage.offload(args["ml"], args["ledger_id"], source, args["entries"], progress)
     print("FINISHED", flush=True)
 

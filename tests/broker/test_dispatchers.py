@@ -1,7 +1,7 @@
 """Unit tests of the Shared and Key_Shared dispatchers over a storage fake that can hold or fail
 reads (`tests.broker.dispatch_harness`): per-key order while consumers leave mid-read (PIP-379),
 no lost delivery on a read error, the replay-set bound, parked keys costing no reads, permits and
-the unacked limit counted in messages.
+the unacked limit counted in messages; each Key_Shared consumer's stream in position order while consumers join.
 """
 
 from __future__ import annotations
@@ -452,4 +452,69 @@ def test_a_consumer_joining_mid_pass_gets_an_older_parked_entry_before_a_newer_o
         gate.set()
         await h.settle()
         assert entries_of(h, "B") == [p, q]
+    run(go())
+
+
+@pytest.mark.parametrize("replay_max", [10_000, 3])
+def test_randomized_joins_keep_every_consumer_stream_in_position_order(seed: int, replay_max: int) -> None:
+    """Seeded: Key_Shared consumers only join (nothing is given back), ack, get permits, while
+    reads are held or fail now and then. Besides PIP-379 (KeyOrderModel), what each consumer
+    receives is strictly in position order: a producer batch holds many keys, so per-key order
+    inside batches needs it. At the end everything is delivered and acked."""
+    async def go() -> None:
+        rng = random.Random(seed)
+        h = Harness(KEY_SHARED)
+        model = KeyOrderModel(h, keyed=True)
+        consumers: dict = {}
+
+        def add() -> None:
+            name = f"c{len(consumers)}"
+            consumers[name] = h.consumer(name, permits=rng.randint(0, 6))
+            h.dispatcher.replay_entries_max = replay_max
+            model.held.setdefault(name, set())
+
+        def check_streams() -> None:
+            model.check()
+            for name in consumers:
+                stream = entries_of(h, name)
+                assert stream == sorted(set(stream)), f"{name} got {stream}"
+
+        add()
+        for _ in range(150):
+            action = rng.random()
+            gate = h.ml.hold_next_read() if rng.random() < 0.3 else None
+            if rng.random() < 0.1:
+                h.ml.fail_next_reads(1)
+            if action < 0.35:
+                for _ in range(rng.randint(1, 6)):
+                    model.produce(f"key{rng.randrange(12)}")
+            elif action < 0.45 and len(consumers) < 6:
+                add()
+            elif action < 0.75:
+                name = rng.choice(sorted(consumers))
+                held = sorted(model.held.get(name, ()))
+                model.ack(consumers[name], rng.sample(held, rng.randint(0, len(held))))
+            else:
+                h.flow(consumers[rng.choice(sorted(consumers))], rng.randint(1, 5))
+            if gate is not None:
+                await until(lambda: read_held_or_idle(h), SETTLE_DEADLINE_S, what="a held read or an idle dispatcher")
+                if len(consumers) < 6 and rng.random() < 0.5:   # a consumer joins while a read may be held
+                    add()
+                gate.set()
+            if rng.random() < 0.5:
+                await h.settle()
+            check_streams()
+        for consumer in consumers.values():
+            h.flow(consumer, 10_000)
+        for _ in range(200):
+            await h.settle()
+            check_streams()
+            for name, consumer in consumers.items():
+                held = sorted(model.held.get(name, ()))
+                if held:
+                    model.ack(consumer, held)
+            if model.acked == set(model.key):
+                break
+        check_streams()
+        assert model.acked == set(model.key), f"never delivered: {sorted(set(model.key) - model.acked)}"
     run(go())

@@ -19,14 +19,14 @@ entries given back by a closing consumer aside): once an entry is parked, nothin
 its owner in that pass (`_held_back`), and the next pass walks the replay set in position order,
 meeting the parked entry first again. A consumer joining or leaving during a pass moves owners
 under it (an entry parked for one owner now belongs to another), so the rest of that pass sends
-nothing (`_hold_all`) and the pass the change kicked starts over in position order. Per-slot
-order alone is not enough for a producer's batch: it holds messages of many keys and is routed
-by its batch key (the first message's, as the client writes it), so while a consumer that just
-joined waits for one of its keys to drain at another consumer, letting later entries of its
-other keys through would hand it a later batch's messages of key k before an earlier batch's
-(DESIGN's Key_Shared order, found with 37 keys in batches of 100: every key out of order at the
-newcomer). The cost is Pulsar's for recently joined consumers: a newcomer receives nothing newer
-while one of its keys drains elsewhere.
+nothing (`_hold_all`: it parks what it has read and ends) and the pass the change kicked starts
+over in position order. Per-slot order alone is not enough for a producer's batch: it holds
+messages of many keys and is routed by its batch key (the first message's, as the client writes
+it), so while a consumer that just joined waits for one of its keys to drain at another
+consumer, letting later entries of its other keys through would hand it a later batch's messages
+of key k before an earlier batch's (DESIGN's Key_Shared order, found with 37 keys in batches of
+100: every key out of order at the newcomer). The cost is Pulsar's for recently joined
+consumers: a newcomer receives nothing newer while one of its keys drains elsewhere.
 
 A slow consumer does not stall keys it does not own, as long as no key moves: an entry that
 cannot go now (owner without permits or blocked on unacked messages, slot held elsewhere, no
@@ -196,7 +196,7 @@ class KeySharedDispatcher(SharedDispatcher):
             self._schedule_wake()
 
     async def _dispatch_new_keyed(self, parked: set[int]) -> None:
-        while len(self.replay) < self.replay_entries_max and self.any_can_take():
+        while len(self.replay) < self.replay_entries_max and self.any_can_take() and not self._hold_all:
             budget = self._read_budget()
             if budget == 0:
                 return
@@ -224,7 +224,7 @@ class KeySharedDispatcher(SharedDispatcher):
     async def _dispatch_parked(self, parked: set[int]) -> None:
         """Replays in position order; a parked slot is skipped before anything of it is read."""
         after: Position | None = None
-        while self.any_can_take():
+        while self.any_can_take() and not self._hold_all:
             position = self._next_sendable(after, parked)
             if position is None:
                 return

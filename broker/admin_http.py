@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker import admin_offload, metrics, policies
-from broker.names import TopicName, parse_namespace, parse_topic
 from broker.topic_stats import partitioned_stats, topic_stats
 from common.errors import (
     AlreadyExists,
@@ -64,6 +63,7 @@ from common.errors import (
     ShuttingDown,
     StrataError,
 )
+from common.topic_names import TopicName, parse_namespace, parse_topic
 from cursor.retention import RetentionPolicy
 
 if TYPE_CHECKING:

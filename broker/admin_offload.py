@@ -43,7 +43,6 @@ from aiohttp import web
 
 from broker import offload_policy, policies
 from broker.internal_stats import internal_stats
-from broker.names import TopicName, parse_namespace, parse_topic
 from broker.offload_policy import check_long
 from common.errors import (
     BadRequestBody,
@@ -53,6 +52,7 @@ from common.errors import (
     OffloadInProgress,
     OffloadNotConfigured,
 )
+from common.topic_names import TopicName, parse_namespace, parse_topic
 from ledger.ml_offload import OffloadStatus
 from ledger.position import Position
 from ledger.types import LedgerState

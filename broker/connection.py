@@ -68,9 +68,9 @@ from broker.codec import (
     negotiate_protocol_version,
 )
 from broker.consumer import Consumer
-from broker.names import parse_namespace, parse_topic
 from broker.producer import Producer
 from common.errors import IllegalTransition, PulsarServerError, StrataError
+from common.topic_names import parse_namespace, parse_topic
 from ledger.position import LATEST
 from proto import pulsar_api_pb2 as pb
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.consumer import Consumer
-from broker.names import parse_topic
 from broker.subscription import Subscription, start_position
 from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
 from common.invariant import present
+from common.topic_names import parse_topic
 from ledger.position import EARLIEST, LATEST
 from proto import pulsar_api_pb2 as pb
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.codec import encode_lookup_response, encode_partitioned_metadata_response
-from broker.names import parse_topic
 from common.errors import PulsarServerError, StrataError
+from common.topic_names import parse_topic
 from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:

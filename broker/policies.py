@@ -15,7 +15,7 @@ Layout (every value is JSON):
 - `/topics/<tenant>/<ns>/<topic>` = `{"created_ms": t}` — every (partition) topic ever created,
   so a restarted broker and the admin API can list them without loading them.
 
-Topic name parts are valid path segments by construction (`broker.names`).
+Topic name parts are valid path segments by construction (`common.topic_names`).
 What must hold: a partition count, once written, is in 1..broker_partitions_max and only grows.
 """
 
@@ -23,20 +23,18 @@ from __future__ import annotations
 
 import json
 
-from broker.names import TopicName
 from common import retry
 from common.config import Config
 from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound
+from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName
 from cursor.retention import RetentionPolicy
 from metadata.api import AsyncStore
 
-PARTITIONED_ROOT = "/admin/partitioned-topics"
 POLICIES_ROOT = "/admin/policies"
 TOPIC_POLICIES_ROOT = "/admin/topic-policies"
 DEDUP_KEY = "deduplicationEnabled"
 RETENTION_KEY = "retention_policies"     # {"retentionTimeInMinutes": m, "retentionSizeInMB": s}
 TTL_KEY = "message_ttl_in_seconds"       # int seconds, 0 = off
-TOPICS_ROOT = "/topics"
 
 # A compare-and-set of a policy or partition-count key lost to another writer: read again, at
 # once, ten times in all, then InvalidArgument.

@@ -36,13 +36,13 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from broker import dedup, offload_policy, policies, topic_stats
-from broker.names import TopicName
 from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
 from common import retry
 from common.clock import Clock
 from common.config import Config
 from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
+from common.topic_names import TopicName
 from cursor.cursor_writer import CursorWriter
 from entries.entry import parse_entry
 from ledger.client import LedgerClient

@@ -23,10 +23,10 @@ from broker import policies
 from broker.codec import encode_close_producer
 from broker.dedup import Deduplication
 from broker.entry_facts import FactsCache
-from broker.names import TopicName
 from broker.producer import Producer
 from broker.subscription import Subscription
 from common.errors import NotAllowed, ProducerBusy, ServiceNotReady, StrataError, SubscriptionNotFound
+from common.topic_names import TopicName
 from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
 from ledger.position import Position

@@ -43,9 +43,9 @@ import sys
 import urllib.error
 import urllib.request
 
-from broker.names import parse_namespace, parse_topic
 from cli import admin_offload_cmd
 from common.errors import StrataError
+from common.topic_names import parse_namespace, parse_topic
 
 TIMEOUT_S = 30.0
 

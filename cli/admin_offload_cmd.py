@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from broker.names import parse_namespace, parse_topic
+from common.topic_names import parse_namespace, parse_topic
 
 # (method, path, body) -> the decoded JSON answer (None for an empty one); raises on HTTP errors
 Request = Callable[[str, str, object], object]

@@ -10,6 +10,7 @@ Every error Strata raises on purpose is a `StrataError`. Each concrete class car
       400-499  cursor
       500-599  broker / Pulsar protocol
       600-699  cold tier (offload to S3)
+      700-799  analytics (the Spark data source and sink, Iceberg tables)
 - `retriable`: whether the same call may succeed if simply tried again later.
 - `server_error`: the Pulsar `ServerError` value (PROTOCOL.md §5) the broker sends when this
   error reaches a client; `None` means "UnknownError".
@@ -436,6 +437,38 @@ class ColdObjectCorrupt(ColdTierError):
     checksum: nothing from it is delivered."""
     code = 605
     retriable = False
+
+
+# --- analytics (700-799) ----------------------------------------------------------------------
+# Raised by `analytics/` (the Spark source and sink) and the Iceberg registration, before any
+# work starts where the input is wrong.
+
+class AnalyticsError(StrataError):
+    code = 700
+
+
+class BadSourceOption(AnalyticsError):
+    """An option of the Spark source or sink that is unknown, missing, malformed or conflicting
+    (both topic and topics, endingOffsets before startingOffsets, offsets JSON that does not parse)."""
+    code = 701
+
+
+class DataLost(AnalyticsError):
+    """Messages a query asked for are gone (retention removed their ledger, or the ledger or
+    its object is missing) and failOnDataLoss is true."""
+    code = 702
+
+
+class SinkNotExactlyOnce(AnalyticsError):
+    """The exactly-once sink's target topic does not have deduplication enabled."""
+    code = 703
+
+
+class IcebergCatalogError(AnalyticsError):
+    """The Iceberg catalog refused or failed a commit (registering or removing an offloaded
+    ledger's file): retried by the offload that needs it."""
+    code = 704
+    retriable = True
 
 
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:

@@ -4,8 +4,8 @@ Analytics engines (Spark, DuckDB, Polars, pyarrow.dataset) read an object as pla
 message columns say what a consumer would see (topic, ids, key, properties, times, producer,
 decompressed payload). The broker reads the same object back and rebuilds every stored entry
 byte for byte, CRC32C included, from the message rows plus a few rebuild columns.
-`offload.rows` unpacks entries into the row columns; this module owns the schema, the file,
-and the way back from rows to entries.
+`offload.rows` unpacks entries into the row columns, `offload.message_table` holds the schema and
+builds the rows into Arrow tables; this module owns the file and the way back from rows to entries.
 
 Rows, in (entry_id, batch_index) order; an entry's rows are consecutive and a row group never
 splits an entry:
@@ -74,7 +74,6 @@ import logging
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeAlias
 
 import numpy as np
@@ -88,27 +87,22 @@ from common.errors import (
     ColdObjectCorrupt,
     ColdObjectMissing,
     InvariantViolation,
-    MalformedFrame,
     StrataError,
 )
-from common.varint import encode_varint
 from entries import batch as eb
-from entries.entry import ENTRY_HEAD_BYTES, MAGIC_CRC32C_BYTES, EntryInfo, build_entry, crc32c_from, parse_entry
+from entries.entry import MAGIC_CRC32C_BYTES, build_entry
+from offload.message_table import (
+    MESSAGE_SCHEMA,
+    REBUILD_COLUMNS,
+    REBUILD_SCHEMA,
+    EntryTableBuilder,
+    LedgerOrigin,
+)
 from offload.rows import (
     BLOCK,
-    MD_NUM_MESSAGES,
-    MD_PRODUCER_NAME,
-    MD_PUBLISH_TIME,
     RAW,
     ROWS_CODECS,
-    TIMESTAMP_TYPE,
-    Members,
-    RowGroup,
     compress,
-    message_id_prefix,
-    set_fields,
-    time_ms,
-    unpack,
 )
 from proto import pulsar_api_pb2 as pb
 
@@ -116,34 +110,6 @@ FORMAT_VERSION = 1
 PARQUET_COMPRESSION = "zstd"
 PARQUET_COMPRESSION_LEVEL = 1
 
-# Every column optional (Parquet's default from pyarrow): Iceberg refuses optional file columns
-# in required table columns, and a table made from this schema takes every file we write.
-MESSAGE_SCHEMA = pa.schema([
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("ledger_id", pa.int64()),
-    pa.field("entry_id", pa.int64()),
-    pa.field("batch_index", pa.int32()),
-    pa.field("batch_size", pa.int32()),
-    pa.field("message_id", pa.binary()),
-    pa.field("key", pa.string()),
-    pa.field("ordering_key", pa.binary()),
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-    pa.field("publish_time", TIMESTAMP_TYPE),
-    pa.field("event_time", TIMESTAMP_TYPE),
-    pa.field("producer_name", pa.string()),
-    pa.field("sequence_id", pa.int64()),
-    pa.field("payload", pa.binary()),
-    # rebuild columns: not message data; what the broker needs to rebuild the stored entries
-    pa.field("entry_rebuild", pa.int8()),
-    pa.field("entry_crc32c", pa.int64()),
-    pa.field("entry_metadata", pa.binary()),
-    pa.field("message_metadata", pa.binary()),
-    pa.field("entry_payload", pa.binary()),
-])
-REBUILD_COLUMNS = ("entry_id", "payload", "entry_rebuild", "entry_crc32c", "entry_metadata",
-                   "message_metadata", "entry_payload")
-_REBUILD_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(name) for name in REBUILD_COLUMNS])
 _DICTIONARY_COLUMNS = ["topic", "producer_name", "key", "partition", "ledger_id"]
 _STATISTICS_COLUMNS = ["topic", "ledger_id", "entry_id", "partition", "batch_index", "publish_time",
                        "event_time", "key", "sequence_id"]
@@ -168,15 +134,6 @@ class WritableSink(Protocol):
     def write(self, data: bytes, /) -> object: ...
 
     def tell(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class LedgerOrigin:
-    """Where an offloaded ledger comes from. topic: the full name, e.g.
-    "persistent://t/ns/x-partition-3"; partition: its index, -1 if not a partition."""
-    topic: str
-    partition: int
-    ledger_id: int
 
 
 class LedgerWriter:
@@ -204,114 +161,54 @@ class LedgerWriter:
             self._sink, MESSAGE_SCHEMA, compression=PARQUET_COMPRESSION,
             compression_level=PARQUET_COMPRESSION_LEVEL, use_dictionary=_DICTIONARY_COLUMNS,
             write_statistics=_STATISTICS_COLUMNS, write_page_checksum=True, sorting_columns=_SORTING)
-        self._group = RowGroup()
-        self._producers: dict[str, int] = {}  # producer name -> index in the producer_name dictionary
-        # message_id_prefix(ledger, entry, partition) = _id_head + varint(entry) + _id_tail
-        self._id_head = message_id_prefix(origin.ledger_id, 0, -1)[:-1]
-        self._id_tail = message_id_prefix(0, 0, origin.partition)[4:]
-        self.first_entry_id: int | None = None   # None until the first add
-        self.next_entry_id: int | None = None    # the entry id add expects next
-        self.entries = 0
-        self.messages = 0
-        self.min_publish_time_ms: int | None = None  # over all entries; None: none yet
-        self.max_publish_time_ms: int | None = None
+        self._rows = EntryTableBuilder(origin)
         self._closed: dict[str, str] | None = None
 
     def add(self, entry_id: int, data: bytes) -> None:
         """Add the next entry (its stored bytes)."""
         if self._closed is not None:
             raise InvariantViolation("add after close", entry_id=entry_id)
-        if self.next_entry_id is not None and entry_id != self.next_entry_id:
-            raise InvariantViolation("entries must come in order", entry_id=entry_id,
-                                     expected=self.next_entry_id)
-        if self.first_entry_id is None:
-            self.first_entry_id = entry_id
-        self.next_entry_id = entry_id + 1
-        data = bytes(data)
-        group = self._group
-        rows_before = len(group.payload)
-        try:
-            info = parse_entry(data)
-            sound = crc32c_from(data, 6) == _U32.unpack_from(data, 2)[0]
-        except MalformedFrame:
-            info, sound = None, False
-        if info is None or not sound:
-            self._add_raw(entry_id, data)
-        else:
-            self._add_parsed(entry_id, data, info)
-        self.entries += 1
-        self.messages += len(group.payload) - rows_before
-        if group.bytes_buffered >= self.row_group_bytes:
+        self._rows.add(entry_id, data)
+        if self._rows.bytes_buffered >= self.row_group_bytes:
             self._flush()
 
-    def _add_parsed(self, entry_id: int, data: bytes, info: EntryInfo) -> None:
-        group = self._group
-        fields = set_fields(info.metadata)
-        rebuild, messages = unpack(info, fields, data)
-        self._add_entry(entry_id, rebuild, _U32.unpack_from(data, 2)[0],
-                        data[ENTRY_HEAD_BYTES:info.payload_offset], fields[MD_PUBLISH_TIME],
-                        fields[MD_PRODUCER_NAME], fields.get(MD_NUM_MESSAGES, 0))
-        if rebuild == BLOCK:
-            group.entry_payload[-1] = data[info.payload_offset:]
-            group.bytes_buffered += len(data) - info.payload_offset
-        if isinstance(messages, Members):
-            group.add_members(messages)
-        else:  # non-batched, or opaque (None): one row from the entry's metadata
-            group.add_single(fields, messages)
+    @property
+    def entries(self) -> int:
+        return self._rows.entries
 
-    def _add_raw(self, entry_id: int, data: bytes) -> None:
-        """An entry kept verbatim: one row with no message data."""
-        group = self._group
-        self._add_entry(entry_id, RAW, None, None, None, None, 0)
-        group.entry_payload[-1] = data
-        group.bytes_buffered += len(data)
-        group.add_single(None, None)
+    @property
+    def messages(self) -> int:
+        return self._rows.messages
 
-    def _add_entry(self, entry_id: int, rebuild: int, crc: int | None, md_bytes: bytes | None,
-                   publish_ms: int | None, producer: str | None, batch_size: int) -> None:
-        group = self._group
-        group.entry_ids.append(entry_id)
-        group.id_prefixes.append(self._id_head + encode_varint(entry_id) + self._id_tail)
-        group.rebuild.append(rebuild)
-        group.crcs.append(crc)
-        group.entry_metadata.append(md_bytes)
-        group.entry_payload.append(None)
-        group.batch_sizes.append(batch_size)
-        if publish_ms is not None:
-            publish_ms = time_ms(publish_ms)
-        group.publish_ms.append(publish_ms)
-        if publish_ms is not None:
-            if self.min_publish_time_ms is None or publish_ms < self.min_publish_time_ms:
-                self.min_publish_time_ms = publish_ms
-            if self.max_publish_time_ms is None or publish_ms > self.max_publish_time_ms:
-                self.max_publish_time_ms = publish_ms
-        index = self._producers.setdefault(producer, len(self._producers)) if producer is not None else -1
-        group.producer_index.append(index)
+    @property
+    def first_entry_id(self) -> int | None:
+        return self._rows.first_entry_id
+
+    @property
+    def next_entry_id(self) -> int | None:
+        return self._rows.next_entry_id
 
     def _flush(self) -> None:
-        group = self._group
-        if not group.entry_ids:
+        table = self._rows.take()
+        if table is None:
             return
-        origin = self.origin
-        table = pa.Table.from_arrays(group.arrays(origin.topic, origin.partition, origin.ledger_id,
-                                                  list(self._producers)), schema=MESSAGE_SCHEMA)
         start = self._sink.tell() - self._sink_base
         self._writer.write_table(table, row_group_size=table.num_rows)  # one row group, written through
-        self._row_groups.append((len(group.entry_ids), start, self._sink.tell() - self._sink_base))
-        self._group = RowGroup()
+        self._row_groups.append((self._rows.last_taken_entries, start, self._sink.tell() - self._sink_base))
 
     def close(self) -> dict[str, str]:
         """Write the last row group and the footer; the strata.* metadata written."""
         if self._closed is not None:
             return self._closed
         self._flush()
+        rows = self._rows
         first = self.first_entry_id if self.first_entry_id is not None else 0
         meta = {
             "format_version": FORMAT_VERSION, "ledger_id": self.origin.ledger_id,
             "first_entry_id": first, "last_entry_id": first + self.entries - 1,
             "entries": self.entries, "messages": self.messages,
-            "min_publish_time_ms": -1 if self.min_publish_time_ms is None else self.min_publish_time_ms,
-            "max_publish_time_ms": -1 if self.max_publish_time_ms is None else self.max_publish_time_ms,
+            "min_publish_time_ms": -1 if rows.min_publish_time_ms is None else rows.min_publish_time_ms,
+            "max_publish_time_ms": -1 if rows.max_publish_time_ms is None else rows.max_publish_time_ms,
             "topic": self.origin.topic, "partition": self.origin.partition,
         }
         kv = {META_PREFIX + name: str(value) for name, value in meta.items()}
@@ -435,8 +332,8 @@ def entries_from_table(table: pa.Table, first: int, last: int) -> list[tuple[int
         return []
     with _decoding("hold rebuild columns of the right types"):
         table = table.select(list(REBUILD_COLUMNS))
-        if table.schema.types != _REBUILD_SCHEMA.types:  # e.g. large_binary from another reader
-            table = table.cast(_REBUILD_SCHEMA)
+        if table.schema.types != REBUILD_SCHEMA.types:  # e.g. large_binary from another reader
+            table = table.cast(REBUILD_SCHEMA)
     ids_column = table.column("entry_id")
     if ids_column.null_count:
         raise ColdObjectCorrupt("entry_id column has nulls")

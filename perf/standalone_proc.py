@@ -81,6 +81,11 @@ class LocalStandalone:
         return f"http://127.0.0.1:{self.admin_port}"
 
     @property
+    def metadata_url(self) -> str:
+        """The standalone's metadata store (what the Spark source's `metadataUrl` option takes)."""
+        return f"sqlite:///{self.data_dir.resolve() / 'metadata.db'}"
+
+    @property
     def s3_endpoint(self) -> str:
         """The embedded S3 server's endpoint (embedded_s3=True; recorded in D/standalone.json)."""
         state = json.loads((self.data_dir / "standalone.json").read_text())

@@ -8,6 +8,8 @@
 - `s3_server`: one real S3 server (SeaweedFS, tests/support/seaweed.py) for the whole run, started
   only when a test asks for it; a server that cannot start fails the test. Each test takes a
   bucket of its own (`new_bucket`).
+- `spark`: one real SparkSession (tests/support/spark.py) for the whole run, started only when a
+  test asks for it, with the `strata` data source registered.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -44,6 +46,15 @@ def s3_server() -> Iterator[TestSeaweed]:
     server = seaweed.started_or_fail()
     yield server
     server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from tests.support import spark as spark_support  # imported here: pyspark is not loaded for every run
+
+    session = spark_support.started_or_fail()
+    yield session
+    session.stop()
 
 
 @pytest.fixture

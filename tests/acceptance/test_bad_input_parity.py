@@ -46,9 +46,9 @@ import pytest
 
 from broker.codec import CommandType as T
 from broker.codec import encode_payload_command, encode_send
-from broker.names import NAME_BYTES_MAX
 from broker.producer import ENTRY_HEADER_SLACK_BYTES
 from common.errors import PulsarServerError
+from common.topic_names import NAME_BYTES_MAX
 from entries.batch import LZ4, SNAPPY, ZLIB, ZSTD, BatchMessage, build_batch
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb

@@ -16,7 +16,7 @@ import pulsar
 import pytest
 
 from broker.codec import CommandType as T
-from broker.names import parse_topic
+from common.topic_names import parse_topic
 from cursor.codec import decode
 from ledger.ml_metadata import ml_path
 from metadata.sql_schema import keys

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from broker.key_shared_selector import SLOTS, AutoSplitSelector, StickySelector
-from broker.names import parse_namespace, parse_topic
 from common.errors import ConsumerAssignError, InvalidTopicName
+from common.topic_names import parse_namespace, parse_topic
 
 
 def test_short_names_expand_like_pulsar() -> None:

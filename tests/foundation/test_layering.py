@@ -1,7 +1,8 @@
 """Imports run one way (DESIGN.md): broker -> cursor -> ledger -> bookie client -> proto, everything
 -> metadata and common; offload sits beside ledger (ledger reads it only through `ledger.cold`,
 so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
-offload; nothing imports broker except cli and perf.
+offload; `analytics` (Spark source and sink) uses offload, ledger and the bookie client, never
+broker; nothing imports broker except cli and perf.
 No product package imports `tests` (it is not installed: `strata` must run without the source
 tree), also not through importlib."""
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["common", "proto", "entries", "metadata", "bookie", "ledger", "offload", "cursor", "broker", "cli", "perf"]
+PACKAGES = ["common", "proto", "entries", "metadata", "bookie", "ledger", "offload", "cursor", "broker",
+            "analytics", "cli", "perf"]
 
 ALLOWED = {
     "common": {"common"},
@@ -23,6 +25,7 @@ ALLOWED = {
     "ledger": {"common", "metadata", "proto", "bookie", "ledger"},
     "cursor": {"common", "metadata", "ledger", "cursor"},
     "broker": {"common", "metadata", "proto", "entries", "bookie", "ledger", "offload", "cursor", "broker"},
+    "analytics": {"common", "metadata", "proto", "entries", "bookie", "ledger", "offload", "analytics"},
     "cli": set(PACKAGES),
     "perf": set(PACKAGES) - {"cli"},
 }

@@ -5,6 +5,10 @@ them, but admin paths and tools may not, so `parse_topic` also expands `local` t
 `persistent://public/default/local` and `tenant/ns/local` to `persistent://tenant/ns/local`.
 Partition i of a partitioned topic is the ordinary topic `<local>-partition-<i>`.
 
+Where topics are recorded in the metadata store (written by the broker, read by `analytics/` too):
+`PARTITIONED_ROOT/<tenant>/<ns>/<topic>` = `{"partitions": N}` for a partitioned topic, and
+`TOPICS_ROOT/<tenant>/<ns>/<topic>` for every (partition) topic ever created (`broker.policies`).
+
 What must hold: a `TopicName` that exists is valid — each part is non-empty and uses only
 `[A-Za-z0-9_.:=%-]`, so every part can be used as a metadata path segment unchanged.
 """
@@ -20,6 +24,8 @@ DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
 NAME_BYTES_MAX = 512
+PARTITIONED_ROOT = "/admin/partitioned-topics"
+TOPICS_ROOT = "/topics"
 
 _PART = re.compile(r"^[A-Za-z0-9_.:=%-]+$")
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d{1,6})$")

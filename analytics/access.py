@@ -1,0 +1,98 @@
+"""How the Spark source and sink reach a Strata cluster: the metadata store, the admin HTTP API,
+the Pulsar service URL and the S3 cold tier, from the query's options or the environment.
+
+    access = ClusterAccess.from_options(options)      # options first, then STRATA_* / AWS_* env
+    access.s3_filesystem()                            # pyarrow's S3 for the offloaded objects
+
+Options (case-insensitive, as Spark passes them), each with its environment fallback:
+- `metadataUrl` (`STRATA_METADATA_URL`): the cluster's metadata store, `sqlite:///abs/metadata.db`
+  or `postgresql://user@host:port/db`. The source reads the topic's ledger list from it.
+- `admin.url` (`STRATA_ADMIN_URL`): the broker's admin HTTP. Optional for reads: when given, the
+  snapshot's end of an open ledger is the broker's last confirmed entry (exact); without it,
+  the bookies' LAC, which trails the newest entry until the next add.
+- `service.url` (`STRATA_SERVICE_URL`): `pulsar://host:port`, for the sink.
+- `s3.endpoint`, `s3.region`, `s3.bucket`, `s3.prefix` (`STRATA_OFFLOAD_S3_ENDPOINT`,
+  `..._REGION`, `..._BUCKET`, `..._PREFIX`), `s3.accessKey`, `s3.secretKey` (`AWS_ACCESS_KEY_ID`,
+  `AWS_SECRET_ACCESS_KEY`).
+
+What must hold: a ClusterAccess is plain data (picklable), resolved once on the driver and
+shipped inside every partition, so executors never depend on the driver's environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from common.errors import BadSourceOption
+
+ACCESS_OPTIONS = ("metadataurl", "admin.url", "service.url", "s3.endpoint", "s3.region", "s3.bucket",
+                  "s3.prefix", "s3.accesskey", "s3.secretkey")
+
+
+def lowered(options: Mapping[str, str]) -> dict[str, str]:
+    """Options with lower-case names (Spark's are case-insensitive; Pulsar's connector lower-cases too)."""
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    metadata_url: str
+    admin_url: str
+    service_url: str
+    s3_endpoint: str
+    s3_region: str
+    s3_bucket: str
+    s3_prefix: str
+    s3_access_key: str
+    s3_secret_key: str
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], env: Mapping[str, str] | None = None) -> ClusterAccess:
+        opts = lowered(options)
+        env = os.environ if env is None else env
+
+        def pick(option: str, variable: str, default: str = "") -> str:
+            return opts.get(option) or env.get(variable) or default
+
+        access = cls(
+            metadata_url=pick("metadataurl", "STRATA_METADATA_URL"),
+            admin_url=pick("admin.url", "STRATA_ADMIN_URL").rstrip("/"),
+            service_url=pick("service.url", "STRATA_SERVICE_URL"),
+            s3_endpoint=pick("s3.endpoint", "STRATA_OFFLOAD_S3_ENDPOINT"),
+            s3_region=pick("s3.region", "STRATA_OFFLOAD_S3_REGION", "us-east-1"),
+            s3_bucket=pick("s3.bucket", "STRATA_OFFLOAD_S3_BUCKET", "strata-offload"),
+            s3_prefix=pick("s3.prefix", "STRATA_OFFLOAD_S3_PREFIX", "strata").strip("/"),
+            s3_access_key=pick("s3.accesskey", "AWS_ACCESS_KEY_ID"),
+            s3_secret_key=pick("s3.secretkey", "AWS_SECRET_ACCESS_KEY"),
+        )
+        for name, value in (("admin.url", access.admin_url), ("s3.endpoint", access.s3_endpoint)):
+            if value and not value.startswith(("http://", "https://")):
+                raise BadSourceOption(f"{name} must be an http:// or https:// URL", value=value)
+        if access.service_url and not access.service_url.startswith(("pulsar://", "pulsar+ssl://")):
+            raise BadSourceOption("service.url must be a pulsar:// URL", value=access.service_url)
+        return access
+
+    def require_metadata(self) -> str:
+        if not self.metadata_url:
+            raise BadSourceOption("metadataUrl is not set (option metadataUrl or STRATA_METADATA_URL): "
+                                  "the source reads the topic's ledgers from the cluster's metadata store")
+        return self.metadata_url
+
+    def s3_filesystem(self) -> Any:
+        """pyarrow's S3 filesystem for the cold tier (native reads, ranged, retried by pyarrow)."""
+        from pyarrow import fs
+
+        kwargs: dict[str, Any] = {"region": self.s3_region, "connect_timeout": 5, "request_timeout": 30}
+        if self.s3_endpoint:
+            scheme, _, host = self.s3_endpoint.partition("://")
+            kwargs.update(endpoint_override=host, scheme=scheme)
+        if self.s3_access_key:
+            kwargs.update(access_key=self.s3_access_key, secret_key=self.s3_secret_key)
+        return fs.S3FileSystem(**kwargs)
+
+    def object_path(self, key: str) -> str:
+        """`bucket/key`, as pyarrow's S3 filesystem names an object."""
+        return f"{self.s3_bucket}/{key}"

@@ -471,6 +471,14 @@ class IcebergCatalogError(AnalyticsError):
     retriable = True
 
 
+class SinkSendFailed(AnalyticsError):
+    """A sink task could not store its rows (a send failed or timed out, or a send raced a
+    previous attempt's write still in flight): the task fails and Spark retries it, and the
+    broker's deduplication keeps the retry from storing anything twice."""
+    code = 705
+    retriable = True
+
+
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:
     out: list[type[StrataError]] = []
     for sub in cls.__subclasses__():

@@ -14,7 +14,10 @@ Fields, each filled from the managed ledger and the cursors as they are now (Pul
   dispatcher reads; right after the mark-delete position without one), `state` "Open",
   `active` (consumers attached), `numberOfEntriesSinceFirstNotAckedMessage` (kept entries in
   (markDelete, readPosition]), `individuallyDeletedMessagesCount` (Strata's: entries acked
-  above the mark-delete position);
+  above the mark-delete position), `individuallyDeletedMessages`: those entries as Pulsar
+  prints its ack ranges, "[(L:E..L:E], ...]", each open below and closed above, one range per
+  run of consecutive acked entries of a ledger ("[]" when none); the members acked inside a
+  partially acked batch are not in it (Pulsar lists them separately, Strata does not report them);
 - `schemaLedgers` [] and `compactedLedger` {-1, -1, -1, false} (no schema storage, no compaction).
 
 Not reported, because Strata does not count them: `entriesAddedCounter`, `pendingAddEntriesCount`,
@@ -24,7 +27,10 @@ Not reported, because Strata does not count them: `entriesAddedCounter`, `pendin
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from pyroaring import BitMap64
 
 from cursor.stats import subscription_stats
 from ledger.types import LedgerState
@@ -44,6 +50,37 @@ def iso_ms(ms: int) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
+def ack_ranges_text(acked_ledgers: Mapping[int, BitMap64]) -> str:
+    """Pulsar's individuallyDeletedMessages: "[(L:first-1..L:last], ...]" per run of acked entries.
+    Walks whichever is smaller, the acked entries or the gaps between them, so the cost follows
+    the number of ranges printed, not the number of entries acked."""
+    ranges = []
+    for ledger_id in sorted(acked_ledgers):
+        acked = acked_ledgers[ledger_id]
+        if not acked:
+            continue
+        low, high = acked.min(), acked.max()
+        gaps = BitMap64()
+        gaps.add_range(low, high + 1)
+        gaps -= acked
+        runs: list[tuple[int, int]] = []
+        if len(acked) <= len(gaps):
+            for entry_id in acked:
+                if runs and runs[-1][1] == entry_id - 1:
+                    runs[-1] = (runs[-1][0], entry_id)
+                else:
+                    runs.append((entry_id, entry_id))
+        else:
+            first = low
+            for gap in gaps:
+                if gap > first:
+                    runs.append((first, gap - 1))
+                first = gap + 1
+            runs.append((first, high))
+        ranges += [f"({ledger_id}:{first - 1}..{ledger_id}:{last}]" for first, last in runs]
+    return "[" + ", ".join(ranges) + "]"
+
+
 def _cursor_json(sub: Subscription) -> dict:
     stats = subscription_stats(sub.cursor, sub.ml)
     dispatcher = sub.dispatcher
@@ -56,6 +93,7 @@ def _cursor_json(sub: Subscription) -> dict:
         "numberOfEntriesSinceFirstNotAckedMessage": sub.ml.entries_between(stats.mark_delete_position,
                                                                            read_position),
         "individuallyDeletedMessagesCount": stats.individually_acked_entries,
+        "individuallyDeletedMessages": ack_ranges_text(sub.cursor.acked_ledgers),
         "properties": {},
     }
 

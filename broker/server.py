@@ -7,7 +7,9 @@ in reverse: stop accepting, close connections, close topics (cursors flushed, le
 close the cold tier, close the ledger client, close the metadata session (its ephemeral ownership
 keys go at once).
 
-Cold tier: `offload.open_cold_storage` (None when `offload_driver` is empty), checked at start.
+Cold tier: `offload.open_cold_storage` (None when `offload_driver` is empty; its Iceberg tables
+are kept in this broker's metadata database unless `offload_iceberg_catalog_uri` says otherwise),
+checked at start.
 Wrong credentials or a missing bucket log one ERROR line and the broker serves without offload
 (offload-status answers ERROR with that reason); S3 merely unreachable at start logs a warning
 and keeps the tier (offloads and cold reads retry until it answers); so does a check that takes
@@ -70,7 +72,7 @@ class Broker:
         self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
         self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
-        self.cold, cold_error = await open_cold_tier(c)
+        self.cold, cold_error = await open_cold_tier(c, self.metadata_url)
         loop = asyncio.get_running_loop()
         # bound first (the port may be 0: the service's id needs the real one), served only once
         # the service exists, so no connection is ever made without it
@@ -114,11 +116,12 @@ class Broker:
             await self.astore.close()
 
 
-async def open_cold_tier(config: Config) -> tuple[ColdStorage | None, str | None]:
+async def open_cold_tier(config: Config, metadata_url: str | None = None) -> tuple[ColdStorage | None, str | None]:
     """(the cold tier, None) when usable or merely unreachable now; (None, reason) when it cannot
-    work (wrong credentials, missing bucket, bad settings); (None, None) when none is configured."""
+    work (wrong credentials, missing bucket, bad settings); (None, None) when none is configured.
+    `metadata_url` is the Iceberg catalog's database unless `offload_iceberg_catalog_uri` is set."""
     try:
-        cold = offload.open_cold_storage(config)
+        cold = offload.open_cold_storage(config, metadata_url=metadata_url)
     except StrataError as exc:
         reason = f"cold tier not usable, offload disabled: {exc}"
         log.error("%s", reason)

@@ -245,6 +245,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("offload_retry_backoff_max_ms", int, 60_000, 10, 3_600_000,
             "failed offloads and cold reads are retried with backoff doubling up to this"),
     Setting("offload_attempts_max", int, 5, 1, 1_000, "attempts of one ledger's upload before status ERROR"),
+    Setting("offload_iceberg_enabled", bool, True,
+            doc="register offloaded ledgers as data files of their topic's Iceberg table (offload.iceberg)"),
+    Setting("offload_iceberg_catalog_uri", str, "",
+            doc="database of the Iceberg SqlCatalog (sqlite:///... or postgresql://...); empty: the metadata store's"),
+    Setting("offload_iceberg_timeout_ms", int, 30_000, 1_000, 600_000,
+            "bound on registering or removing one offloaded ledger's file in its Iceberg table"),
     # --- strata standalone ---
     Setting("standalone_bookie_start_timeout_ms", int, 60_000, 1_000, 3_600_000,
             "`strata standalone` waits this long for each bookie to recover and serve"),

@@ -11,6 +11,13 @@ and the error translation), `uploader.offload_ledger` (streaming multipart uploa
 small pools of their own (`CODEC_THREADS` each), so a long offload never delays a consumer's
 decode and neither runs on the event loop.
 
+With `tables` (offload.iceberg.IcebergTables), the cold tier keeps the topics' Iceberg tables:
+`offload` adds the object to its topic's table after the upload completes and before the
+ColdCopy is returned (so the managed ledger records a cold copy only once the table has it; a
+failed catalog commit fails the offload, which is retried and reuses the object); `delete` and
+`clean_orphans` remove the file from the table before deleting the object, so a table never
+references a deleted object (a failed removal keeps the object for the next try).
+
 What must hold: the ColdStorage contract (ledger/cold.py); `clean_orphans` touches only objects
 and uploads directly under the managed ledger's own folder (offload.keys).
 """
@@ -26,6 +33,7 @@ from ledger.cold import ColdCopy, ColdStorage, OffloadProgress
 from ledger.handle import ReadHandle
 from offload import keys
 from offload.cold_reader import ColdReader, ReaderStats
+from offload.iceberg import IcebergTables
 from offload.s3 import S3Bucket, S3Settings
 from offload.uploader import offload_ledger
 
@@ -35,8 +43,10 @@ CODEC_THREADS = 2     # encode threads, and decode threads: the machine's cores,
 
 
 class S3ColdStorage:
-    def __init__(self, settings: S3Settings, *, clock: Clock | None = None) -> None:
+    def __init__(self, settings: S3Settings, *, clock: Clock | None = None,
+                 tables: IcebergTables | None = None) -> None:
         self.settings = settings
+        self.tables = tables
         self.bucket = S3Bucket(settings)
         self._clock = clock or SystemClock()
         self._encode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-encode")
@@ -55,14 +65,19 @@ class S3ColdStorage:
 
     async def offload(self, ml_name: str, ledger_id: int, source: ReadHandle, entries: int,
                       progress: OffloadProgress | None = None) -> ColdCopy:
-        return await offload_ledger(self.bucket, self._encode_pool, self._clock, ml_name, ledger_id, source,
+        copy = await offload_ledger(self.bucket, self._encode_pool, self._clock, ml_name, ledger_id, source,
                                     entries, progress)
+        if self.tables is not None:
+            await self.tables.register(ml_name, copy.key)
+        return copy
 
     async def read(self, copy: ColdCopy, first: int, last: int) -> list[tuple[int, bytes]]:
         return await self._reader.read(copy, first, last)
 
     async def delete(self, copy: ColdCopy) -> None:
         self._reader.forget(copy.key)
+        if self.tables is not None:
+            await self.tables.unregister(copy.key)
         await self.bucket.delete(copy.key)
 
     async def clean_orphans(self, ml_name: str, kept: Set[int]) -> list[str]:
@@ -75,6 +90,8 @@ class S3ColdStorage:
             ledger_id = keys.ledger_id_of(key)
             if ledger_id is not None and ledger_id not in kept:
                 self._reader.forget(key)
+                if self.tables is not None:
+                    await self.tables.unregister(key)
                 await self.bucket.delete(key)
                 removed.append(key)
         for key, upload_id in await self.bucket.list_multipart(folder):
@@ -89,6 +106,8 @@ class S3ColdStorage:
 
     async def close(self) -> None:
         await self._reader.close()
+        if self.tables is not None:
+            self.tables.close()
         self._encode_pool.shutdown(wait=False, cancel_futures=True)
         self._decode_pool.shutdown(wait=False, cancel_futures=True)
         self.bucket.close()

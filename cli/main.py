@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "broker": "cli.broker_cmd",
     "bookie": "cli.bookie_cmd",
     "admin": "cli.admin_cmd",
+    "analytics": "cli.analytics_cmd",
 }
 
 # `strata perf <name>` -> module with main(argv)
@@ -27,6 +28,7 @@ PERF_COMMANDS: dict[str, str] = {
     "consume": "perf.consume",
     "topics": "perf.topics",
     "offload": "perf.offload",
+    "spark": "perf.spark",
 }
 
 

@@ -1,0 +1,52 @@
+"""Smoke run of `strata perf spark` at a tiny size (2,000 messages, one timed run, a 3 s stream):
+not a timed test.
+
+It runs the real tool end to end in a subprocess (its own SeaweedFS, standalone and SparkSession;
+fill, offload, local copy, the source against Spark's Parquet reader, pyarrow and DuckDB from S3,
+the streaming query, clean-up) and checks the JSON: the keys issue 13 names and the extra ones,
+each present and positive, the ratio the figures' arithmetic, every message offloaded and
+nothing left behind. No SparkSession is created in the pytest process (the session fixture
+`spark` is the only one there).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 300  # about 60-90 s on an idle 2-core box; Spark start-up stretches a lot under load
+MESSAGES = 2000
+KEYS = ("source_rows_per_s", "native_parquet_rows_per_s", "ratio", "duckdb_rows_per_s", "stream_visible_p50_ms")
+EXTRA_KEYS = ("pyarrow_rows_per_s", "stream_visible_p99_ms", "source_count_rows_per_s", "source_groupby_rows_per_s",
+              "native_parquet_count_rows_per_s", "native_parquet_groupby_rows_per_s", "count_ratio",
+              "groupby_ratio", "objects", "s3_bytes")
+
+
+def _temp_dirs() -> set[str]:
+    root = Path(tempfile.gettempdir())
+    return {p.name for pattern in ("strata-perf-offload-*", "strata-perf-spark-*") for p in root.glob(pattern)}
+
+
+def test_perf_spark_smoke() -> None:
+    before = _temp_dirs()
+    cmd = [sys.executable, "-m", "cli.main", "perf", "spark", "--messages", str(MESSAGES), "--keys", "50",
+           "--runs", "1", "--stream-seconds", "3", "--json"]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0, \
+        f"perf spark failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for key in KEYS + EXTRA_KEYS:
+        assert key in result, key
+        assert isinstance(result[key], float | int) and result[key] > 0, (key, result[key])
+    assert result["messages"] == MESSAGES and result["keys"] == 50
+    assert result["ledgers"] >= 2 and result["objects"] == result["ledgers"]  # the rollover split the topic
+    assert math.isclose(result["ratio"], result["source_rows_per_s"] / result["native_parquet_rows_per_s"],
+                        rel_tol=0.01, abs_tol=1e-3)
+    assert result["stream_visible_p99_ms"] >= result["stream_visible_p50_ms"]
+    assert result["stream_messages"] == 60  # 3 s at one message per 50 ms, each seen exactly once
+    assert _temp_dirs() <= before, "the run left its temp dir behind"

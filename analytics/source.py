@@ -21,16 +21,30 @@ data; `read` keeps no state between calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    Filter,
     InputPartition,
 )
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
+
+from analytics.options import Position, SourceOptions, parse_source_options
+from analytics.plan import Footers, Pruning, group_slices, plan_range, resolve_position, time_pruning
+from analytics.read import TimeBounds
+from analytics.snapshot import PartitionSnapshot, take_snapshots
+from common.errors import BadSourceOption
 
 SOURCE_NAME = "strata"
 
@@ -77,23 +91,154 @@ class StrataDataSource(DataSource):
 
 
 class SlicePartition(InputPartition):
-    """One InputPartition: a list of `analytics.plan.Slice` (picklable dataclasses)."""
+    """One Spark partition: (slices, access, time bounds, failOnDataLoss), all plain data."""
 
-    def __init__(self, slices: Sequence[Any]) -> None:
-        super().__init__(list(slices))
+    def __init__(self, slices: Sequence[Any], access: Any, bounds: Any, fail_on_data_loss: bool) -> None:
+        super().__init__((list(slices), access, bounds, fail_on_data_loss))
+
+
+def _plan(options: SourceOptions, snapshots: Sequence[PartitionSnapshot], starts: dict[str, Position],
+          ends: dict[str, Position], prune: Pruning) -> list[InputPartition]:
+    footers = Footers(options.access)
+    footers.prefetch([ledger.cold_key for snap in snapshots for ledger in snap.ledgers
+                      if ledger.cold_key and ledger.ledger_id >= starts[snap.topic][0]
+                      and not prune.skips_ledger(ledger) and not prune.skips_partition(snap)])
+    slices: list[Any] = []
+    for snap in snapshots:
+        slices.extend(plan_range(snap, starts[snap.topic], ends[snap.topic], options, prune, footers))
+    bounds = TimeBounds(options.starting_time_ms, options.ending_time_ms)
+    return [SlicePartition(group, options.access, bounds, options.fail_on_data_loss)
+            for group in group_slices(slices, options.partition_bytes)]
 
 
 class StrataReader(DataSourceReader):
+    """A batch query: the snapshot is taken when Spark plans (partitions()), once."""
+
     def __init__(self, options: dict[str, str]) -> None:
-        raise NotImplementedError  # filled in by analytics.plan (lead)
+        self.options = parse_source_options(options, streaming=False)
+        self.prune = time_pruning(self.options, Pruning())
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.prune = time_pruning(self.options, Pruning.from_filters(filters))
+        return filters            # pruning only: Spark applies every filter to the rows
 
     def partitions(self) -> Sequence[InputPartition]:
-        raise NotImplementedError
+        snapshots = take_snapshots(self.options)
+        starts = {s.topic: resolve_position(s, self.options.starting.for_topic(s.topic)) for s in snapshots}
+        ends = {s.topic: min(resolve_position(s, self.options.ending.for_topic(s.topic)), s.end) for s in snapshots}
+        for topic, start in starts.items():
+            if ends[topic] < start and isinstance(self.options.ending.for_topic(topic), tuple):
+                raise BadSourceOption("endingOffsets is before startingOffsets", topic=topic)
+        partitions = _plan(self.options, snapshots, starts, ends, self.prune)
+        return partitions or [SlicePartition([], self.options.access, TimeBounds(), True)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        raise NotImplementedError
+        from analytics.read import read_partition
+
+        yield from read_partition(partition.value)
 
 
-class StrataStreamReader(DataSourceStreamReader):
+class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream: offsets are {topic partition: "L:E"}, the next position to read. No subscription
+    is made, so nothing pins the cluster's storage for the query; retention may remove what a
+    stopped query has not read (failOnDataLoss decides what then happens)."""
+
     def __init__(self, options: dict[str, str]) -> None:
-        raise NotImplementedError
+        self.options = parse_source_options(options, streaming=True)
+        self._available_now: dict[str, str] | None = None   # the end of an availableNow run
+
+    def _snapshots(self) -> list[PartitionSnapshot]:
+        return take_snapshots(self.options)
+
+    def initialOffset(self) -> dict:
+        return {s.topic: _text(resolve_position(s, self.options.starting.for_topic(s.topic)))
+                for s in self._snapshots()}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = {s.topic: _text(s.end) for s in self._snapshots()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records_per_trigger:
+            return ReadMaxRows(self.options.max_records_per_trigger)
+        if self.options.max_bytes_per_trigger:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        snapshots = self._snapshots()
+        starts = {s.topic: _parse(start[s.topic]) if s.topic in start else s.first for s in snapshots}
+        ends = {s.topic: s.end for s in snapshots}
+        if self._available_now is not None:
+            ends = {t: min(e, _parse(self._available_now[t])) if t in self._available_now else starts[t]
+                    for t, e in ends.items()}
+        ends = {t: max(e, starts[t]) for t, e in ends.items()}
+        ends = admit(snapshots, starts, ends, limit)
+        return {**start, **{t: _text(p) for t, p in ends.items()}}
+
+    def reportLatestOffset(self) -> dict | None:
+        return {s.topic: _text(s.end) for s in self._snapshots()}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        snapshots = [s for s in self._snapshots() if s.topic in end]
+        starts = {s.topic: _parse(start[s.topic]) if s.topic in start else s.first for s in snapshots}
+        ends = {s.topic: _parse(end[s.topic]) for s in snapshots}
+        prune = time_pruning(self.options, Pruning())
+        return _plan(self.options, snapshots, starts, ends, prune)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from analytics.read import read_partition
+
+        yield from read_partition(partition.value)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: no subscription holds the query's place (the checkpoint does)."""
+
+    def stop(self) -> None:
+        """Nothing to release: the reader holds no connection between calls."""
+
+
+def _text(position: Position) -> str:
+    return f"{position[0]}:{position[1]}"
+
+
+def _parse(text: str) -> Position:
+    ledger, _, entry = str(text).partition(":")
+    return int(ledger), int(entry)
+
+
+def admit(snapshots: Sequence[PartitionSnapshot], starts: dict[str, Position], ends: dict[str, Position],
+          limit: ReadLimit) -> dict[str, Position]:
+    """Ends moved back so the range holds about `limit` rows or bytes in all (whole entries,
+    sized by their ledger's averages), shared evenly by the topic partitions with data."""
+    if isinstance(limit, ReadMaxRows):
+        budget, per = float(limit.max_rows), "messages"
+    elif isinstance(limit, ReadMaxBytes):
+        budget, per = float(limit.max_bytes), "size_bytes"
+    else:
+        return ends
+    busy = [s for s in snapshots if ends[s.topic] > starts[s.topic]]
+    if not busy:
+        return ends
+    share = budget / len(busy)
+    out = dict(ends)
+    for snap in busy:
+        left = share
+        position = starts[snap.topic]
+        for ledger in snap.ledgers:
+            if ledger.ledger_id < position[0] or (ledger.ledger_id, 0) >= ends[snap.topic]:
+                continue
+            first = position[1] if ledger.ledger_id == position[0] else 0
+            last = min(ledger.entries, ends[snap.topic][1] if ledger.ledger_id == ends[snap.topic][0]
+                       else ledger.entries)
+            per_entry = max(getattr(ledger, per) / ledger.entries, 1.0) if getattr(ledger, per) and ledger.entries \
+                else (1.0 if per == "messages" else 1024.0)
+            take = max(1, int(left // per_entry)) if left >= per_entry or position == starts[snap.topic] else 0
+            if first + take < last:
+                out[snap.topic] = (ledger.ledger_id, first + take)
+                break
+            left -= (last - first) * per_entry
+            position = (ledger.ledger_id, last)
+            if left <= 0:
+                out[snap.topic] = position
+                break
+    return out

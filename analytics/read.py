@@ -1,0 +1,146 @@
+"""Executor side: a planned slice -> Arrow record batches of message rows (MESSAGE_ONLY_SCHEMA).
+
+    for batch in read_slices(slices, access, bounds, fail_on_data_loss):
+        ...                                   # pyarrow.RecordBatch, the source's schema
+
+- `ColdSlice`: the object's row groups straight from S3 with pyarrow's native S3 filesystem
+  (pre-buffered ranged reads, page checksums verified), only the message columns; no broker.
+- `HotSlice`: the entries straight from the bookies (the ledger's metadata came with the slice:
+  ensembles and quorums), each entry unpacked into rows by `offload.message_table`, exactly as
+  the offloader would write them. Like Pulsar SQL, no broker funnels the data.
+- Rows outside the slice's entry range (a row group's edges) and, when the query has
+  startingTime/endingTime, outside those publish times, are dropped here.
+
+What must hold: each slice yields exactly its entries' rows, in (entry_id, batch_index) order, or
+raises: a damaged object ColdObjectCorrupt; data gone (a missing object, a deleted ledger)
+DataLost, or a warning and nothing when failOnDataLoss is false.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analytics.access import ClusterAccess
+from analytics.plan import ColdSlice, HotSlice, Slice
+from common.clock import SYSTEM_CLOCK
+from common.config import default_config
+from common.errors import ColdObjectCorrupt, ColdObjectMissing, DataLost, NoSuchEntry, NoSuchLedger
+from ledger.handle import ReadHandle
+from ledger.ledger_metadata import LedgerMetadata
+from ledger.ledger_store import BookiePool
+from offload.message_table import MESSAGE_COLUMNS, MESSAGE_ONLY_SCHEMA, EntryTableBuilder, LedgerOrigin
+
+log = logging.getLogger(__name__)
+HOT_READ_ENTRIES = 256            # entries per bookie read (and per record batch of a hot slice)
+COLD_BATCH_ROWS = 16_384          # rows per record batch of a cold slice
+HOT_READ_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class TimeBounds:
+    """Publish-time bounds in ms (start inclusive, end exclusive); None = open."""
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.start_ms is not None or self.end_ms is not None
+
+
+def read_slices(slices: Sequence[Slice], access: ClusterAccess, bounds: TimeBounds,
+                fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    for piece in slices:
+        try:
+            batches = _read_cold(piece, access) if isinstance(piece, ColdSlice) else _read_hot(piece)
+            for batch in batches:
+                batch = _within(batch, piece, bounds)
+                if batch.num_rows:
+                    yield batch
+        except DataLost as exc:
+            if fail_on_data_loss:
+                raise
+            log.warning("skipped (failOnDataLoss=false): %s", exc)
+
+
+def _within(batch: pa.RecordBatch, piece: Slice, bounds: TimeBounds) -> pa.RecordBatch:
+    entry = batch.column("entry_id")
+    mask = None
+    if pc.min(entry).as_py() < piece.first_entry or pc.max(entry).as_py() > piece.last_entry:
+        mask = pc.and_(pc.greater_equal(entry, piece.first_entry), pc.less_equal(entry, piece.last_entry))
+    if bounds.active:
+        publish = batch.column("publish_time").cast(pa.int64())
+        for condition in (pc.greater_equal(publish, bounds.start_ms * 1000) if bounds.start_ms is not None else None,
+                          pc.less(publish, bounds.end_ms * 1000) if bounds.end_ms is not None else None):
+            if condition is not None:
+                mask = condition if mask is None else pc.and_(mask, condition)
+    return batch if mask is None else batch.filter(pc.fill_null(mask, False))
+
+
+def _read_cold(piece: ColdSlice, access: ClusterAccess) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    path = access.object_path(piece.key)
+    try:
+        handle = access.s3_filesystem().open_input_file(path)
+        parquet = pq.ParquetFile(handle, pre_buffer=True, page_checksum_verification=True)
+        for batch in parquet.iter_batches(batch_size=COLD_BATCH_ROWS, row_groups=list(piece.row_groups),
+                                          columns=list(MESSAGE_COLUMNS), use_threads=False):
+            yield _conform(batch)
+    except FileNotFoundError:
+        raise DataLost("an offloaded ledger's object is gone from S3", key=piece.key,
+                       ledger_id=piece.ledger_id, topic=piece.topic) from None
+    except OSError as exc:
+        if "NoSuchKey" in str(exc) or "404" in str(exc):
+            raise DataLost("an offloaded ledger's object is gone from S3", key=piece.key,
+                           ledger_id=piece.ledger_id) from None
+        if "403" in str(exc) or "AccessDenied" in str(exc) or "InvalidAccessKeyId" in str(exc):
+            raise ColdObjectMissing(f"S3 refused the read: {exc}", key=piece.key) from None
+        raise ColdObjectCorrupt(f"an offloaded ledger's object could not be read: {exc}", key=piece.key) from None
+    except pa.ArrowException as exc:
+        raise ColdObjectCorrupt(f"an offloaded ledger's object is damaged: {exc}", key=piece.key) from None
+
+
+def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The source's exact schema (dictionary-encoded columns come back as plain ones)."""
+    if batch.schema.equals(MESSAGE_ONLY_SCHEMA):
+        return batch
+    return pa.RecordBatch.from_arrays([batch.column(i).cast(MESSAGE_ONLY_SCHEMA.field(i).type)
+                                       for i in range(len(MESSAGE_ONLY_SCHEMA))], schema=MESSAGE_ONLY_SCHEMA)
+
+
+def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:
+    meta = LedgerMetadata.from_json(piece.metadata_json)
+    loop = asyncio.new_event_loop()
+    config = default_config()
+    pool = BookiePool(config, SYSTEM_CLOCK)
+    try:
+        handle = ReadHandle(meta, pool, config, SYSTEM_CLOCK, last_add_confirmed=piece.last_entry)
+        rows = EntryTableBuilder(LedgerOrigin(piece.topic, piece.partition, piece.ledger_id))
+        for low in range(piece.first_entry, piece.last_entry + 1, HOT_READ_ENTRIES):
+            high = min(piece.last_entry, low + HOT_READ_ENTRIES - 1)
+            try:
+                entries = loop.run_until_complete(asyncio.wait_for(handle.read(low, high), HOT_READ_TIMEOUT_S))
+            except (NoSuchLedger, NoSuchEntry) as exc:
+                raise DataLost("a ledger's entries are gone from the bookies (retention deleted it?)",
+                               ledger_id=piece.ledger_id, topic=piece.topic, cause=str(exc)) from None
+            for entry_id, data in entries:
+                rows.add(entry_id, data)
+            table = rows.take()
+            if table is not None:
+                yield from table.select(list(MESSAGE_COLUMNS)).to_batches()
+    finally:
+        loop.run_until_complete(pool.close())
+        loop.close()
+
+
+def read_partition(value: Any) -> Iterator[pa.RecordBatch]:
+    """What the source's `read(partition)` runs: value = (slices, access, bounds, fail_on_data_loss)."""
+    slices, access, bounds, fail_on_data_loss = value
+    yield from read_slices(slices, access, bounds, fail_on_data_loss)

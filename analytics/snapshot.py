@@ -1,0 +1,187 @@
+"""What a query sees, taken on the driver at planning time: for every topic partition, its kept
+ledgers and the last confirmed entry of the open one.
+
+    snapshots = take_snapshots(options)       # one PartitionSnapshot per topic partition
+
+How: the topic list comes from the metadata store (`/admin/partitioned-topics`, `/topics`, the
+managed ledger records at `/managed-ledgers/<name>`); nothing goes through a broker's read path.
+A ledger is cold when its record has a cold copy (read from S3, even while the bookie copy is
+still there), else hot (read from the bookies, its ledger metadata shipped with the slice).
+The open ledger ends at its last confirmed entry: the broker's (`lastConfirmedEntry` of
+internalStats, one small HTTP call, when `admin.url` is set), else the bookies' LAC, which
+trails the newest entry until the next add (a piggybacked LAC).
+
+What must hold: a snapshot lists whole entries that are durable (at or below a last confirmed
+entry), each ledger once, in ledger order; taking it writes nothing but the reader's own
+metadata session. An unknown topic is TopicNotFound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from analytics.options import Position, SourceOptions
+from common.clock import SYSTEM_CLOCK
+from common.config import default_config
+from common.errors import StrataError, TopicNotFound
+from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName, parse_topic
+from ledger.ledger_metadata import LedgerMetadata, ledger_path
+from ledger.ledger_store import BookiePool
+from ledger.ml_metadata import ManagedLedgerMetadata, ml_path
+from metadata import MetadataStore, open_store
+
+log = logging.getLogger(__name__)
+ADMIN_TIMEOUT_S = 10.0
+BOOKIE_LAC_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class LedgerInSnapshot:
+    ledger_id: int
+    entries: int                  # entries 0..entries-1 are in the snapshot
+    size_bytes: int               # stored bytes (closed ledgers; an estimate for the open one)
+    messages: int                 # messages (closed ledgers; an estimate for the open one)
+    first_publish_ms: int         # 0: unknown (the open ledger)
+    last_publish_ms: int
+    cold_key: str                 # "" = read from the bookies
+    metadata_json: bytes          # the ledger's metadata (hot ledgers), b"" for cold ones
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    topic: str                    # the partition's full name
+    partition: int                # -1: not a partition
+    ledgers: tuple[LedgerInSnapshot, ...]
+
+    @property
+    def first(self) -> Position:
+        """The first kept position (the end, if nothing is kept)."""
+        for ledger in self.ledgers:
+            if ledger.entries:
+                return ledger.ledger_id, 0
+        return self.end
+
+    @property
+    def end(self) -> Position:
+        """The position after the last confirmed entry."""
+        if not self.ledgers:
+            return 0, 0
+        last = self.ledgers[-1]
+        return last.ledger_id, last.entries
+
+
+def resolve_topics(store: MetadataStore, options: SourceOptions) -> list[TopicName]:
+    """The topic partitions the options name, in name order (a partitioned topic: its partitions)."""
+    if options.pattern:
+        pattern = re.compile(options.pattern)
+        names = [name for name in _all_topics(store)
+                 if pattern.fullmatch(str(name)) or pattern.fullmatch(str(name.base))]
+        return sorted(names, key=str)
+    out: list[TopicName] = []
+    for text in options.topics:
+        name = parse_topic(text)
+        partitions = _partition_count(store, name)
+        if partitions:
+            out.extend(name.partition(i) for i in range(partitions))
+        elif store.get(f"{TOPICS_ROOT}/{name.path}") is not None or store.get(ml_path(name.managed_ledger_name)):
+            out.append(name)
+        else:
+            raise TopicNotFound("topic not found: no such topic or partitioned topic in the metadata store",
+                                topic=str(name))
+    return out
+
+
+def _partition_count(store: MetadataStore, name: TopicName) -> int:
+    if name.partition_index >= 0:
+        return 0
+    found = store.get(f"{PARTITIONED_ROOT}/{name.path}")
+    return int(json.loads(found.value)["partitions"]) if found is not None else 0
+
+
+def _all_topics(store: MetadataStore) -> list[TopicName]:
+    out = []
+    for tenant in store.children(TOPICS_ROOT):
+        for namespace in store.children(f"{TOPICS_ROOT}/{tenant}"):
+            for local in store.children(f"{TOPICS_ROOT}/{tenant}/{namespace}"):
+                out.append(parse_topic(f"persistent://{tenant}/{namespace}/{local}"))
+    return out
+
+
+def take_snapshots(options: SourceOptions) -> list[PartitionSnapshot]:
+    store = open_store(options.access.require_metadata())
+    try:
+        names = resolve_topics(store, options)
+        return [snapshot_partition(store, name, options.access.admin_url) for name in names]
+    finally:
+        store.close()
+
+
+def snapshot_partition(store: MetadataStore, name: TopicName, admin_url: str) -> PartitionSnapshot:
+    broker_lac = _broker_last_confirmed(admin_url, name) if admin_url else None
+    found = store.get(ml_path(name.managed_ledger_name))
+    records = ManagedLedgerMetadata.from_json(found.value, found.version).ledgers if found is not None else ()
+    ledgers: list[LedgerInSnapshot] = []
+    for record in records:
+        if broker_lac is not None and record.ledger_id > broker_lac[0]:
+            break                                   # created after the broker's answer
+        if record.closed:
+            entries = record.entries
+            if broker_lac is not None and record.ledger_id == broker_lac[0]:
+                entries = min(entries, broker_lac[1] + 1)
+        elif broker_lac is not None:
+            entries = broker_lac[1] + 1 if record.ledger_id == broker_lac[0] else 0
+        else:
+            entries = -1                            # the bookies' LAC, below
+        cold = record.cold.key if record.cold is not None else ""
+        meta = b""
+        if not cold:
+            got = store.get(ledger_path(record.ledger_id))
+            if got is None:
+                continue                           # deleted since the record was read: nothing to read
+            meta = got.value
+            if entries < 0:
+                entries = _bookie_lac(LedgerMetadata.from_json(meta)) + 1
+        ledgers.append(LedgerInSnapshot(record.ledger_id, max(entries, 0), record.size_bytes, record.messages,
+                                        record.first_publish_ms, record.last_publish_ms, cold, meta))
+    return PartitionSnapshot(str(name), name.partition_index, tuple(ledgers))
+
+
+def _broker_last_confirmed(admin_url: str, name: TopicName) -> Position | None:
+    url = f"{admin_url}/admin/v2/persistent/{name.path}/internalStats"
+    try:
+        with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:
+            stats = json.loads(response.read())
+        ledger, _, entry = str(stats["lastConfirmedEntry"]).partition(":")
+        return int(ledger), int(entry)
+    except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
+        log.warning("admin %s did not give %s's last confirmed entry (%s); using the bookies' LAC",
+                    admin_url, name, exc)
+        return None
+
+
+def _bookie_lac(meta: LedgerMetadata) -> int:
+    """The highest LAC the open ledger's last ensemble reports (-1 if none answers)."""
+    if meta.is_closed:
+        return meta.last_entry_id
+
+    async def ask() -> int:
+        pool = BookiePool(default_config(), SYSTEM_CLOCK)
+        try:
+            answers = await asyncio.gather(*(asyncio.wait_for(pool.get(b).read_lac(meta.ledger_id),
+                                                              BOOKIE_LAC_TIMEOUT_S)
+                                             for b in meta.last_ensemble), return_exceptions=True)
+        finally:
+            await pool.close()
+        lacs = [a[0] for a in answers if not isinstance(a, BaseException)]
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(answer, (StrataError, TimeoutError)):
+                raise answer
+        return max(lacs, default=meta.fragments[-1].first_entry_id - 1)
+
+    return asyncio.run(ask())

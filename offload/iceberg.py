@@ -47,6 +47,7 @@ import asyncio
 import functools
 import logging
 import os
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -206,6 +207,7 @@ class IcebergTables:
         self.settings = settings
         self.s3 = s3
         self._catalog: SqlCatalog | None = None
+        self._catalog_lock = threading.Lock()   # the pool's threads open the catalog once
         self._pool = ThreadPoolExecutor(max_workers=CATALOG_THREADS, thread_name_prefix="offload-iceberg")
         self._locks = [asyncio.Lock() for _ in range(LOCK_STRIPES)]
         self.registered = 0               # files added by this process
@@ -251,9 +253,11 @@ class IcebergTables:
     # --- blocking API (worker threads, readers, tests) ------------------------------------------
 
     def catalog(self) -> SqlCatalog:
-        if self._catalog is None:
-            self._catalog = catalog(self.s3, self.settings.catalog_uri, self.settings.timeout_s)
-        return self._catalog
+        """The catalog, opened on first use (connects; creates the catalog's tables if missing)."""
+        with self._catalog_lock:
+            if self._catalog is None:
+                self._catalog = catalog(self.s3, self.settings.catalog_uri, self.settings.timeout_s)
+            return self._catalog
 
     def load_table(self, topic: str) -> Table:
         """The topic's table (IcebergCatalogError if there is none, or the catalog fails)."""

@@ -17,7 +17,8 @@ What must hold: every reader gives the same message rows (`MESSAGE_COLUMNS`, sor
 ledger_id, entry_id, batch_index), and those are exactly what was produced: ids (the
 message_id bytes deserialize to the ids the producers got), payloads, keys, properties, event
 times and producer names. The Iceberg table holds one data file per offloaded ledger, each the
-ledger's object, and its location is outside the topic's folder.
+ledger's object, and its location is outside the topic's folder. A `strata standalone` with its
+embedded SeaweedFS registers its offloaded topics the same way (its own test and standalone).
 """
 
 from __future__ import annotations
@@ -219,3 +220,35 @@ def test_spark_source_reads_the_same_rows(world: World, spark: Any) -> None:
     for column in MESSAGE_COLUMNS:
         assert rows.column(column).equals(by_pyarrow.column(column)), f"spark: column {column} differs"
     assert_is_the_corpus(rows, w.corpus, "spark.read.format('strata')")
+
+
+def test_embedded_standalone_registers_its_topics(tmp_path: Any) -> None:
+    """`strata standalone` with its own SeaweedFS and SQLite metadata: offloaded ledgers are in
+    the topic's table too, read with the credentials the standalone keeps in its data dir."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    topic = "persistent://public/default/embedded"
+    env = {"STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "20", "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0"}
+    with StandaloneProcess.start(tmp_path / "data", env=env, embedded_s3=True) as sa:
+        client = make_client(sa.service_url)
+        producer = client.create_producer(topic, batching_enabled=False)
+        payloads = [b"embedded %d" % i for i in range(100)]
+        for payload in payloads:
+            producer.send(payload, partition_key=f"k{len(payload) % 3}")
+        client.close()
+        sa.restart()
+        client = make_client(sa.service_url)
+        client.create_reader(topic, pulsar.MessageId.earliest).close()
+        client.close()
+        admin = Admin(sa.admin_url)
+        status, body = admin.offload(topic, int(admin.ledgers(topic)[-1]["ledgerId"]))
+        assert status == 204, (status, body)
+        assert admin.wait_offload_finished(topic, OFFLOAD_TIMEOUT_S)["status"] == "SUCCESS"
+        credentials = sa.s3_credentials()
+        cat = SqlCatalog("strata", uri=sa.metadata_url, **{
+            "s3.endpoint": sa.s3_endpoint, "s3.access-key-id": credentials["access_key"],
+            "s3.secret-access-key": credentials["secret_key"], "s3.region": "us-east-1"})
+        rows = cat.load_table("public.default.embedded").scan().to_arrow().sort_by(ORDER)
+        assert rows.column("payload").to_pylist() == payloads
+        closed = {int(x["ledgerId"]) for x in admin.ledgers(topic)[:-1] if x["entries"] > 0}
+        assert set(rows.column("ledger_id").to_pylist()) == closed and len(closed) >= 5
+        cat.engine.dispose()

@@ -17,7 +17,9 @@ What must hold: every reader gives the same message rows (`MESSAGE_COLUMNS`, sor
 ledger_id, entry_id, batch_index), and those are exactly what was produced: ids (the
 message_id bytes deserialize to the ids the producers got), payloads, keys, properties, event
 times and producer names. The Iceberg table holds one data file per offloaded ledger, each the
-ledger's object, and its location is outside the topic's folder. A `strata standalone` with its
+ledger's object, and its location is outside the topic's folder. On topics of their own: a
+partitioned topic is one table over both partition folders; retention trimming offloaded
+ledgers removes their files from the table (then the objects go). A `strata standalone` with its
 embedded SeaweedFS registers its offloaded topics the same way (its own test and standalone).
 """
 
@@ -42,12 +44,14 @@ from tests.support.offload_checks import (
     S3Access,
     Sent,
     assert_same_messages,
+    http,
     id_of,
     in_id_order,
     produce_corpus,
 )
 from tests.support.seaweed import TestSeaweed
 from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
 
 MESSAGES = 3_000
 SEED = 1313
@@ -60,6 +64,7 @@ EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 MILLISECOND = datetime.timedelta(milliseconds=1)
 ENV = {"STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "100",
        "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0",
+       "STRATA_BROKER_RETENTION_CHECK_INTERVAL_MS": "200",
        "STRATA_RETENTION_TIME_MINUTES": "-1", "STRATA_RETENTION_SIZE_MB": "-1"}
 
 
@@ -157,14 +162,17 @@ def read_with_polars(w: World) -> pa.Table:
 
 
 def iceberg_table(w: World) -> Any:
-    """The topic's table, found as any pyiceberg user would: a SqlCatalog over the cluster's
+    return iceberg_table_of(w, NS, "events")
+
+
+def iceberg_table_of(w: World, ns: str, local: str) -> Any:
+    """A topic's table, found as any pyiceberg user would: a SqlCatalog over the cluster's
     metadata database, the bucket's S3 settings, identifier tenant.namespace.topic."""
     from pyiceberg.catalog.sql import SqlCatalog
     cat = SqlCatalog("strata", uri=w.sa.metadata_url, **{
         "s3.endpoint": w.s3.endpoint, "s3.access-key-id": w.s3.access_key,
         "s3.secret-access-key": w.s3.secret_key, "s3.region": w.s3.region})
-    tenant, ns = NS.split("/")
-    return cat.load_table(f"{tenant}.{ns}.events")
+    return cat.load_table(f"{ns.replace('/', '.')}.{local}")
 
 
 def test_offload_succeeded_and_the_table_has_one_file_per_ledger(world: World) -> None:
@@ -207,6 +215,70 @@ def test_iceberg_prunes_by_ledger_and_time(world: World) -> None:
     later = table.scan(row_filter=f"publish_time >= '{cut.isoformat()}'").to_arrow()
     expected = everything.filter(pc.greater_equal(everything.column("publish_time"), pa.scalar(cut)))
     assert message_rows(later).equals(expected)
+
+
+def table_files(w: World, table_name: str) -> set[str]:
+    tenant, ns, local = table_name.split("/")
+    from pyiceberg.catalog.sql import SqlCatalog
+    cat = SqlCatalog("strata", uri=w.sa.metadata_url, **{
+        "s3.endpoint": w.s3.endpoint, "s3.access-key-id": w.s3.access_key,
+        "s3.secret-access-key": w.s3.secret_key, "s3.region": w.s3.region})
+    try:
+        return set(cat.load_table((tenant, ns, local)).inspect.files().column("file_path").to_pylist())
+    finally:
+        cat.engine.dispose()
+
+
+def test_a_partitioned_topic_is_one_table_over_its_partitions(world: World) -> None:
+    w = world
+    ns = f"public/any-engine-parted-{os.getpid()}"
+    topic = f"persistent://{ns}/parted"
+    admin = Admin(w.sa.admin_url)
+    assert http("PUT", admin.topic_url(topic, "partitions"), 2)[0] == 204
+    client = make_client(w.sa.service_url)
+    try:
+        sent = produce_corpus(client, topic, 2_000, SEED + 1, chunk=250, batch_messages_max=5)
+    finally:
+        client.close()
+    keys_of_objects: set[str] = set()
+    for index in range(2):
+        partition = f"{topic}-partition-{index}"
+        ledgers = admin.ledgers(partition)
+        assert admin.offload(partition, int(ledgers[-1]["ledgerId"]))[0] == 204
+        assert admin.wait_offload_finished(partition, OFFLOAD_TIMEOUT_S)["status"] == "SUCCESS"
+        keys_of_objects |= set(w.s3.list_objects(f"{w.s3.topic_prefix(topic)}partition-{index}/"))
+    assert table_files(w, f"{ns}/parted") == {f"s3://{w.s3.bucket}/{k}" for k in keys_of_objects}
+    by_iceberg = message_rows(iceberg_table_of(w, ns, "parted").scan().to_arrow())
+    by_pyarrow = message_rows(w.s3.read_table(w.s3.topic_prefix(topic)))   # both partition folders
+    assert by_iceberg.equals(by_pyarrow) and 0 < by_iceberg.num_rows < len(sent)
+    assert set(by_iceberg.column("partition").to_pylist()) == {0, 1}
+
+
+def test_retention_removes_the_trimmed_ledgers_files_from_the_table(world: World) -> None:
+    w = world
+    ns = f"public/any-engine-retention-{os.getpid()}"
+    topic = f"persistent://{ns}/trimmed"
+    admin = Admin(w.sa.admin_url)
+    status, body = http("POST", admin.ns_url(ns, "retention"), {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+    assert status == 204, (status, body)
+    client = make_client(w.sa.service_url)
+    try:
+        consumer = client.subscribe(topic, "acks-all", initial_position=pulsar.InitialPosition.Earliest)
+        sent = produce_corpus(client, topic, 1_500, SEED + 2, chunk=250, batch_messages_max=5)
+        ledgers = admin.ledgers(topic)
+        closed = {int(x["ledgerId"]) for x in ledgers[:-1] if x["entries"] > 0}
+        assert len(closed) >= 2
+        assert admin.offload(topic, int(ledgers[-1]["ledgerId"]))[0] == 204
+        assert admin.wait_offload_finished(topic, OFFLOAD_TIMEOUT_S)["status"] == "SUCCESS"
+        assert table_files(w, f"{ns}/trimmed") == {f"s3://{w.s3.bucket}/{w.s3.ledger_key(topic, x)}" for x in closed}
+        for _ in sent:
+            consumer.acknowledge(consumer.receive(30_000))
+        wait_until(lambda: not table_files(w, f"{ns}/trimmed"), 60, what="the trimmed ledgers' files out of the table",
+                   interval_s=0.3)
+        wait_until(lambda: not w.s3.list_objects(w.s3.topic_prefix(topic)), 60,
+                   what="the trimmed ledgers' objects deleted", interval_s=0.3)
+    finally:
+        client.close()
 
 
 def test_spark_source_reads_the_same_rows(world: World, spark: Any) -> None:

@@ -81,7 +81,9 @@ TABLE_PROPERTIES = {
     "strata.managed": "true",            # tells people the cold tier adds and removes its files
 }
 _ALREADY_REFERENCED = "already referenced"   # pyiceberg's add_files ValueError for a known file
-_CATALOG_RETRY = retry.Retry("offload.iceberg_commit", retry_on=IcebergCatalogError, attempts_max=3,
+_CATALOG_RETRY_ATTEMPTS = 3
+_CATALOG_RETRY = retry.Retry("offload.iceberg_commit", retry_on=IcebergCatalogError,
+                             attempts_max=_CATALOG_RETRY_ATTEMPTS,
                              wait=retry.exponential(0.2, 2.0), log_level=logging.INFO)
 
 
@@ -103,7 +105,9 @@ class IcebergSettings:
 
 def catalog_sqlalchemy_url(url: str, timeout_s: float) -> str:
     """A metadata URL (`sqlite:////abs/x.db`, `postgresql://...`) as the SQLAlchemy URL SqlCatalog
-    takes: psycopg 3 for PostgreSQL, and bounds on connecting, locks and statements."""
+    takes: psycopg 3 for PostgreSQL, and bounds on connecting, locks and statements (a share of
+    `timeout_s`, which covers every attempt of a call). Bounds already in the URL are kept."""
+    attempt_s = max(1.0, timeout_s / _CATALOG_RETRY_ATTEMPTS)
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
@@ -113,11 +117,11 @@ def catalog_sqlalchemy_url(url: str, timeout_s: float) -> str:
     if backend == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
             raise InvalidArgument("an SQLite Iceberg catalog needs a file: sqlite:////abs/path.db", uri=url)
-        query.setdefault("timeout", f"{timeout_s:g}")
+        query.setdefault("timeout", f"{attempt_s:g}")
         parsed = parsed.set(drivername="sqlite", database=os.path.abspath(parsed.database), query=query)
     elif backend in ("postgresql", "postgres"):
-        timeout_ms = int(timeout_s * 1000)
-        query.setdefault("connect_timeout", str(max(2, int(timeout_s / 3))))
+        timeout_ms = int(attempt_s * 1000)
+        query.setdefault("connect_timeout", str(max(2, int(attempt_s))))   # libpq's smallest useful value is 2
         query.setdefault("options", f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}")
         query.setdefault("application_name", "strata-iceberg")
         parsed = parsed.set(drivername="postgresql+psycopg", query=query)
@@ -170,7 +174,7 @@ def catalog_properties(settings: S3Settings, catalog_uri: str, timeout_s: float)
     """SqlCatalog properties: the catalog database and the pyarrow S3 FileIO of the bucket."""
     props = {"uri": catalog_uri, "pool_pre_ping": "true", "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
              "s3.region": settings.region, "s3.connect-timeout": f"{settings.connect_timeout_s:g}",
-             "s3.request-timeout": f"{max(settings.read_timeout_s, timeout_s):g}"}
+             "s3.request-timeout": f"{min(settings.read_timeout_s, timeout_s):g}"}
     if settings.endpoint:
         props.update({"s3.endpoint": settings.endpoint, "s3.path-style-access": "true",
                       "s3.force-virtual-addressing": "false"})

@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from common.config import default_config
-from common.errors import IcebergCatalogError
+from common.errors import IcebergCatalogError, InvalidArgument
 from metadata import open_store
 from offload import keys, open_cold_storage
 from offload.format import LedgerOrigin, LedgerWriter
@@ -36,6 +36,7 @@ from offload.iceberg import (
     IcebergSettings,
     IcebergTables,
     catalog,
+    catalog_sqlalchemy_url,
     table_identifier,
 )
 from offload.message_table import MESSAGE_COLUMNS, MESSAGE_ONLY_SCHEMA
@@ -291,3 +292,23 @@ def test_cold_tier_commits_to_the_table_before_returning(env, s3_server):  # noq
         await storage.close()
         await shutdown(store, client)
     run(body())
+
+
+def test_catalog_urls_and_settings() -> None:
+    pg = catalog_sqlalchemy_url("postgresql://strata@db.example:5432/meta", 30.0)
+    assert pg.startswith("postgresql+psycopg://strata@db.example:5432/meta?")
+    assert "connect_timeout=10" in pg and "statement_timeout%3D10000" in pg
+    assert catalog_sqlalchemy_url("sqlite:////var/lib/strata/metadata.db", 6.0) == \
+        "sqlite:////var/lib/strata/metadata.db?timeout=2"
+    for bad in ("mysql://x@y/z", "sqlite://", "not a url"):
+        with pytest.raises(InvalidArgument):
+            catalog_sqlalchemy_url(bad, 30.0)
+    config = default_config(offload_driver="s3")
+    assert IcebergSettings.from_config(config, None) is None                  # no catalog database known
+    assert IcebergSettings.from_config(config.replace(offload_iceberg_enabled=False), "sqlite:////x.db") is None
+    chosen = IcebergSettings.from_config(config.replace(offload_iceberg_catalog_uri="postgresql://a@b/c"),
+                                         "sqlite:////x.db")
+    assert chosen is not None and chosen.catalog_uri.startswith("postgresql+psycopg://a@b/c")
+    storage = open_cold_storage(config)
+    assert storage is not None and storage.tables is None   # no metadata URL: the tier without tables
+    run(storage.close())

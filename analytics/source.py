@@ -224,14 +224,18 @@ def admit(snapshots: Sequence[PartitionSnapshot], starts: dict[str, Position], e
     for snap in busy:
         left = share
         position = starts[snap.topic]
+        known = [(getattr(ledger, per), ledger.entries) for ledger in snap.ledgers if getattr(ledger, per)]
+        # the open ledger has no counts yet: size it like the partition's closed ledgers
+        typical = max(sum(v for v, _ in known) / max(1, sum(n for _, n in known)), 1.0) if known \
+            else (1.0 if per == "messages" else 1024.0)
         for ledger in snap.ledgers:
             if ledger.ledger_id < position[0] or (ledger.ledger_id, 0) >= ends[snap.topic]:
                 continue
             first = position[1] if ledger.ledger_id == position[0] else 0
             last = min(ledger.entries, ends[snap.topic][1] if ledger.ledger_id == ends[snap.topic][0]
                        else ledger.entries)
-            per_entry = max(getattr(ledger, per) / ledger.entries, 1.0) if getattr(ledger, per) and ledger.entries \
-                else (1.0 if per == "messages" else 1024.0)
+            value = getattr(ledger, per)
+            per_entry = max(value / ledger.entries, 1.0) if value and ledger.entries else typical
             take = max(1, int(left // per_entry)) if left >= per_entry or position == starts[snap.topic] else 0
             if first + take < last:
                 out[snap.topic] = (ledger.ledger_id, first + take)

@@ -46,6 +46,7 @@ OFFLOAD_TIMEOUT_S = 120.0
 ENV = {"STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "12",
        "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0",
        "STRATA_OFFLOAD_ROW_GROUP_BYTES": str(64 * 1024),
+       "STRATA_BROKER_RETENTION_CHECK_INTERVAL_MS": "500",
        # keep every ledger: with no subscription and no retention the broker would trim them all
        "STRATA_RETENTION_TIME_MINUTES": "-1", "STRATA_RETENTION_SIZE_MB": "-1"}
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)   # Spark gives naive UTC datetimes (session tz UTC)
@@ -163,3 +164,119 @@ def test_filters_prune_ledgers_and_row_groups_and_keep_the_rows(spark, world: Wo
     assert 0 < len(pruned) < len(plan_of(world))
     by_ledger = df.where(F.col("ledger_id") == world.corpus[10].msg_id[0])
     assert {r["ledger_id"] for r in by_ledger.collect()} == {world.corpus[10].msg_id[0]}
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"topic": TOPIC, "startingOffset": "earliest"}, "unknown option"),
+    ({"topic": TOPIC, "topics": TOPIC}, "exactly one of topic"),
+    ({"topic": TOPIC, "startingOffsets": "{not json"}, "is not earliest, latest or JSON"),
+    ({"topic": TOPIC, "startingOffsets": f'{{"{TOPIC}": "7:x"}}'}, "must be 'ledger:entry'"),
+    ({"topic": TOPIC, "startingOffsets": f'{{"{TOPIC}": "9:5"}}', "endingOffsets": f'{{"{TOPIC}": "9:4"}}'},
+     "endingOffsets is before startingOffsets"),
+    ({"topic": TOPIC, "startingTime": "2000", "endingTime": "1000"}, "endingTime is before startingTime"),
+    ({"topic": TOPIC, "startingOffsets": "latest"}, "not allowed in a batch"),
+    ({"topic": TOPIC, "failOnDataLoss": "maybe"}, "must be true or false"),
+    ({"topic": "persistent://a/b/c/d"}, "bad topic name"),
+])
+def test_bad_options_fail_before_any_work(spark, world: World, options: dict, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        spark.read.format("strata").options(**{**world.options(), **options}).load().count()
+
+
+def test_an_unknown_topic_fails_at_planning(spark, world: World) -> None:
+    with pytest.raises(Exception, match="topic not found"):
+        spark.read.format("strata").options(**world.options(topic=f"persistent://{NS}/nope")).load().count()
+
+
+def test_a_missing_or_damaged_object_fails_at_planning(world: World) -> None:
+    from analytics.options import parse_source_options
+    from analytics.plan import Footers, Pruning, plan_range
+    from analytics.snapshot import LedgerInSnapshot, PartitionSnapshot
+    from common.errors import ColdObjectCorrupt, ColdObjectMissing
+
+    options = parse_source_options(world.options(topic=TOPIC), streaming=False)
+    s3 = world.s3.client()
+    damaged = f"{PREFIX}/damaged/ledger-{1:020d}.parquet"
+    s3.put_object(Bucket=world.s3.bucket, Key=damaged, Body=b"PAR1" + os.urandom(5000) + b"PAR1")
+    for key, error in ((f"{PREFIX}/missing/ledger-{1:020d}.parquet", ColdObjectMissing),
+                       (damaged, ColdObjectCorrupt)):
+        snapshot = PartitionSnapshot(TOPIC, -1, (LedgerInSnapshot(1, 10, 1000, 10, 1, 2, key, b""),))
+        with pytest.raises(error):
+            plan_range(snapshot, (1, 0), (1, 10), options, Pruning(), Footers(options.access))
+
+
+# --- streaming ---------------------------------------------------------------------------------
+
+def _partitioned(world: World, topic: str, partitions: int) -> None:
+    from tests.support.offload_checks import http, topic_path
+
+    status, body = http("PUT", f"{world.sa.admin_url}/admin/v2/persistent/{topic_path(topic)}/partitions", partitions)
+    assert status == 204, (status, body)
+
+
+def _ids(sent: list[Sent], topic: str) -> set:
+    return {(topic, s.msg_id) for s in sent}
+
+
+def test_a_stream_reads_each_message_once_across_restarts_and_replays(spark, world: World, tmp_path) -> None:
+    topic = f"persistent://{NS}/stream"
+    _partitioned(world, topic, 2)
+    client = make_client(world.sa.service_url)
+    first = produce_corpus(client, topic, 400, SEED + 5, chunk=100, batch_messages_max=10)
+    seen: dict[int, list[tuple]] = {}
+
+    def collect(df: Any, batch_id: int) -> None:
+        seen[batch_id] = sorted((r.topic.rsplit("-partition-", 1)[0], (r.ledger_id, r.entry_id, r.batch_index))
+                                for r in df.select("topic", "ledger_id", "entry_id", "batch_index").collect())
+
+    def run() -> None:
+        stream = spark.readStream.format("strata").options(
+            **world.options(topic=topic, startingOffsets="earliest", maxRecordsPerTrigger="150")).load()
+        query = (stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+        assert query.awaitTermination(180), "the availableNow query ended"
+        assert query.exception() is None
+
+    def all_rows() -> list[tuple]:
+        return [row for batch in seen.values() for row in batch]
+
+    run()
+    assert len(seen) >= 3, f"maxRecordsPerTrigger=150 splits 400 messages into batches: {sorted(seen)}"
+    assert sorted(all_rows()) == sorted(_ids(first, topic))
+    second = produce_corpus(client, topic, 200, SEED + 6, chunk=100, batch_messages_max=10)
+    client.close()
+    run()                                     # restarted from the checkpoint: only the new messages
+    assert sorted(all_rows()) == sorted(_ids(first + second, topic)), "each message exactly once"
+    last = max(seen)
+    replayed = seen.pop(last)
+    for name in (str(last), f".{last}.crc"):                 # as if the query died before committing it
+        (tmp_path / "ckpt" / "commits" / name).unlink(missing_ok=True)
+    run()
+    assert seen.get(last) == replayed, "a replayed micro-batch reads exactly the same rows"
+    assert sorted(all_rows()) == sorted(_ids(first + second, topic))
+
+
+def test_retention_removed_data_fails_the_query_or_is_skipped(spark, world: World) -> None:
+    from tests.support.offload_checks import http
+    from tests.support.waiting import wait_until
+
+    ns = f"public/spark-trim-{os.getpid()}"
+    topic = f"persistent://{ns}/trimmed"
+    client = make_client(world.sa.service_url)
+    sent = in_id_order(produce_corpus(client, topic, 300, SEED + 7, chunk=100, batch_messages_max=5))
+    first = sent[0].msg_id
+    status, _ = http("POST", f"{world.sa.admin_url}/admin/v2/namespaces/{ns}/retention",
+                     {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+    assert status == 204
+    admin = world.admin
+    wait_until(lambda: admin.ledgers(topic)[0]["ledgerId"] > first[0], 60, what="retention to trim a ledger")
+    client.close()
+    options = world.options(topic=topic, startingOffsets=f'{{"{topic}": "{first[0]}:{first[1]}"}}')
+    with pytest.raises(Exception, match=r"DataLost|removed"):
+        spark.read.format("strata").options(**options).load().count()
+    kept = spark.read.format("strata").options(**options, failOnDataLoss="false").load()
+    got = sorted((r.ledger_id, r.entry_id, r.batch_index) for r in kept.collect())
+    assert got, "the open ledger is never trimmed"
+    assert got == [s.msg_id for s in sent if s.msg_id >= got[0]], "what is kept is read, from the first kept entry on"

@@ -1,0 +1,187 @@
+"""`strata analytics` end to end: a real standalone whose cold tier is the session's SeaweedFS,
+messages from the official client, the `strata` Spark source.
+
+- `summary` runs as a subprocess (`python -m cli.main analytics summary`, its own Spark, local[2])
+  over a topic whose first ledgers are offloaded, so the read crosses from S3 to the bookies. Its
+  table, PNG and Parquet must hold exactly what was produced: 300 messages, their payload bytes,
+  the keys and producers with their counts, and a publish→event lag of about the 2 s the
+  producer stamped.
+- `consumer-lag` runs in-process on the session's SparkSession over a 2-partition topic where a
+  Shared consumer received everything and acked two messages in three: per partition, the
+  unacked count must be exactly what was left unacked, and every age must be positive.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pulsar
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from cli import analytics_cmd
+from common.errors import SubscriptionNotFound, TopicNotFound
+from tests.support.offload_checks import Admin, http
+from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
+from tests.support.waiting import wait_until
+
+ROLLOVER_ENTRIES = 50
+SUMMARY_MESSAGES = 300
+EVENT_LAG_MS = 2_000
+KEYS = ["k0", "k0", "k0", "k1", "k1", "k2"]   # message i gets KEYS[i % 6]: 150 k0, 100 k1, 50 k2
+SUBPROCESS_TIMEOUT_S = 300
+OFFLOAD_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def cluster(s3_server, tmp_path_factory):
+    bucket = s3_server.new_bucket()
+    env = {**s3_server.standalone_env(bucket, prefix="analytics"),
+           "STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": str(ROLLOVER_ENTRIES),
+           "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0"}
+    sa = StandaloneProcess.start(tmp_path_factory.mktemp("analytics") / "data", env=env)
+    try:
+        yield sa, bucket
+    finally:
+        sa.stop()
+
+
+def _access_flags(sa: StandaloneProcess, s3_server, bucket: str) -> list[str]:
+    return ["--data-dir", str(sa.data_dir), "--admin-url", sa.admin_url, "--s3-endpoint", s3_server.endpoint,
+            "--s3-bucket", bucket, "--s3-prefix", "analytics", "--s3-access-key", s3_server.access_key,
+            "--s3-secret-key", s3_server.secret_key]
+
+
+def _payload(i: int) -> bytes:
+    return f"m{i:05d}".encode() + b"x" * (i % 7)
+
+
+def _produce_summary_topic(sa: StandaloneProcess, topic: str) -> None:
+    client = pulsar.Client(sa.service_url, operation_timeout_seconds=15,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        # a durable subscription keeps the messages: with none, retention (0 by default) trims them
+        client.subscribe(topic, "keep").close()
+        producers = {name: client.create_producer(topic, producer_name=name, batching_enabled=False)
+                     for name in ("alpha", "beta")}
+        for i in range(SUMMARY_MESSAGES):
+            producer = producers["alpha" if i < 200 else "beta"]
+            producer.send(_payload(i), partition_key=KEYS[i % 6],
+                          event_timestamp=int(time.time() * 1000) - EVENT_LAG_MS)
+    finally:
+        client.close()
+
+
+def _offload_closed_ledgers(sa: StandaloneProcess, topic: str) -> int:
+    admin = Admin(sa.admin_url)
+    ledgers = admin.ledgers(topic)
+    assert len(ledgers) >= 3, ledgers
+    assert admin.offload(topic, ledgers[-1]["ledgerId"])[0] == 204
+    status = admin.wait_offload_finished(topic, OFFLOAD_TIMEOUT_S)
+    assert status["status"] == "SUCCESS", status
+    return sum(1 for ledger in admin.ledgers(topic) if ledger["offloaded"])
+
+
+def test_summary_of_a_topic_across_s3_and_bookies(cluster, s3_server, tmp_path: Path):
+    from PIL import Image
+
+    sa, bucket = cluster
+    topic = f"persistent://public/default/summary-{os.getpid()}"
+    _produce_summary_topic(sa, topic)
+    assert _offload_closed_ledgers(sa, topic) >= 2
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "cli.main", "analytics", "summary", topic, "--master", "local[2]",
+           "--top", "2", "--out", str(out), *_access_flags(sa, s3_server, bucket)]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{topic}: 300 messages" in done.stdout, done.stdout
+    assert "top keys" in done.stdout and "alpha" in done.stdout and "beta" in done.stdout
+
+    hourly = pq.read_table(out / "hourly.parquet").to_pylist()
+    assert sum(r["messages"] for r in hourly) == SUMMARY_MESSAGES
+    assert sum(r["payload_bytes"] for r in hourly) == sum(len(_payload(i)) for i in range(SUMMARY_MESSAGES))
+    keys = pq.read_table(out / "keys.parquet").to_pylist()
+    assert [(r["key"], r["messages"]) for r in keys] == [("k0", 150), ("k1", 100)]
+    producers = pq.read_table(out / "producers.parquet").to_pylist()
+    assert [(r["producer_name"], r["messages"]) for r in producers] == [("alpha", 200), ("beta", 100)]
+    (totals,) = pq.read_table(out / "totals.parquet").to_pylist()
+    assert totals["messages_with_event_time"] == SUMMARY_MESSAGES
+    assert EVENT_LAG_MS <= totals["event_lag_ms_p50"] < EVENT_LAG_MS + 30_000
+    with Image.open(out / "summary.png") as image:
+        assert image.format == "PNG" and image.size == (1200, 800)
+
+
+def _produce_and_half_ack(sa: StandaloneProcess, topic: str, count: int) -> dict[int, int]:
+    """Produce `count` messages over the partitions, receive them all on "sub" (Shared) and ack
+    those with i % 3 != 0; returns the unacked count per partition."""
+    client = pulsar.Client(sa.service_url, operation_timeout_seconds=15,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    unacked: dict[int, int] = {0: 0, 1: 0}
+    try:
+        consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False,
+                                          message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+        for i in range(count):
+            producer.send(f"{i}".encode(), partition_key=f"key-{i}")
+        for _ in range(count):
+            message = consumer.receive(15_000)
+            if int(message.data()) % 3 == 0:
+                unacked[message.message_id().partition()] += 1
+            else:
+                consumer.acknowledge(message)
+        admin = Admin(sa.admin_url)
+
+        def backlog_is(partition: int) -> bool:
+            stats = admin.stats(f"{topic}-partition-{partition}")
+            return stats["subscriptions"]["sub"]["msgBacklog"] == unacked[partition]
+
+        wait_until(lambda: backlog_is(0) and backlog_is(1), 30, what="the acks to reach the broker")
+        consumer.close()
+    finally:
+        client.close()
+    return unacked
+
+
+def test_consumer_lag_per_partition(cluster, s3_server, spark, tmp_path: Path):
+    sa, bucket = cluster
+    topic = f"persistent://public/default/lag-{os.getpid()}"
+    assert http("PUT", Admin(sa.admin_url).topic_url(topic, "partitions"), 2)[0] == 204
+    unacked = _produce_and_half_ack(sa, topic, 60)
+    assert unacked[0] > 0 and unacked[1] > 0 and sum(unacked.values()) == 20
+    out = tmp_path / "lag"
+    args = analytics_cmd.parse_args(["consumer-lag", topic, "sub", "--out", str(out),
+                                     *_access_flags(sa, s3_server, bucket)])
+    console = Console(record=True, width=200)
+    assert analytics_cmd.run(args, spark, console) == 0
+    text = console.export_text()
+    assert "subscription sub" in text and "20 unacked messages" in text, text
+
+    partitions = pq.read_table(out / "partitions.parquet").to_pylist()
+    assert {r["partition"]: r["unacked_messages"] for r in partitions} == unacked
+    assert all(0 < r["newest_age_s"] <= r["oldest_age_s"] < 600 for r in partitions)
+    buckets = pq.read_table(out / "buckets.parquet").to_pylist()
+    assert sum(r["unacked_messages"] for r in buckets) == 20
+    assert (out / "consumer-lag.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    with pytest.raises(SubscriptionNotFound):
+        analytics_cmd.run(analytics_cmd.parse_args(["consumer-lag", topic, "nobody", "--out", str(out),
+                                                    *_access_flags(sa, s3_server, bucket)]), spark, console)
+
+
+def test_unknown_topic_is_one_clear_line(cluster, s3_server, spark, tmp_path: Path):
+    sa, bucket = cluster
+    topic = f"persistent://public/default/never-created-{os.getpid()}"
+    args = analytics_cmd.parse_args(["summary", topic, "--out", str(tmp_path), *_access_flags(sa, s3_server, bucket)])
+    with pytest.raises(Exception) as raised:
+        analytics_cmd.run(args, spark, Console(record=True))
+    text = analytics_cmd.failure_text(raised.value)
+    assert text is not None and text.startswith("TopicNotFound: ") and topic in text, str(raised.value)[-2000:]
+    with pytest.raises(TopicNotFound):
+        analytics_cmd.run(analytics_cmd.parse_args(["consumer-lag", topic, "sub", "--out", str(tmp_path),
+                                                    *_access_flags(sa, s3_server, bucket)]), spark, Console())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -280,3 +281,66 @@ def test_retention_removed_data_fails_the_query_or_is_skipped(spark, world: Worl
     got = sorted((r.ledger_id, r.entry_id, r.batch_index) for r in kept.collect())
     assert got, "the open ledger is never trimmed"
     assert got == [s.msg_id for s in sent if s.msg_id >= got[0]], "what is kept is read, from the first kept entry on"
+
+
+# --- distributed -------------------------------------------------------------------------------
+
+LOCAL_CLUSTER_SCRIPT = """
+import json, sys
+from analytics.session import strata_session
+spark = strata_session("local-cluster[2,1,1024]", app_name="strata-local-cluster")
+try:
+    options = json.loads(sys.argv[1])
+    df = spark.read.format("strata").options(**options).load()
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1   # minus the driver
+    by_key = {r["key"]: r["n"] for r in df.groupBy("key").count().withColumnRenamed("count", "n").collect()}
+    print(json.dumps({"rows": df.count(), "executors": executors, "by_key": by_key,
+                      "partitions": df.rdd.getNumPartitions()}))
+finally:
+    spark.stop()
+"""
+
+
+def test_a_query_runs_on_separate_executor_processes(world: World, tmp_path) -> None:
+    """Spark's local-cluster mode: two executor JVMs, each with its own Python workers. The source
+    keeps no driver-local state the executors need; credentials travel in the options."""
+    import json
+    import subprocess
+    import sys
+    from collections import Counter
+
+    script = tmp_path / "local_cluster.py"
+    script.write_text(LOCAL_CLUSTER_SCRIPT)
+    options = world.options(topic=TOPIC, partitionBytes="65536")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STRATA_"))}
+    done = subprocess.run([sys.executable, str(script), json.dumps(options)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["executors"] == 2 and found["partitions"] > 2
+    assert found["rows"] == len(world.everything)
+    assert found["by_key"] == dict(Counter(s.key for s in world.everything))
+
+
+def test_topics_pattern_and_partition_filters(spark, world: World) -> None:
+    from pyspark.sql.datasource import EqualTo
+
+    _partitioned(world, f"persistent://{NS}/pattern-p", 2)
+    client = make_client(world.sa.service_url)
+    sent = {name: produce_corpus(client, f"persistent://{NS}/{name}", 40, SEED + 9, chunk=20)
+            for name in ("pattern-a", "pattern-b", "pattern-p", "other")}
+    client.close()
+    options = world.options(topicsPattern=f"persistent://{re.escape(NS)}/pattern-.*")
+    df = spark.read.format("strata").options(**options).load()
+    counts = {r["topic"]: r["count"] for r in df.groupBy("topic").count().collect()}
+    base = f"persistent://{NS}/"
+    assert sum(counts.values()) == 120 and set(counts) == {
+        base + "pattern-a", base + "pattern-b", base + "pattern-p-partition-0", base + "pattern-p-partition-1"}
+    only = df.where("partition = 1")
+    assert only.count() == counts[base + "pattern-p-partition-1"]
+    reader = StrataReader(options)
+    reader.pushFilters([EqualTo(("partition",), 1)])
+    topics = {piece.topic for partition in reader.partitions() for piece in partition.value[0]}
+    assert topics == {base + "pattern-p-partition-1"}, "the other topic partitions are pruned"
+    listed = spark.read.format("strata").options(**world.options(topics=f"{base}pattern-a,{base}pattern-p")).load()
+    assert listed.count() == 80 and len(sent["other"]) == 40

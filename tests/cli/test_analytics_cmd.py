@@ -13,11 +13,14 @@ messages from the official client, the `strata` Spark source.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pyarrow.parquet as pq
@@ -185,3 +188,67 @@ def test_unknown_topic_is_one_clear_line(cluster, s3_server, spark, tmp_path: Pa
     with pytest.raises(TopicNotFound):
         analytics_cmd.run(analytics_cmd.parse_args(["consumer-lag", topic, "sub", "--out", str(tmp_path),
                                                     *_access_flags(sa, s3_server, bucket)]), spark, Console())
+
+
+def _load_example() -> Any:
+    path = REPO_ROOT / "examples" / "windowed_counts.py"
+    spec = importlib.util.spec_from_file_location("windowed_counts_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read_all(service_url: str, topic: str) -> list[pulsar.Message]:
+    client = pulsar.Client(service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        out = []
+        while reader.has_message_available():
+            out.append(reader.read_next(15_000))
+        return out
+    finally:
+        client.close()
+
+
+def test_example_windowed_counts_topic_to_topic(cluster, s3_server, spark, tmp_path: Path):
+    """examples/windowed_counts.py's aggregate, run here on the session's Spark: 10 messages of
+    each of 3 keys, then one later message that moves the watermark past their windows; the
+    counts arrive in the output topic once, also when the query is run again from its checkpoint."""
+    sa, bucket = cluster
+    example = _load_example()
+    topic_in = f"persistent://public/default/clicks-{os.getpid()}"
+    topic_out = f"persistent://public/default/clicks-counts-{os.getpid()}"
+    client = pulsar.Client(sa.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        client.subscribe(topic_in, "keep").close()
+        producer = client.create_producer(topic_in, batching_enabled=False)
+        for i in range(30):
+            producer.send(b"click", partition_key=f"k{i % 3}")
+        time.sleep(3.5)                      # window 2 s + watermark 1 s: the next message closes them
+        producer.send(b"late", partition_key="k0")
+    finally:
+        client.close()
+    example.enable_dedup(sa.admin_url, topic_out)
+    access = {**analytics_cmd.access_options(analytics_cmd.parse_args(
+        ["summary", topic_in, *_access_flags(sa, s3_server, bucket)])), "service.url": sa.service_url}
+
+    def run_once() -> None:
+        messages = (spark.readStream.format("strata").option("topic", topic_in)
+                    .option("startingOffsets", "earliest").options(**access).load())
+        query = (example.windowed_counts(messages, 2, 1).writeStream.format("strata").outputMode("append")
+                 .option("topic", topic_out).options(**access).option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start())
+        assert query.awaitTermination(240), "the availableNow query did not finish"
+        assert query.exception() is None
+
+    run_once()
+    first = _read_all(sa.service_url, topic_out)
+    totals: dict[str, int] = {}
+    for message in first:
+        value = json.loads(message.data())
+        assert message.partition_key() == value["key"] and message.properties()["window_end"] == value["window_end"]
+        totals[value["key"]] = totals.get(value["key"], 0) + value["count"]
+    assert totals == {"k0": 10, "k1": 10, "k2": 10}, [m.data() for m in first]
+    run_once()
+    assert [m.data() for m in _read_all(sa.service_url, topic_out)] == [m.data() for m in first]

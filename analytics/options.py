@@ -17,7 +17,8 @@ Names follow StreamNative's pulsar-spark connector where it has them (case-insen
   query with DataLost; false skips them with a warning.
 - `maxRecordsPerTrigger`, `maxBytesPerTrigger` (stream admission limits, approximate: whole
   entries, sized by their ledger's average), `partitionBytes` (target stored bytes per Spark
-  partition, default 32 MiB).
+  partition, default 32 MiB), `valueSchema` (a Spark StructType as JSON: JSON payloads decoded
+  into a `value` struct column, analytics.value).
 - access options: analytics.access.
 
 What must hold: any option the source does not know, and any value that does not parse, is a
@@ -40,7 +41,8 @@ EARLIEST = "earliest"
 LATEST = "latest"
 PARTITION_BYTES_DEFAULT = 32 * 1024 * 1024
 SOURCE_OPTIONS = ("topic", "topics", "topicspattern", "startingoffsets", "endingoffsets", "startingtime",
-                  "endingtime", "failondataloss", "maxrecordspertrigger", "maxbytespertrigger", "partitionbytes")
+                  "endingtime", "failondataloss", "maxrecordspertrigger", "maxbytespertrigger", "partitionbytes",
+                  "valueschema")
 _POSITION = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
 
 Position = tuple[int, int]        # (ledger id, entry id)
@@ -68,6 +70,7 @@ class SourceOptions:
     max_records_per_trigger: int | None
     max_bytes_per_trigger: int | None
     partition_bytes: int
+    value_schema: str                 # "" or a Spark StructType as JSON: payloads decoded into `value`
     access: ClusterAccess
 
 
@@ -103,6 +106,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_records_per_trigger=_int_option(opts, "maxrecordspertrigger", 1),
         max_bytes_per_trigger=_int_option(opts, "maxbytespertrigger", 1),
         partition_bytes=_int_option(opts, "partitionbytes", 1) or PARTITION_BYTES_DEFAULT,
+        value_schema=_value_schema(opts.get("valueschema", "")),
         access=ClusterAccess.from_options(opts))
 
 
@@ -173,6 +177,14 @@ def _message_id_position(raw: bytes, option: str, topic: str) -> Position:
     if not message_id.IsInitialized():
         raise BadSourceOption(f"{option}: the byte array of {topic} lacks ledgerId/entryId")
     return int(message_id.ledgerId), int(message_id.entryId)
+
+
+def _value_schema(raw: str) -> str:
+    if raw:
+        from analytics.value import value_struct
+
+        value_struct(raw)            # BadSourceOption unless it is a StructType
+    return raw
 
 
 def _int_option(opts: dict[str, str], name: str, minimum: int) -> int | None:

@@ -1,6 +1,6 @@
 """Executor side: a planned slice -> Arrow record batches of message rows (MESSAGE_ONLY_SCHEMA).
 
-    for batch in read_slices(slices, access, bounds, fail_on_data_loss):
+    for batch in read_slices(slices, ReadSpec(access, bounds, fail_on_data_loss)):
         ...                                   # pyarrow.RecordBatch, the source's schema
 
 - `ColdSlice`: the object's row groups straight from S3 with pyarrow's native S3 filesystem
@@ -54,17 +54,30 @@ class TimeBounds:
         return self.start_ms is not None or self.end_ms is not None
 
 
-def read_slices(slices: Sequence[Slice], access: ClusterAccess, bounds: TimeBounds,
-                fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class ReadSpec:
+    """What every partition of a query shares: plain data, shipped with each partition."""
+    access: ClusterAccess
+    bounds: TimeBounds
+    fail_on_data_loss: bool
+    value_schema: str = ""        # "" or a Spark StructType as JSON (analytics.value)
+
+
+def read_slices(slices: Sequence[Slice], spec: ReadSpec) -> Iterator[pa.RecordBatch]:
+    decoder = None
+    if spec.value_schema:
+        from analytics.value import ValueDecoder
+
+        decoder = ValueDecoder(spec.value_schema)
     for piece in slices:
         try:
-            batches = _read_cold(piece, access) if isinstance(piece, ColdSlice) else _read_hot(piece)
+            batches = _read_cold(piece, spec.access) if isinstance(piece, ColdSlice) else _read_hot(piece)
             for batch in batches:
-                batch = _within(batch, piece, bounds)
+                batch = _within(batch, piece, spec.bounds)
                 if batch.num_rows:
-                    yield batch
+                    yield batch if decoder is None else decoder.add_value(batch)
         except DataLost as exc:
-            if fail_on_data_loss:
+            if spec.fail_on_data_loss:
                 raise
             log.warning("skipped (failOnDataLoss=false): %s", exc)
 
@@ -141,6 +154,6 @@ def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:
 
 
 def read_partition(value: Any) -> Iterator[pa.RecordBatch]:
-    """What the source's `read(partition)` runs: value = (slices, access, bounds, fail_on_data_loss)."""
-    slices, access, bounds, fail_on_data_loss = value
-    yield from read_slices(slices, access, bounds, fail_on_data_loss)
+    """What the source's `read(partition)` runs: value = (slices, ReadSpec)."""
+    slices, spec = value
+    yield from read_slices(slices, spec)

@@ -42,7 +42,7 @@ from pyspark.sql.types import StructType
 
 from analytics.options import Position, SourceOptions, parse_source_options
 from analytics.plan import Footers, Pruning, group_slices, plan_range, resolve_position, time_pruning
-from analytics.read import TimeBounds
+from analytics.read import ReadSpec, TimeBounds
 from analytics.snapshot import PartitionSnapshot, take_snapshots
 from common.errors import BadSourceOption
 
@@ -71,7 +71,13 @@ class StrataDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        return message_schema()
+        schema = message_schema()
+        value_schema = {str(k).lower(): v for k, v in self.options.items()}.get("valueschema")
+        if value_schema:
+            from analytics.value import VALUE_COLUMN, value_struct
+
+            schema = schema.add(VALUE_COLUMN, value_struct(value_schema))
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return StrataReader(dict(self.options))
@@ -91,10 +97,15 @@ class StrataDataSource(DataSource):
 
 
 class SlicePartition(InputPartition):
-    """One Spark partition: (slices, access, time bounds, failOnDataLoss), all plain data."""
+    """One Spark partition: (slices, ReadSpec), all plain data."""
 
-    def __init__(self, slices: Sequence[Any], access: Any, bounds: Any, fail_on_data_loss: bool) -> None:
-        super().__init__((list(slices), access, bounds, fail_on_data_loss))
+    def __init__(self, slices: Sequence[Any], spec: ReadSpec) -> None:
+        super().__init__((list(slices), spec))
+
+
+def _spec(options: SourceOptions) -> ReadSpec:
+    return ReadSpec(options.access, TimeBounds(options.starting_time_ms, options.ending_time_ms),
+                    options.fail_on_data_loss, options.value_schema)
 
 
 def _plan(options: SourceOptions, snapshots: Sequence[PartitionSnapshot], starts: dict[str, Position],
@@ -106,9 +117,8 @@ def _plan(options: SourceOptions, snapshots: Sequence[PartitionSnapshot], starts
     slices: list[Any] = []
     for snap in snapshots:
         slices.extend(plan_range(snap, starts[snap.topic], ends[snap.topic], options, prune, footers))
-    bounds = TimeBounds(options.starting_time_ms, options.ending_time_ms)
-    return [SlicePartition(group, options.access, bounds, options.fail_on_data_loss)
-            for group in group_slices(slices, options.partition_bytes)]
+    spec = _spec(options)
+    return [SlicePartition(group, spec) for group in group_slices(slices, options.partition_bytes)]
 
 
 class StrataReader(DataSourceReader):
@@ -130,7 +140,7 @@ class StrataReader(DataSourceReader):
             if ends[topic] < start and isinstance(self.options.ending.for_topic(topic), tuple):
                 raise BadSourceOption("endingOffsets is before startingOffsets", topic=topic)
         partitions = _plan(self.options, snapshots, starts, ends, self.prune)
-        return partitions or [SlicePartition([], self.options.access, TimeBounds(), True)]
+        return partitions or [SlicePartition([], _spec(self.options))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from analytics.read import read_partition

@@ -344,3 +344,26 @@ def test_topics_pattern_and_partition_filters(spark, world: World) -> None:
     assert topics == {base + "pattern-p-partition-1"}, "the other topic partitions are pruned"
     listed = spark.read.format("strata").options(**world.options(topics=f"{base}pattern-a,{base}pattern-p")).load()
     assert listed.count() == 80 and len(sent["other"]) == 40
+
+
+def test_json_payloads_decode_into_a_typed_value_column(spark, world: World) -> None:
+    import json
+
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    topic = f"persistent://{NS}/json"
+    client = make_client(world.sa.service_url)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=5)
+    payloads = [json.dumps({"id": i, "name": f"n{i}", "extra": True}).encode() for i in range(50)]
+    payloads += [b"not json", b'{"id": "not an int"}', b"[1, 2]", b""]
+    for payload in payloads:
+        producer.send(payload)
+    client.close()
+    schema = StructType([StructField("id", IntegerType()), StructField("name", StringType())])
+    df = spark.read.format("strata").options(**world.options(topic=topic, valueSchema=schema.json())).load()
+    assert df.schema["value"].dataType == schema
+    values = [r["value"] for r in df.orderBy("ledger_id", "entry_id", "batch_index").select("value").collect()]
+    assert [(v["id"], v["name"]) for v in values[:50]] == [(i, f"n{i}") for i in range(50)]
+    assert values[50:] == [None] * 4, "what does not decode is null; the raw bytes stay in payload"
+    with pytest.raises(Exception, match="valueSchema must be a Spark StructType"):
+        spark.read.format("strata").options(**world.options(topic=topic, valueSchema="id INT")).load().count()

@@ -383,16 +383,12 @@ class TaskSender:
     window of at most `max_pending_messages` sends awaiting the broker."""
 
     def __init__(self, settings: SinkSettings, producer_name: str, batch_id: int, partition_id: int) -> None:
-        import pulsar
-
         self.settings = settings
         self.producer_name = producer_name
         self.partition_id = partition_id
         self.first_seq = batch_id * SEQUENCE_IDS_PER_BATCH + 1
         self.send_timeout_s = settings.send_timeout_ms / 1000
-        self.client = pulsar.Client(settings.access.service_url, operation_timeout_seconds=30,
-                                    connection_timeout_ms=10_000,
-                                    logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+        self._client: Any = None           # connected at the first row: an empty task connects nothing
         self.partitions: dict[str, list[str]] = {}   # topic as given -> its partitions ([itself])
         self.keyless_rows: dict[str, int] = {}
         self.targets: dict[str, _Target] = {}
@@ -402,6 +398,16 @@ class TaskSender:
         self.failure: str | None = None
         self.rows_sent = 0
         self.rows_skipped = 0
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import pulsar
+
+            self._client = pulsar.Client(self.settings.access.service_url, operation_timeout_seconds=30,
+                                         connection_timeout_ms=10_000,
+                                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+        return self._client
 
     @property
     def rows_handled(self) -> int:
@@ -531,8 +537,10 @@ class TaskSender:
                 raise SinkSendFailed(self.failure, producer=self.producer_name)
 
     def close(self) -> None:
+        if self._client is None:
+            return
         try:
-            self.client.close()
+            self._client.close()
         except Exception as exc:  # the pulsar client's errors: closing is best effort
             log.warning("closing the sink's client failed: %s", exc)
 

@@ -27,6 +27,8 @@ check); `sinkId` (batch writes only: a stable id makes re-running the same job i
 `batchingMaxMessages` (1000), `batchingMaxBytes` (131072), `batchingMaxPublishDelayMs` (10),
 `sendTimeoutMs` (30000). `testing.fail*` inject a task failure for tests (see `Faults`).
 Anything else → BadSourceOption, raised in the writer's constructor, before any task runs.
+Batch writes take `mode("append")` (Spark refuses its default, ErrorIfExists, for Python data
+sources); `SinkWriter(..., overwrite=True)` is refused: a topic is append-only.
 
 How exactly-once holds
 - Deduplication: the broker keeps, per topic and producer name, the highest sequence id it
@@ -594,7 +596,9 @@ class SinkWriter(DataSourceArrowWriter):
     """`df.write.format("strata")`: built on the driver (options checked, deduplication of the
     `topic` option's topic verified), pickled to every task."""
 
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool = False) -> None:
+        if overwrite:
+            raise BadSourceOption("a topic is append-only: write with mode('append'), not 'overwrite'")
         self.settings = sink_settings(options, schema, streaming=False)
         self.write_id = _write_id(options)
         if self.settings.exactly_once and self.settings.topic:

@@ -60,6 +60,9 @@ How exactly-once holds
   retry's SEND is refused while they are in flight and answered as a duplicate once they land;
   a duplicate receipt for a row at or above the resume point fails the task (SinkSendFailed),
   and Spark's next attempt resumes from the new mark.
+- Speculative attempts of one task take turns per topic: the broker lets one producer hold a
+  name (ProducerBusy; the other waits up to PRODUCER_BUSY_WAIT_S, then fails) and the second
+  resumes after the first's mark.
 - The micro-batch commit needs nothing: the rows are stored when the tasks end.
 
 Where it does not hold
@@ -67,7 +70,8 @@ Where it does not hold
   be deterministic (files, the rate source, a Strata topic). After a shuffle without a total
   order, or with non-deterministic expressions (rand(), now()), a retry may number different
   rows with the same ids: rows are lost and others duplicated.
-- Changing the query between restarts (its partitioning, its filters) has the same effect.
+- Changing the query between restarts (its partitioning, its filters) has the same effect, and
+  so has adding partitions to a target topic between a task's attempts (keys route anew).
 - The broker keeps the marks of `broker_dedup_producers_max` names per topic (LRU); a name
   evicted before its task is retried loses its mark, and the retry re-sends what it stored.
 - Turning deduplication off on the topic while the sink runs degrades it to at-least-once.

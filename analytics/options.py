@@ -72,9 +72,11 @@ class SourceOptions:
     partition_bytes: int
     value_schema: str                 # "" or a Spark StructType as JSON: payloads decoded into `value`
     access: ClusterAccess
+    columns: tuple[str, ...] = ()     # () = every column of the schema; else only these, in this order
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+def parse_source_options(options: Mapping[str, str], *, streaming: bool,
+                         columns: tuple[str, ...] = ()) -> SourceOptions:
     opts = lowered(options)
     unknown = sorted(set(opts) - set(SOURCE_OPTIONS) - set(ACCESS_OPTIONS))
     if unknown:
@@ -107,7 +109,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         max_bytes_per_trigger=_int_option(opts, "maxbytespertrigger", 1),
         partition_bytes=_int_option(opts, "partitionbytes", 1) or PARTITION_BYTES_DEFAULT,
         value_schema=_value_schema(opts.get("valueschema", "")),
-        access=ClusterAccess.from_options(opts))
+        access=ClusterAccess.from_options(opts), columns=columns)
 
 
 def _topics(opts: dict[str, str]) -> tuple[tuple[str, ...], str]:

@@ -61,6 +61,7 @@ class ReadSpec:
     bounds: TimeBounds
     fail_on_data_loss: bool
     value_schema: str = ""        # "" or a Spark StructType as JSON (analytics.value)
+    columns: tuple[str, ...] = () # () = all; else the user-given schema's columns, in its order
 
 
 def read_slices(slices: Sequence[Slice], spec: ReadSpec) -> Iterator[pa.RecordBatch]:
@@ -69,17 +70,31 @@ def read_slices(slices: Sequence[Slice], spec: ReadSpec) -> Iterator[pa.RecordBa
         from analytics.value import ValueDecoder
 
         decoder = ValueDecoder(spec.value_schema)
+    read_columns = _columns_to_read(spec)
     for piece in slices:
         try:
-            batches = _read_cold(piece, spec.access) if isinstance(piece, ColdSlice) else _read_hot(piece)
+            batches = _read_cold(piece, spec.access, read_columns) if isinstance(piece, ColdSlice) \
+                else _read_hot(piece)
             for batch in batches:
                 batch = _within(batch, piece, spec.bounds)
-                if batch.num_rows:
-                    yield batch if decoder is None else decoder.add_value(batch)
+                if not batch.num_rows:
+                    continue
+                if decoder is not None:
+                    batch = decoder.add_value(batch)
+                yield batch if not spec.columns else batch.select(list(spec.columns))
         except DataLost as exc:
             if spec.fail_on_data_loss:
                 raise
             log.warning("skipped (failOnDataLoss=false): %s", exc)
+
+
+def _columns_to_read(spec: ReadSpec) -> list[str]:
+    """The stored columns a cold read fetches: the asked ones, plus what slicing and decoding need."""
+    if not spec.columns:
+        return list(MESSAGE_COLUMNS)
+    needed = set(spec.columns) | {"entry_id"} | ({"publish_time"} if spec.bounds.active else set()) \
+        | ({"payload"} if spec.value_schema and "value" in spec.columns else set())
+    return [name for name in MESSAGE_COLUMNS if name in needed]
 
 
 def _within(batch: pa.RecordBatch, piece: Slice, bounds: TimeBounds) -> pa.RecordBatch:
@@ -96,7 +111,7 @@ def _within(batch: pa.RecordBatch, piece: Slice, bounds: TimeBounds) -> pa.Recor
     return batch if mask is None else batch.filter(pc.fill_null(mask, False))
 
 
-def _read_cold(piece: ColdSlice, access: ClusterAccess) -> Iterator[pa.RecordBatch]:
+def _read_cold(piece: ColdSlice, access: ClusterAccess, columns: list[str]) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     path = access.object_path(piece.key)
@@ -104,7 +119,7 @@ def _read_cold(piece: ColdSlice, access: ClusterAccess) -> Iterator[pa.RecordBat
         handle = access.s3_filesystem().open_input_file(path)
         parquet = pq.ParquetFile(handle, pre_buffer=True, page_checksum_verification=True)
         for batch in parquet.iter_batches(batch_size=COLD_BATCH_ROWS, row_groups=list(piece.row_groups),
-                                          columns=list(MESSAGE_COLUMNS), use_threads=False):
+                                          columns=columns, use_threads=False):
             yield _conform(batch)
     except FileNotFoundError:
         raise DataLost("an offloaded ledger's object is gone from S3", key=piece.key,
@@ -121,11 +136,12 @@ def _read_cold(piece: ColdSlice, access: ClusterAccess) -> Iterator[pa.RecordBat
 
 
 def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The source's exact schema (dictionary-encoded columns come back as plain ones)."""
-    if batch.schema.equals(MESSAGE_ONLY_SCHEMA):
+    """The source's exact types (dictionary-encoded columns come back as plain ones)."""
+    schema = pa.schema([MESSAGE_ONLY_SCHEMA.field(name) for name in batch.schema.names])
+    if batch.schema.equals(schema):
         return batch
-    return pa.RecordBatch.from_arrays([batch.column(i).cast(MESSAGE_ONLY_SCHEMA.field(i).type)
-                                       for i in range(len(MESSAGE_ONLY_SCHEMA))], schema=MESSAGE_ONLY_SCHEMA)
+    return pa.RecordBatch.from_arrays([batch.column(i).cast(schema.field(i).type) for i in range(len(schema))],
+                                      schema=schema)
 
 
 def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:

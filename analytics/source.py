@@ -80,10 +80,10 @@ class StrataDataSource(DataSource):
         return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return StrataReader(dict(self.options))
+        return StrataReader(dict(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StrataStreamReader(dict(self.options))
+        return StrataStreamReader(dict(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from analytics.sink import SinkWriter
@@ -105,7 +105,31 @@ class SlicePartition(InputPartition):
 
 def _spec(options: SourceOptions) -> ReadSpec:
     return ReadSpec(options.access, TimeBounds(options.starting_time_ms, options.ending_time_ms),
-                    options.fail_on_data_loss, options.value_schema)
+                    options.fail_on_data_loss, options.value_schema, options.columns)
+
+
+def _columns(schema: StructType | None) -> tuple[str, ...]:
+    """The columns a user-given schema names (`.schema("key string, payload binary")`): only
+    those are read and shipped, the source's one form of column pruning. Each must be one of
+    the message columns (or `value` with valueSchema), with its type."""
+    if schema is None:
+        return ()
+    full = message_schema()
+    known = {f.name: f.dataType for f in full.fields}
+    out = []
+    for f in schema.fields:
+        if f.name == "value":
+            out.append(f.name)
+            continue
+        if f.name not in known:
+            raise BadSourceOption(f"column {f.name!r} is not a message column of format('strata')",
+                                  columns=", ".join(known))
+        if f.dataType != known[f.name]:
+            raise BadSourceOption(f"column {f.name!r} must have type {known[f.name].simpleString()}",
+                                  given=f.dataType.simpleString())
+        out.append(f.name)
+    names = tuple(out)
+    return () if names == tuple(known) else names
 
 
 def _plan(options: SourceOptions, snapshots: Sequence[PartitionSnapshot], starts: dict[str, Position],
@@ -124,8 +148,8 @@ def _plan(options: SourceOptions, snapshots: Sequence[PartitionSnapshot], starts
 class StrataReader(DataSourceReader):
     """A batch query: the snapshot is taken when Spark plans (partitions()), once."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = parse_source_options(options, streaming=False)
+    def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
+        self.options = parse_source_options(options, streaming=False, columns=_columns(schema))
         self.prune = time_pruning(self.options, Pruning())
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
@@ -153,8 +177,8 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     is made, so nothing pins the cluster's storage for the query; retention may remove what a
     stopped query has not read (failOnDataLoss decides what then happens)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = parse_source_options(options, streaming=True)
+    def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
+        self.options = parse_source_options(options, streaming=True, columns=_columns(schema))
         self._available_now: dict[str, str] | None = None   # the end of an availableNow run
 
     def _snapshots(self) -> list[PartitionSnapshot]:

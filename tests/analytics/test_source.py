@@ -367,3 +367,16 @@ def test_json_payloads_decode_into_a_typed_value_column(spark, world: World) -> 
     assert values[50:] == [None] * 4, "what does not decode is null; the raw bytes stay in payload"
     with pytest.raises(Exception, match="valueSchema must be a Spark StructType"):
         spark.read.format("strata").options(**world.options(topic=topic, valueSchema="id INT")).load().count()
+
+
+def test_a_narrower_schema_reads_only_its_columns(spark, world: World) -> None:
+    from collections import Counter
+
+    df = spark.read.format("strata").schema("key string, ledger_id bigint").options(**world.options(topic=TOPIC)).load()
+    assert df.columns == ["key", "ledger_id"]
+    counts = {r["key"]: r["count"] for r in df.groupBy("key").count().collect()}
+    assert counts == dict(Counter(s.key for s in world.everything))
+    with pytest.raises(Exception, match="not a message column"):
+        spark.read.format("strata").schema("nope string").options(**world.options(topic=TOPIC)).load().count()
+    with pytest.raises(Exception, match="must have type bigint"):
+        spark.read.format("strata").schema("ledger_id int").options(**world.options(topic=TOPIC)).load().count()

@@ -8,6 +8,8 @@ What must hold:
   row's topic (a partitioned one routed by key as the Java client does);
 - ★ a task whose Python worker dies mid-write (os._exit after k rows, attempt 0) is retried by
   Spark and the topic holds every row exactly once, in row order per Spark partition;
+- a retry that connects while a dead attempt's batches are still being stored (its bookie
+  frozen) fails instead of losing a batch's tail, and the next attempt resumes after them;
 - a streaming query whose micro-batch fails for good after storing part of its rows, then
   restarted from its checkpoint, replays that batch and the topic holds every row exactly once;
 - a topic without deduplication is refused (SinkNotExactlyOnce) before any row is written,
@@ -20,6 +22,10 @@ from __future__ import annotations
 import collections
 import json
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +34,12 @@ from typing import Any
 import pulsar
 import pytest
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from analytics.sink import java_string_hash, sink_settings
-from common.errors import BadSourceOption
+from analytics.sink import TaskSender, java_string_hash, sink_settings
+from common.errors import BadSourceOption, SinkSendFailed
 from tests.support.offload_checks import http
-from tests.support.standalone_proc import StandaloneProcess
+from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 
 NS = f"public/sink-{os.getpid()}"
 EVENT_EPOCH_MS = 1_700_000_000_000
@@ -168,6 +174,78 @@ def test_task_killed_mid_write_is_retried_without_duplicates_or_loss(spark: Any,
     for half in (range(0, n // 2), range(n // 2, n)):
         mine = [index_of(m) for m in messages if index_of(m) in half]
         assert mine == list(half)
+
+
+DEAD_ATTEMPT = """
+import os, sys, time
+from analytics.sink import TaskSender, sink_settings
+from pyspark.sql.types import BinaryType, StructField, StructType
+service, admin, topic, name, n = sys.argv[1:6]
+settings = sink_settings({"service.url": service, "admin.url": admin, "topic": topic, "batchingMaxMessages": "10"},
+                         StructType([StructField("value", BinaryType())]), streaming=False)
+sender = TaskSender(settings, name, 0, 0)
+sender.send((b"m-0", None, None, None, None, topic))    # connected; row 0 stored
+sender.finish()
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(1, int(n)):
+    sender.send((b"m-%d" % i, None, None, None, None, topic))
+time.sleep(1.0)              # full batches of 10 go out at once; the broker cannot store them
+os._exit(1)
+"""
+
+
+def children_of(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_a_retry_racing_a_dead_attempts_in_flight_writes_fails_then_resumes(sa: StandaloneProcess) -> None:
+    """A dead attempt's batches are still being stored (its bookie is frozen) when the retry
+    connects: the retry's SENDs are refused while they are in flight and answered as duplicates
+    once they land, so the retry fails (SinkSendFailed) instead of losing its batch's tail, and
+    the next attempt resumes after the new mark."""
+    target, name, n = topic("race"), f"strata-sink-race-{os.getpid()}-0", 100
+    settings = sink_settings(options(sa, topic=target, batchingMaxMessages="10", sendTimeoutMs="20000"),
+                             StructType([StructField("value", BinaryType())]), streaming=False)
+    dead = subprocess.Popen([sys.executable, "-c", DEAD_ATTEMPT, sa.service_url, sa.admin_url, target, name, str(n)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    bookies = children_of(sa.pid)
+    assert bookies and dead.stdout is not None and dead.stdin is not None
+    assert dead.stdout.readline().strip() == "ready"
+    for pid in bookies:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        dead.stdin.write("go\n")
+        dead.stdin.flush()
+        assert dead.wait(30) == 1
+        threading.Timer(0.5, lambda: [os.kill(pid, signal.SIGCONT) for pid in bookies]).start()
+        attempts = []
+        for _ in range(2):
+            sender = TaskSender(settings, name, 0, 0)
+            try:
+                for i in range(n):
+                    sender.send((b"m-%d" % i, None, None, None, None, target))
+                sender.finish()
+                attempts.append(("ok", sender.rows_sent, sender.rows_skipped))
+                break
+            except SinkSendFailed as exc:
+                attempts.append((str(exc), sender.rows_sent, sender.rows_skipped))
+            finally:
+                sender.close()
+    finally:
+        for pid in bookies:
+            os.kill(pid, signal.SIGCONT)
+    assert len(attempts) == 2 and "answered as a duplicate" in attempts[0][0], attempts
+    assert attempts[1] == ("ok", 0, n), attempts           # the dead attempt had stored them all
+    assert_exactly_once(read_topic(sa, target, n), range(n))
 
 
 def write_json_file(directory: Path, file_index: int, rows: int) -> None:

@@ -50,6 +50,9 @@ ENV = {"STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": "12",
        "STRATA_BROKER_RETENTION_CHECK_INTERVAL_MS": "500",
        # keep every ledger: with no subscription and no retention the broker would trim them all
        "STRATA_RETENTION_TIME_MINUTES": "-1", "STRATA_RETENTION_SIZE_MB": "-1"}
+# the module's standalone (produce, restart, offload) and the first query's Spark start-up fall in
+# the first test's time on a loaded 2-core box
+pytestmark = pytest.mark.timeout(600)
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)   # Spark gives naive UTC datetimes (session tz UTC)
 MILLISECOND = datetime.timedelta(milliseconds=1)
 

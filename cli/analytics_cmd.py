@@ -43,6 +43,7 @@ from common.topic_names import TopicName, parse_topic
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 DEFAULT_OUT_ROOT = Path("analytics-out")
 TABLE_ROWS_MAX = 60
+TIME_COLUMNS = frozenset({"hour", "bucket_start", "first_publish_time", "last_publish_time"})
 
 # flag dest -> (source option, environment variable that overrides the data-dir default)
 ACCESS_FLAGS: dict[str, tuple[str, str]] = {
@@ -201,6 +202,10 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _table(title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]],
            none_labels: Mapping[str, str] | None = None) -> Any:
     """A rich table of `rows` (dicts) with (key, header) columns; at most TABLE_ROWS_MAX rows."""
@@ -208,7 +213,8 @@ def _table(title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]
 
     table = Table(title=title, title_justify="left")
     for key, header in columns:
-        table.add_column(header, justify="left" if key in (none_labels or {}) else "right")
+        table.add_column(header, justify="left" if key in (none_labels or {}) else "right",
+                         no_wrap=key in TIME_COLUMNS)
     for row in rows[:TABLE_ROWS_MAX]:
         cells = []
         for key, _ in columns:
@@ -227,7 +233,8 @@ LAG_COLUMNS = [("event_lag_ms_p50", "lag p50 ms"), ("event_lag_ms_p99", "lag p99
 def print_summary(console: Any, topic: str, report: Any) -> None:
     t = report.totals
     console.print(f"[bold]{topic}[/bold]: {_cell(t['messages'])} messages, {_cell(t['payload_bytes'])} payload bytes, "
-                  f"{_cell(t['keys'])} keys, {_cell(t['producers'])} producers, {_cell(t['partitions'])} partitions, "
+                  f"{_cell(t['keys'])} keys, {_cell(t['producers'])} producers, "
+                  f"{_plural(t['partitions'], 'partition')}, "
                   f"published {_cell(t['first_publish_time'])} .. {_cell(t['last_publish_time'])} UTC")
     lag_by_hour = {row["hour"]: row for row in report.lag.to_pylist()}
     hourly = [{**row, **lag_by_hour.get(row["hour"], {})} for row in report.hourly.to_pylist()]

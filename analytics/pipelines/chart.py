@@ -12,6 +12,7 @@ What must hold: a report with no rows still gives a valid PNG (empty axes with a
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def _hourly_panel(axes: Any, report: Summary) -> None:
     axes.set_ylabel("messages", color="tab:blue")
     mib = [b / (1 << 20) for b in report.hourly.column("payload_bytes").to_pylist()]
     twin = axes.twinx()
-    twin.plot([h for h in hours], mib, color="tab:orange", marker="o")
+    twin.plot([h + datetime.timedelta(minutes=30) for h in hours], mib, color="tab:orange", marker="o")
     twin.set_ylabel("payload MiB", color="tab:orange")
     axes.tick_params(axis="x", labelrotation=30)
 
@@ -74,7 +75,8 @@ def _lag_panel(axes: Any, report: Summary) -> None:
     hours = [r["hour"] for r in rows]
     for figure, color in (("p50", "tab:blue"), ("p99", "tab:red"), ("max", "tab:grey")):
         axes.plot(hours, [r[f"event_lag_ms_{figure}"] for r in rows], marker="o", color=color, label=figure)
-    axes.legend(loc="upper left")
+    axes.set_yscale("symlog", linthresh=10)     # p50 and max are often orders of magnitude apart
+    axes.legend(loc="best")
     axes.tick_params(axis="x", labelrotation=30)
 
 

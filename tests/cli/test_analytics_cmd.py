@@ -9,6 +9,11 @@ messages from the official client, the `strata` Spark source.
 - `consumer-lag` runs in-process on the session's SparkSession over a 2-partition topic where a
   Shared consumer received everything and acked two messages in three: per partition, the
   unacked count must be exactly what was left unacked, and every age must be positive.
+- an unknown topic or subscription is one typed error (TopicNotFound, SubscriptionNotFound),
+  also when it comes from Spark's Python workers as text (`failure_text`);
+- examples/windowed_counts.py's aggregate moves counts from topic to topic once, also when re-run
+  from its checkpoint;
+- cluster flags win over the environment, which wins over the standalone data dir's defaults.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pytest
 from rich.console import Console
 
 from cli import analytics_cmd
-from common.errors import SubscriptionNotFound, TopicNotFound
+from common.errors import StrataError, SubscriptionNotFound, TopicNotFound
 from tests.support.offload_checks import Admin, http
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 from tests.support.waiting import wait_until
@@ -252,3 +257,36 @@ def test_example_windowed_counts_topic_to_topic(cluster, s3_server, spark, tmp_p
     assert totals == {"k0": 10, "k1": 10, "k2": 10}, [m.data() for m in first]
     run_once()
     assert [m.data() for m in _read_all(sa.service_url, topic_out)] == [m.data() for m in first]
+
+
+def test_cluster_flags_then_environment_then_the_data_dir(tmp_path: Path):
+    from analytics.access import ClusterAccess
+
+    data = tmp_path / "data"
+    (data / "s3").mkdir(parents=True)
+    (data / "standalone.json").write_text(json.dumps({"bookie_ports": [1], "s3_ports": {"s3": 12345}}))
+    (data / "s3" / "credentials.json").write_text(json.dumps({"access_key": "AK", "secret_key": "SK"}))
+    args = analytics_cmd.parse_args(["summary", "t", "--data-dir", str(data), "--s3-bucket", "mine",
+                                     "--option", "startingTime=5"])
+    env = {"STRATA_ADMIN_URL": "http://broker:9090"}
+    options = analytics_cmd.access_options(args, env)
+    assert options == {"metadataUrl": f"sqlite:///{data.resolve() / 'metadata.db'}",
+                       "s3.endpoint": "http://127.0.0.1:12345", "s3.bucket": "mine",
+                       "s3.accessKey": "AK", "s3.secretKey": "SK", "startingTime": "5"}
+    access = ClusterAccess.from_options({k: v for k, v in options.items() if k != "startingTime"}, env)
+    assert access.admin_url == "http://broker:9090" and access.s3_prefix == "strata"
+    bare = analytics_cmd.access_options(analytics_cmd.parse_args(["summary", "t", "--data-dir", str(tmp_path / "x")]),
+                                        {})
+    assert bare["admin.url"] == "http://127.0.0.1:8080" and "s3.endpoint" not in bare
+    with pytest.raises(StrataError):
+        analytics_cmd.access_options(analytics_cmd.parse_args(["summary", "t", "--option", "novalue"]), {})
+
+
+def test_failure_text_finds_the_strata_error_in_a_worker_traceback():
+    worker = Exception("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+                       '  File "analytics/read.py", line 97, in _read_cold\n'
+                       "common.errors.DataLost: an offloaded ledger's object is gone from S3 (ledger_id=1)\n")
+    assert analytics_cmd.failure_text(worker) == "DataLost: an offloaded ledger's object is gone from S3 (ledger_id=1)"
+    assert analytics_cmd.failure_text(SubscriptionNotFound("no such subscription")) == \
+        "SubscriptionNotFound: no such subscription"
+    assert analytics_cmd.failure_text(ValueError("not ours")) is None

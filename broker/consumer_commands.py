@@ -16,17 +16,19 @@ subscription; `detach` is the one way out.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from typing import TYPE_CHECKING
 
 from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.consumer import Consumer
+from broker.entry_facts import entry_facts
 from broker.subscription import Subscription, start_position
 from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
 from common.invariant import present
 from common.topic_names import parse_topic
-from ledger.position import EARLIEST, LATEST
+from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 
 _labels = itertools.count()
 _ACK_ERROR_LOG_INTERVAL_S = 10.0
+LAST_ENTRY_READ_TIMEOUT_S = 5.0   # GET_LAST_MESSAGE_ID reads the last entry to give its batch index
 
 
 class _AckErrorLog:
@@ -176,9 +179,31 @@ def get_last_message_id(conn: ServerConnection, cmd: pb.CommandGetLastMessageId)
     sub = _subscription_of(consumer)
     last = sub.ml.last_confirmed
     md = sub.cursor.mark_delete_position
-    conn.write(encode_get_last_message_id_response(
-        cmd.request_id, last.ledger_id, last.entry_id, partition=consumer.partition,
-        mark_delete=(md.ledger_id, md.entry_id)))
+
+    async def answer() -> None:
+        # Pulsar answers a batch's last member (batch size - 1): a reader inside the last batch
+        # would otherwise think it has read everything (has_message_available() false too early)
+        batch_index = await _last_batch_index(sub, last)
+        conn.write(encode_get_last_message_id_response(
+            cmd.request_id, last.ledger_id, last.entry_id, partition=consumer.partition,
+            batch_index=batch_index, mark_delete=(md.ledger_id, md.entry_id)))
+
+    conn.spawn(answer())
+
+
+async def _last_batch_index(sub: Subscription, last: Position) -> int | None:
+    """The last member's index of the entry at `last` if it holds a batch; None if not, if the
+    topic is empty, or if it cannot be read within LAST_ENTRY_READ_TIMEOUT_S (then the answer
+    names the entry only, as before)."""
+    if last.entry_id < 0:
+        return None
+    try:
+        entries = await asyncio.wait_for(sub.ml.read(last, 1), LAST_ENTRY_READ_TIMEOUT_S)
+        facts = entry_facts(entries[0].data) if entries else None
+    except (StrataError, TimeoutError) as exc:
+        log.info("last entry %s not read for GET_LAST_MESSAGE_ID: %s", last, exc)
+        return None
+    return facts.messages - 1 if facts is not None and facts.is_batch else None
 
 
 

@@ -100,3 +100,23 @@ def test_has_message_available_on_empty_topic(client: pulsar.Client, topic: str)
     _produce(client, topic, 1)
     assert reader.has_message_available()
     assert _read(reader, 1) == [b"m0"]
+
+
+def test_has_message_available_stays_true_inside_the_last_batch(client: pulsar.Client, topic: str) -> None:
+    """GET_LAST_MESSAGE_ID names the last batch's last member (as Pulsar does), so a reader that
+    has read only part of the last batch still has messages available."""
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=20,
+                                      batching_max_publish_delay_ms=1000)
+    for i in range(20):
+        producer.send_async(b"m%d" % i, None)
+    producer.flush()
+    consumer = client.subscribe(topic, "last-id")
+    last = consumer.get_last_message_id()
+    assert (last.entry_id(), last.batch_index()) == (0, 19), "the last member of the last batch"
+    consumer.close()
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    got = []
+    while reader.has_message_available():
+        got.append(reader.read_next(timeout_millis=5000).data())
+    assert got == [b"m%d" % i for i in range(20)]
+    reader.close()

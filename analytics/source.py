@@ -3,7 +3,7 @@
     register(spark)     # or analytics.session.strata_session(master)
     spark.read.format("strata").option("topic", "persistent://t/ns/x").load()
     spark.readStream.format("strata").option("topics", "a,b").load()
-    df.write.format("strata").option("topic", "t").option("service.url", url).save()
+    df.write.format("strata").mode("append").option("topic", "t").option("service.url", url).save()
 
 Built on PySpark's Python Data Source API (4.1+ for filter pushdown, 4.2+ for admission control):
 - batch: `StrataReader` plans at planning time (`analytics.plan`), a snapshot of every topic
@@ -88,7 +88,7 @@ class StrataDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from analytics.sink import SinkWriter
 
-        return SinkWriter(dict(self.options), schema)
+        return SinkWriter(dict(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from analytics.sink import SinkStreamWriter

@@ -12,11 +12,14 @@ at least 1 MiB), and removes both after.
    process). Restart (every ledger closed), offload every ledger (admin REST, bounded wait),
    then drop the bookie copies (offloadDeletionLagMs 0), so every row can only come from S3.
 2. A local copy: every object under the topic's prefix is downloaded into the temp dir.
-3. Spark (`analytics.session.strata_session("local[2]")`), the same session for both readers:
+3. Spark (`analytics.session.strata_session("local[2]")`), the same session for every reader:
    `count()` and a group-by-key (`count(*)`, `sum(length(payload))` per key) through
-   `spark.read.format("strata")` (the cluster's metadata store, S3 options) and through
-   `spark.read.parquet` on the local copy. Each query runs once to warm up (the first Python
-   source query pays for starting the Python workers), then `--runs` times; the median counts.
+   `spark.read.parquet` on the local copy, through `spark.read.format("strata")` as loaded
+   (every message column is shipped: PySpark's Python Data Source API has no column pruning),
+   and through the source with a user-given schema naming only what the query needs
+   (`ledger_id` for count, `key, payload` for the group-by: the source's column pruning). Each
+   reader's first query runs once more to warm up (a Python source's first query starts the
+   Python workers); then each query runs `--runs` times and the median counts.
 4. The same group-by through pyarrow (a dataset on `pyarrow.fs.S3FileSystem`, batches of
    (key, payload length), Table.group_by) and DuckDB (the same S3 dataset, replacement scan;
    DuckDB's httpfs is not installed), straight from S3; warm-up and median as above.
@@ -27,13 +30,14 @@ at least 1 MiB), and removes both after.
 
 Figures: rows/s per engine and query; `source_rows_per_s` and `native_parquet_rows_per_s` are
 both queries together (2 x messages over the two medians summed), `ratio` = source / native (the
-target is >= 0.8); `duckdb_rows_per_s` and `pyarrow_rows_per_s` are the group-by; the stream's
-p50/p99 in ms. Every engine's group-by result must be the same (counts and byte sums per key,
-all messages accounted); otherwise the exit status is 1. The machine has few cores, shared: the
-load average before and after is in the report.
+target is >= 0.8), `source_pruned_rows_per_s` and `ratio_pruned` the same with the pruning
+schemas; `duckdb_rows_per_s` and `pyarrow_rows_per_s` are the group-by; the stream's p50/p99 in
+ms. Every engine's group-by result must be what was published (counts and byte sums per key),
+and every count() the messages published; otherwise the exit status is 1. The machine has few
+cores, shared: the load average before and after is in the report.
 
 What must hold: every wait is bounded (`--timeout-s`); everything started here (the S3 server,
-the standalone, the SparkSession, the publisher thread) is stopped and the temp dir removed, also
+the standalone, the SparkSession, the streaming query) is stopped and the temp dir removed, also
 on error or Ctrl-C/SIGTERM.
 """
 
@@ -68,6 +72,8 @@ TARGET_RATIO = 0.8
 STREAM_TRIGGER = "1 second"
 STREAM_WARMUP_KEY = "warmup"
 STREAM_KEY = "measured"
+PRUNED_COUNT_SCHEMA = "ledger_id bigint"          # count(): one narrow column
+PRUNED_GROUP_SCHEMA = "key string, payload binary"  # the group-by's columns
 KEEP_SUBSCRIPTION = "perf-spark-keep"  # its backlog keeps the ledgers from retention
 
 
@@ -190,9 +196,10 @@ def download(st: Any, key_prefix: str, local_dir: Path) -> dict:
 # Timing and results
 
 
-def timed(fn: Callable[[], Any], runs: int) -> tuple[list[float], Any]:
-    """One warm-up call, then `runs` timed calls; (seconds of each timed call, the last result)."""
-    result = fn()
+def timed(fn: Callable[[], Any], runs: int, warm_up: bool = True) -> tuple[list[float], Any]:
+    """One warm-up call (unless warm_up is False), then `runs` timed calls; (seconds of each
+    timed call, the last result)."""
+    result = fn() if warm_up else None
     seconds = []
     for _ in range(runs):
         start = time.perf_counter()
@@ -238,41 +245,44 @@ def source_options(st: Any, topic: str) -> dict[str, str]:
             "s3.accessKey": creds.access_key, "s3.secretKey": creds.secret_key}
 
 
-def spark_queries(df: Any) -> tuple[Callable[[], int], Callable[[], Any]]:
-    """count() and the group-by of one DataFrame, as calls."""
+def spark_engine(name: str, count_df: Any, group_df: Any, args: argparse.Namespace, expected: dict,
+                 profile: str | None = None) -> dict:
+    """count() of `count_df` and the group-by of `group_df`: the first query warms up once (a
+    Python source's first query starts the Python workers), then each runs `--runs` times."""
     from pyspark.sql import functions as F
 
-    def count() -> int:
-        return int(df.count())
-
-    def group_by() -> Any:
-        return df.groupBy("key").agg(F.count("*"), F.sum(F.length("payload"))).collect()
-    return count, group_by
-
-
-def spark_engine(name: str, df: Any, args: argparse.Namespace, expected: dict,
-                 profile: str | None = None) -> dict:
     from perf.offload import profiled
-    count, group_by = spark_queries(df)
-    count_s, counted = timed(count, args.runs)
+    count_s, counted = timed(count_df.count, args.runs)
     if counted != args.messages:
         raise StrataError("count() is not the messages published", engine=name, count=counted,
                           messages=args.messages)
+
+    def group_by() -> Any:
+        return group_df.groupBy("key").agg(F.count("*"), F.sum(F.length("payload"))).collect()
     with profiled(os.getpid(), profile, f"{name}_groupby") as found:
-        group_s, rows = timed(group_by, args.runs)
+        group_s, rows = timed(group_by, args.runs, warm_up=False)
     check_groups(name, groups_of(rows), expected)
     return {"count_s": count_s, "groupby_s": group_s, "profile": found.get("top")}
 
 
 def spark_figures(spark: Any, st: Any, topic: str, local_dir: Path, args: argparse.Namespace,
                   expected: dict) -> dict:
-    """Native Parquet first (it also warms the JVM), then the source."""
-    native = spark_engine("native_parquet", spark.read.parquet(str(local_dir)), args, expected)
-    source_df = spark.read.format("strata").options(**source_options(st, topic)).load()
-    source = spark_engine("source", source_df, args, expected, args.profile)
-    return {"native": native, "source": source,
+    """Native Parquet first (it also warms the JVM), then the source as loaded (every message
+    column shipped: the Python Data Source API has no column pruning), then the source with a
+    user-given schema naming only the columns the query needs (the source's column pruning)."""
+    native_df = spark.read.parquet(str(local_dir))
+    native = spark_engine("native_parquet", native_df, native_df, args, expected)
+    options = source_options(st, topic)
+
+    def strata(schema: str | None = None) -> Any:
+        reader = spark.read.format("strata").options(**options)
+        return (reader if schema is None else reader.schema(schema)).load()
+    source_df = strata()
+    source = spark_engine("source", source_df, source_df, args, expected, args.profile)
+    pruned = spark_engine("source_pruned", strata(PRUNED_COUNT_SCHEMA), strata(PRUNED_GROUP_SCHEMA), args, expected)
+    return {"native": native, "source": source, "source_pruned": pruned,
             "source_partitions": source_df.rdd.getNumPartitions(),
-            "native_partitions": spark.read.parquet(str(local_dir)).rdd.getNumPartitions()}
+            "native_partitions": native_df.rdd.getNumPartitions()}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -460,36 +470,46 @@ def _rate(rows: int, seconds: float) -> float:
     return round(rows / seconds, 1) if seconds > 0 else 0.0
 
 
+def _engine_figures(name: str, runs: dict, messages: int) -> dict:
+    return {f"{name}_count_rows_per_s": _rate(messages, _median(runs["count_s"])),
+            f"{name}_groupby_rows_per_s": _rate(messages, _median(runs["groupby_s"]))}
+
+
+def _both_s(runs: dict) -> float:
+    """Seconds of count + group-by (medians)."""
+    return _median(runs["count_s"]) + _median(runs["groupby_s"])
+
+
 def report(args: argparse.Namespace, m: dict) -> dict:
     n = args.messages
     sp = m["spark"]
-    src, nat = sp["source"], sp["native"]
-    src_s = _median(src["count_s"]) + _median(src["groupby_s"])
-    nat_s = _median(nat["count_s"]) + _median(nat["groupby_s"])
+    src, nat, pruned = sp["source"], sp["native"], sp["source_pruned"]
     result: dict[str, Any] = {
-        "source_rows_per_s": _rate(2 * n, src_s),
-        "native_parquet_rows_per_s": _rate(2 * n, nat_s),
-        "ratio": round(nat_s / src_s, 3),
+        "source_rows_per_s": _rate(2 * n, _both_s(src)),
+        "native_parquet_rows_per_s": _rate(2 * n, _both_s(nat)),
+        "ratio": round(_both_s(nat) / _both_s(src), 3),
         "duckdb_rows_per_s": _rate(n, _median(m["s3_engines"]["duckdb"])),
         "pyarrow_rows_per_s": _rate(n, _median(m["s3_engines"]["pyarrow"])),
         **m["stream"],
+        "source_pruned_rows_per_s": _rate(2 * n, _both_s(pruned)),
+        "ratio_pruned": round(_both_s(nat) / _both_s(pruned), 3),
     }
-    for name, runs in (("source", src), ("native_parquet", nat)):
-        result[f"{name}_count_rows_per_s"] = _rate(n, _median(runs["count_s"]))
-        result[f"{name}_groupby_rows_per_s"] = _rate(n, _median(runs["groupby_s"]))
-    result["count_ratio"] = round(_median(nat["count_s"]) / _median(src["count_s"]), 3)
-    result["groupby_ratio"] = round(_median(nat["groupby_s"]) / _median(src["groupby_s"]), 3)
+    for name, runs in (("source", src), ("source_pruned", pruned), ("native_parquet", nat)):
+        result.update(_engine_figures(name, runs, n))
+        if name != "native_parquet":
+            result[f"{name}_count_ratio"] = round(_median(nat["count_s"]) / _median(runs["count_s"]), 3)
+            result[f"{name}_groupby_ratio"] = round(_median(nat["groupby_s"]) / _median(runs["groupby_s"]), 3)
     result["target_ratio"] = TARGET_RATIO
     result["target_met"] = result["ratio"] >= TARGET_RATIO
+    seconds = {f"{name}_{query}": _round_all(runs[f"{query}_s"]) for name, runs in
+               (("source", src), ("source_pruned", pruned), ("native", nat)) for query in ("count", "groupby")}
+    seconds.update({f"{name}_groupby": _round_all(m["s3_engines"][name]) for name in ("pyarrow", "duckdb")})
     result.update({
         "messages": n, "message_bytes": MESSAGE_BYTES, "keys": args.keys, "runs": args.runs,
         "payload_bytes": n * MESSAGE_BYTES, **m["copy"], **m["offload"], **m["fill"],
         "source_partitions": sp["source_partitions"], "native_partitions": sp["native_partitions"],
-        "seconds": {"source_count": _round_all(src["count_s"]), "source_groupby": _round_all(src["groupby_s"]),
-                    "native_count": _round_all(nat["count_s"]), "native_groupby": _round_all(nat["groupby_s"]),
-                    "pyarrow_groupby": _round_all(m["s3_engines"]["pyarrow"]),
-                    "duckdb_groupby": _round_all(m["s3_engines"]["duckdb"])},
-        "spark_master": SPARK_MASTER, "phase_seconds": m["phase_seconds"],
+        "pruned_schemas": {"count": PRUNED_COUNT_SCHEMA, "groupby": PRUNED_GROUP_SCHEMA},
+        "seconds": seconds, "spark_master": SPARK_MASTER, "phase_seconds": m["phase_seconds"],
     })
     if args.profile:
         result["profile_source_groupby_top"] = src["profile"]

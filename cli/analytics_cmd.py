@@ -279,7 +279,7 @@ def print_consumer_lag(console: Any, topic: str, subscription: str, states: list
 
 
 def run(args: argparse.Namespace, spark: Any, console: Any) -> int:
-    """One command on a given session (the tests pass theirs; `main` starts and stops its own)."""
+    """One command on a SparkSession (the tests pass theirs) or a LazySession (`main`)."""
     if args.command == "summary":
         return run_summary(args, spark, console)
     return run_consumer_lag(args, spark, console)
@@ -303,16 +303,36 @@ def failure_text(exc: BaseException) -> str | None:
     return found
 
 
+class LazySession:
+    """The SparkSession `main` starts on first use (consumer-lag asks the admin API first, so a
+    wrong subscription fails in a second, not after the JVM's start-up) and stops at the end."""
+
+    def __init__(self, master: str, app_name: str) -> None:
+        self.master = master
+        self.app_name = app_name
+        self.session: Any = None
+
+    @property
+    def read(self) -> Any:
+        if self.session is None:
+            from analytics.session import strata_session
+
+            self.session = strata_session(self.master, app_name=self.app_name)
+        return self.session.read
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+            self.session = None
+
+
 def main(argv: list[str]) -> int:
     from rich.console import Console
 
     args = parse_args(argv)
     console = Console(width=max(Console().width, 120))
-    spark = None
+    spark = LazySession(args.master, f"strata analytics {args.command}")
     try:
-        from analytics.session import strata_session
-
-        spark = strata_session(args.master, app_name=f"strata analytics {args.command}")
         return run(args, spark, console)
     except Exception as exc:  # StrataError, or PySpark's exceptions that carry one from a worker
         text = failure_text(exc)
@@ -321,5 +341,4 @@ def main(argv: list[str]) -> int:
         print(f"strata analytics: {text}", file=sys.stderr)
         return 1
     finally:
-        if spark is not None:
-            spark.stop()
+        spark.stop()

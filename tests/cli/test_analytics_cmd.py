@@ -193,6 +193,12 @@ def test_unknown_topic_is_one_clear_line(cluster, s3_server, spark, tmp_path: Pa
     with pytest.raises(TopicNotFound):
         analytics_cmd.run(analytics_cmd.parse_args(["consumer-lag", topic, "sub", "--out", str(tmp_path),
                                                     *_access_flags(sa, s3_server, bucket)]), spark, Console())
+    # the command itself: one line, exit 1, and no Spark started for it (the admin API answers first)
+    cmd = [sys.executable, "-m", "cli.main", "analytics", "consumer-lag", topic, "sub", "--out", str(tmp_path),
+           *_access_flags(sa, s3_server, bucket)]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith("strata analytics: TopicNotFound: "), done.stderr
+    assert "SparkContext" not in done.stderr and "Traceback" not in done.stderr
 
 
 def _load_example() -> Any:

@@ -8,7 +8,9 @@ re-registering is a no-op; unregistering drops exactly that ledger's file (metad
 "brokers" creating the same table at once both land their files; the cold tier's offload commits
 to the table before returning, a failed commit fails the offload and the retry reuses the object,
 delete and clean_orphans remove the file first; a catalog that is down, wrong S3 credentials and
-a locked SQLite catalog are IcebergCatalogError within the bound, and nothing registered is lost.
+a locked SQLite catalog are IcebergCatalogError within the bound, and nothing registered is lost;
+expiring old snapshots deletes only the manifest lists and manifests no kept snapshot uses, never
+a data file, and registering goes on as before.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from offload.iceberg import (
     IcebergTables,
     catalog,
     catalog_sqlalchemy_url,
+    expire_snapshots,
     table_identifier,
 )
 from offload.message_table import MESSAGE_COLUMNS, MESSAGE_ONLY_SCHEMA
@@ -312,3 +315,37 @@ def test_catalog_urls_and_settings() -> None:
     storage = open_cold_storage(config)
     assert storage is not None and storage.tables is None   # no metadata URL: the tier without tables
     run(storage.close())
+
+
+def test_old_snapshots_expire_and_only_their_own_metadata_files_go(s3_server, tmp_path):
+    bucket = s3_server.new_bucket()
+    url = f"sqlite:///{tmp_path}/metadata.db"
+    ml = "acme/orders/persistent/busy"
+    object_keys = [upload_ledger(s3_server, bucket, ml, lid, 6, seed=lid) for lid in range(1, 10)]
+    tables = tables_for(s3_server, bucket, url)
+
+    async def register(keys_: list[str]) -> list[bool]:
+        return [await tables.register(ml, key) for key in keys_]
+
+    assert run(register(object_keys[:8])) == [True] * 8
+    table = tables.load_table(ml)
+    before = table.snapshots()
+    assert len(before) == 8                       # below the automatic expiry's threshold
+    assert expire_snapshots(table, kept=3, batch_min=1) == 5
+    table = tables.load_table(ml)
+    assert [s.snapshot_id for s in table.snapshots()] == [s.snapshot_id for s in before[-3:]]
+    listed = {o["Key"] for o in s3_server.boto3_client().list_objects_v2(Bucket=bucket)["Contents"]}
+    location = table.location().removeprefix(f"s3://{bucket}/")
+    for snapshot in before:
+        manifest_list = snapshot.manifest_list.removeprefix(f"s3://{bucket}/")
+        assert (manifest_list in listed) == (snapshot in before[-3:])
+    for snapshot in table.snapshots():
+        for manifest in snapshot.manifests(table.io):
+            assert manifest.manifest_path.removeprefix(f"s3://{bucket}/") in listed
+    assert all(key in listed for key in object_keys)                  # data files are never touched
+    assert any(k.startswith(location) and k.endswith(".metadata.json") for k in listed)
+    assert table.properties["write.metadata.delete-after-commit.enabled"] == "true"   # old ones go
+    assert scanned(s3_server, bucket, url, ml).equals(objects_read_by_pyarrow(s3_server, bucket, object_keys[:8]))
+    assert run(register(object_keys)) == [False] * 8 + [True]
+    assert scanned(s3_server, bucket, url, ml).equals(objects_read_by_pyarrow(s3_server, bucket, object_keys))
+    tables.close()

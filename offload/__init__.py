@@ -11,7 +11,8 @@ managed ledgers and never imports boto3 or pyarrow itself. Credentials: boto3's 
 Iceberg (`offload.iceberg`): with `offload_iceberg_enabled` (the default) and a catalog database
 known (`offload_iceberg_catalog_uri`, else the `metadata_url` the broker passes), every offloaded
 ledger's object is also a data file of its topic's Iceberg table; without a catalog URI the
-tier works as before, with no tables.
+tier works as before, with no tables. Turning tables off later leaves them as they are: objects
+deleted from then on stay listed in them (readers of the table would miss those files).
 """
 
 from __future__ import annotations

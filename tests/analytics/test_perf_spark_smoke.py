@@ -24,7 +24,7 @@ MESSAGES = 2000
 KEYS = ("source_rows_per_s", "native_parquet_rows_per_s", "ratio", "duckdb_rows_per_s", "stream_visible_p50_ms")
 EXTRA_KEYS = ("pyarrow_rows_per_s", "stream_visible_p99_ms", "source_count_rows_per_s", "source_groupby_rows_per_s",
               "native_parquet_count_rows_per_s", "native_parquet_groupby_rows_per_s", "source_count_ratio",
-              "source_groupby_ratio", "source_pruned_rows_per_s", "ratio_pruned", "objects", "s3_bytes")
+              "source_groupby_ratio", "source_tuned_rows_per_s", "ratio_tuned", "objects", "s3_bytes")
 
 
 def _temp_dirs() -> set[str]:

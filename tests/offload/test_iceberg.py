@@ -34,6 +34,8 @@ from metadata import open_store
 from offload import keys, open_cold_storage
 from offload.format import LedgerOrigin, LedgerWriter
 from offload.iceberg import (
+    SNAPSHOTS_EXPIRED_PER_PASS_MIN,
+    SNAPSHOTS_KEPT,
     TABLE_LOCATION_SUFFIX,
     IcebergSettings,
     IcebergTables,
@@ -348,4 +350,11 @@ def test_old_snapshots_expire_and_only_their_own_metadata_files_go(s3_server, tm
     assert scanned(s3_server, bucket, url, ml).equals(objects_read_by_pyarrow(s3_server, bucket, object_keys[:8]))
     assert run(register(object_keys)) == [False] * 8 + [True]
     assert scanned(s3_server, bucket, url, ml).equals(objects_read_by_pyarrow(s3_server, bucket, object_keys))
+    # registering expires by itself once SNAPSHOTS_EXPIRED_PER_PASS_MIN piled up past SNAPSHOTS_KEPT
+    more = [upload_ledger(s3_server, bucket, ml, lid, 2, seed=lid) for lid in range(10, 26)]
+    assert len(tables.load_table(ml).snapshots()) + len(more) == SNAPSHOTS_KEPT + SNAPSHOTS_EXPIRED_PER_PASS_MIN
+    assert run(register(more)) == [True] * len(more)
+    assert len(tables.load_table(ml).snapshots()) == SNAPSHOTS_KEPT
+    everything = object_keys + more
+    assert scanned(s3_server, bucket, url, ml).equals(objects_read_by_pyarrow(s3_server, bucket, everything))
     tables.close()

@@ -35,8 +35,8 @@ Every commit is a snapshot; past `SNAPSHOTS_KEPT` + `SNAPSHOTS_EXPIRED_PER_PASS_
 ones are expired (with the manifest lists and manifests only they used, never a data file), and
 old metadata.json files are deleted by pyiceberg past the newest 16, so a commit's cost stays
 flat (pyiceberg copies the whole metadata many times per commit: at 150 snapshots a register
-took 1.2 s, at <= 20 about 0.2 s). Time travel thus reaches `SNAPSHOTS_KEPT` commits back, and
-a removed ledger's file leaves the table's history once its snapshots expire.
+took 1.2 s, at <= 20 about 0.2 s). Time travel thus reaches `SNAPSHOTS_KEPT` commits back; a
+snapshot from before a removal still lists that ledger's object, which the cold tier has deleted.
 
 What must hold: a table references only complete objects (register runs after the upload) and
 no deleted one (unregister runs first); register and unregister are idempotent and safe to race

@@ -138,7 +138,7 @@ def test_reads_every_message_once_from_s3_the_bookies_and_the_open_ledger(spark,
     hot = {p.ledger_id for p in slices if isinstance(p, HotSlice)}
     assert cold == world.offloaded and hot and not cold & hot
     assert max(hot) == world.tail[-1].msg_id[0], "the open ledger is read up to its last confirmed entry"
-    assert df.rdd.getNumPartitions() == 1, "32 MiB per Spark partition by default"
+    assert df.rdd.getNumPartitions() == 1, "128 MiB per Spark partition by default"
     small = spark.read.format("strata").options(**world.options(topic=TOPIC, partitionBytes="65536")).load()
     assert small.rdd.getNumPartitions() > 4
     assert small.count() == len(world.everything)

@@ -224,6 +224,10 @@ class IcebergTables:
         self._catalog_lock = threading.Lock()   # the pool's threads open the catalog once
         self._pool = ThreadPoolExecutor(max_workers=CATALOG_THREADS, thread_name_prefix="offload-iceberg")
         self._locks = [asyncio.Lock() for _ in range(LOCK_STRIPES)]
+        # held by the worker thread itself: a call that timed out leaves its thread running, and the
+        # next call of the same table must not commit beside it (pyiceberg retries a conflicting
+        # append without checking for the file again: the same data file would be added twice)
+        self._thread_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self.registered = 0               # files added by this process
         self.unregistered = 0             # files removed by this process
 
@@ -247,13 +251,18 @@ class IcebergTables:
         return removed
 
     async def _run(self, identifier: tuple[str, ...], op: str, fn: Callable[[], T]) -> T:
-        lock = self._locks[zlib.crc32(".".join(identifier).encode()) % LOCK_STRIPES]
+        stripe = zlib.crc32(".".join(identifier).encode()) % LOCK_STRIPES
+        lock, thread_lock = self._locks[stripe], self._thread_locks[stripe]
         loop = asyncio.get_running_loop()
+
+        def serialized() -> T:
+            with thread_lock:
+                return _CATALOG_RETRY.call(fn, about=".".join(identifier))
+
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 async with lock:
-                    return await loop.run_in_executor(
-                        self._pool, lambda: _CATALOG_RETRY.call(fn, about=".".join(identifier)))
+                    return await loop.run_in_executor(self._pool, serialized)
         except TimeoutError:
             raise IcebergCatalogError("Iceberg catalog call timed out", op=op, table=".".join(identifier),
                                       timeout_s=self.settings.timeout_s) from None

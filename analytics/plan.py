@@ -49,6 +49,7 @@ class ColdSlice:
     first_entry: int              # rows outside [first_entry, last_entry] are dropped
     last_entry: int
     size_bytes: int               # estimate, for grouping
+    object_bytes: int = 0         # the object's size (saves the reader a HEAD); 0 = unknown
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ class Footers:
                 continue
             size = spans[index][1] - spans[index][0]
             out.append(ColdSlice(snapshot.topic, snapshot.partition, ledger.ledger_id, ledger.cold_key, (index,),
-                                 max(first, group_first), min(last, group_last), size))
+                                 max(first, group_first), min(last, group_last), size, ledger.cold_bytes))
         return out
 
 
@@ -302,7 +303,7 @@ def _merge_adjacent(group: list[Slice]) -> list[Slice]:
                 and prev.last_entry + 1 == piece.first_entry:
             out[-1] = ColdSlice(prev.topic, prev.partition, prev.ledger_id, prev.key,
                                 prev.row_groups + piece.row_groups, prev.first_entry, piece.last_entry,
-                                prev.size_bytes + piece.size_bytes)
+                                prev.size_bytes + piece.size_bytes, prev.object_bytes)
         else:
             out.append(piece)
     return out

@@ -51,6 +51,7 @@ class LedgerInSnapshot:
     last_publish_ms: int
     cold_key: str                 # "" = read from the bookies
     metadata_json: bytes          # the ledger's metadata (hot ledgers), b"" for cold ones
+    cold_bytes: int = 0           # the offloaded object's size
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ def snapshot_partition(store: MetadataStore, name: TopicName, admin_url: str) ->
             if entries < 0:
                 entries = _bookie_lac(LedgerMetadata.from_json(meta)) + 1
         ledgers.append(LedgerInSnapshot(record.ledger_id, max(entries, 0), record.size_bytes, record.messages,
-                                        record.first_publish_ms, record.last_publish_ms, cold, meta))
+                                        record.first_publish_ms, record.last_publish_ms, cold, meta,
+                                        record.cold.size_bytes if record.cold is not None else 0))
     return PartitionSnapshot(str(name), name.partition_index, tuple(ledgers))
 
 

@@ -159,6 +159,14 @@ class SessionExpired(MetadataError):
     retriable = True
 
 
+class LeaseLost(MetadataError):
+    """This store's lease has lapsed by its own clock (no renewal for lease - margin): writes are
+    refused until a renewal succeeds, so a stalled owner never writes past its lease."""
+    code = 109
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
 class NotEmpty(MetadataError):
     """Delete of a path that still has children."""
     code = 108
@@ -477,6 +485,44 @@ class SinkSendFailed(AnalyticsError):
     broker's deduplication keeps the retry from storing anything twice."""
     code = 705
     retriable = True
+
+
+# --- cluster: ownership, lookup, brokers (800-899) ---------------------------------------------
+
+class ClusterError(StrataError):
+    code = 800
+
+
+class BundleNotOwned(ClusterError):
+    """This broker does not own the topic's bundle (the client looks up again)."""
+    code = 801
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class InvalidBundle(ClusterError):
+    """A bundle range or count that is malformed, out of range, or names no bundle."""
+    code = 802
+    server_error = PulsarServerError.MetadataError
+
+
+class NoOwner(ClusterError):
+    """No live broker owns, or can own, the bundle right now."""
+    code = 803
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class BrokerAddressInUse(ClusterError):
+    """Another live broker is registered under this broker's advertised address."""
+    code = 804
+
+
+class OwnedElsewhere(ClusterError):
+    """The bundle is owned by another broker; details carry its `http_url` and `native_url`."""
+    code = 805
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
 
 
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:

@@ -82,10 +82,13 @@ class Broker:
         broker_id = f"{c.broker_advertised_host}:{self.port}"
         self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
                                      self.service_url, broker_id, cold=self.cold, cold_error=cold_error)
-        await self._server.start_serving()
+        self.service.connection_count = lambda: len(self.connections)
         self.admin = AdminServer(self.service, c.broker_admin_port)
         await self.admin.start()
         self.admin_port = self.admin.port
+        # registered (BrokerAddressInUse if a live broker has our address) before serving clients
+        await self.service.start_cluster(self.admin_url, f"{c.broker_advertised_host}:{self.admin_port}")
+        await self._server.start_serving()
         log.info("broker serving %s, admin %s", self.service_url, self.admin_url)
 
     def _new_connection(self) -> ServerConnection:

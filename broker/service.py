@@ -1,14 +1,17 @@
 """BrokerService: the topics this broker serves, and the shared things they need.
 
-Topics are loaded lazily, the first time a PRODUCER, SUBSCRIBE or admin call names them. Loading
-claims ownership (an ephemeral key `/ownership/<tenant>/<ns>/<topic>` bound to this broker's
-metadata session), records the topic in the topic list, opens its managed ledger (which fences
-any previous writer) and loads its cursors. Concurrent callers share one load; each waits at most
-`broker_topic_load_timeout_ms` and then gets ServiceNotReady, which the client retries.
+Topics are loaded lazily, the first time a PRODUCER, SUBSCRIBE or admin call names them, and only
+while this broker owns the topic's namespace bundle (`broker.ownership`: an unowned bundle is
+acquired then; one owned elsewhere raises OwnedElsewhere, which the client answers with a fresh
+lookup and the admin API with a 307). Loading records the topic in the topic list, opens its
+managed ledger (which fences any previous writer) and loads its cursors. Concurrent callers share
+one load; each waits at most `broker_topic_load_timeout_ms` and then gets ServiceNotReady, which
+the client retries.
 
-A broker restarted at the same advertised address takes over ownership keys its previous
-incarnation left behind (their session has not expired yet); a key held by a different broker is
-respected (ServiceNotReady).
+Cluster membership (`start_cluster`): the broker registers itself (`broker.registry`), keeps the
+ownership view, follows its metadata lease (`broker.lease_watch`: a lapsed lease stops all serving
+at once) and rewrites its load report. `close()` unloads every bundle first, so clients move to
+the other brokers before this one lets go of anything else.
 
 Policies: the dedup switch of loaded topics follows the namespace and topic policies. The admin
 API applies a change to this broker's topics at once (`apply_dedup_policy`); a watch on
@@ -26,7 +29,7 @@ are sampled (`broker.topic_stats.StatsSampler`) so the admin API can report rate
 is not visited at all.
 
 What must hold: at most one `PersistentTopic` per name per process; a topic is served only while
-this broker holds its ownership key.
+this broker holds its bundle's ownership key under a valid lease.
 """
 
 from __future__ import annotations
@@ -36,12 +39,15 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from broker import dedup, offload_policy, policies, topic_stats
+from broker.lease_watch import LeaseWatch
+from broker.load_report import LoadMeter
+from broker.ownership import Ownership
+from broker.registry import BrokerRegistry
 from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
-from common import retry
 from common.clock import Clock
 from common.config import Config
-from common.errors import AlreadyExists, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
+from common.errors import BundleNotOwned, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
 from common.topic_names import TopicName
 from cursor.cursor_writer import CursorWriter
 from entries.entry import parse_entry
@@ -52,10 +58,6 @@ from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 
-OWNERSHIP_ROOT = "/ownership"
-# Claiming a topic: the key vanished or was our own previous incarnation's: try again at once,
-# three times in all, then ServiceNotReady (which the client retries).
-_CLAIM_RETRY = retry.Retry("broker.claim_topic", retry_on=(), wait=retry.no_wait(), attempts_max=3)
 
 
 class BrokerService:
@@ -72,6 +74,12 @@ class BrokerService:
         self.clock = clock
         self.advertised_url = advertised_url
         self.broker_id = broker_id          # e.g. "127.0.0.1:6650"; names generated producers
+        self.web_url = ""                   # admin HTTP URL, set by the server once it listens
+        self.connection_count = lambda: 0   # the server's live connections, for the load report
+        self.registry = BrokerRegistry(astore, config, "")   # keyed once the admin port is known
+        self.ownership = Ownership(self, self.registry)
+        self.lease = LeaseWatch(self)
+        self._load_meter = LoadMeter()
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -80,6 +88,7 @@ class BrokerService:
         self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
         self.stats = topic_stats.StatsSampler(config, clock)  # rates of topics with traffic
         self.closing = False
+        self.draining = False               # stopping: bundles are being handed to other brokers
 
     # --- background work --------------------------------------------------------------------------
 
@@ -103,12 +112,29 @@ class BrokerService:
         """A producer name unique across brokers and restarts (an id from the metadata store)."""
         return f"strata-{self.broker_id.replace(':', '-')}-{await self.astore.next_id('producer-name')}"
 
+    # --- cluster ------------------------------------------------------------------------------------
+
+    async def start_cluster(self, web_url: str, registry_key: str) -> None:
+        """Register this broker, start the ownership view and follow the lease (once serving)."""
+        self.web_url = web_url
+        self.registry = BrokerRegistry(self.astore, self.config, registry_key)
+        self.ownership = Ownership(self, self.registry)
+        await self.registry.register(self.load_report())
+        await self.ownership.start()
+        self.lease.start()
+
+    def load_report(self) -> dict:
+        bundles = [f"{t}/{ns}/{b.key}" for t, ns, b in self.ownership.owned()]
+        return self._load_meter.report(self, self.connection_count(), bundles)
+
     # --- topics ---------------------------------------------------------------------------------------
 
     async def get_topic(self, name: TopicName) -> PersistentTopic:
         """The loaded topic, loading (and creating) it if needed; ServiceNotReady if slow."""
         if self.closing:
             raise ShuttingDown("broker is shutting down")
+        if not self.astore.lease_valid():
+            raise BundleNotOwned("this broker's metadata lease has lapsed", topic=str(name))
         if not self._background_started:
             self._background_started = True
             self.spawn(self._start_background())
@@ -127,7 +153,7 @@ class BrokerService:
             raise ServiceNotReady("topic is still loading", topic=key) from None
 
     async def _load(self, name: TopicName) -> PersistentTopic:
-        await self._claim(name)
+        await self.ownership.check_owned(name)
         await policies.register_topic(self.astore, name, self.clock.wall_ms())
         c = self.config
         ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, self.ledger_client, c,
@@ -146,42 +172,12 @@ class BrokerService:
         self.topics[str(name)] = topic
         return topic
 
-    async def _claim(self, name: TopicName) -> None:
-        path = f"{OWNERSHIP_ROOT}/{name.path}"
-        value = self.advertised_url.encode()
-
-        async def attempt() -> None:
-            try:
-                await self.astore.create(path, value, ephemeral=True)
-                return
-            except AlreadyExists:
-                found = await self.astore.get(path)
-            if found is None:
-                raise retry.TryAgain("the ownership key vanished")
-            if found.ephemeral_owner == self.astore.session_id:
-                return
-            if found.value != value:
-                raise ServiceNotReady("topic is owned by another broker", topic=str(name),
-                                      owner=found.value.decode(errors="replace"))
-            try:  # our own previous incarnation's key: take it over
-                await self.astore.delete(path, expected_version=found.version)
-            except (NotFound, StrataError):
-                pass
-            raise retry.TryAgain("took our previous incarnation's key over")
-
-        await _CLAIM_RETRY.call_async(attempt, about=str(name), give_up=lambda _: ServiceNotReady(
-            "could not claim topic ownership", topic=str(name)))
-
     async def release(self, topic: PersistentTopic) -> None:
-        """Close a topic and give up its ownership."""
+        """Close a topic (its clients look up again); its bundle's ownership is not touched."""
         key = str(topic.name)
         if self.topics.get(key) is topic:
             del self.topics[key]
         await topic.close()
-        try:
-            await self.astore.delete(f"{OWNERSHIP_ROOT}/{topic.name.path}")
-        except StrataError:
-            pass
 
     async def delete_topic(self, name: TopicName, *, force: bool) -> None:
         """Delete a (partition) topic and everything it stores. Without `force`, NotAllowed while
@@ -196,10 +192,6 @@ class BrokerService:
             del self.topics[str(name)]
         await topic.delete()
         await policies.unregister_topic(self.astore, name)
-        try:
-            await self.astore.delete(f"{OWNERSHIP_ROOT}/{name.path}")
-        except StrataError:
-            pass
 
     async def apply_dedup_policy(self, match: Callable[[TopicName], bool]) -> None:
         """Re-read the dedup switch of every loaded topic for which `match(name)` holds."""
@@ -250,7 +242,15 @@ class BrokerService:
 
     async def close(self) -> None:
         """Close every topic (flushing cursors); stop background work."""
+        self.draining = True   # acquire nothing more; lookups send clients elsewhere
+        await self.registry.unregister()
+        try:   # clients move to the other brokers first (topics closed, then keys deleted)
+            await self.ownership.unload_all()
+        except StrataError as exc:
+            log.warning("unloading bundles at stop: %s", exc)
         self.closing = True
+        self.ownership.stop()
+        self.registry.stop_view()
         await self.retention.stop()
         for task in list(self._loading.values()):
             try:

@@ -219,6 +219,11 @@ class _OutKey:
         return key
 
 
+def out_rates(topic: object) -> tuple[float, float]:
+    """(messages/s, bytes/s) delivered from `topic` to all its consumers."""
+    return rates(_OutKey.of(topic))
+
+
 def _consumer_stats(consumer) -> dict:
     return {
         "consumerName": consumer.name,

@@ -46,7 +46,11 @@ async def serve_until_signal(broker, on_started=None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()
+        raise
     print(f"service URL {broker.service_url}", flush=True)
     print(f"admin URL {broker.admin_url}", flush=True)
     if on_started is not None:
@@ -68,5 +72,9 @@ def main(argv: list[str]) -> int:
     from broker.server import Broker
     from common.gc_tuning import tune_for_server
     tune_for_server()
-    uvloop.run(serve_until_signal(Broker(config, args.metadata_url)))
+    try:
+        uvloop.run(serve_until_signal(Broker(config, args.metadata_url)))
+    except StrataError as exc:   # e.g. BrokerAddressInUse: another live broker has our address
+        print(f"strata broker: {exc}", file=sys.stderr)
+        return 3
     return 0

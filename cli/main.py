@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "bookie": "cli.bookie_cmd",
     "admin": "cli.admin_cmd",
     "analytics": "cli.analytics_cmd",
+    "cluster": "cli.cluster_cmd",
 }
 
 # `strata perf <name>` -> module with main(argv)

@@ -4,7 +4,11 @@ Every method of the synchronous store runs in a bounded thread pool (`metadata_a
 threads), so the event loop never waits on SQL. At most `metadata_async_calls_in_flight_max` calls
 are queued or running at once; further callers wait (asyncio backpressure) rather than growing an unbounded queue.
 `watch()` callbacks are delivered on the event loop that called `watch()` (via
-`call_soon_threadsafe`), in the order the store's poller saw them.
+`call_soon_threadsafe`), in the order the store's poller saw them; session listeners
+(`add_session_listener`) likewise on the loop that registered them, in the order the store
+announced the events. The lease calls (`lease_valid`, `add_session_listener`, `new_session`) are
+plain methods passed straight to the store: `lease_valid()` reads only the clock, so the ledger
+can ask it before every add.
 
 It implements `metadata.api.AsyncStore`, the type asyncio code takes. `ToThreadStore` is the
 light adapter for code that holds a blocking store and makes a few async calls (tests, tools):
@@ -24,7 +28,7 @@ from typing import Any
 
 from common.config import Config, default_config
 from common.errors import StrataError
-from metadata.api import AsyncStore, MetadataStore, Versioned, Watch, WatchEvent
+from metadata.api import AsyncStore, MetadataStore, SessionEvent, Versioned, Watch, WatchEvent
 
 
 class AsyncMetadataStore(AsyncStore):
@@ -75,9 +79,23 @@ class AsyncMetadataStore(AsyncStore):
 
     async def watch(self, prefix: str, callback: Callable[[WatchEvent], None]) -> Watch:
         """Like the sync `watch`, but `callback(event)` runs on this event loop."""
+        return await self._call(self.sync.watch, prefix, self._on_loop(callback))
+
+    def lease_valid(self) -> bool:
+        return self.sync.lease_valid()
+
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
+        """Like the sync one, but `callback(event)` runs on the running loop of the caller."""
+        self.sync.add_session_listener(self._on_loop(callback))
+
+    def new_session(self) -> str:
+        return self.sync.new_session()
+
+    def _on_loop(self, callback: Callable[[Any], None]) -> Callable[[Any], None]:
+        """`callback` moved onto the running loop: called from any thread, it runs there."""
         loop = asyncio.get_running_loop()
 
-        def hop(event: WatchEvent) -> None:
+        def hop(event: Any) -> None:
             if self._closed:
                 return
             try:
@@ -85,7 +103,7 @@ class AsyncMetadataStore(AsyncStore):
             except RuntimeError:  # the loop is closed: nobody is listening any more
                 pass
 
-        return await self._call(self.sync.watch, prefix, hop)
+        return hop
 
     async def close(self) -> None:
         if self._closed:

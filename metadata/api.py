@@ -16,6 +16,23 @@ What must hold:
 - An ephemeral key lives only while its session's lease is renewed; it is gone within
   lease + ~1 s after the owner dies, and at once when the session closes.
 - A watcher sees every change under its prefix, in commit order, within about 1 s.
+- A stalled owner never writes after its lease. `lease_valid()` is True only while the local
+  monotonic clock is before (start of the last successful renewal) + lease - lease/10; the
+  database's expiry was set from the wall clock read at that same start, so by the local clock
+  the lease ends at least lease/10 before any other store may reap it (clocks agreeing to well
+  within lease/10, NTP). While it is False every write (create, put, put_many, delete,
+  delete_recursive, next_id) raises `LeaseLost`, checked before the transaction and again inside
+  it, under the write lock, just before commit: a process frozen (SIGSTOP, a long GC, a paused
+  VM) past its lease has its first write after it refused, whether or not the keeper has run
+  since. Reads are always allowed. Once the session was reaped (EXPIRED) it stays invalid until
+  `new_session()`; an ephemeral create then raises `SessionExpired`.
+- Session events (`SessionEvent`), each to every listener, in order: LEASE_LOST when the lease
+  goes from valid to invalid (noticed by the store's lease clock within ~0.1 s, or by a refused
+  write), LEASE_REGAINED when a renewal succeeds after LEASE_LOST and the session still exists,
+  EXPIRED once when the session row is found gone (LEASE_LOST comes first if it had not yet).
+  `new_session()` fires nothing: the caller knows. Listeners run on the store's own threads (or
+  the thread of the refused write) and must return quickly; `AsyncStore` listeners run on the
+  event loop.
 
 Two flavours of the one contract: `MetadataStore` (blocking; `SqlMetadataStore` implements it)
 and `AsyncStore` (the same calls as coroutines; `metadata.aio.AsyncMetadataStore`
@@ -55,6 +72,14 @@ class WatchEvent:
     # The value and version after the change; None/0 for DELETED.
     value: bytes | None
     version: int
+
+
+class SessionEvent(enum.Enum):
+    """A change of this store's session lease (see "What must hold" above)."""
+
+    LEASE_LOST = "lease_lost"          # valid -> invalid by the local clock: writes are refused
+    LEASE_REGAINED = "lease_regained"  # a renewal succeeded after LEASE_LOST: writes work again
+    EXPIRED = "expired"                # the session row was reaped: its ephemeral keys are gone
 
 
 class Watch(Protocol):
@@ -113,13 +138,27 @@ class MetadataStore(Protocol):
         background thread, starting with changes committed after this call."""
         ...
 
+    def lease_valid(self) -> bool:
+        """True while this session's lease holds by the local clock: writes are allowed."""
+        ...
+
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
+        """Call `callback(event)` for every later `SessionEvent` of this store."""
+        ...
+
+    def new_session(self) -> str:
+        """Open a fresh session (new id, renewed from now on; the old one, if still alive, is
+        ended and its ephemeral keys deleted) and return its id. Used after EXPIRED."""
+        ...
+
     def close(self) -> None:
         """Stop watches, end the session (its ephemeral keys are deleted), release the DB."""
         ...
 
 
 class AsyncStore(Protocol):
-    """`MetadataStore` for asyncio callers: the same calls, same semantics, awaited.
+    """`MetadataStore` for asyncio callers: the same calls, same semantics, awaited (the lease
+    calls `lease_valid`, `add_session_listener` and `new_session` are plain methods).
 
     `watch` callbacks run on the event loop that called `watch`."""
 
@@ -145,5 +184,15 @@ class AsyncStore(Protocol):
     async def next_id(self, name: str) -> int: ...
 
     async def watch(self, prefix: str, callback: Callable[[WatchEvent], None]) -> Watch: ...
+
+    def lease_valid(self) -> bool: ...
+
+    def add_session_listener(self, callback: Callable[[SessionEvent], None]) -> None:
+        """Like the sync one, but `callback` runs on the event loop that registered it."""
+        ...
+
+    def new_session(self) -> str:
+        """Blocking (one short write transaction): call it off the loop if that matters."""
+        ...
 
     async def close(self) -> None: ...

@@ -6,7 +6,7 @@ import pytest
 
 from common.clock import ManualClock
 from common.config import default_config
-from common.errors import SessionExpired
+from common.errors import LeaseLost, SessionExpired
 from metadata import open_store
 from metadata.sessions import prune_changes
 from tests.metadata.test_conformance import wait_for
@@ -36,7 +36,9 @@ def test_a_stalled_session_is_reaped_and_stays_expired(store_url, clock):
         assert stalled.session_expired
         with pytest.raises(SessionExpired):
             stalled.create("/owned/c", b"", ephemeral=True)
-        assert stalled.create("/persistent-still-fine", b"") == 1
+        with pytest.raises(LeaseLost):  # a reaped session's store refuses every write now
+            stalled.create("/persistent-no-longer", b"")
+        assert stalled.get("/persistent-no-longer") is None
         live.create("/owned/mine", b"", ephemeral=True)
         clock.advance_s(1.0)
         live._keeper.tick()

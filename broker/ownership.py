@@ -175,6 +175,10 @@ class Ownership:
                 out.append(parsed)
         return sorted(out)
 
+    def view_items(self) -> list[tuple[str, tuple[str, str, bool]]]:
+        """Every ownership key this broker knows of: (path, (nativeUrl, httpUrl, disabled))."""
+        return list(self._view.items())
+
     def owner_counts(self) -> dict[str, int]:
         """Bundles per broker service URL, as the view (plus recent redirects) has them."""
         counts: dict[str, int] = {}

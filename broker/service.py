@@ -40,6 +40,7 @@ from collections.abc import Callable, Coroutine
 
 from broker import dedup, offload_policy, policies, topic_stats
 from broker.lease_watch import LeaseWatch
+from broker.load_manager import LoadManager
 from broker.load_report import LoadMeter
 from broker.ownership import Ownership
 from broker.registry import BrokerRegistry
@@ -79,6 +80,7 @@ class BrokerService:
         self.registry = BrokerRegistry(astore, config, "")   # keyed once the admin port is known
         self.ownership = Ownership(self, self.registry)
         self.lease = LeaseWatch(self)
+        self.load_manager = LoadManager(self)
         self._load_meter = LoadMeter()
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task] = {}
@@ -122,6 +124,7 @@ class BrokerService:
         await self.registry.register(self.load_report())
         await self.ownership.start()
         self.lease.start()
+        await self.load_manager.start()
 
     def load_report(self) -> dict:
         bundles = [f"{t}/{ns}/{b.key}" for t, ns, b in self.ownership.owned()]
@@ -250,6 +253,7 @@ class BrokerService:
             log.warning("unloading bundles at stop: %s", exc)
         self.closing = True
         self.ownership.stop()
+        self.load_manager.stop()
         self.registry.stop_view()
         await self.retention.stop()
         for task in list(self._loading.values()):

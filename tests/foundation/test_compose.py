@@ -50,3 +50,33 @@ def test_compose_wires_minio_as_the_brokers_cold_tier():
         assert config.offload_driver == "s3" and config.offload_s3_bucket == env["STRATA_OFFLOAD_S3_BUCKET"]
     for name in (n for n in services if n.startswith("bookie-")):
         assert "STRATA_OFFLOAD_DRIVER" not in services[name]["environment"]
+
+
+def _flag(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_compose_is_the_cluster_strata_cluster_up_starts():
+    """Same shape as `strata cluster up`'s defaults: bookie and broker counts, E/Qw/Qa, the
+    metadata session lease; each broker advertises its own host and ports, published as is,
+    so a redirect to either broker reaches it."""
+    from cli.cluster_cmd import parse_args, quorums
+
+    up = parse_args(["up"])
+    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    bookies = [n for n in services if n.startswith("bookie-")]
+    brokers = [n for n in services if n.startswith("broker-")]
+    assert (len(bookies), len(brokers)) == (up.bookies, up.brokers)
+    for name in bookies + brokers:
+        config = load_config(None, env={k: str(v) for k, v in services[name]["environment"].items()})
+        assert (config.ledger_ensemble_size, config.ledger_write_quorum, config.ledger_ack_quorum) == quorums(up)
+        assert "STRATA_METADATA_SESSION_LEASE_MS" in services[name]["environment"]
+        assert config.metadata_session_lease_ms == load_config(None, env={}).metadata_session_lease_ms
+    endpoints = set()
+    for name in brokers:
+        command = services[name]["command"]
+        assert _flag(command, "--advertised-host") == name
+        port, admin_port = _flag(command, "--port"), _flag(command, "--admin-port")
+        assert sorted(services[name]["ports"]) == sorted([f"{port}:{port}", f"{admin_port}:{admin_port}"])
+        endpoints |= {port, admin_port}
+    assert len(endpoints) == 2 * len(brokers)

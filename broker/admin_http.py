@@ -31,6 +31,8 @@ Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
 - Offload (`PUT|GET .../{topic}/offload`), offload policies (topic `offloadPolicies`, namespace
   `offloadThreshold`, `offloadThresholdInSeconds`, `offloadDeletionLagMs`) and
   `GET .../{topic}/internalStats`: `broker.admin_offload`.
+- Namespace create and bundles, HTTP lookup, unload, split, brokers, clusters, load report, and
+  the 307 of a topic's call to the broker that owns it (`owner_redirect`): `broker.admin_cluster`.
 - `GET    /metrics` → Prometheus text (`broker.metrics`).
 
 A dedup switch is applied to the topics loaded on this broker before the reply (other brokers
@@ -49,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import admin_offload, metrics, policies
+from broker import admin_cluster, admin_offload, metrics, policies
 from broker.topic_stats import partitioned_stats, topic_stats
 from common.errors import (
     AlreadyExists,
@@ -144,7 +146,7 @@ class AdminServer:
 
     def app(self) -> web.Application:
         body_bytes_max = self.service.config.broker_admin_body_bytes_max
-        app = web.Application(middlewares=[_errors], client_max_size=body_bytes_max)
+        app = web.Application(middlewares=[_errors, admin_cluster.owner_redirect], client_max_size=body_bytes_max)
         app[_BODY_BYTES_MAX] = body_bytes_max
         base = "/admin/v2/persistent/{tenant}/{ns}"
         app.router.add_put(base + "/{topic}/partitions", self.create_partitions)
@@ -174,6 +176,7 @@ class AdminServer:
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         admin_offload.register(app, self.service)   # offload, offload policies, internalStats
+        admin_cluster.register(app, self.service)   # namespaces/bundles, lookup, unload, brokers; 307 to owners
         return app
 
     async def start(self) -> None:

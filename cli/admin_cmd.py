@@ -26,7 +26,10 @@
     strata admin namespaces get-message-ttl TENANT/NS
 
 Offload commands (`topics offload`, `offload-status`, `stats-internal`, `namespaces
-set-offload-threshold`, ...-deletion-lag): `cli.admin_offload_cmd`.
+set-offload-threshold`, ...-deletion-lag): `cli.admin_offload_cmd`. Cluster commands (`namespaces
+create|bundles|unload|split-bundle`, `topics lookup|bundle-range|unload`, `brokers`, `clusters`,
+`broker-stats`) and the HTTP client, which follows a broker's 307 to the owner for every method:
+`cli.admin_cluster_cmd`.
 
 Times take pulsar-admin's units (`30s`, `10m`, `3h`, `2d`, `1w`; a bare number is minutes for
 retention), sizes too (`500K`, `10M`, `2G`, `1T`; a bare number is MB); `-1` means unlimited.
@@ -41,9 +44,8 @@ import argparse
 import json
 import sys
 import urllib.error
-import urllib.request
 
-from cli import admin_offload_cmd
+from cli import admin_cluster_cmd, admin_offload_cmd
 from common.errors import StrataError
 from common.topic_names import parse_namespace, parse_topic
 
@@ -125,15 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     namespaces.add_parser("get-deduplication").add_argument("namespace")
     _policy_commands(namespaces, "namespace", topic_level=False)
     admin_offload_cmd.add_parsers(topics, namespaces)
+    admin_cluster_cmd.add_parsers(groups, topics, namespaces)
     return p
 
 
 def _request(url: str, method: str = "GET", body: object = None) -> object:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
-        raw = resp.read()
-    return json.loads(raw) if raw else None
+    return admin_cluster_cmd.request_json(url, method, body, TIMEOUT_S)   # follows 307 to the owner
 
 
 def _route(args: argparse.Namespace) -> tuple[str, str, object]:
@@ -185,6 +184,8 @@ def main(argv: list[str]) -> int:
     try:
         if args.action in admin_offload_cmd.ACTIONS:
             return admin_offload_cmd.run(args, lambda method, path, body: _request(base_url + path, method, body))
+        if admin_cluster_cmd.handles(args):
+            return admin_cluster_cmd.run(args, lambda method, path, body: _request(base_url + path, method, body))
         method, path, body = _route(args)
     except StrataError as exc:
         print(f"strata admin: {exc}", file=sys.stderr)

@@ -27,6 +27,12 @@ reached us yet). From the first failure or refusal on (`failed_write`, set in th
 one loop turn later in a done-callback), every later SEND is refused with SEND_ERROR until the
 client reconnects and resends them all, in order.
 
+Handing a topic over (`quiesce`, then `settled`, used when a topic closes for an unload or a
+stop): SENDs that arrive from then on are dropped unanswered — the client keeps them pending and
+resends them after the CLOSE_PRODUCER that follows, to the new owner — while the appends already
+in flight complete and get their receipts. So nothing is stored twice and nothing is refused:
+the application sees neither a duplicate nor an error.
+
 What must hold: a SEND_RECEIPT implies its entry is durable (or, for a duplicate, that an entry
 with that sequence id is); replies leave in SEND order.
 """
@@ -96,6 +102,8 @@ class Producer:
         self.entry_bytes_max = max_message_bytes + ENTRY_HEADER_SLACK_BYTES
         self.backlogged = False     # the connection paused reading because of this producer
         self.closed = False
+        self.quiesced = False       # handing over: new SENDs are dropped (the client resends them)
+        self._settled: asyncio.Event | None = None   # set once `pending` is empty after quiesce()
         self.failed_write: str | None = None   # why an append failed; later SENDs are refused
         # The managed ledger's `append_failures` when each outstanding append (accepted, its
         # outcome not yet seen by `_publish`) was accepted: epoch -> how many. Empty = none.
@@ -105,6 +113,8 @@ class Producer:
         self.bytes_in_counter = 0
 
     def send(self, sequence_id: int, entry: bytes, checksum_ok: bool) -> None:
+        if self.quiesced:
+            return   # the client resends it after CLOSE_PRODUCER (see the module docstring)
         slot = _Slot(sequence_id)
         self.pending.append(slot)
         if not checksum_ok:
@@ -247,6 +257,20 @@ class Producer:
         if self.backlogged and len(pending) <= self.pending_max // 2:
             self.backlogged = False
             self.link.producer_backlogged(self, False)
+        if not pending and self._settled is not None:
+            self._settled.set()
+
+    def quiesce(self) -> None:
+        """Drop SENDs from now on; those in flight still complete (see the module docstring)."""
+        self.quiesced = True
+        self._settled = asyncio.Event()
+        if not self.pending:
+            self._settled.set()
+
+    async def settled(self) -> None:
+        """Wait until every SEND accepted before `quiesce()` has its reply written."""
+        if self._settled is not None:
+            await self._settled.wait()
 
     def close(self) -> None:
         """Stop replying; appends in flight still complete (their entries stay stored)."""

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+HANDOVER_SETTLE_S = 5.0   # closing: how long appends in flight may take to get their receipts
+
 
 class PersistentTopic:
     def __init__(self, service: BrokerService, name: TopicName, ml, cursor_store: CursorStore) -> None:
@@ -157,9 +159,18 @@ class PersistentTopic:
     # --- lifecycle ------------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Flush every cursor and close the managed ledger; clients are asked to reconnect."""
+        """Flush every cursor and close the managed ledger; clients are asked to reconnect.
+        Producers are quiesced first: appends in flight get their receipts (at most
+        `HANDOVER_SETTLE_S`), later SENDs are resent by the client to the next owner."""
         self.closing = True
         self.service.stats.discard(self)
+        producers = list(self.producers.values())
+        for producer in producers:
+            producer.quiesce()
+        try:
+            await asyncio.wait_for(asyncio.gather(*(p.settled() for p in producers)), HANDOVER_SETTLE_S)
+        except TimeoutError:
+            log.warning("closing %s: appends still in flight after %.1f s", self.name, HANDOVER_SETTLE_S)
         for producer in list(self.producers.values()):
             producer.close()
             producer.link.write(encode_close_producer(producer.producer_id, 0))

@@ -20,8 +20,13 @@ bookies go on; the rest fail at `ledger_add_timeout_ms` with NotEnoughBookies (r
 failing every later add with them and ending the handle: a ledger has no gaps. LedgerFenced
 from a bookie (a recoverer took over) fails every unresolved add with AddOutcomeUnknown.
 
+No bytes go to a bookie while the metadata store's lease has lapsed (`store.lease_valid()`,
+asked in `_send_to`, the one place an add leaves): the writer then fails every unresolved add
+with LeaseLost and takes no more, so a broker stalled past its lease (SIGSTOP, a long pause)
+never adds an entry to a ledger another broker may already own.
+
 What must hold: LAC never goes back; entries resolve in order; a resolved entry has Qa durable
-copies on the ensemble its fragment names.
+copies on the ensemble its fragment names; no add is sent once the lease has lapsed.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from common.errors import (
     EntryTooLarge,
     IllegalTransition,
     InvalidArgument,
+    LeaseLost,
     LedgerClosed,
     LedgerFenced,
     NotEnoughBookies,
@@ -212,6 +218,11 @@ class WriteHandle(ReadHandle):
                 self._send_to(add, index)
 
     def _send_to(self, add: PendingAdd, index: int) -> None:
+        if not self._store.lease_valid():  # a stalled owner never adds after its lease
+            self._fail_all(WriterState.FAILED, LeaseLost(
+                "metadata lease lapsed: no add is sent to a bookie", ledger_id=self.ledger_id))
+        if self.state is not WriterState.WRITING:
+            return
         address = self.metadata.last_ensemble[index]
         fut = self._pool.get(address).submit_add(self.ledger_id, add.entry_id, add.payload,
                                                  self._pipeline.lac, writer_token=self.writer_token)

@@ -30,6 +30,7 @@ PERF_COMMANDS: dict[str, str] = {
     "topics": "perf.topics",
     "offload": "perf.offload",
     "spark": "perf.spark",
+    "failover": "perf.failover",
 }
 
 

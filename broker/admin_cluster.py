@@ -7,11 +7,11 @@ Namespaces (`/admin/v2/namespaces/{t}/{ns}`):
 - `PUT    ...` body: none, or Pulsar's Policies `{"bundles": {"numBundles": N}}` or
   `{"bundles": {"boundaries": ["0x00000000", ..., "0xffffffff"]}}` (other Policies fields are
   ignored) → 204: the namespace's bundles are stored (`broker_default_namespace_bundles` when none
-  is asked). 409 if the namespace already has bundles (it was created, or used); 412 a count
-  outside 1..128 or boundaries that do not run 0x00000000..0xffffffff increasing; 400 a body of
-  the wrong shape.
-- `GET    .../bundles` → BundlesData `{"boundaries": [...], "numBundles": N}` (created with the
-  default count on first use, as a lookup would).
+  is asked). 409 if the namespace already has bundles (it was created, or a topic of it was looked
+  up or used); 412 a count outside 1..128 (0 included) or boundaries that do not run
+  0x00000000..0xffffffff increasing; 400 a body of the wrong shape.
+- `GET    .../bundles` → BundlesData `{"boundaries": [...], "numBundles": N}`; 404 for a namespace
+  that has none yet: neither created nor used (public/default always has them, as in Pulsar).
 - `PUT    .../unload` → 204: every owned bundle is unloaded by its owner (this broker's here, the
   others' by a PUT of `.../{bundle}/unload` to their owner); unowned bundles are skipped.
 - `PUT    .../{bundle}/unload[?destinationBroker=host:webPort]` → 204; 412 a bundle the namespace
@@ -73,6 +73,7 @@ from common.errors import (
     InvalidBundle,
     LeaseLost,
     NoOwner,
+    NotFound,
     OwnedElsewhere,
     ShuttingDown,
 )
@@ -94,6 +95,7 @@ NO_ASSIGN_SUFFIXES = frozenset({"/unload"})
 BROKERS_ROOT = "/loadbalance/brokers"
 LEADER_PATH = "/loadbalance/leader"
 SPLIT_ALGORITHMS = ("range_equally_divide",)
+DEFAULT_NAMESPACE = ("public", "default")   # exists from the start, as in Pulsar's standalone
 PEER_REQUEST_TIMEOUT_S = 30.0     # one admin call forwarded to another broker
 PEER_REDIRECTS_MAX = 5
 UNLOAD_TOPIC_TIMEOUT_S = 30.0     # closing one topic for `topics unload`
@@ -187,16 +189,14 @@ async def _body_bundles(request: web.Request, body_bytes_max: int) -> tuple[int 
         raise BadRequestBody('bundles must be {"numBundles": N} or {"boundaries": [...]}')
     count, boundaries = found.get("numBundles"), found.get("boundaries")
     if boundaries is None:
-        if count is None or count == 0:       # pulsar-admin sends 0 when no count was asked
-            return None, None
-        return bundles_mod.check_count(count), None
+        return (None, None) if count is None else (bundles_mod.check_count(count), None)
     if not isinstance(boundaries, list) or not all(isinstance(b, str) for b in boundaries):
         raise BadRequestBody("bundles.boundaries must be a list of hex strings")
     try:
         values = [int(b, 16) for b in boundaries]
     except ValueError:
         raise InvalidBundle("bundle boundaries are hex numbers, 0x00000000..0xffffffff") from None
-    if count not in (None, 0, len(values) - 1):
+    if count is not None and count != len(values) - 1:
         raise InvalidBundle("numBundles must be one less than the number of boundaries", numBundles=count)
     NamespaceBundles("-", "-", tuple(values))      # InvalidBundle unless well formed
     return len(values) - 1, values
@@ -257,6 +257,11 @@ class _ClusterRoutes:
     @_answers_errors
     async def get_bundles(self, request: web.Request) -> web.Response:
         tenant, ns = _namespace(request)
+        if (tenant, ns) == DEFAULT_NAMESPACE:
+            return web.json_response((await self._bundles(tenant, ns)).to_json())
+        found = await self.service.astore.get(bundles_mod.bundles_path(tenant, ns))
+        if found is None:
+            raise NotFound("Namespace does not exist", namespace=f"{tenant}/{ns}")
         return web.json_response((await self._bundles(tenant, ns)).to_json())
 
     @_answers_errors

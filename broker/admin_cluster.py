@@ -32,8 +32,8 @@ owner and its clients look it up again (a partitioned topic: every partition, on
 unowned topic: nothing to do).
 
 Brokers and clusters: `GET /admin/v2/brokers[/{cluster}]` → `["host:webPort", ...]` (the live
-registrations; 404 for another cluster); `GET /admin/v2/brokers/health` → `"ok"` (503 while this
-broker shuts down or its metadata lease has lapsed); `GET /admin/v2/brokers/leaderBroker` →
+registrations; 404 for another cluster); `GET /admin/v2/brokers/health` (and `.../ready`) → `"ok"`
+(503 while this broker starts or shuts down, or its metadata lease has lapsed); `GET /admin/v2/brokers/leaderBroker` →
 `{"serviceUrl", "brokerId"}` (404 with no leader); `GET /admin/v2/clusters` → `[cluster_name]`;
 `GET /admin/v2/broker-stats/load-report` → this broker's last load report (LocalBrokerData).
 
@@ -75,6 +75,7 @@ from common.errors import (
     NoOwner,
     NotFound,
     OwnedElsewhere,
+    ServiceNotReady,
     ShuttingDown,
 )
 from common.topic_names import TopicName, parse_namespace, parse_topic
@@ -118,6 +119,7 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get(lookup + "/bundle", r.bundle_of_topic)
     app.router.add_put(TOPIC_ROUTE + "/unload", r.unload_topic)
     app.router.add_get("/admin/v2/brokers/health", r.health)
+    app.router.add_get("/admin/v2/brokers/ready", r.health)
     app.router.add_get("/admin/v2/brokers/leaderBroker", r.leader_broker)
     app.router.add_get("/admin/v2/brokers", r.brokers)
     app.router.add_get("/admin/v2/brokers/{cluster}", r.brokers)
@@ -233,6 +235,8 @@ class _ClusterRoutes:
 
     @property
     def ownership(self) -> Ownership:
+        if not self.service.web_url:
+            raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
         return self.service.ownership
 
     async def _bundles(self, tenant: str, namespace: str) -> NamespaceBundles:
@@ -390,6 +394,8 @@ class _ClusterRoutes:
     async def health(self, request: web.Request) -> web.Response:
         if self.service.closing:
             return _error(503, "broker is shutting down")
+        if not self.service.web_url:
+            return _error(503, "the broker is starting: not registered in the cluster yet")
         if not self.service.astore.lease_valid():
             return _error(503, "this broker's metadata lease has lapsed")
         if await self.service.astore.get(f"{BROKERS_ROOT}/{_my_key(self.service)}") is None:
@@ -411,6 +417,8 @@ class _ClusterRoutes:
         return web.json_response([self.service.config.cluster_name])
 
     async def load_report(self, request: web.Request) -> web.Response:
+        if not self.service.web_url:
+            return _error(503, "the broker is starting: not registered in the cluster yet")
         found = await self.service.astore.get(f"{BROKERS_ROOT}/{_my_key(self.service)}")
         if found is None:
             return _error(503, "this broker is not registered")
@@ -451,6 +459,8 @@ async def owner_redirect(request: web.Request, handler: Handler) -> web.StreamRe
         answer = await ownership.resolve(name, authoritative=_flag(request, "authoritative"))
     except NoOwner:
         return _error(412, f"Can't find owner for topic {name}")
+    except LeaseLost as exc:
+        return _error(503, str(exc))
     if answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url:
         return await handler(request)
     return redirect_to(answer.http_url, request)

@@ -27,6 +27,7 @@ from metadata.aio import AsyncMetadataStore
 from metadata.api import SessionEvent
 from metadata.sql_schema import WRITE_LOCK_KEY
 from tests.metadata.test_conformance import wait_for
+from tests.metadata.test_unavailable import server_pids
 from tests.support.postgres import started_or_fail
 
 LEASE_MS = 2_000
@@ -283,6 +284,34 @@ def test_database_down_loses_the_lease_and_a_renewal_regains_it():
         store.close()
     finally:
         server.cleanup()
+
+
+def test_lease_lost_on_time_while_the_keeper_is_stuck_on_a_hung_database(pg_server):
+    """A frozen PostgreSQL (SIGSTOP: it accepts TCP and never answers) holds the keeper's renewal
+    for the whole op timeout, longer than the lease: LEASE_LOST must still come on time."""
+    config = default_config(metadata_session_lease_ms=LEASE_MS, metadata_op_timeout_ms=5_000)
+    store = open_store(pg_server.fresh_database_url("hung"), config=config)
+    events: list[tuple[SessionEvent, float]] = []
+    store.add_session_listener(lambda e: events.append((e, time.monotonic())))
+    pids = server_pids(pg_server)
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: events, timeout_s=LEASE_MS / 1000 + 3, what="LEASE_LOST")
+            lost_after_s = events[0][1] - store._lease.renewal_started_s
+            assert events[0][0] is LOST and VALID_S <= lost_after_s <= VALID_S + 0.5
+            started = time.monotonic()
+            with pytest.raises(LeaseLost):
+                store.put("/k", b"v")
+            assert time.monotonic() - started < 0.5
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: len(events) == 2, timeout_s=20, what="LEASE_REGAINED")
+        assert [e for e, _ in events] == [LOST, REGAINED] and store.put("/k", b"v") == 1
+    finally:
+        store.close()
 
 
 def _ask(worker: subprocess.Popen, command: str) -> dict:

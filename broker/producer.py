@@ -58,6 +58,7 @@ from common.errors import (
     StrataError,
 )
 from common.invariant import present
+from common.ratelimited_log import RateLimitedLog
 from entries.entry import EntryInfo, parse_entry
 from ledger.position import Position
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
+_APPEND_WARN = RateLimitedLog(log, interval_s=5.0)   # per topic: every append fails while no quorum is live
 
 # Headers a full-size message may carry on top of max_message_size (PROTOCOL.md §1.2).
 ENTRY_HEADER_SLACK_BYTES = 10 * 1024
@@ -169,7 +171,7 @@ class Producer:
         try:
             appended = self._publish(entry, messages, meta.publish_time_ms)
         except Exception as exc:  # refused before it was assigned: as a failed append
-            log.warning("append to %s failed: %s", self.topic.name, exc)
+            _APPEND_WARN.warning(self.topic.name, "append to %s failed: %s", self.topic.name, exc)
             self.topic.dedup.on_failed(meta)
             self._fail(slot, exc if isinstance(exc, StrataError) else StrataError(str(exc)))
             return
@@ -219,7 +221,7 @@ class Producer:
         elif task.exception() is not None:
             exc = task.exception()
             slot.error = exc if isinstance(exc, StrataError) else StrataError(str(exc))
-            log.warning("append to %s failed: %s", self.topic.name, exc)
+            _APPEND_WARN.warning(self.topic.name, "append to %s failed: %s", self.topic.name, exc)
         else:
             slot.position = task.result()
             self.topic.dedup.on_stored(meta, slot.position)

@@ -126,6 +126,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ledger_ensemble_size", int, 1, 1, 64, "E: bookies a ledger is striped over"),
     Setting("ledger_write_quorum", int, 1, 1, 64, "Qw: copies of each entry"),
     Setting("ledger_ack_quorum", int, 1, 1, 64, "Qa: copies that must be durable before an add is acknowledged"),
+    Setting("ledger_bookie_quarantine_ms", int, 30_000, 0, 3_600_000,
+            "a bookie this client saw fail is chosen for new ledgers and ensemble changes only when others are "
+            "too few, for this long (a killed bookie stays registered until its lease expires)"),
+    Setting("ledger_auditor_interval_ms", int, 60_000, 100, 86_400_000,
+            "how often the auditor scans every ledger for copies on bookies no longer registered (it also "
+            "scans as soon as a bookie's registration vanishes)"),
+    Setting("ledger_auditor_enabled", bool, True,
+            doc="run the auditor in this broker (finds and re-replicates under-replicated ledgers)"),
     Setting("ledger_read_runs_in_flight_max", int, 32, 1, 10_000,
             "runs of consecutive entries (one per bookie) one ledger read has in flight at once"),
     Setting("ledger_bookie_requests_in_flight_max", int, 32, 1, 100_000,

@@ -5,12 +5,17 @@ shared by every ledger), a seeded `random.Random` for placement and writer token
 broker-wide `EntryCache` the managed ledgers share.
 
 - `create_ledger(E, Qw, Qa)`: id from `store.next_id("ledger")`, ensemble from the registered
-  writable bookies, metadata created OPEN at `/ledgers/<id>`.
+  writable bookies (`placement.choose_ensemble`: those this client saw fail lately last, and
+  fewer than E, never fewer than Qw, when fewer are there: the metadata records the size
+  used), metadata created OPEN at `/ledgers/<id>`. Below Qw writable bookies: NotEnoughBookies.
 - `open_ledger(id, recover=True)`: fence + recover + close (see `ledger.recovery`); returns a
   handle on the closed ledger. `recover=False` opens without touching the ledger: an open
   ledger is read up to the LAC the bookies of its last fragment report.
-- `rereplicate(id)`: for a CLOSED ledger, copy the entries of every fragment that names a bookie
-  no longer registered to a replacement and re-point the fragment (see `ledger.rereplication`).
+- `rereplicate(id)`: copy the entries of every final fragment (all of a CLOSED ledger's, all but
+  the last of an OPEN one's) that names a bookie no longer registered to a replacement and
+  re-point the fragment (see `ledger.rereplication`). The writer token is kept in the ledger's
+  properties (`writer_token`, as BookKeeper keeps the ledger password) so copies to a bookie new
+  to an open ledger carry the token its writer will use there.
 - `delete_ledger(id)`: delete on every bookie that ever held it, then the metadata (so a failed
   attempt can be retried: the metadata still names the bookies).
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
@@ -29,6 +35,7 @@ from ledger.cache import EntryCache
 from ledger.handle import ReadHandle, WriteHandle
 from ledger.ledger_metadata import Fragment, LedgerMetadata, ledger_path
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
+from ledger.rereplication import WRITER_TOKEN_PROPERTY
 from metadata.api import AsyncStore
 
 
@@ -40,8 +47,10 @@ class LedgerClient:
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self.pool = BookiePool(config, clock)
+        self.health = placement.BookieHealth(config.ledger_bookie_quarantine_ms / 1000, clock.monotonic_s)
         self.entry_cache = EntryCache(config.managed_ledger_cache_bytes_max)
         self._closed = False
+        self._close_hooks: list[Callable[[], Awaitable[None]]] = []   # run first by close()
 
     @property
     def config(self) -> Config:
@@ -62,14 +71,17 @@ class LedgerClient:
             raise InvalidArgument("quorums must satisfy E >= Qw >= Qa >= 1",
                                   E=ensemble_size, Qw=write_quorum, Qa=ack_quorum)
         candidates = await placement.available_bookies(self._store)
-        ensemble = placement.choose(candidates, ensemble_size, self._rng)
+        ensemble = placement.choose_ensemble(candidates, ensemble_size, write_quorum, self._rng,
+                                             quarantined=self.health.quarantined())
+        token = self._rng.randbytes(16)
         ledger_id = await self._store.next_id("ledger")
-        meta = LedgerMetadata(ledger_id=ledger_id, ensemble_size=ensemble_size,
+        meta = LedgerMetadata(ledger_id=ledger_id, ensemble_size=len(ensemble),
                               write_quorum=write_quorum, ack_quorum=ack_quorum,
-                              fragments=(Fragment(0, tuple(ensemble)),),
-                              created_ms=self._clock.wall_ms(), properties=dict(properties or {}))
+                              fragments=(Fragment(0, tuple(ensemble)),), created_ms=self._clock.wall_ms(),
+                              properties={**(properties or {}), WRITER_TOKEN_PROPERTY: token.hex()})
         meta = await write_metadata(self._store, meta)
-        return WriteHandle(meta, self.pool, self._store, self._config, self._clock, self._rng)
+        return WriteHandle(meta, self.pool, self._store, self._config, self._clock, self._rng,
+                           health=self.health, writer_token=token)
 
     async def open_ledger(self, ledger_id: int, *, recover: bool) -> ReadHandle:
         self._check_open()
@@ -96,10 +108,11 @@ class LedgerClient:
         return await read_metadata(self._store, ledger_id)
 
     async def rereplicate(self, ledger_id: int) -> rereplication.RereplicationResult:
-        """Restore Qw copies of a closed ledger's entries whose replica was on a bookie that is
-        gone for good. Retriable errors (NotEnoughBookies, bookie errors): call again."""
+        """Restore Qw copies of a ledger's entries (its final fragments) whose replica was on a
+        bookie that is gone for good. Retriable errors (NotEnoughBookies, bookie errors): call again."""
         self._check_open()
-        return await rereplication.rereplicate(self._store, self.pool, ledger_id, self._rng)
+        return await rereplication.rereplicate(self._store, self.pool, ledger_id, self._rng,
+                                               quarantined=self.health.quarantined())
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the ledger everywhere. Raises (retriable) if a bookie could not be reached;
@@ -118,8 +131,14 @@ class LedgerClient:
         except NotFound:
             pass
 
+    def add_close_hook(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """`await hook()` when the client closes, before its bookie connections (the auditor)."""
+        self._close_hooks.append(hook)
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        for hook in self._close_hooks:
+            await hook()
         await self.pool.close()

@@ -17,7 +17,20 @@ entries are resent to the replacement. While the change is under way acks are re
 nothing resolves (BookKeeper does the same), so no entry is confirmed on a bookie the metadata
 no longer names. With no replacement available, entries whose write set still has Qa live
 bookies go on; the rest fail at `ledger_add_timeout_ms` with NotEnoughBookies (retriable),
-failing every later add with them and ending the handle: a ledger has no gaps. LedgerFenced
+failing every later add with them and ending the handle: a ledger has no gaps. A failed bookie is
+quarantined in the client's `BookieHealth` (placement prefers others while it is registered).
+
+Hand-off (★ beyond BookKeeper, for a managed ledger): with a hand-off listener set
+(`set_handoff_listener`) a writer that finds no replacement does not wait for the add timeout:
+it tells the listener (synchronously, with how many adds are unconfirmed), then fails every
+unconfirmed add with one `NotEnoughBookies` error, `self.error` (state HANDED_OFF); close()
+then seals the ledger at its LAC. The listener's owner resends those adds, in entry order, to a
+new ledger, which may have a smaller ensemble (`placement.choose_ensemble`): nothing
+unconfirmed is ever confirmed here, so nothing is stored twice.
+
+Re-replication of an OPEN ledger (the auditor moving a fragment other than the last off a dead
+bookie) changes the metadata under the writer: a compare-and-set that loses to such a change
+(same fragments, same state, same last fragment) adopts it and tries again. LedgerFenced
 from a bookie (a recoverer took over) fails every unresolved add with AddOutcomeUnknown.
 
 No bytes go to a bookie while the metadata store's lease has lapsed (`store.lease_valid()`,
@@ -35,6 +48,7 @@ import asyncio
 import enum
 import functools
 import random
+from collections.abc import Callable
 
 from common import retry
 from common.clock import Clock
@@ -60,6 +74,8 @@ from ledger.pending import AddPipeline, PendingAdd
 from ledger.striping import read_chunks, write_set
 from metadata.api import AsyncStore
 
+HandoffListener = Callable[["WriteHandle", int], None]   # (handle, unconfirmed adds)
+_ADOPT_RETRIES_MAX = 16            # closes retried after losing to re-replication
 # Finding a replacement bookie (NotEnoughBookies) or a metadata store hiccup: try again in 0.2 s.
 _ENSEMBLE_RETRY = retry.Retry("ledger.ensemble_change", retry_on=StrataError, wait=retry.fixed(0.2),
                               unbounded_because="the add deadline watchdog fails the handle, which ends it")
@@ -135,13 +151,15 @@ class ReadHandle:
 class WriterState(enum.Enum):
     WRITING = "writing"   # takes adds
     FAILED = "failed"     # an add failed (no quorum in time); takes no adds; may still close
+    HANDED_OFF = "handed_off"  # no replacement bookie: unconfirmed adds went back to the listener
     FENCED = "fenced"     # a recoverer fenced the ledger; every unresolved add's outcome unknown
     CLOSED = "closed"     # this writer closed the ledger; metadata CLOSED
 
 
 _WRITER_TRANSITIONS = {
-    WriterState.WRITING: {WriterState.FAILED, WriterState.FENCED, WriterState.CLOSED},
+    WriterState.WRITING: {WriterState.FAILED, WriterState.HANDED_OFF, WriterState.FENCED, WriterState.CLOSED},
     WriterState.FAILED: {WriterState.FENCED, WriterState.CLOSED},
+    WriterState.HANDED_OFF: {WriterState.FENCED, WriterState.CLOSED},
     WriterState.FENCED: set(),
     WriterState.CLOSED: set(),
 }
@@ -149,11 +167,15 @@ _WRITER_TRANSITIONS = {
 
 class WriteHandle(ReadHandle):
     def __init__(self, metadata: LedgerMetadata, pool: BookiePool, store: AsyncStore, config: Config,
-                 clock: Clock, rng: random.Random) -> None:
+                 clock: Clock, rng: random.Random, *, health: placement.BookieHealth | None = None,
+                 writer_token: bytes | None = None) -> None:
         super().__init__(metadata, pool, config, clock, last_add_confirmed=-1)
         self._store = store
         self._rng = rng
-        self.writer_token = rng.randbytes(16)      # the ledger's "master key" on the bookies
+        self._health = health                      # the client's quarantine of failed bookies
+        self._handoff_listener: HandoffListener | None = None
+        # the ledger's "master key" on the bookies
+        self.writer_token = writer_token if writer_token is not None else rng.randbytes(16)
         self.state = WriterState.WRITING
         self.error: StrataError | None = None      # why adds stopped (FAILED / FENCED)
         self._timeout_s = config.ledger_add_timeout_ms / 1000.0
@@ -198,7 +220,7 @@ class WriteHandle(ReadHandle):
         if self.state is not WriterState.WRITING or self._closing:
             if self.state is WriterState.FENCED:
                 raise LedgerFenced("ledger was fenced by a recoverer", ledger_id=self.ledger_id)
-            if self.state is WriterState.FAILED and self.error is not None:
+            if self.state in (WriterState.FAILED, WriterState.HANDED_OFF) and self.error is not None:
                 raise type(self.error)(f"ledger writer failed earlier: {self.error.message}",
                                        ledger_id=self.ledger_id)
             raise LedgerClosed("ledger is closed", ledger_id=self.ledger_id)
@@ -292,6 +314,8 @@ class WriteHandle(ReadHandle):
     def _bookie_failed(self, index: int, address: str, exc: BaseException) -> None:
         self._failed_indexes.add(index)
         self._failed_addresses.add(address)
+        if self._health is not None:
+            self._health.failed(address)
         if self._ensemble_task is None or self._ensemble_task.done():
             self._ensemble_task = asyncio.ensure_future(self._change_ensemble())
 
@@ -305,8 +329,15 @@ class WriteHandle(ReadHandle):
     async def _try_change_ensemble(self) -> None:
         replaced = sorted(self._failed_indexes)
         candidates = await placement.available_bookies(self._store)
-        ensemble = placement.replace(candidates, self.metadata.last_ensemble, replaced, self._rng,
-                                     avoid=self._failed_addresses)
+        quarantined = self._health.quarantined() if self._health is not None else set()
+        try:
+            ensemble = placement.replace(candidates, self.metadata.last_ensemble, replaced, self._rng,
+                                         avoid=self._failed_addresses, quarantined=quarantined)
+        except NotEnoughBookies as exc:
+            if self._handoff_listener is None or self.state is not WriterState.WRITING:
+                raise
+            self._hand_off(exc)
+            return
         self._changing = True
         try:
             first = self._pipeline.lac + 1
@@ -321,12 +352,44 @@ class WriteHandle(ReadHandle):
                 self._send_to(add, index)
         self._resolve(self._pipeline.advance())
 
+    def set_handoff_listener(self, listener: HandoffListener) -> None:
+        """Hand unconfirmed adds back instead of waiting when no replacement bookie is found
+        (see the module docstring). `listener(handle, unconfirmed_count)` runs synchronously
+        before those adds fail with `self.error`."""
+        self._handoff_listener = listener
+
+    @property
+    def handed_off(self) -> bool:
+        return self.state is WriterState.HANDED_OFF
+
+    def _hand_off(self, error: NotEnoughBookies) -> None:
+        listener = present(self._handoff_listener, "hand-off needs a listener")
+        handoff = NotEnoughBookies(f"no replacement bookie; unconfirmed adds go to a new ledger: "
+                                   f"{error.message}", **{**error.details, "ledger_id": self.ledger_id})
+        listener(self, len(self._pipeline.pending))
+        self._fail_all(WriterState.HANDED_OFF, handoff)
+
+    def _adopt(self, current: LedgerMetadata | None) -> bool:
+        """Take `current` as our metadata if it differs from ours only by re-replication of
+        fragments other than the last (the auditor on an OPEN ledger)."""
+        mine = self.metadata
+        if (current is None or current.state is not LedgerStatus.OPEN
+                or len(current.fragments) != len(mine.fragments)
+                or current.fragments[-1] != mine.fragments[-1]
+                or [f.first_entry_id for f in current.fragments] != [f.first_entry_id for f in mine.fragments]):
+            return False
+        self.metadata = current
+        return True
+
     async def _write_fragment(self, first: int, ensemble: tuple[str, ...]) -> None:
-        """Record the ensemble change by compare-and-set; a lost race means we were fenced."""
+        """Record the ensemble change by compare-and-set; a lost race means we were fenced,
+        unless it was lost to re-replication (adopted, and tried again)."""
         try:
             self.metadata = await write_metadata(self._store, self.metadata.with_fragment(first, ensemble))
         except BadVersion:
             current = await read_metadata(self._store, self.ledger_id)
+            if self._adopt(current):
+                raise                     # the ensemble-change retry writes again on it
             if current is None or current.state is not LedgerStatus.OPEN:
                 self._fail_all(WriterState.FENCED, AddOutcomeUnknown(
                     "ledger metadata changed by a recoverer during an ensemble change",
@@ -350,15 +413,14 @@ class WriteHandle(ReadHandle):
         if self.state is WriterState.FENCED:
             raise LedgerFenced("ledger was fenced by a recoverer", ledger_id=self.ledger_id)
         lac, length = self._pipeline.lac, self._pipeline.confirmed_bytes
-        closing = self.metadata.with_state(LedgerStatus.CLOSED, last_entry_id=lac, length_bytes=length)
         try:
-            self.metadata = await write_metadata(self._store, closing)
+            self.metadata = await self._write_closed(lac, length)
         except BadVersion:
             current = await read_metadata(self._store, self.ledger_id)
             if current is None or not current.is_closed:
                 if self.state is WriterState.WRITING:
                     self._fail_all(WriterState.FENCED, AddOutcomeUnknown("ledger being recovered"))
-                elif self.state is WriterState.FAILED:
+                elif self.state in (WriterState.FAILED, WriterState.HANDED_OFF):
                     self._set_state(WriterState.FENCED)
                 raise LedgerFenced("ledger is being recovered by another client",
                                    ledger_id=self.ledger_id) from None
@@ -367,6 +429,18 @@ class WriteHandle(ReadHandle):
             self.metadata = current
         if self.state is WriterState.WRITING:
             self._fail_all(WriterState.CLOSED, LedgerClosed("ledger closed", ledger_id=self.ledger_id))
-        elif self.state is WriterState.FAILED:
+        elif self.state in (WriterState.FAILED, WriterState.HANDED_OFF):
             self._set_state(WriterState.CLOSED)
         self._lac = lac
+
+    async def _write_closed(self, lac: int, length: int) -> LedgerMetadata:
+        """The close by compare-and-set; a loss to re-replication is adopted and written again
+        (bounded: each retry follows a real change by another writer of the record)."""
+        for _ in range(_ADOPT_RETRIES_MAX):
+            closing = self.metadata.with_state(LedgerStatus.CLOSED, last_entry_id=lac, length_bytes=length)
+            try:
+                return await write_metadata(self._store, closing)
+            except BadVersion:
+                if not self._adopt(await read_metadata(self._store, self.ledger_id)):
+                    raise
+        raise BadVersion("ledger metadata kept changing while closing", ledger_id=self.ledger_id)

@@ -13,6 +13,12 @@ How it works
   then a new ledger is created and added by compare-and-set. Appends meanwhile wait in a bounded
   FIFO and then go to the new ledger, in order. A ledger whose adds failed (no quorum in time) is
   rolled the same way; its failed appends raise retriable errors to their callers.
+- A dead bookie with no replacement (fewer live bookies than the ensemble needs): the writer
+  hands its unconfirmed adds back (`WriteHandle.set_handoff_listener`) instead of failing them
+  at the add timeout; the ledger is sealed at its last confirmed entry and those appends go, in
+  order and ahead of any later one, to the next ledger, whose ensemble may be smaller
+  (`placement.choose_ensemble`: down to Qw bookies). Callers see a delay, not an error. Fewer
+  than Qw live bookies: the rollover fails with NotEnoughBookies (retriable), logged rate-limited.
 - An append that fails after it was accepted fails everything behind it: the ledger writer fails
   its later adds, and the managed ledger fails every append waiting in the FIFO, in order, before
   any later append is accepted (`_appends_failed`). Each such failure event increments
@@ -75,6 +81,7 @@ from common.errors import (
     StrataError,
 )
 from common.invariant import invariant, present
+from common.ratelimited_log import RateLimitedLog
 from ledger import ml_open
 from ledger.cache import EntryCache
 from ledger.cold import ColdStorage
@@ -94,6 +101,8 @@ if TYPE_CHECKING:
     from ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
+_ROLL_WARN = RateLimitedLog(log, interval_s=5.0)      # per managed ledger: a rollover retried per append
+_HANDOFF_WAIT_YIELDS_MAX = 1_000   # loop turns a rollover waits for handed-off appends to come back
 AppendListener = Callable[[Position], None]
 LedgerClosedListener = Callable[[int], None]      # the id of a ledger just sealed
 
@@ -144,6 +153,8 @@ class ManagedLedger:
         self._last_position = Position(-1, -1)       # last position handed out (monotonic check)
         self._waiting: deque[tuple[bytes, int, int, asyncio.Future]] = deque()  # appends held during rollover
         self._waiting_max = config.ledger_adds_in_flight_max
+        self._requeued = 0                           # handed-off appends put back at the FIFO's head
+        self._handoff_expected = 0                   # handed-off appends not yet put back
         # Failure events so far: each failed every append accepted before it and not yet
         # complete (in flight on the ledger or waiting in the FIFO). 0 = none ever failed.
         self.append_failures = 0
@@ -295,6 +306,9 @@ class ManagedLedger:
     def _on_added(self, handle: WriteHandle, data: bytes, messages: int, publish_time_ms: int,
                   out: asyncio.Future, add: asyncio.Future) -> None:
         exc = add.exception()
+        if exc is not None and handle.handed_off and exc is handle.error:
+            self._requeue(data, messages, publish_time_ms, out)
+            return
         if exc is not None:
             if handle.state is WriterState.FENCED or isinstance(exc, (LedgerFenced, AddOutcomeUnknown)):
                 self._become_fenced()
@@ -342,6 +356,42 @@ class ManagedLedger:
         self._appends_failed(InvariantViolation("managed ledger stopped taking appends after an "
                                                 "internal error", name=self.name))
 
+    # --- hand-off: a writer with no replacement bookie gives its unconfirmed appends back ---------
+
+    def _on_handoff(self, handle: WriteHandle, unconfirmed: int) -> None:
+        """Called by the writer before it fails `unconfirmed` adds with its hand-off error: they
+        come back through `_on_added` and go to the next ledger, ahead of later appends."""
+        self._handoff_expected += unconfirmed
+        log.warning("%s: ledger %d lost a bookie and no replacement is live; %d unconfirmed append(s) "
+                    "move to a new ledger", self.name, handle.ledger_id, unconfirmed)
+        if handle is self._handle and self.state is MLState.READY:
+            self._start_rollover()
+
+    def _requeue(self, data: bytes, messages: int, publish_time_ms: int, out: asyncio.Future) -> None:
+        self._handoff_expected -= 1
+        if out.done():
+            return
+        try:
+            self._check_appendable()
+        except StrataError as exc:
+            out.set_exception(exc)
+            return
+        # Behind the appends already put back (entry order), ahead of any that came since.
+        self._waiting.insert(self._requeued, (data, messages, publish_time_ms, out))
+        self._requeued += 1
+        if self.state in (MLState.READY, MLState.NO_LEDGER):
+            self._start_rollover()
+
+    async def _handed_off_back(self) -> None:
+        """Wait (a few loop turns at most: their callbacks are already scheduled) until every
+        handed-off append is back in the FIFO, so none is ordered after a later one."""
+        for _ in range(_HANDOFF_WAIT_YIELDS_MAX):
+            if self._handoff_expected <= 0:
+                return
+            await asyncio.sleep(0)
+        invariant(self._handoff_expected <= 0, "handed-off appends come back", name=self.name,
+                  missing=self._handoff_expected)
+
     # --- rollover --------------------------------------------------------------------------------
 
     def _start_rollover(self) -> None:
@@ -355,13 +405,14 @@ class ManagedLedger:
             async with self._meta_lock:
                 if self._handle is not None:
                     await self._seal_current()
+                await self._handed_off_back()
                 if self.state is MLState.ROLLING:
                     await self._add_new_ledger()
         except (ManagedLedgerFenced, LedgerFenced):
             self._become_fenced()
             return
         except StrataError as exc:
-            log.warning("rollover of %s failed: %s", self.name, exc)
+            _ROLL_WARN.warning(self.name, "rollover of %s failed: %s", self.name, exc)
             if self.state is MLState.ROLLING:
                 self._set_state(MLState.NO_LEDGER)
             self._appends_failed(exc)
@@ -395,6 +446,7 @@ class ManagedLedger:
     async def _add_new_ledger(self) -> None:
         e, qw, qa = self._quorum
         handle = await self._client.create_ledger(e, qw, qa, properties={"managed_ledger": self.name})
+        handle.set_handoff_listener(self._on_handoff)
         record = LedgerRecord(handle.ledger_id, False, handle.metadata.created_ms)
         try:
             await self._cas(self._meta.with_ledgers(list(self._meta.ledgers) + [record]))
@@ -408,6 +460,7 @@ class ManagedLedger:
         self._ledger_started_s = self._clock.monotonic_s()
 
     def _drain_waiting(self) -> None:
+        self._requeued = 0
         while self._waiting and self.state is MLState.READY:
             data, messages, publish_ms, future = self._waiting.popleft()
             if future.done():
@@ -429,6 +482,7 @@ class ManagedLedger:
         self._fail_waiting(exc)
 
     def _fail_waiting(self, exc: StrataError) -> None:
+        self._requeued = 0
         while self._waiting:
             future = self._waiting.popleft()[3]
             if not future.done():

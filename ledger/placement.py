@@ -7,13 +7,20 @@ Bookies register an ephemeral key `/bookies/available/<host:port>` holding JSON
 use, bookies that just failed). Too few candidates is `NotEnoughBookies` (retriable: bookies
 come back). `replace()` is the ensemble change both the writer and recovery make: the same
 ensemble with some indexes given new bookies.
+
+Live bookies first: a bookie killed -9 stays registered until its session lease expires (10 s by
+default), so a client that just saw it fail puts it in quarantine (`BookieHealth`, for
+`ledger_bookie_quarantine_ms`). `choose_ensemble()` (a new ledger) and `replace()` pick
+quarantined bookies only when the others are too few. ★ Beyond BookKeeper: a new ledger whose
+E bookies are not there but at least Qw are gets a smaller ensemble (E' = the bookies there,
+never below Qw), recorded as that ledger's ensemble size; fewer than Qw is NotEnoughBookies.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from common.errors import NotEnoughBookies, NotFound
@@ -52,15 +59,62 @@ async def available_bookies(store: AsyncStore) -> list[BookieInfo]:
     return out
 
 
+class BookieHealth:
+    """Bookies this client saw fail lately (an add or a connection refused), kept for
+    `quarantine_s`: placement avoids them while others are there. Bounded by the number of
+    bookies (one entry per address; expired entries are dropped when read)."""
+
+    def __init__(self, quarantine_s: float, monotonic: Callable[[], float]) -> None:
+        self.quarantine_s = quarantine_s
+        self._monotonic = monotonic
+        self._until_s: dict[str, float] = {}    # address -> monotonic end of its quarantine
+
+    def failed(self, address: str) -> None:
+        self._until_s[address] = self._monotonic() + self.quarantine_s
+
+    def quarantined(self) -> set[str]:
+        now_s = self._monotonic()
+        for address in [a for a, until in self._until_s.items() if until <= now_s]:
+            del self._until_s[address]
+        return set(self._until_s)
+
+
+def _writable(candidates: Iterable[BookieInfo], excluded: set[str]) -> list[str]:
+    return sorted({b.address for b in candidates if not b.read_only and b.address not in excluded})
+
+
 def choose(candidates: Iterable[BookieInfo], count: int, rng: random.Random, *,
-           exclude: Iterable[str] = ()) -> list[str]:
-    """`count` distinct writable bookie addresses not in `exclude`, in random order."""
+           exclude: Iterable[str] = (), quarantined: Iterable[str] = ()) -> list[str]:
+    """`count` distinct writable bookie addresses not in `exclude`, in random order; quarantined
+    ones only when the others are too few."""
     excluded = set(exclude)
-    usable = sorted({b.address for b in candidates if not b.read_only and b.address not in excluded})
+    usable = _writable(candidates, excluded)
     if len(usable) < count:
         raise NotEnoughBookies(f"need {count} writable bookies, have {len(usable)}",
                                available=usable, excluded=sorted(excluded))
-    return rng.sample(usable, count)
+    suspect = set(quarantined)
+    healthy = [a for a in usable if a not in suspect]
+    if len(healthy) >= count:
+        return rng.sample(healthy, count)
+    return rng.sample(healthy, len(healthy)) + rng.sample([a for a in usable if a in suspect],
+                                                          count - len(healthy))
+
+
+def choose_ensemble(candidates: Iterable[BookieInfo], ensemble_size: int, write_quorum: int,
+                    rng: random.Random, *, quarantined: Iterable[str] = ()) -> list[str]:
+    """The ensemble of a new ledger: `ensemble_size` bookies, or fewer (never below
+    `write_quorum`) when fewer are there. Healthy bookies (not quarantined) are enough when at
+    least Qw of them are: a smaller ensemble of live bookies beats a full one naming a bookie
+    that just failed. NotEnoughBookies (retriable) below Qw writable bookies."""
+    candidates = list(candidates)
+    usable = _writable(candidates, set())
+    if len(usable) < write_quorum:
+        raise NotEnoughBookies(f"need at least {write_quorum} writable bookies (Qw) for a new ledger, "
+                               f"have {len(usable)}", available=usable, ensemble_size=ensemble_size)
+    suspect = set(quarantined)
+    healthy = [a for a in usable if a not in suspect]
+    size = min(ensemble_size, len(healthy) if len(healthy) >= write_quorum else len(usable))
+    return choose(candidates, size, rng, quarantined=suspect)
 
 
 def registered_addresses(candidates: Iterable[BookieInfo]) -> set[str]:
@@ -70,12 +124,14 @@ def registered_addresses(candidates: Iterable[BookieInfo]) -> set[str]:
 
 
 def replace(candidates: Iterable[BookieInfo], ensemble: tuple[str, ...], indexes: Iterable[int],
-            rng: random.Random, *, avoid: Iterable[str] = ()) -> tuple[str, ...]:
+            rng: random.Random, *, avoid: Iterable[str] = (), quarantined: Iterable[str] = ()) -> tuple[str, ...]:
     """`ensemble` with a new writable bookie at each of `indexes`, chosen among `candidates` not
-    in the ensemble nor in `avoid` (bookies that just failed). NotEnoughBookies if too few."""
+    in the ensemble nor in `avoid` (bookies that just failed), quarantined ones last.
+    NotEnoughBookies if too few."""
     replaced = sorted(set(indexes))
     out = list(ensemble)
-    picks = choose(candidates, len(replaced), rng, exclude=set(ensemble) | set(avoid))
+    picks = choose(candidates, len(replaced), rng, exclude=set(ensemble) | set(avoid),
+                   quarantined=quarantined)
     for index, address in zip(replaced, picks):
         out[index] = address
     return tuple(out)

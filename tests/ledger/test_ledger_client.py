@@ -11,6 +11,7 @@ import pytest
 
 from common.errors import AddOutcomeUnknown, LedgerFenced, NotEnoughBookies, TimeoutExpired
 from ledger.ledger_metadata import LedgerStatus
+from ledger.rereplication import WRITER_TOKEN_PROPERTY
 from ledger.striping import holds
 from tests.ledger.conftest import run, shutdown
 
@@ -30,7 +31,7 @@ def test_add_read_close_and_striping(env):
         meta = await client.ledger_metadata(h.ledger_id)
         assert meta.state is LedgerStatus.CLOSED and meta.last_entry_id == 299
         assert meta.length_bytes == sum(len(b"e%d" % i) for i in range(300))
-        assert meta.properties == {"owner": "test"}
+        assert meta.properties == {"owner": "test", WRITER_TOKEN_PROPERTY: h.writer_token.hex()}
         for index, address in enumerate(ensemble):       # each bookie holds exactly its stripes
             summary = [s for s in await client.pool.get(address).list_ledgers() if s.ledger_id == h.ledger_id]
             held = [e for e in range(300) if holds(index, e, 3, 2)]

@@ -7,9 +7,12 @@ Fields, each filled from the managed ledger and the cursors as they are now (Pul
 - `lastLedgerCreatedTimestamp`: when the last ledger was created (ISO 8601 with offset, as
   Pulsar's DateFormatter), `lastLedgerCreationFailureTimestamp`: null (Strata keeps no such time);
 - `lastConfirmedEntry` "L:E"; `state` (Pulsar's ManagedLedger state names, below);
-- `ledgers[]`: `{ledgerId, entries, size, offloaded, underReplicated: false}` oldest first. The
+- `ledgers[]`: `{ledgerId, entries, size, offloaded, underReplicated}` oldest first. The
   open ledger is listed as Pulsar lists it, with entries 0 and size 0: its real figures are in
-  `currentLedgerEntries`/`currentLedgerSize` (pulsar-admin and pulsar-spark read them there);
+  `currentLedgerEntries`/`currentLedgerSize` (pulsar-admin and pulsar-spark read them there).
+  `underReplicated`: the ledger has a copy on a bookie no longer registered, as the ledger
+  auditor (`ledger.auditor`) found at its last scan; a top-level `underReplicated` is true when
+  any of the topic's ledgers is (Strata's; the auditor re-replicates them);
 - `cursors{name}`: `markDeletePosition`, `readPosition` (the next entry the subscription's
   dispatcher reads; right after the mark-delete position without one), `state` "Open",
   `active` (consumers attached), `numberOfEntriesSinceFirstNotAckedMessage` (kept entries in
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING
 from pyroaring import BitMap64
 
 from cursor.stats import subscription_stats
+from ledger import auditor
 from ledger.types import LedgerState
 
 if TYPE_CHECKING:
@@ -109,7 +113,7 @@ def internal_stats(topic: PersistentTopic) -> dict:
                         "entries": 0 if is_open else info.entries,
                         "size": 0 if is_open else info.size_bytes,
                         "offloaded": info.state is LedgerState.OFFLOADED,
-                        "underReplicated": False})
+                        "underReplicated": auditor.is_under_replicated(info.ledger_id)})
     state = ml.state.value
     return {
         "numberOfEntries": sum(i.entries for i in infos),
@@ -121,6 +125,7 @@ def internal_stats(topic: PersistentTopic) -> dict:
         "lastConfirmedEntry": str(ml.last_confirmed),
         "state": _ML_STATE_NAMES.get(state, state),
         "ledgers": ledgers,
+        "underReplicated": any(entry["underReplicated"] for entry in ledgers),
         "cursors": {name: _cursor_json(sub) for name, sub in list(topic.subscriptions.items())},
         "schemaLedgers": [],
         "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False},

@@ -14,7 +14,11 @@ that add ack holes are refused: state over `cursor_state_bytes_max`). Plus broke
 retention task's passes, errors, TTL-expired cursors and trimmed ledgers
 (`strata_retention_*_total`) and offloaded ledgers' deleted bookie copies
 (`strata_offload_bookie_copies_deleted_total`); and per retry policy (label `op`, from `common.retry`)
-`strata_retries_total` and `strata_retries_exhausted_total`.
+`strata_retries_total` and `strata_retries_exhausted_total`. From the ledger auditor's last scan
+(`ledger.auditor.STATE`, cluster-wide: every ledger, not only this broker's): the gauge
+`strata_ledgers_under_replicated` (ledgers with a copy on a bookie no longer registered, as
+BookKeeper's auditor counts them) and the counter `strata_ledgers_rereplicated_total` (ledgers
+this broker re-replicated as the auditor leader).
 Values are computed on request from the loaded topics.
 """
 
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING
 from broker.topic_stats import topic_stats
 from common import retry
 from cursor import metrics as cursor_metrics
+from ledger import auditor
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -90,6 +95,19 @@ def _broker_counters(service: BrokerService) -> dict[str, tuple[str, int]]:
     return out
 
 
+def auditor_lines() -> list[str]:
+    """The auditor's gauge of under-replicated ledgers and its counter of re-replicated ones."""
+    state = auditor.STATE
+    labels = _labels(cluster=CLUSTER)
+    return ["# HELP strata_ledgers_under_replicated ledgers with fewer than Qw live copies (a copy on a "
+            "bookie no longer registered), at the auditor's last scan",
+            "# TYPE strata_ledgers_under_replicated gauge",
+            f"strata_ledgers_under_replicated{labels} {len(state.under_replicated)}",
+            "# HELP strata_ledgers_rereplicated_total ledgers this broker's auditor re-replicated",
+            "# TYPE strata_ledgers_rereplicated_total counter",
+            f"strata_ledgers_rereplicated_total{labels} {state.rereplicated_total}"]
+
+
 def retry_lines() -> list[str]:
     """`strata_retries_total` and `strata_retries_exhausted_total`, one line per retry policy (`op`)."""
     lines = []
@@ -108,6 +126,7 @@ def render(service: BrokerService) -> str:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
                   f"{metric}{_labels(cluster=CLUSTER)} {value}"]
     lines += retry_lines()
+    lines += auditor_lines()
     for metric, kind, help_text, get in _TOPIC_METRICS:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         for name, topic in stats.items():

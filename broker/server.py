@@ -32,6 +32,7 @@ from broker.service import BrokerService
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
 from common.errors import ColdTierError, ColdTierUnavailable, ServiceNotReady, StrataError
+from ledger.auditor import start_auditor
 from ledger.client import LedgerClient
 from ledger.cold import ColdStorage
 from metadata import open_store
@@ -89,6 +90,7 @@ class Broker:
         # registered (BrokerAddressInUse if a live broker has our address) before serving clients
         await self.service.start_cluster(self.admin_url, f"{c.broker_advertised_host}:{self.admin_port}")
         await self._server.start_serving()
+        await start_auditor(self.ledger_client, c, self.clock, owner=broker_id)  # stops with the client
         log.info("broker serving %s, admin %s", self.service_url, self.admin_url)
 
     def _new_connection(self) -> ServerConnection:

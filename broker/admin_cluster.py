@@ -41,8 +41,9 @@ Owner redirect (`owner_redirect`): a call on one topic (`/admin/v2/persistent/{t
 is served by the topic's owner. Owned here → served. Owned elsewhere, or assigned elsewhere now
 → 307 with `Location` = the owner's httpUrl + the same path and query, `authoritative=true`
 (the client re-sends method and body). No broker can own it → 412 `{"reason": "Can't find owner
-for topic <t>"}`. Not redirected: partitioned topics (their routes fan out over the partitions
-or only touch metadata), `.../partitions` and `.../partitioned-stats`, namespace and lookup
+for topic <t>"}`. Not redirected: partitioned topics, `.../partitions` and
+`.../partitioned-stats` (they only touch metadata, or fan out over the partitions, each on its
+owner: `partition_stats`, `partition_has_clients`, `delete_partition`), namespace and lookup
 routes, and an unload of an unowned topic (nothing is assigned just to unload it).
 
 What must hold: a call is never served by a broker that does not own the topic; a 307 names a
@@ -65,6 +66,7 @@ from aiohttp.typedefs import Handler
 from broker import bundles as bundles_mod
 from broker.bundles import BundleRange, NamespaceBundles, parse_bundle
 from broker.ownership import LookupKind, ownership_path
+from broker.topic_stats import topic_stats
 from common.errors import (
     AlreadyExists,
     BadRequestBody,
@@ -73,6 +75,7 @@ from common.errors import (
     InvalidBundle,
     LeaseLost,
     NoOwner,
+    NotAllowed,
     NotFound,
     OwnedElsewhere,
     ServiceNotReady,
@@ -209,24 +212,102 @@ def _my_key(service: BrokerService) -> str:
     return service.registry.key
 
 
-async def forward_put(http_url: str, path: str) -> str | None:
-    """PUT `path` (with `authoritative=true`) on another broker, following its redirects (bounded);
-    None when it answered 2xx, else what went wrong."""
+async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
+                    ) -> tuple[int, object]:
+    """An admin call on another broker (`authoritative=true`), its redirects followed (bounded):
+    (status, decoded JSON body or None; for an error status, the reason). Status 0 when it could
+    not be reached or did not answer within PEER_REQUEST_TIMEOUT_S."""
     timeout = aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S)
     url = http_url.rstrip("/") + path
+    params = {**(query or {}), "authoritative": "true"}
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session, \
-                session.put(url, params={"authoritative": "true"}, max_redirects=PEER_REDIRECTS_MAX) as resp:
-            if resp.status < 300:
-                return None
-            text = await resp.text()
+                session.request(method, url, params=params, max_redirects=PEER_REDIRECTS_MAX) as resp:
+            status, text = resp.status, await resp.text()
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return f"{url}: {exc or type(exc).__name__}"
+        return 0, f"{url}: {exc or type(exc).__name__}"
     try:
-        reason = json.loads(text).get("reason", text)
-    except (ValueError, AttributeError):
-        reason = text
-    return f"{url}: HTTP {resp.status}: {reason}"
+        body = json.loads(text) if text else None
+    except ValueError:
+        body = text
+    if status >= 300:
+        reason = body.get("reason", text) if isinstance(body, dict) else text
+        return status, f"{url}: HTTP {status}: {reason}"
+    return status, body
+
+
+async def forward_put(http_url: str, path: str) -> str | None:
+    """PUT `path` on another broker (`peer_call`): None when it answered 2xx, else what went wrong."""
+    status, body = await peer_call(http_url, "PUT", path)
+    return None if 200 <= status < 300 else str(body)
+
+
+# --- one partition, on its owner (the partitioned routes of broker.admin_http fan out with these) ---
+
+async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bool) -> str | None:
+    """The HTTP URL of the broker that serves `name`, or None when it is this one. With `assign`,
+    an unowned bundle is assigned first (NoOwner if nobody can take it); without, an unowned
+    topic counts as this broker's (there is nothing loaded anywhere)."""
+    if not service.web_url:
+        raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
+    if assign:
+        answer = await service.ownership.resolve(name, authoritative=False)
+        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url
+        return None if mine else answer.http_url
+    bundle = await service.ownership.bundle_of(name)
+    owner = await service.ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
+    return None if owner is None or owner.mine else owner.http_url
+
+
+async def is_partition_of_existing(service: BrokerService, name: TopicName) -> bool:
+    """`name` is partition i of a partitioned topic with more than i partitions (Pulsar serves
+    such a partition even before anything used it)."""
+    index = name.partition_index
+    return index >= 0 and index < await service.partitions(name.base)
+
+
+async def partition_stats(service: BrokerService, name: TopicName) -> dict:
+    """One partition's stats from the broker that serves it (loaded there if it was not)."""
+    url = await owner_elsewhere(service, name, assign=True)
+    if url is None:
+        return topic_stats(await service.get_topic(name))
+    status, body = await peer_call(url, "GET", f"/admin/v2/persistent/{name.path}/stats")
+    if status != 200 or not isinstance(body, dict):
+        raise ServiceNotReady(f"stats of {name} from its owner: {body}")
+    return body
+
+
+async def partition_has_clients(service: BrokerService, name: TopicName) -> bool:
+    """Producers or consumers attached to the partition, wherever it is served."""
+    url = await owner_elsewhere(service, name, assign=False)
+    if url is None:
+        loaded = service.topics.get(str(name))
+        return loaded is not None and loaded.has_clients()
+    status, body = await peer_call(url, "GET", f"/admin/v2/persistent/{name.path}/stats")
+    if status == 404:
+        return False
+    if status != 200 or not isinstance(body, dict):
+        raise ServiceNotReady(f"stats of {name} from its owner: {body}")
+    subscriptions = body.get("subscriptions") or {}
+    return bool(body.get("publishers")) or any(s.get("consumers") for s in subscriptions.values())
+
+
+async def delete_partition(service: BrokerService, name: TopicName, *, force: bool) -> None:
+    """Delete one partition and its data on the broker that serves it; a partition nothing ever
+    stored is not an error."""
+    url = await owner_elsewhere(service, name, assign=False)
+    if url is None:
+        try:
+            await service.delete_topic(name, force=force)
+        except NotFound:
+            pass
+        return
+    status, body = await peer_call(url, "DELETE", f"/admin/v2/persistent/{name.path}",
+                                   {"force": "true" if force else "false"})
+    if status == 412:
+        raise NotAllowed(f"deleting {name} on its owner: {body}")
+    if status not in (200, 204, 404):
+        raise ServiceNotReady(f"deleting {name} on its owner: {body}")
 
 
 class _ClusterRoutes:

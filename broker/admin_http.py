@@ -6,11 +6,13 @@ Routes (`{t}/{ns}` = tenant/namespace, `{topic}` = local name):
   (409 if not larger, 404 if not partitioned).
 - `GET    /admin/v2/persistent/{t}/{ns}/{topic}/partitions` → `{"partitions": N}`.
 - `DELETE /admin/v2/persistent/{t}/{ns}/{topic}/partitions[?force=true]` → 204: delete a
-  partitioned topic and every partition's data; 412 while clients are attached (unless force).
+  partitioned topic and every partition's data (each on the broker that serves it); 412 while
+  clients are attached (unless force).
 - `DELETE /admin/v2/persistent/{t}/{ns}/{topic}[?force=true]` → 204: delete a topic.
 - `GET    /admin/v2/persistent/{t}/{ns}/{topic}/stats` → topic stats (Pulsar's names).
 - `GET    /admin/v2/persistent/{t}/{ns}/{topic}/partitioned-stats[?perPartition=false]` →
-  the partitions' stats summed, plus `metadata.partitions` and `partitions.{name}`.
+  the partitions' stats (each from the broker that serves it) summed, plus `metadata.partitions`
+  and `partitions.{name}`.
 - `GET    /admin/v2/persistent/{t}/{ns}` → `["persistent://t/ns/x", ...]`.
 - `GET    /admin/v2/persistent/{t}/{ns}/partitioned` → partitioned topic names.
 - `POST   /admin/v2/namespaces/{t}/{ns}/deduplication` body true/false → 204; `GET` → bool.
@@ -214,17 +216,13 @@ class AdminServer:
         if count == 0:
             raise NotFound("partitioned topic not found", topic=str(name))
         force = _flag(request, "force")
-        if not force:
+        if not force:   # each partition asked on the broker that serves it
             for i in range(count):
-                loaded = self.service.topics.get(str(name.partition(i)))
-                if loaded is not None and loaded.has_clients():
+                if await admin_cluster.partition_has_clients(self.service, name.partition(i)):
                     raise NotAllowed("partitioned topic has connected producers or consumers",
                                      topic=str(name))
-        for i in range(count):
-            try:
-                await self.service.delete_topic(name.partition(i), force=force)
-            except NotFound:
-                pass  # a partition nobody ever used has nothing stored
+        for i in range(count):   # on its owner; a partition nobody ever used has nothing stored
+            await admin_cluster.delete_partition(self.service, name.partition(i), force=force)
         await policies.delete_partitioned(self.service.astore, name)
         await policies.delete_topic_policies(self.service.astore, name)
         return web.Response(status=204)
@@ -244,7 +242,8 @@ class AdminServer:
         name = _topic(request)
         known = {str(n) for n in await policies.topics_of_namespace(
             self.service.astore, name.tenant, name.namespace)}
-        if str(name) not in known and str(name) not in self.service.topics:
+        if str(name) not in known and str(name) not in self.service.topics \
+                and not await admin_cluster.is_partition_of_existing(self.service, name):
             raise NotFound("topic not found", topic=str(name))
         topic = await self.service.get_topic(name)
         return web.json_response(topic_stats(topic))
@@ -257,7 +256,7 @@ class AdminServer:
         per_partition = {}
         for i in range(count):
             partition = name.partition(i)
-            per_partition[str(partition)] = topic_stats(await self.service.get_topic(partition))
+            per_partition[str(partition)] = await admin_cluster.partition_stats(self.service, partition)
         include = request.query.get("perPartition", "true").lower() != "false"
         return web.json_response(partitioned_stats(count, per_partition, include))
 

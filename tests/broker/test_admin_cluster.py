@@ -428,15 +428,7 @@ def test_namespace_and_partitioned_unloads_reach_every_owner(two: LocalCluster) 
     client = quiet_client(a.service_url)
     try:
         producer = client.create_producer(f"persistent://{ns}/p", batching_enabled=False)
-        owners = {owner_of(two, f"{ns}/p-partition-{i}")[0].service_url for i in range(8)}
-        if len(owners) == 1:        # placement put them together: move partition 0's bundle over
-            _, other = owner_of(two, f"{ns}/p-partition-0")
-            bundle = request_json(f"{a.admin_url}/lookup/v2/topic/persistent/{ns}/p-partition-0/bundle")
-            assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload"
-                                f"?destinationBroker={other.web_id}", "PUT") is None
-            assert owner_of(two, f"{ns}/p-partition-0")[0] is other
-            owners = {owner_of(two, f"{ns}/p-partition-{i}")[0].service_url for i in range(8)}
-        assert len(owners) == 2, "the 8 partitions all live on one broker"
+        spread_partitions(two, ns, "p", 8)
         consumer = client.subscribe(f"persistent://{ns}/p", "s")
         for i in range(8):
             producer.send(b"%d" % i, partition_key=str(i))
@@ -447,6 +439,48 @@ def test_namespace_and_partitioned_unloads_reach_every_owner(two: LocalCluster) 
         assert receive_all(consumer, set(range(16))) == set(range(16))
     finally:
         client.close()
+
+
+def spread_partitions(cluster: LocalCluster, ns: str, topic: str, count: int) -> None:
+    """Look every partition up, then move partition 0's bundle if they all landed on one broker."""
+    a = cluster.brokers[0]
+    owners = {owner_of(cluster, f"{ns}/{topic}-partition-{i}")[0].service_url for i in range(count)}
+    if len(owners) == 1:
+        _, other = owner_of(cluster, f"{ns}/{topic}-partition-0")
+        bundle = request_json(f"{a.admin_url}/lookup/v2/topic/persistent/{ns}/{topic}-partition-0/bundle")
+        assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload"
+                            f"?destinationBroker={other.web_id}", "PUT") is None
+        owners = {owner_of(cluster, f"{ns}/{topic}-partition-{i}")[0].service_url for i in range(count)}
+    assert len(owners) == 2, "the partitions all live on one broker"
+
+
+def test_partitioned_stats_and_delete_reach_every_partitions_owner(two: LocalCluster) -> None:
+    ns = f"public/{unique('pstats')}"
+    a, b = two.brokers
+    assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}", "PUT", {"bundles": {"numBundles": 16}}) is None
+    assert http(f"{a.admin_url}/admin/v2/persistent/{ns}/p/partitions", "PUT", 6)[0] == 204
+    spread_partitions(two, ns, "p", 6)
+    client = quiet_client(a.service_url)
+    try:
+        producer = client.create_producer(f"persistent://{ns}/p", batching_enabled=False)
+        for i in range(12):
+            producer.send(b"%d" % i, partition_key=str(i))
+        for broker in two.brokers:
+            status, stats, _ = http(f"{broker.admin_url}/admin/v2/persistent/{ns}/p/partitioned-stats")
+            assert status == 200, stats
+            assert stats["metadata"] == {"partitions": 6} and len(stats["partitions"]) == 6
+            assert stats["msgInCounter"] == 12
+            assert sum(p["msgInCounter"] for p in stats["partitions"].values()) == 12
+        # refused while a producer is attached, whichever broker is asked and wherever it is
+        for broker in two.brokers:
+            status, answer, _ = http(f"{broker.admin_url}/admin/v2/persistent/{ns}/p/partitions", "DELETE")
+            assert status == 412 and answer["reason"], answer
+    finally:
+        client.close()
+    assert http(f"{b.admin_url}/admin/v2/persistent/{ns}/p/partitions", "DELETE")[:2] == (204, None)
+    assert http(f"{a.admin_url}/admin/v2/persistent/{ns}/p/partitions")[1] == {"partitions": 0}
+    for broker in two.brokers:   # every partition was deleted, on whichever broker served it
+        assert request_json(f"{broker.admin_url}/admin/v2/persistent/{ns}") == []
 
 
 def test_cli_gives_the_same_answers_against_either_broker(two: LocalCluster, capsys: pytest.CaptureFixture) -> None:

@@ -236,8 +236,11 @@ class Producing:
                    what=f"callbacks of all {self.sent} sends to {self.topic}")
 
     def close(self) -> None:
+        """Stop the thread (closing the producer first frees a send blocked on a full queue)."""
+        self._stop.set()
         with contextlib.suppress(Exception):
             self.producer.close()
+        self._thread.join(THREAD_STOP_TIMEOUT_S)
 
 
 @dataclass

@@ -15,6 +15,18 @@ multi-host URL. What must hold:
 Database restart (PostgreSQL stopped, then started): a short outage (below the lease) is ridden
 out; during a long one no publish is acked later than the lease after the database went down
 (a broker never serves without a lease); after it, publishing resumes and nothing acked is lost.
+
+Findings (06:03 UTC, tree at 0834df9 + uncommitted ownership work):
+- the survivor's lookup right after the frozen broker's registration was reaped still
+  redirected to the frozen broker (its registry view, kept by a watch, lags the store): the
+  official client's subscribe then failed with ConnectError. Assignment should only redirect
+  to a broker whose registration key exists now (read it, or drop a broker when this process's
+  own reaper removes its session). With the probe 1.5 s later, everything else here passed.
+- after an outage longer than the lease, the bookies' sessions are reaped and
+  bookie/registration.py never registers again: its refresh `put` raises LeaseLost (the store
+  refuses writes before it would raise SessionExpired), which it logs as a transient warning
+  forever, so brokers find 0 writable bookies and publishing never resumes. It should treat
+  LeaseLost with `session_expired` like SessionExpired (re-open and re-register).
 """
 
 from __future__ import annotations

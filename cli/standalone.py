@@ -10,7 +10,8 @@ Bookies listen on `bookie_bind_host` (the same settings file and environment rea
 broker on `broker_bind_host` / `broker_admin_bind_host`; waits on the bookies are bounded by
 `standalone_bookie_start_timeout_ms` and `standalone_bookie_stop_timeout_ms`.
 
-Quorums: one bookie → E=Qw=Qa=1 (like `pulsar standalone`); three → 3/2/2; N → N/min(N,2)/min(N,2).
+Quorums (`quorums()`): one bookie → E=Qw=Qa=1 (like `pulsar standalone`); two → 2/2/2; N >= 3 →
+(N-1)/2/2, so three give Pulsar's 2/2/2 and survive a dead bookie (one is always spare).
 
 Bookie ports are chosen once and kept in `D/standalone.json`: ledger metadata names bookies by
 address, so a restart must bring each bookie back at the same address to read old ledgers. The
@@ -77,11 +78,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def quorums(bookies: int) -> tuple[int, int, int]:
-    """(E, Qw, Qa) for a standalone with this many bookies."""
+    """(E, Qw, Qa) for a standalone with this many bookies: 1 -> 1/1/1; 2 -> 2/2/2 (two copies,
+    but a dead bookie stops writes: fewer than Qw are left); N >= 3 -> (N-1)/2/2, Pulsar's 2/2/2
+    on three. Two copies acknowledged by both, and one bookie outside every ensemble: a dead
+    bookie is replaced at once (ensemble change), the next ledger finds two live ones, and the
+    auditor has somewhere to restore the lost copies."""
     if bookies == 1:
         return 1, 1, 1
-    q = min(bookies, 2)
-    return bookies, q, q
+    if bookies == 2:
+        return 2, 2, 2
+    return bookies - 1, 2, 2
 
 
 def bookie_ports(data_dir: Path, count: int, avoid: Set[int] = frozenset(), host: str = "127.0.0.1") -> list[int]:

@@ -157,9 +157,9 @@ def test_consumption_crosses_ledger_rollovers_and_restarts(tmp_path) -> None:
         client.close()
 
 
-def test_three_bookie_standalone_uses_3_2_2_ledgers_and_survives_restart(tmp_path) -> None:
+def test_three_bookie_standalone_uses_2_2_2_ledgers_and_survives_restart(tmp_path) -> None:
     from cli.standalone import quorums
-    assert quorums(1) == (1, 1, 1) and quorums(3) == (3, 2, 2)
+    assert quorums(1) == (1, 1, 1) and quorums(3) == (2, 2, 2) and quorums(5) == (4, 2, 2)
     with StandaloneProcess.start(tmp_path / "data", bookies=3) as sa:
         client = make_client(sa.service_url)
         consumer = client.subscribe(TOPIC, "sub")
@@ -181,6 +181,6 @@ def test_three_bookie_standalone_uses_3_2_2_ledgers_and_survives_restart(tmp_pat
         assert ledger_ids
         for name in ledger_ids:
             meta = LedgerMetadata.from_json(store.get(f"/ledgers/{name}").value)
-            assert (meta.ensemble_size, meta.write_quorum, meta.ack_quorum) == (3, 2, 2)
+            assert (meta.ensemble_size, meta.write_quorum, meta.ack_quorum) == (2, 2, 2)
     finally:
         store.close()

@@ -244,14 +244,21 @@ async def forward_put(http_url: str, path: str) -> str | None:
 
 # --- one partition, on its owner (the partitioned routes of broker.admin_http fan out with these) ---
 
-async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bool) -> str | None:
+async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bool,
+                          authoritative: bool = False) -> str | None:
     """The HTTP URL of the broker that serves `name`, or None when it is this one. With `assign`,
-    an unowned bundle is assigned first (NoOwner if nobody can take it); without, an unowned
-    topic counts as this broker's (there is nothing loaded anywhere)."""
+    an unowned bundle is assigned first (`Ownership.resolve`; NotAllowed "Can't find owner for
+    topic <t>" if nobody can take it); without, an unowned topic counts as this broker's (there is
+    nothing loaded anywhere). ServiceNotReady while starting or with the lease lapsed."""
     if not service.web_url:
         raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
     if assign:
-        answer = await service.ownership.resolve(name, authoritative=False)
+        try:
+            answer = await service.ownership.resolve(name, authoritative=authoritative)
+        except NoOwner:
+            raise NotAllowed(f"Can't find owner for topic {name}") from None     # 412
+        except LeaseLost as exc:
+            raise ServiceNotReady(str(exc)) from None                           # 503
         mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url
         return None if mine else answer.http_url
     bundle = await service.ownership.bundle_of(name)
@@ -454,8 +461,12 @@ class _ClusterRoutes:
     async def _unload_topic_here(self, name: TopicName) -> None:
         """Close the loaded topic (its clients look it up again and come back); not loaded: nothing."""
         topic = self.service.topics.get(str(name))
-        if topic is not None:
+        if topic is None:
+            return
+        try:
             await asyncio.wait_for(self.service.release(topic), UNLOAD_TOPIC_TIMEOUT_S)
+        except TimeoutError:
+            raise ServiceNotReady(f"closing {name} took over {UNLOAD_TOPIC_TIMEOUT_S:.0f} s") from None
 
     # --- brokers and clusters ----------------------------------------------------------------------
 
@@ -527,21 +538,7 @@ async def owner_redirect(request: web.Request, handler: Handler) -> web.StreamRe
     name = _topic(request)
     if name.partition_index < 0 and await service.partitions(name) > 0:
         return await handler(request)       # a partitioned topic: its routes fan out or touch metadata
-    if not service.web_url:
-        return _error(503, "the broker is starting: not registered in the cluster yet")
-    ownership = service.ownership
-    if suffix in NO_ASSIGN_SUFFIXES:
-        bundle = await ownership.bundle_of(name)
-        owner = await ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
-        if owner is None or owner.mine:
-            return await handler(request)
-        return redirect_to(owner.http_url, request)
-    try:
-        answer = await ownership.resolve(name, authoritative=_flag(request, "authoritative"))
-    except NoOwner:
-        return _error(412, f"Can't find owner for topic {name}")
-    except LeaseLost as exc:
-        return _error(503, str(exc))
-    if answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url:
-        return await handler(request)
-    return redirect_to(answer.http_url, request)
+    # NotAllowed (412: no owner) and ServiceNotReady (503) are answered by the error middleware
+    url = await owner_elsewhere(service, name, assign=suffix not in NO_ASSIGN_SUFFIXES,
+                                authoritative=_flag(request, "authoritative"))
+    return await handler(request) if url is None else redirect_to(url, request)

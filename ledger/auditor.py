@@ -101,6 +101,7 @@ class Auditor:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._watch: Watch | None = None
+        self.leader = False                      # held the leader key at the last round
 
     async def start(self) -> None:
         self._watch = await self._store.watch(placement.AVAILABLE_PATH, self._on_bookies)
@@ -131,7 +132,7 @@ class Auditor:
         registered = placement.registered_addresses(await placement.available_bookies(self._store))
         metas = await self._scan()
         under = {m.ledger_id: m for m in metas if under_replicated(m, registered)}
-        leader = await self._lead()
+        leader = self.leader = await self._lead()
         repaired = failed = 0
         if leader:
             for ledger_id, meta in sorted(under.items()):
@@ -202,11 +203,11 @@ class Auditor:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=_CLOSE_TIMEOUT_S)
             self._task = None
-        if STATE.leader:
+        if self.leader:
             try:
                 got = await self._store.get(LEADER_PATH)
                 if got is not None and got.ephemeral_owner == self._store.session_id:
                     await self._store.delete(LEADER_PATH, expected_version=got.version)
             except StrataError:
                 pass                              # the session's end removes it anyway
-            STATE.leader = False
+            self.leader = STATE.leader = False

@@ -19,6 +19,9 @@ How it works
   order and ahead of any later one, to the next ledger, whose ensemble may be smaller
   (`placement.choose_ensemble`: down to Qw bookies). Callers see a delay, not an error. Fewer
   than Qw live bookies: the rollover fails with NotEnoughBookies (retriable), logged rate-limited.
+  Bounded: after `_HANDOFFS_IN_A_ROW_MAX` ledgers in a row handed off without confirming an
+  entry (bookies that hang rather than die), the hand-off is refused and the appends fail as
+  any failed add does.
 - An append that fails after it was accepted fails everything behind it: the ledger writer fails
   its later adds, and the managed ledger fails every append waiting in the FIFO, in order, before
   any later append is accepted (`_appends_failed`). Each such failure event increments
@@ -103,6 +106,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _ROLL_WARN = RateLimitedLog(log, interval_s=5.0)      # per managed ledger: a rollover retried per append
 _HANDOFF_WAIT_YIELDS_MAX = 1_000   # loop turns a rollover waits for handed-off appends to come back
+_HANDOFFS_IN_A_ROW_MAX = 3         # ledgers handed off in a row with no entry confirmed; then fail
 AppendListener = Callable[[Position], None]
 LedgerClosedListener = Callable[[int], None]      # the id of a ledger just sealed
 
@@ -155,6 +159,8 @@ class ManagedLedger:
         self._waiting_max = config.ledger_adds_in_flight_max
         self._requeued = 0                           # handed-off appends put back at the FIFO's head
         self._handoff_expected = 0                   # handed-off appends not yet put back
+        self._handoffs_in_a_row = 0                  # hand-offs since a ledger last confirmed an entry
+        self._handoff_refused: set[int] = set()      # ledgers whose hand-off fails its appends instead
         # Failure events so far: each failed every append accepted before it and not yet
         # complete (in flight on the ledger or waiting in the FIFO). 0 = none ever failed.
         self.append_failures = 0
@@ -306,7 +312,8 @@ class ManagedLedger:
     def _on_added(self, handle: WriteHandle, data: bytes, messages: int, publish_time_ms: int,
                   out: asyncio.Future, add: asyncio.Future) -> None:
         exc = add.exception()
-        if exc is not None and handle.handed_off and exc is handle.error:
+        if (exc is not None and handle.handed_off and exc is handle.error
+                and handle.ledger_id not in self._handoff_refused):
             self._requeue(data, messages, publish_time_ms, out)
             return
         if exc is not None:
@@ -361,6 +368,12 @@ class ManagedLedger:
     def _on_handoff(self, handle: WriteHandle, unconfirmed: int) -> None:
         """Called by the writer before it fails `unconfirmed` adds with its hand-off error: they
         come back through `_on_added` and go to the next ledger, ahead of later appends."""
+        self._handoffs_in_a_row = 1 if handle.last_add_confirmed >= 0 else self._handoffs_in_a_row + 1
+        if self._handoffs_in_a_row > _HANDOFFS_IN_A_ROW_MAX:
+            self._handoff_refused = {handle.ledger_id}   # its appends fail: `_on_added`'s usual path
+            _ROLL_WARN.warning(self.name, "%s: %d ledgers in a row lost a bookie before confirming an "
+                               "entry; appends fail", self.name, self._handoffs_in_a_row - 1)
+            return
         self._handoff_expected += unconfirmed
         log.warning("%s: ledger %d lost a bookie and no replacement is live; %d unconfirmed append(s) "
                     "move to a new ledger", self.name, handle.ledger_id, unconfirmed)

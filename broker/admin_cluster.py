@@ -47,7 +47,8 @@ owner: `partition_stats`, `partition_has_clients`, `delete_partition`), namespac
 routes, and an unload of an unowned topic (nothing is assigned just to unload it).
 
 What must hold: a call is never served by a broker that does not own the topic; a 307 names a
-live owner; errors are `{"reason": ...}`.
+live owner; errors are `{"reason": ...}`. A topic that moves between the check and the handler is
+followed with a 307 too (the handler's OwnedElsewhere), or answered 503 while it is in flight.
 """
 
 from __future__ import annotations
@@ -533,12 +534,23 @@ async def owner_redirect(request: web.Request, handler: Handler) -> web.StreamRe
     """Serve a topic's admin call on its owner (see the module docstring)."""
     service = request.app.get(_SERVICE)
     suffix = _topic_route_suffix(request)
-    if service is None or suffix is None or suffix in FANOUT_SUFFIXES:
+    if service is None or suffix is None:
         return await handler(request)
     name = _topic(request)
-    if name.partition_index < 0 and await service.partitions(name) > 0:
-        return await handler(request)       # a partitioned topic: its routes fan out or touch metadata
-    # NotAllowed (412: no owner) and ServiceNotReady (503) are answered by the error middleware
-    url = await owner_elsewhere(service, name, assign=suffix not in NO_ASSIGN_SUFFIXES,
-                                authoritative=_flag(request, "authoritative"))
-    return await handler(request) if url is None else redirect_to(url, request)
+    # a partitioned topic's routes fan out over the partitions or only touch metadata
+    fans_out = suffix in FANOUT_SUFFIXES or (name.partition_index < 0 and await service.partitions(name) > 0)
+    if not fans_out:
+        # NotAllowed (412: no owner) and ServiceNotReady (503) are answered by the error middleware
+        url = await owner_elsewhere(service, name, assign=suffix not in NO_ASSIGN_SUFFIXES,
+                                    authoritative=_flag(request, "authoritative"))
+        if url is not None:
+            return redirect_to(url, request)
+    try:
+        return await handler(request)
+    except OwnedElsewhere as exc:   # the topic moved since the check: send the call after it
+        owner_url = exc.details.get("http_url")
+        if exc.details.get("topic") == str(name) and isinstance(owner_url, str) and owner_url:
+            return redirect_to(owner_url, request)
+        raise ServiceNotReady(str(exc)) from None
+    except BundleNotOwned as exc:   # being unloaded, or the lease lapsed: retry shortly
+        raise ServiceNotReady(str(exc)) from None

@@ -8,7 +8,8 @@ The bookie holds an ephemeral key `/bookies/available/<host>:<port>` whose JSON 
 (renewed by the store's own keeper thread), so it vanishes within about a lease after the bookie
 dies. Every `bookie_registration_refresh_interval_ms` the value is rewritten with fresh free space
 and read-only state. If the session expired (the process was
-stalled past the lease), a new store is opened and the key re-created.
+stalled past the lease, or the database was away longer than that) or its lease lapsed, a new
+store is opened and the key re-created.
 
 What must hold: at most one live registration per address; a failed refresh never stops the
 bookie serving, it is retried on the next tick.
@@ -22,7 +23,15 @@ import logging
 from collections.abc import Callable
 
 from common.config import Config
-from common.errors import AlreadyExists, BadVersion, MetadataError, NotFound, SessionExpired, StrataError
+from common.errors import (
+    AlreadyExists,
+    BadVersion,
+    LeaseLost,
+    MetadataError,
+    NotFound,
+    SessionExpired,
+    StrataError,
+)
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
 
@@ -84,7 +93,7 @@ class BookieRegistration:
                 else:  # compare-and-set: never re-create the key as a persistent one
                     self._version = await self._store.put(path, self._value(),
                                                           expected_version=self._version)
-            except (SessionExpired, NotFound, BadVersion):
+            except (SessionExpired, LeaseLost, NotFound, BadVersion):
                 await self._close_store()
             except (MetadataError, StrataError) as exc:
                 log.warning("bookie registration refresh failed: %s", exc)

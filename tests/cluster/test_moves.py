@@ -2,7 +2,8 @@
 
 Four topics take a steady load (producers through the multi-host URL, an Exclusive and a
 Failover consumer each). Then, one after the other: `topics unload` of one topic, `namespaces
-unload` of the namespace, and SIGTERM of the broker owning most topics. What must hold:
+unload` of the namespace, a bundle unloaded to a named destination broker (it lands there), a
+bundle split with unload, and SIGTERM of the broker owning most topics. What must hold:
 - the application sees no error: every send callback is Ok, no receive or ack raises;
 - nothing acked is lost, and per partition each consumer's new seqs come in order;
 - each move stalls a topic's publishing for about a second at most (the longest gap between two
@@ -22,6 +23,7 @@ from tests.cluster.helpers import (
     MetadataView,
     Producing,
     http,
+    lookup,
     make_client,
     max_ack_gap_s,
     order_violations,
@@ -83,6 +85,29 @@ def test_unloads_and_sigterm_are_invisible_to_the_application(new_cluster) -> No
         done = http("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}/unload", follow=True)
         assert done.status == 204, (done.status, done.body)
         _check_move("namespaces unload", list(producers.values()), start)
+
+        # a bundle moved to a named broker, through the broker that does not own it
+        moving = topics[1]
+        bundle = http("GET", f"{a.admin_url}/lookup/v2/topic/{topic_path(moving)}/bundle", follow=True).json()
+        owner_url = lookup(a.admin_url, moving)["brokerUrl"]
+        destination = next(b for b in cluster.brokers if b.service_url != owner_url)
+        start = time.monotonic()
+        done = http("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload"
+                           f"?destinationBroker={destination.web_id}", follow=True)
+        assert done.status == 204, (done.status, done.body)
+        _check_move("bundle unload to a named broker", list(producers.values()), start)
+        assert lookup(a.admin_url, moving)["brokerUrl"] == destination.service_url, "the bundle did not go there"
+
+        # a bundle split by admin command, its halves unloaded
+        splitting = topics[2]
+        bundle = http("GET", f"{a.admin_url}/lookup/v2/topic/{topic_path(splitting)}/bundle", follow=True).json()
+        before = http("GET", f"{a.admin_url}/admin/v2/namespaces/{ns}/bundles").json()["numBundles"]
+        start = time.monotonic()
+        done = http("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}/{bundle}/split?unload=true", follow=True)
+        assert done.status == 204, (done.status, done.body)
+        after = http("GET", f"{a.admin_url}/admin/v2/namespaces/{ns}/bundles").json()["numBundles"]
+        assert after == before + 1, (before, after)
+        _check_move("bundle split with unload", list(producers.values()), start)
 
         owners = owners_by_lookup(a.admin_url, topics)
         victim = max(cluster.brokers, key=lambda b: sum(1 for u in owners.values() if u == b.service_url))

@@ -348,8 +348,8 @@ class Ownership:
                 owner = self._owner_from(path, found)
                 if owner is None:
                     return
-                if not owner.disabled and not owner.mine and await self._reachable(owner.native_url):
-                    return   # a new, live owner: the assignment below answers with it
+                if not owner.disabled and (owner.mine or await self._reachable(owner.native_url)):
+                    return   # a new, live owner (this broker too): the assignment below answers with it
                 event.clear()
         finally:
             if not event.is_set():

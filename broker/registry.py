@@ -171,9 +171,13 @@ class BrokerRegistry:
         return True
 
     async def unregister(self) -> None:
+        """Delete our key — only if we hold it: a broker refused with BrokerAddressInUse must
+        not delete the live broker's key on its way out."""
+        if not self._version:
+            return
         try:
-            await self._astore.delete(self.path)
-        except (NotFound, StrataError):
+            await self._astore.delete(self.path, expected_version=self._version)
+        except (NotFound, BadVersion, StrataError):
             pass
         self._version = 0
 

@@ -36,11 +36,13 @@ import sqlalchemy as sa
 
 from common.clock import Clock
 from common.errors import InvalidArgument, StrataError
+from common.ratelimited_log import RateLimitedLog
 from metadata import sql_ops
 from metadata.api import SessionEvent
 from metadata.sql_schema import Database, changes, keys, sessions
 
 log = logging.getLogger("strata.metadata.sessions")
+_WARN = RateLimitedLog(log, interval_s=5.0)   # the database being away repeats every tick
 
 TICK_S_MAX = 0.5
 LEASE_CHECK_S_MAX = 0.1  # how late LEASE_LOST may be announced, at most
@@ -232,7 +234,7 @@ class SessionKeeper:
             try:
                 self.tick()
             except StrataError as exc:  # database down: try again next tick
-                log.warning("session keeper: %s", exc)
+                _WARN.warning("session keeper", "session keeper: %s", exc)
 
     def _watch_lease(self) -> None:
         while not self._stop.wait(self._check_s):

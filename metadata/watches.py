@@ -35,11 +35,13 @@ import sqlalchemy as sa
 
 from common.config import Config
 from common.errors import LimitExceeded, StrataError
+from common.ratelimited_log import RateLimitedLog
 from metadata.api import EventKind, WatchEvent
 from metadata.paths import is_under
 from metadata.sql_schema import Database, changes
 
 log = logging.getLogger("strata.metadata.watches")
+_WARN = RateLimitedLog(log, interval_s=5.0)   # the database being away repeats every tick
 
 
 class _Watch:
@@ -118,7 +120,7 @@ class WatchPoller:
                 while self.poll_once() == self._rows_per_poll_max and not self._stop.is_set():
                     pass
             except StrataError as exc:  # database down: the cursor did not move; retry later
-                log.warning("watch poller: %s", exc)
+                _WARN.warning("watch poller", "watch poller: %s", exc)
 
     def _note_poll(self) -> None:
         now_s = self._monotonic_s()

@@ -6,11 +6,12 @@ key vanishes with its holder's session, so a dead leader is replaced within the 
 
 Shedding (leader only, every `broker_load_shedding_interval_ms`): each live broker's load score
 (`load_placement.load_score`: bundles owned, message rate, CPU) is compared with the cluster
-average. A broker above `broker_load_shedding_threshold` × average, and at least one bundle's
-worth above it, that owns two or more bundles is asked to unload one bundle to the least-loaded
-broker (its admin `PUT .../{bundle}/unload?destinationBroker=`; the leader's own bundles are
-unloaded directly). A bundle moved by shedding is not moved again for `_GRACE_PASSES` passes, so
-bundles never ping-pong.
+average. A broker above `broker_load_shedding_threshold` × average, and at least two bundles'
+worth above the least-loaded one (so one move narrows the gap and never swaps it), that owns two
+or more bundles is asked to unload one bundle to the least-loaded broker (its admin
+`PUT .../{bundle}/unload?destinationBroker=`; the leader's own bundles are unloaded directly).
+A bundle moved by shedding is not moved again for `_GRACE_PASSES` passes, so bundles never
+ping-pong.
 
 Splitting (every broker, its own bundles, same interval, when `broker_bundle_auto_split`): a
 bundle holding more than `broker_bundle_split_topics_max` loaded topics, or more than
@@ -145,8 +146,9 @@ class LoadManager:
         scores = {key: load_score(b, counts) for key, b in live.items()}
         average = sum(scores.values()) / len(scores)
         busiest = max(live.values(), key=lambda b: scores[b.key])
-        over = scores[busiest.key]
-        if over <= s.config.broker_load_shedding_threshold * average or over - average < 1.0:
+        over, least = scores[busiest.key], min(scores.values())
+        # well above the average, and a one-bundle move narrows the gap (4/0 -> 3/1 -> 2/2, stop)
+        if over <= s.config.broker_load_shedding_threshold * average or over - least < 2.0:
             return None
         bundle = self._pick_bundle(busiest)
         if bundle is None:

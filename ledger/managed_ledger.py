@@ -104,7 +104,8 @@ if TYPE_CHECKING:
     from ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
-_ROLL_WARN = RateLimitedLog(log, interval_s=5.0)      # per managed ledger: a rollover retried per append
+# per managed ledger (a rollover retried per append), and one key for hand-offs of all of them
+_ROLL_WARN = RateLimitedLog(log, interval_s=5.0)
 _HANDOFF_WAIT_YIELDS_MAX = 1_000   # loop turns a rollover waits for handed-off appends to come back
 _HANDOFFS_IN_A_ROW_MAX = 3         # ledgers handed off in a row with no entry confirmed; then fail
 AppendListener = Callable[[Position], None]
@@ -375,8 +376,8 @@ class ManagedLedger:
                                "entry; appends fail", self.name, self._handoffs_in_a_row - 1)
             return
         self._handoff_expected += unconfirmed
-        log.warning("%s: ledger %d lost a bookie and no replacement is live; %d unconfirmed append(s) "
-                    "move to a new ledger", self.name, handle.ledger_id, unconfirmed)
+        _ROLL_WARN.warning("handoff", "%s: ledger %d lost a bookie and no replacement is live; %d unconfirmed "
+                           "append(s) move to a new ledger", self.name, handle.ledger_id, unconfirmed)
         if handle is self._handle and self.state is MLState.READY:
             self._start_rollover()
 

@@ -17,16 +17,15 @@ out; during a long one no publish is acked later than the lease after the databa
 (a broker never serves without a lease); after it, publishing resumes and nothing acked is lost.
 
 Findings (06:03 UTC, tree at 0834df9 + uncommitted ownership work):
-- the survivor's lookup right after the frozen broker's registration was reaped still
-  redirected to the frozen broker (its registry view, kept by a watch, lags the store): the
-  official client's subscribe then failed with ConnectError. Assignment should only redirect
-  to a broker whose registration key exists now (read it, or drop a broker when this process's
-  own reaper removes its session). With the probe 1.5 s later, everything else here passed.
-- after an outage longer than the lease, the bookies' sessions are reaped and
-  bookie/registration.py never registers again: its refresh `put` raises LeaseLost (the store
-  refuses writes before it would raise SessionExpired), which it logs as a transient warning
-  forever, so brokers find 0 writable bookies and publishing never resumes. It should treat
-  LeaseLost with `session_expired` like SessionExpired (re-open and re-register).
+- (2 of 7 runs at 06:12) the survivor's lookup right after the frozen broker's keys were reaped
+  REDIRECTED the client to the frozen broker: `Ownership._choose` picks from
+  `registry.live()`, a watch-fed view that still lists the reaped broker for a moment, and with
+  all its bundles just reaped it is the least loaded. The official client then hangs on the
+  frozen broker's unanswered CONNECT for its 10 s connection timeout and subscribe fails with
+  ConnectError. Assignment should confirm the target's registration key in the store before
+  redirecting to it (or drop a broker from the view when a reaper removes its session).
+- (fixed in 0e532d2) after an outage longer than the lease no bookie registered again
+  (LeaseLost from its refresh was taken as transient), so publishing never resumed.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ out; during a long one no publish is acked later than the lease after the databa
 (a broker never serves without a lease); after it, publishing resumes and nothing acked is lost.
 
 Findings (06:03 UTC, tree at 0834df9 + uncommitted ownership work):
-- (2 of 7 runs at 06:12) the survivor's lookup right after the frozen broker's keys were reaped
+- (4 of 7 runs, 05:59-06:13 UTC) the survivor's lookup right after the frozen broker's keys were reaped
   REDIRECTED the client to the frozen broker: `Ownership._choose` picks from
   `registry.live()`, a watch-fed view that still lists the reaped broker for a moment, and with
   all its bundles just reaped it is the least loaded. The official client then hangs on the

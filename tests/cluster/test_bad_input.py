@@ -123,10 +123,7 @@ def test_broker_with_another_live_brokers_address_exits(cluster: LocalCluster, m
     assert done.returncode != 0, f"the imposter exited 0:\n{output}"
     assert a.web_id in output or a.broker_id in output, f"the error does not name the address:\n{output}"
     assert "Traceback" not in output, f"a stack trace instead of a clear error:\n{output}"
-    # Finding (06:10 UTC): fails here. The refused broker's stop calls BrokerRegistry.unregister(),
-    # which deletes /loadbalance/brokers/<its key> unconditionally although it never registered:
-    # the live broker's key is gone. unregister() should delete only a key it created
-    # (self._version set, delete with expected_version).
+    # (found here, fixed in d15a5bd: the refused broker's unregister() deleted the live one's key)
     after = metadata.brokers().get(a.web_id)
     assert after is not None, f"the refused broker deleted {a.web_id}'s registration on its way out"
     assert after[1] == before[1], "the live broker's registration changed hands"

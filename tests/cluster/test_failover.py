@@ -12,12 +12,8 @@ killed with SIGKILL. What must hold:
   the producer saw acked, and per partition the new seqs each consumer sees come in order;
 - consumers resume: each subscription receives messages produced after the kill.
 
-Finding (06:04 UTC, tree at 0834df9 + the lead's uncommitted ownership): one moved topic took
-16.7 s. Its lookup waited in `Ownership._wait_gone` for the dead owner's key; meanwhile another
-lookup acquired the bundle for this same broker, and `_wait_gone` only returns for a new owner
-that is `not owner.mine`, so it waited out `broker_lookup_owner_wait_ms` (15 s) and answered
-NoOwner ("the bundle's owner is unloading it or unreachable"). It should return when the key is
-now this broker's own.
+(Found here, fixed in d15a5bd: a lookup waiting for the dead owner's key ignored the bundle
+being acquired meanwhile by its own broker and waited out broker_lookup_owner_wait_ms, 16.7 s.)
 """
 
 from __future__ import annotations

@@ -17,13 +17,15 @@ out; during a long one no publish is acked later than the lease after the databa
 (a broker never serves without a lease); after it, publishing resumes and nothing acked is lost.
 
 Findings (06:03 UTC, tree at 0834df9 + uncommitted ownership work):
-- (4 of 7 runs, 05:59-06:13 UTC) the survivor's lookup right after the frozen broker's keys were reaped
-  REDIRECTED the client to the frozen broker: `Ownership._choose` picks from
-  `registry.live()`, a watch-fed view that still lists the reaped broker for a moment, and with
-  all its bundles just reaped it is the least loaded. The official client then hangs on the
-  frozen broker's unanswered CONNECT for its 10 s connection timeout and subscribe fails with
+- (8 of 12 runs, 05:59-06:17 UTC, still open at d15a5bd) the survivor's lookup right after
+  the frozen broker's keys were reaped REDIRECTED the client to the frozen broker:
+  `Ownership._choose` picks from `registry.live()`, a watch-fed view that still lists the
+  reaped broker for up to a watch poll after the store dropped it, and with all its bundles
+  just reaped it is the least loaded. (A lookup waiting in `_wait_gone` wakes on the ownership
+  key's deletion, so it meets the same stale view.) The official client then waits out its
+  10 s connection timeout on the frozen broker's unanswered CONNECT and subscribe fails with
   ConnectError. Assignment should confirm the target's registration key in the store before
-  redirecting to it (or drop a broker from the view when a reaper removes its session).
+  redirecting to it (or drop a broker from the view when its session is reaped).
 - (fixed in 0e532d2) after an outage longer than the lease no bookie registered again
   (LeaseLost from its refresh was taken as transient), so publishing never resumed.
 """

@@ -146,8 +146,7 @@ class Auditor:
                     continue
                 except StrataError as exc:
                     failed += 1
-                    _WARN.warning(("repair", ledger_id), "re-replication of ledger %d failed (retried): %s",
-                                  ledger_id, exc)
+                    _WARN.warning("repair", "re-replication of ledger %d failed (retried): %s", ledger_id, exc)
                     continue
                 if result.fragments_moved:
                     repaired += 1

@@ -8,6 +8,10 @@ broker-wide `EntryCache` the managed ledgers share.
   writable bookies (`placement.choose_ensemble`: those this client saw fail lately last, and
   fewer than E, never fewer than Qw, when fewer are there: the metadata records the size
   used), metadata created OPEN at `/ledgers/<id>`. Below Qw writable bookies: NotEnoughBookies.
+  When only quarantined bookies make up the count, each is asked for its info first (bounded by
+  `_PROBE_TIMEOUT_S`): one that does not answer is NotEnoughBookies at once, rather than a
+  ledger whose first add fails (a dead bookie stays registered for its lease: without the probe
+  every retry made a new, empty ledger on it).
 - `open_ledger(id, recover=True)`: fence + recover + close (see `ledger.recovery`); returns a
   handle on the closed ledger. `recover=False` opens without touching the ledger: an open
   ledger is read up to the LAC the bookies of its last fragment report.
@@ -28,7 +32,7 @@ from collections.abc import Awaitable, Callable
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
-from common.errors import InvalidArgument, NoSuchLedger, NotFound, ShuttingDown
+from common.errors import InvalidArgument, NoSuchLedger, NotEnoughBookies, NotFound, ShuttingDown, StrataError
 from common.invariant import invariant
 from ledger import placement, recovery, rereplication
 from ledger.cache import EntryCache
@@ -37,6 +41,8 @@ from ledger.ledger_metadata import Fragment, LedgerMetadata, ledger_path
 from ledger.ledger_store import BookiePool, read_metadata, write_metadata
 from ledger.rereplication import WRITER_TOKEN_PROPERTY
 from metadata.api import AsyncStore
+
+_PROBE_TIMEOUT_S = 2.0             # a quarantined bookie must answer GetInfo this fast to be used
 
 
 class LedgerClient:
@@ -71,8 +77,10 @@ class LedgerClient:
             raise InvalidArgument("quorums must satisfy E >= Qw >= Qa >= 1",
                                   E=ensemble_size, Qw=write_quorum, Qa=ack_quorum)
         candidates = await placement.available_bookies(self._store)
+        quarantined = self.health.quarantined()
         ensemble = placement.choose_ensemble(candidates, ensemble_size, write_quorum, self._rng,
-                                             quarantined=self.health.quarantined())
+                                             quarantined=quarantined)
+        await self._probe([a for a in ensemble if a in quarantined], write_quorum)
         token = self._rng.randbytes(16)
         ledger_id = await self._store.next_id("ledger")
         meta = LedgerMetadata(ledger_id=ledger_id, ensemble_size=len(ensemble),
@@ -82,6 +90,25 @@ class LedgerClient:
         meta = await write_metadata(self._store, meta)
         return WriteHandle(meta, self.pool, self._store, self._config, self._clock, self._rng,
                            health=self.health, writer_token=token)
+
+    async def _probe(self, suspects: list[str], write_quorum: int) -> None:
+        """Every bookie in `suspects` (quarantined, yet needed) answers GetInfo, or NotEnoughBookies."""
+        if not suspects:
+            return
+        answers = await asyncio.gather(*(asyncio.wait_for(self.pool.get(a).info(), _PROBE_TIMEOUT_S)
+                                         for a in suspects), return_exceptions=True)
+        silent = []
+        for address, answer in zip(suspects, answers):
+            if isinstance(answer, (StrataError, TimeoutError)):
+                self.health.failed(address)
+                silent.append(address)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                self.health.answered(address)
+        if silent:
+            raise NotEnoughBookies(f"need {write_quorum} live bookies (Qw) for a new ledger; {silent} failed "
+                                   "lately and do not answer", silent=silent)
 
     async def open_ledger(self, ledger_id: int, *, recover: bool) -> ReadHandle:
         self._check_open()

@@ -72,6 +72,10 @@ class BookieHealth:
     def failed(self, address: str) -> None:
         self._until_s[address] = self._monotonic() + self.quarantine_s
 
+    def answered(self, address: str) -> None:
+        """It answered a probe: out of quarantine."""
+        self._until_s.pop(address, None)
+
     def quarantined(self) -> set[str]:
         now_s = self._monotonic()
         for address in [a for a, until in self._until_s.items() if until <= now_s]:

@@ -1,9 +1,10 @@
 """`strata cluster up|status|down` as a user runs it: separate, detached processes.
 
 `up` starts PostgreSQL, SeaweedFS, 3 bookies and 2 brokers, prints the multi-host service URL
-and both admin URLs, and returns while they keep running; `status -o json` shows every process
-running and every bookie registered; a second `up` on the same dir is refused; `down` stops
-every process and PostgreSQL. Bad usage exits 2. Every wait is bounded.
+and both admin URLs, and returns while they keep running; after the official client produced
+through that URL, `status -o json` shows every process running and registered, and each bundle
+its topics use owned by one of the brokers; a second `up` on the same dir is refused; `down`
+stops every process and PostgreSQL. Bad usage exits 2. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ def strata_cluster(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
 
 
+def _produce(service_url: str, topics: list[str]) -> None:
+    """One message to each topic with the official client, through the multi-host URL."""
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
+    try:
+        for topic in topics:
+            client.create_producer(topic).send(b"x")
+    finally:
+        client.close()
+
+
 def _remove_postgres_files(data_dir: Path) -> None:
     """pytest's 0700 temp dirs keep PostgreSQL (another user) out, so its files went to /tmp."""
     state = json.loads((data_dir / "cluster.json").read_text()) if (data_dir / "cluster.json").exists() else {}
@@ -44,11 +57,16 @@ def test_up_status_down(tmp_path: Path) -> None:
         assert len(re.findall(r"^admin URL http://127\.0\.0\.1:\d+$", up.stdout, re.M)) == 2
         assert "E/Qw/Qa 3/2/2" in up.stdout and "S3 endpoint http://" in up.stdout
 
+        _produce(service.group(1), [f"persistent://public/default/up-{i}" for i in range(6)])
+
         status = strata_cluster("status", "--data-dir", data_dir, "-o", "json")
         assert status.returncode == 0, status.stderr
         doc = json.loads(status.stdout)
         assert doc["service_url"] == service.group(1) and doc["metadata_error"] is None
-        assert [b["state"] for b in doc["brokers"]] == ["running"] * 2
+        assert [(b["state"], b["registered"]) for b in doc["brokers"]] == [("running", True)] * 2
+        broker_urls = {b["service_url"] for b in doc["brokers"]}
+        owned = [u for u in doc["bundles"] if u["namespace"] == "public/default"]
+        assert owned and all(u["owner"] in broker_urls for u in owned), doc["bundles"]
         assert [(b["state"], b["registered"]) for b in doc["bookies"]] == [("running", True)] * 3
         assert doc["s3"]["state"] == "running"
         table = strata_cluster("status", "--data-dir", data_dir)

@@ -5,13 +5,19 @@ Leader: the broker holding the ephemeral key `/loadbalance/leader` (`{"brokerId"
 key vanishes with its holder's session, so a dead leader is replaced within the lease.
 
 Shedding (leader only, every `broker_load_shedding_interval_ms`): each live broker's load score
-(`load_placement.load_score`: bundles owned, message rate, CPU) is compared with the cluster
-average. A broker above `broker_load_shedding_threshold` × average, and at least two bundles'
-worth above the least-loaded one (so one move narrows the gap and never swaps it), that owns two
-or more bundles is asked to unload one bundle to the least-loaded broker (its admin
-`PUT .../{bundle}/unload?destinationBroker=`; the leader's own bundles are unloaded directly).
-A bundle moved by shedding is not moved again for `_GRACE_PASSES` passes, so bundles never
-ping-pong.
+(`load_placement.load_score`: bundles owned, message rate, CPU) is compared. The busiest broker
+(highest score) owning two or more bundles is asked to unload one bundle to the least-loaded one
+(lowest score) when
+- it is at least two bundles' worth of score above it (so one move narrows the gap and never
+  swaps it: no ping-pong), and
+- it is above `broker_load_shedding_threshold` × the cluster average (load well above the rest),
+  or it owns at least two bundles more (bundle counts even out to within one: 8/0 ends at 4/4,
+  where the threshold alone would stop at 5/3, 25 % above the average of 4).
+The unload is the owner's admin `PUT .../{bundle}/unload?destinationBroker=` (the leader's own
+bundles are unloaded directly). Until a client's lookup makes the destination acquire it, a shed
+bundle counts as the destination's (`_pending`), so the next pass does not see it as gone and shed
+another one into the same gap. A bundle moved by shedding is not moved again for `_GRACE_PASSES`
+passes.
 
 Splitting (every broker, its own bundles, same interval, when `broker_bundle_auto_split`): a
 bundle holding more than `broker_bundle_split_topics_max` loaded topics, or more than
@@ -26,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import aiohttp
 
 from broker import bundles as bundle_math
-from broker.load_placement import least_loaded, load_score
+from broker.load_placement import load_score
+from broker.ownership import HINT_TTL_MS, NAMESPACE_ROOT
 from broker.topic_stats import out_rates, rates
 from common.errors import AlreadyExists, StrataError
 from metadata.api import EventKind, Watch, WatchEvent
@@ -53,7 +61,9 @@ class LoadManager:
         self.is_leader = False
         self._leader: dict | None = None
         self._watch: Watch | None = None
-        self._recently_moved: dict[str, int] = {}     # bundle path -> pass number it moved at
+        self._recently_moved: dict[str, int] = {}     # "t/ns/0x.._0x.." -> pass number it moved at
+        # shed, not yet acquired: ownership path -> (source URL, destination URL, monotonic expiry)
+        self._pending: dict[str, tuple[str, str, float]] = {}
         self._pass = 0
 
     # --- leader ------------------------------------------------------------------------------------
@@ -121,6 +131,8 @@ class LoadManager:
                     await self.shed()
             except StrataError as exc:
                 log.warning("load management pass: %s", exc)
+            except Exception:   # the loop lives as long as the broker: a bug in one pass must not end it
+                log.exception("load management pass failed")
 
     async def split_busy_bundles(self) -> list[str]:
         """Split every bundle of ours past a topic-count or msg-rate threshold; returns their keys."""
@@ -142,28 +154,44 @@ class LoadManager:
         live = s.registry.live()
         if len(live) < 2:
             return None
-        counts = s.ownership.owner_counts()
+        counts = self._counts()
         scores = {key: load_score(b, counts) for key, b in live.items()}
         average = sum(scores.values()) / len(scores)
-        busiest = max(live.values(), key=lambda b: scores[b.key])
-        over, least = scores[busiest.key], min(scores.values())
-        # well above the average, and a one-bundle move narrows the gap (4/0 -> 3/1 -> 2/2, stop)
-        if over <= s.config.broker_load_shedding_threshold * average or over - least < 2.0:
+        busiest = max(live.values(), key=lambda b: (scores[b.key], b.key))
+        target = min(live.values(), key=lambda b: (scores[b.key], counts.get(b.service_url, 0), b.key))
+        over, least = scores[busiest.key], scores[target.key]
+        count_gap = counts.get(busiest.service_url, 0) - counts.get(target.service_url, 0)
+        if over - least < 2.0 or (over <= s.config.broker_load_shedding_threshold * average and count_gap < 2):
             return None
         bundle = self._pick_bundle(busiest)
         if bundle is None:
             return None
-        target = least_loaded([b for b in live.values() if b.key != busiest.key], counts)
-        if target is None:
-            return None
-        log.info("shedding %s from %s (score %.2f, average %.2f) to %s", bundle, busiest.key, over, average, target.key)
+        log.info("shedding %s from %s (score %.2f, average %.2f, %d bundles) to %s (score %.2f, %d bundles)",
+                 bundle, busiest.key, over, average, counts.get(busiest.service_url, 0), target.key, least,
+                 counts.get(target.service_url, 0))
         await self._unload_on(busiest, bundle, target.key)
         self._recently_moved[bundle] = self._pass
+        self._pending[f"{NAMESPACE_ROOT}/{bundle}"] = (busiest.service_url, target.service_url,
+                                                       time.monotonic() + HINT_TTL_MS / 1000)
         return bundle
 
+    def _counts(self) -> dict[str, int]:
+        """Bundles per broker service URL: the ownership view, plus each bundle shed and not yet
+        acquired (counted as its destination's until someone owns it or its hint expires)."""
+        counts = self._service.ownership.owner_counts()
+        owners = {path: native for path, (native, _, _) in self._service.ownership.view_items()}
+        now = time.monotonic()
+        for path, (source, destination, until) in list(self._pending.items()):
+            owner = owners.get(path)
+            if until < now or (owner is not None and owner != source):
+                del self._pending[path]
+            elif owner is None:
+                counts[destination] = counts.get(destination, 0) + 1
+        return counts
+
     def _pick_bundle(self, broker: BrokerInfo) -> str | None:
-        owned = [path[len("/namespace/"):] for path, (native, _, _) in
-                 self._service.ownership.view_items() if native == broker.service_url]
+        owned = [path[len(NAMESPACE_ROOT) + 1:] for path, (native, _, disabled) in
+                 self._service.ownership.view_items() if native == broker.service_url and not disabled]
         moved = self._recently_moved
         movable = [b for b in sorted(owned) if self._pass - moved.get(b, -_GRACE_PASSES) >= _GRACE_PASSES]
         if len(owned) < 2 or not movable:

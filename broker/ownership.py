@@ -57,7 +57,7 @@ from common.topic_names import TopicName
 from metadata.api import EventKind, Versioned, Watch, WatchEvent
 
 if TYPE_CHECKING:
-    from broker.registry import BrokerRegistry
+    from broker.registry import BrokerInfo, BrokerRegistry
     from broker.service import BrokerService
     from broker.topic import PersistentTopic
 
@@ -154,8 +154,7 @@ class Ownership:
             if waiting is not None:
                 waiting.set()
             if event.path in self._mine and event.path not in self._releasing:
-                log.error("ownership key %s vanished while we held it; no longer serving it", event.path)
-                self._service.spawn(self._lost(event.path))
+                self._service.spawn(self._check_lost(event.path))
             return
         owner = _decode_owner(event.value)
         if owner is not None:
@@ -315,14 +314,23 @@ class Ownership:
         self._provisional[path] = (target.service_url, time.monotonic() + 5.0)
         return LookupAnswer(LookupKind.REDIRECT, target.service_url, target.web_url, True)
 
-    async def _choose(self, tenant: str, namespace: str, bundle: BundleRange):
+    async def _choose(self, tenant: str, namespace: str, bundle: BundleRange) -> BrokerInfo | None:
+        """The broker to own an unowned bundle. Another broker is confirmed in the store first:
+        the watch-fed view may still list a broker whose session was just reaped (it then looks
+        idle, having lost every bundle), and a client sent there waits for nothing."""
         live = self._registry.live()
         if self._service.draining:
             live = {k: b for k, b in live.items() if b.service_url != self._service.advertised_url}
         hint = await self._hint(tenant, namespace, bundle)
-        if hint is not None and hint in live:
-            return live[hint]
-        return placement.least_loaded(live.values(), self.owner_counts())
+        for _ in range(len(live) + 1):
+            target = live[hint] if hint is not None and hint in live else \
+                placement.least_loaded(live.values(), self.owner_counts())
+            if target is None or target.service_url == self._service.advertised_url:
+                return target
+            if await self._registry.is_registered(target.key):
+                return target
+            live.pop(target.key, None)
+        return None
 
     async def _hint(self, tenant: str, namespace: str, bundle: BundleRange) -> str | None:
         found = await self._astore.get(f"{HINTS_ROOT}/{tenant}/{namespace}/{bundle.key}")
@@ -443,6 +451,22 @@ class Ownership:
     async def unload_all(self) -> None:
         """Graceful stop: release every bundle, each to a live other broker if there is one."""
         await asyncio.gather(*(self.unload(t, ns, b) for t, ns, b in self.owned()))
+
+    async def _check_lost(self, path: str) -> None:
+        """A DELETED event for a key we hold: ours is really gone, or the event is the previous
+        holder's delete arriving after we created the key anew (a bundle moved here: the watch
+        runs ~0.1 s behind the store), which must not stop us serving it."""
+        try:
+            found = await self._astore.get(path)
+        except StrataError:
+            found = None
+        if found is not None and found.ephemeral_owner == self._astore.session_id:
+            self._view.setdefault(path, (self._service.advertised_url, self._service.web_url, False))
+            log.info("%s: the delete seen is its previous holder's; ours stands", path)
+            return
+        if path in self._mine and path not in self._releasing:
+            log.error("ownership key %s vanished while we held it; no longer serving it", path)
+            await self._lost(path)
 
     async def _lost(self, path: str) -> None:
         """Our key is gone (our session was reaped): stop serving that bundle without writing."""

@@ -111,6 +111,13 @@ class BrokerRegistry:
     def live(self) -> dict[str, BrokerInfo]:
         return dict(self._brokers)
 
+    async def is_registered(self, key: str) -> bool:
+        """Whether `key` is registered in the store now (not the view); a gone one leaves the view."""
+        if await self._astore.get(f"{BROKERS_ROOT}/{key}") is not None:
+            return True
+        self._brokers.pop(key, None)
+        return False
+
     def by_service_url(self, service_url: str) -> BrokerInfo | None:
         return next((b for b in self._brokers.values() if b.service_url == service_url), None)
 

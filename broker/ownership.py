@@ -57,7 +57,7 @@ from common.topic_names import TopicName
 from metadata.api import EventKind, Versioned, Watch, WatchEvent
 
 if TYPE_CHECKING:
-    from broker.registry import BrokerRegistry
+    from broker.registry import BrokerInfo, BrokerRegistry
     from broker.service import BrokerService
     from broker.topic import PersistentTopic
 
@@ -314,14 +314,23 @@ class Ownership:
         self._provisional[path] = (target.service_url, time.monotonic() + 5.0)
         return LookupAnswer(LookupKind.REDIRECT, target.service_url, target.web_url, True)
 
-    async def _choose(self, tenant: str, namespace: str, bundle: BundleRange):
+    async def _choose(self, tenant: str, namespace: str, bundle: BundleRange) -> BrokerInfo | None:
+        """The broker to own an unowned bundle. Another broker is confirmed in the store first:
+        the watch-fed view may still list a broker whose session was just reaped (it then looks
+        idle, having lost every bundle), and a client sent there waits for nothing."""
         live = self._registry.live()
         if self._service.draining:
             live = {k: b for k, b in live.items() if b.service_url != self._service.advertised_url}
         hint = await self._hint(tenant, namespace, bundle)
-        if hint is not None and hint in live:
-            return live[hint]
-        return placement.least_loaded(live.values(), self.owner_counts())
+        for _ in range(len(live) + 1):
+            target = live[hint] if hint is not None and hint in live else \
+                placement.least_loaded(live.values(), self.owner_counts())
+            if target is None or target.service_url == self._service.advertised_url:
+                return target
+            if await self._registry.is_registered(target.key):
+                return target
+            live.pop(target.key, None)
+        return None
 
     async def _hint(self, tenant: str, namespace: str, bundle: BundleRange) -> str | None:
         found = await self._astore.get(f"{HINTS_ROOT}/{tenant}/{namespace}/{bundle.key}")

@@ -17,8 +17,11 @@ node's directory (`broker-1/broker.log`, `bookie-1/bookie.log`, `s3/weed.log`).
 `down` sends SIGTERM to brokers, then bookies, then SeaweedFS, SIGKILLs whatever is still
 running after `--timeout-s`, and stops PostgreSQL (`pg_ctl stop`); the data stays.
 
-What must hold: `up` refuses a data dir whose cluster still runs; every wait is bounded; exit
-codes are 0 (done), 1 (failed), 2 (bad usage).
+`up` on a dir whose cluster was stopped starts that cluster again (`LocalCluster.resume`: the
+same ports, data and PostgreSQL server, its recorded settings), so topics and messages are back.
+
+What must hold: `up` refuses a data dir whose cluster still runs (any of its processes or its
+PostgreSQL); every wait is bounded; exit codes are 0 (done), 1 (failed), 2 (bad usage).
 """
 
 from __future__ import annotations
@@ -102,13 +105,20 @@ def cmd_up(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     if state is not None:
-        print(f"strata cluster: {data_dir} holds a stopped cluster; remove it or use another --data-dir",
-              file=sys.stderr)
-        return 1
-    e, qw, qa = quorums(args)
-    cluster = LocalCluster.start(data_dir, brokers=args.brokers, bookies=args.bookies, e=e, qw=qw, qa=qa,
-                                 lease_ms=args.lease_ms, metadata_url=args.metadata_url,
-                                 s3=not args.no_s3, detached=True)
+        print(f"starting the stopped cluster in {data_dir} again (its own settings; other flags ignored)")
+        cluster = LocalCluster.resume(data_dir, detached=True)
+    else:
+        e, qw, qa = quorums(args)
+        cluster = LocalCluster.start(data_dir, brokers=args.brokers, bookies=args.bookies, e=e, qw=qw,
+                                     qa=qa, lease_ms=args.lease_ms, metadata_url=args.metadata_url,
+                                     s3=not args.no_s3, detached=True)
+    print_started(cluster, args.data_dir)
+    return 0
+
+
+def print_started(cluster: Any, data_dir_arg: str) -> None:
+    """The URLs a user needs, one per line (`service URL ...`, `admin URL ...`)."""
+    data_dir = cluster.data_dir
     print(f"service URL {cluster.service_url}")
     for broker in cluster.brokers:
         print(f"admin URL {broker.admin_url}")
@@ -116,9 +126,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     if cluster.s3 is not None:
         print(f"S3 endpoint {cluster.s3.endpoint} bucket {cluster.s3.bucket} "
               f"(credentials in {data_dir / 's3' / 'credentials.json'})")
-    print(f"bookies {', '.join(b.address for b in cluster.bookies)} at E/Qw/Qa {e}/{qw}/{qa}")
-    print(f"state {data_dir / 'cluster.json'}; stop with: strata cluster down --data-dir {args.data_dir}")
-    return 0
+    print(f"bookies {', '.join(b.address for b in cluster.bookies)} at E/Qw/Qa {cluster.e}/{cluster.qw}/{cluster.qa}")
+    print(f"state {data_dir / 'cluster.json'}; stop with: strata cluster down --data-dir {data_dir_arg}")
 
 
 def _postgres_running(state: dict[str, Any]) -> bool:

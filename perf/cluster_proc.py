@@ -335,6 +335,29 @@ def _pick_ports(count: int, taken: set[int]) -> list[int]:
     return ports
 
 
+def attach_postgres(recorded: dict[str, Any]) -> Any:
+    """The stopped PostgreSQL server a cluster's state records (root, data_dir, port), ready to
+    start() again without initdb. Built field by field as PostgresServer.__init__ would, since
+    that creates a new temp dir; as root, the server runs as the user owning its data dir."""
+    import pwd
+
+    from perf.pg_server import PostgresServer, find_bin_dir
+
+    server = PostgresServer.__new__(PostgresServer)
+    server.bin_dir = find_bin_dir()
+    owner = os.stat(recorded["data_dir"]).st_uid
+    server.user = pwd.getpwuid(owner).pw_name if os.geteuid() == 0 and owner != 0 else None
+    server.port = int(recorded["port"])
+    server.settings = {}
+    server.root = recorded["root"]
+    server.data_dir = recorded["data_dir"]
+    server.socket_dir = os.path.join(server.root, "sock")
+    server.log_path = os.path.join(server.root, "server.log")
+    server._initialised = True
+    server.running = False
+    return server
+
+
 def _others_can_enter(path: Path) -> bool:
     """Can PostgreSQL, run as another user when we are root, reach a dir inside `path`?
     (pytest's temp dirs are 0700: then the server goes to the system temp dir.)"""
@@ -422,6 +445,10 @@ class LocalCluster:
             self.brokers.append(BrokerNode(f"broker-{i + 1}", self.data_dir / f"broker-{i + 1}",
                                            self.metadata_url, env, ports[2 * i], ports[2 * i + 1],
                                            self.detached))
+        self._launch_all()
+
+    def _launch_all(self) -> None:
+        """Bookies (and S3) first, then brokers; each group waited for within one bound."""
         for bookie in self.bookies:
             bookie.launch()
         if self.s3 is not None:
@@ -431,6 +458,36 @@ class LocalCluster:
             broker.launch()
         wait_all_ready(list(self.brokers))
         self.write_state()
+
+    @classmethod
+    def resume(cls, data_dir: str | Path, detached: bool = False) -> LocalCluster:
+        """Start again the stopped cluster recorded in `<data_dir>/cluster.json`: the same
+        ports, data dirs, PostgreSQL server and S3 data, so every topic and message is back."""
+        state = json.loads((Path(data_dir) / STATE_FILE).read_text())
+        e, qw, qa = state["quorums"]
+        cluster = cls(Path(data_dir), False, e=e, qw=qw, qa=qa, lease_ms=state["lease_ms"], env=None,
+                      metadata_url=state["metadata_url"], detached=detached)
+        _LIVE.append(cluster)
+        try:
+            cluster._resume_all(state)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def _resume_all(self, state: dict[str, Any]) -> None:
+        if state.get("postgres"):
+            self.postgres = attach_postgres(state["postgres"])
+            self.postgres.start()
+        if state.get("s3"):
+            ports = state["s3"].get("ports")
+            self._launch_s3(EmbeddedS3Ports.from_json(ports) if ports else None)
+        env = self.node_env()
+        self.bookies = [BookieNode(b["name"], Path(b["data_dir"]), self.metadata_url, env, b["port"],
+                                   self.detached) for b in state["bookies"]]
+        self.brokers = [BrokerNode(b["name"], Path(b["data_dir"]), self.metadata_url, env, b["port"],
+                                   b["admin_port"], self.detached) for b in state["brokers"]]
+        self._launch_all()
 
     def _start_postgres(self) -> None:
         from perf.pg_server import PostgresServer
@@ -442,10 +499,10 @@ class LocalCluster:
         self._ports.add(self.postgres.port)
         self._metadata_url = self.postgres.url()
 
-    def _launch_s3(self) -> None:
+    def _launch_s3(self, ports: EmbeddedS3Ports | None = None) -> None:
         s3_dir = self.data_dir / "s3"
         credentials = load_or_create_credentials(s3_dir / "credentials.json")
-        ports = EmbeddedS3Ports.pick(HOST, frozenset(self._ports))
+        ports = ports or EmbeddedS3Ports.pick(HOST, frozenset(self._ports))
         self._ports.update(ports.all_ports())
         server_class = DetachedS3 if self.detached else EmbeddedS3
         self.s3 = server_class(s3_dir / "data", credentials, bucket="strata-offload", ports=ports,
@@ -475,7 +532,8 @@ class LocalCluster:
             "lease_ms": self.lease_ms,
             "postgres": None if pg is None else {"root": pg.root, "data_dir": pg.data_dir, "port": pg.port},
             "s3": None if self.s3 is None else {"endpoint": self.s3.endpoint, "bucket": self.s3.bucket,
-                                                "pid": present(self.s3.proc, "started").pid},
+                                                "pid": present(self.s3.proc, "started").pid,
+                                                "ports": self.s3.ports.to_json()},
             "brokers": [b.describe() for b in self.brokers],
             "bookies": [b.describe() for b in self.bookies],
         }

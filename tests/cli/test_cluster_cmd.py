@@ -91,3 +91,32 @@ def test_bad_usage(tmp_path: Path) -> None:
     missing = strata_cluster("status", "--data-dir", str(tmp_path / "none"))
     assert missing.returncode == 1 and "no cluster" in missing.stderr
     assert strata_cluster("down", "--data-dir", str(tmp_path / "none")).returncode == 1
+
+
+def test_down_then_up_brings_the_same_cluster_back(tmp_path: Path) -> None:
+    """`up` on a stopped cluster's dir starts it again: same URLs, the message is still there."""
+    import pulsar
+
+    data_dir = str(tmp_path / "cluster")
+    topic = "persistent://public/default/kept"
+    try:
+        first = strata_cluster("up", "--data-dir", data_dir, "--no-s3")
+        assert first.returncode == 0, first.stderr
+        service_url = re.search(r"^service URL (\S+)$", first.stdout, re.M).group(1)
+        client = pulsar.Client(service_url, operation_timeout_seconds=30)
+        client.subscribe(topic, "s").close()
+        client.create_producer(topic).send(b"still here")
+        client.close()
+        assert strata_cluster("down", "--data-dir", data_dir).returncode == 0
+
+        second = strata_cluster("up", "--data-dir", data_dir)
+        assert second.returncode == 0, second.stderr
+        assert "starting the stopped cluster" in second.stdout
+        assert re.search(r"^service URL (\S+)$", second.stdout, re.M).group(1) == service_url
+        client = pulsar.Client(service_url, operation_timeout_seconds=30)
+        consumer = client.subscribe(topic, "s")
+        assert consumer.receive(timeout_millis=30_000).data() == b"still here"
+        client.close()
+    finally:
+        strata_cluster("down", "--data-dir", data_dir)
+        _remove_postgres_files(Path(data_dir))

@@ -37,19 +37,17 @@ class BookieInfo:
 
 
 async def available_bookies(store: AsyncStore) -> list[BookieInfo]:
-    """Every registered bookie with its last reported state; unreadable entries are skipped."""
+    """Every registered bookie with its last reported state (one `list_prefix` round trip: every
+    writer that loses a bookie asks, all at once); unreadable entries are skipped."""
     try:
-        names = await store.children(AVAILABLE_PATH)
+        rows = await store.list_prefix(AVAILABLE_PATH)
     except NotFound:
         return []
     out = []
-    for name in names:
-        try:
-            got = await store.get(f"{AVAILABLE_PATH}/{name}")
-        except NotFound:
-            continue                      # went away between children() and get()
-        if got is None:
-            continue
+    for path, got in rows:
+        name = path[len(AVAILABLE_PATH) + 1:]
+        if not path.startswith(AVAILABLE_PATH + "/") or not name or "/" in name:
+            continue                      # the prefix itself, or something deeper
         try:
             doc = json.loads(got.value)
             out.append(BookieInfo(str(doc.get("address", name)), int(doc.get("free_bytes", 0)),

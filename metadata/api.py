@@ -25,8 +25,9 @@ What must hold:
   it, under the write lock, just before commit: a process frozen (SIGSTOP, a long GC, a paused
   VM) past its lease has its first write after it refused, whether or not the keeper has run
   since (frozen after that last check it holds the write lock, so no other store can reap it
-  or take its keys before that commit). Reads are always allowed. Once the session was reaped (EXPIRED) it stays invalid until
-  `new_session()`; an ephemeral create then raises `SessionExpired`.
+  or take its keys before that commit). Reads are always allowed. Once the session was reaped
+  (EXPIRED) it stays invalid until `new_session()`; an ephemeral create then raises
+  `SessionExpired`.
 - Session events (`SessionEvent`), each to every listener, in order: LEASE_LOST when the lease
   goes from valid to invalid (noticed by the store's lease thread within ~0.1 s, or by a refused
   write), LEASE_REGAINED when a renewal succeeds after LEASE_LOST and the session still exists,

@@ -59,6 +59,8 @@ from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 
+_SLOW_LOAD_S = 0.5   # a topic load this slow is logged (a takeover reads the last ledger back)
+
 
 
 class BrokerService:
@@ -157,6 +159,7 @@ class BrokerService:
 
     async def _load(self, name: TopicName) -> PersistentTopic:
         await self.ownership.check_owned(name)
+        started_s = self.clock.monotonic_s()
         await policies.register_topic(self.astore, name, self.clock.wall_ms())
         c = self.config
         ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, self.ledger_client, c,
@@ -173,6 +176,9 @@ class BrokerService:
             await topic.close()
             raise ShuttingDown("broker is shutting down")
         self.topics[str(name)] = topic
+        took_s = self.clock.monotonic_s() - started_s
+        if took_s >= _SLOW_LOAD_S:
+            log.info("loaded %s in %.2f s", name, took_s)
         return topic
 
     async def release(self, topic: PersistentTopic) -> None:

@@ -150,6 +150,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("managed_ledger_rollover_age_ms", int, 240 * 60_000, 1, 30 * 86_400_000,
             "roll to a new ledger after this age"),
     Setting("managed_ledger_rollover_min_age_ms", int, 10 * 60_000, 0, 30 * 86_400_000, "never roll before this age"),
+    Setting("managed_ledger_index_checkpoint_entries", int, 1_000, 1, 10_000_000,
+            "the open ledger's index is checkpointed after this many new entries (a takeover reads back only "
+            "the entries after the last checkpoint)"),
+    Setting("managed_ledger_index_checkpoint_interval_ms", int, 1_000, 0, 3_600_000,
+            "and at most once per this interval per topic"),
     Setting("managed_ledger_cache_bytes_max", int, 256 * MIB, 0, 64 * GIB,
             "tail-read cache of recently appended entries, per broker"),
     Setting("managed_ledger_read_handles_max", int, 16, 1, 10_000,

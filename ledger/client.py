@@ -110,11 +110,14 @@ class LedgerClient:
             raise NotEnoughBookies(f"need {write_quorum} live bookies (Qw) for a new ledger; {silent} failed "
                                    "lately and do not answer", silent=silent)
 
-    async def open_ledger(self, ledger_id: int, *, recover: bool) -> ReadHandle:
+    async def open_ledger(self, ledger_id: int, *, recover: bool,
+                          known_prefix: tuple[int, int] | None = None) -> ReadHandle:
+        """`known_prefix` = (entries, bytes) of the ledger's first entries as the caller knows
+        them (an index checkpoint): recovery then measures only the rest."""
         self._check_open()
         if recover:
             recovered = await recovery.recover(self._store, self.pool, ledger_id, self._config,
-                                               self._clock, self._rng)
+                                               self._clock, self._rng, known_prefix)
             invariant(recovered.is_closed, "a recovered ledger is closed", ledger_id=ledger_id)
             return ReadHandle(recovered, self.pool, self._config, self._clock)
         meta = await read_metadata(self._store, ledger_id)

@@ -85,11 +85,12 @@ from common.errors import (
 )
 from common.invariant import invariant, present
 from common.ratelimited_log import RateLimitedLog
-from ledger import ml_open
+from ledger import index_checkpoint, ml_open
 from ledger.cache import EntryCache
 from ledger.cold import ColdStorage
 from ledger.entry_index import EntryIndex
 from ledger.handle import WriteHandle, WriterState
+from ledger.index_checkpoint import IndexCheckpointer
 from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, index_root, ml_path
 from ledger.ml_offload import Offloader, OffloadStatus
 from ledger.ml_read import EntryReader
@@ -168,6 +169,8 @@ class ManagedLedger:
         self._roll_task: asyncio.Task | None = None
         self._listeners: list[AppendListener] = []
         self._deleter = LedgerDeleter(client, store, lambda lid: index_path(name, lid))
+        self._checkpoints = IndexCheckpointer(store, name, clock, config.managed_ledger_index_checkpoint_entries,
+                                              config.managed_ledger_index_checkpoint_interval_ms)
         self._closed_listeners: list[LedgerClosedListener] = []
         self._offloader = Offloader(self, cold, config)
         self._reader = EntryReader(name, self._view, self._cache, client, config, self._offloader,
@@ -193,8 +196,11 @@ class ManagedLedger:
         for i, record in enumerate(records):
             if not record.closed:
                 invariant(i == len(records) - 1, "only the last ledger is open", ledger=record.ledger_id)
-                handle = await self._client.open_ledger(record.ledger_id, recover=True)
-                index = await ml_open.rebuild_index(handle, self._meta_from_entry, record.created_ms)
+                start = await index_checkpoint.load(self._store, self.name, record.ledger_id)
+                known = (len(start), start.total_bytes) if start is not None else None
+                handle = await self._client.open_ledger(record.ledger_id, recover=True, known_prefix=known)
+                start = index_checkpoint.fits(start, self.name, record.ledger_id, handle.last_add_confirmed + 1)
+                index = await ml_open.rebuild_index(handle, self._meta_from_entry, record.created_ms, start)
                 await self._store.put(index_path(self.name, record.ledger_id), index.to_blob())
                 records[i] = ml_open.closed_record(record, index, self._clock.wall_ms())
             else:
@@ -340,6 +346,7 @@ class ManagedLedger:
             invariant(kept.entries == position.entry_id, "the index grows one entry at a time",
                       position=str(position))
             kept.index.append(len(data), messages, publish_time_ms)
+            self._checkpoints.appended(handle.ledger_id, kept.index)
         except Exception as failure:
             # log it and `out` would never resolve: the producer would wait forever.
             self._fail_appends(failure)
@@ -443,6 +450,7 @@ class ManagedLedger:
                        ledger_id=handle.ledger_id)
         invariant(kept.entries == handle.last_add_confirmed + 1, "index matches the closed ledger",
                   ledger_id=handle.ledger_id)
+        await self._checkpoints.settle()   # no checkpoint lands after the final blob
         await self._store.put(index_path(self.name, handle.ledger_id), kept.index.to_blob())
         closed_ms = self._clock.wall_ms()
         records = [ml_open.closed_record(r, kept.index, closed_ms) if r.ledger_id == handle.ledger_id else r

@@ -5,7 +5,8 @@
    previous owner's next compare-and-set fails: it is fenced out of the metadata.
 2. `recover_last`: if the last ledger is still OPEN (its owner crashed or is being taken over),
    recover it (fence + close, `LedgerClient.open_ledger(recover=True)`): the old owner's appends
-   now fail on the bookies. Its per-entry index is rebuilt by reading the ledger back.
+   now fail on the bookies. Its per-entry index is rebuilt by reading back the entries after the
+   old owner's last index checkpoint (`ledger.index_checkpoint`; all of them without one).
 3. `load_index`: a closed ledger's index is the blob its closer wrote; if it is missing or does
    not match the ledger's entry count, it is rebuilt by reading the entries — from the cold
    copy when the bookie copy was deleted after an offload (never from the bookies then: the
@@ -61,10 +62,12 @@ async def take_ownership(store: AsyncStore, name: str, owner: str) -> ManagedLed
 
 
 async def rebuild_index(handle: ReadHandle, meta_from_entry: MetaFromEntry | None,
-                        created_ms: int) -> EntryIndex:
-    index = EntryIndex()
+                        created_ms: int, start: EntryIndex | None = None) -> EntryIndex:
+    """The ledger's index, read back from its entries — only those after `start` (a checkpoint
+    of its first entries, `ledger.index_checkpoint`) when given."""
+    index = start if start is not None else EntryIndex()
     last = handle.last_add_confirmed
-    for first in range(0, last + 1, _REBUILD_READ_CHUNK):
+    for first in range(len(index), last + 1, _REBUILD_READ_CHUNK):
         for _, data in await handle.read(first, min(last, first + _REBUILD_READ_CHUNK - 1)):
             messages, publish_ms = meta_from_entry(data) if meta_from_entry else (1, created_ms)
             index.append(len(data), max(1, messages), publish_ms)

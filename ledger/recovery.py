@@ -28,7 +28,9 @@ Steps (BookKeeper's protocol):
    towards coverage nor their "no such entry" towards deciding an entry absent.
    No replacement available is NotEnoughBookies: the ledger stays IN_RECOVERY, never closed
    short of an acknowledged entry, and the next attempt starts over.
-5. Length: the sum of all payload sizes 0..last, from a full read (recovery is the rare path).
+5. Length: the sum of all payload sizes 0..last, from a full read, or only of the entries after
+   a prefix whose size the caller already knows (`known_prefix`: the managed ledger's index
+   checkpoint), so a takeover does not read a whole open ledger back just to measure it.
 6. Close by compare-and-set. Losing the race means another recoverer closed it (take its
    result) or changed the ensemble (look again on the new ensemble).
 
@@ -74,8 +76,9 @@ Found = tuple[int, bytes, list[int]]   # (entry_id, payload, write-set indexes t
 
 
 async def recover(store: AsyncStore, pool: BookiePool, ledger_id: int, config: Config, clock: Clock,
-                  rng: random.Random) -> LedgerMetadata:
-    """Return the CLOSED metadata of `ledger_id`, recovering it first if it is not closed."""
+                  rng: random.Random, known_prefix: tuple[int, int] | None = None) -> LedgerMetadata:
+    """Return the CLOSED metadata of `ledger_id`, recovering it first if it is not closed.
+    `known_prefix` = (entries, bytes) of the ledger's first entries, if the caller knows them."""
     async def attempt() -> LedgerMetadata:    # BadVersion: another recoverer moved it, look again
         meta = await read_metadata(store, ledger_id)
         if meta is None:
@@ -84,7 +87,7 @@ async def recover(store: AsyncStore, pool: BookiePool, ledger_id: int, config: C
             return meta
         if meta.state is LedgerStatus.OPEN:   # already IN_RECOVERY: do not bump the version,
             meta = await write_metadata(store, meta.with_state(LedgerStatus.IN_RECOVERY))
-        meta, last, length = await _find_end(store, pool, meta, config, clock, rng)
+        meta, last, length = await _find_end(store, pool, meta, config, clock, rng, known_prefix)
         closed = meta.with_state(LedgerStatus.CLOSED, last_entry_id=last, length_bytes=length)
         return await write_metadata(store, closed)
 
@@ -93,7 +96,8 @@ async def recover(store: AsyncStore, pool: BookiePool, ledger_id: int, config: C
 
 
 async def _find_end(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata, config: Config,
-                    clock: Clock, rng: random.Random) -> tuple[LedgerMetadata, int, int]:
+                    clock: Clock, rng: random.Random,
+                    known_prefix: tuple[int, int] | None = None) -> tuple[LedgerMetadata, int, int]:
     """(metadata as changed by any ensemble change, last entry id, length in bytes)."""
     lac = await _fence(pool, meta)
     frag_first = meta.fragments[-1].first_entry_id
@@ -101,7 +105,7 @@ async def _find_end(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata, c
     found = await _recovery_reads(pool, meta, start)
     last = start - 1 + len(found)
     meta = await _rewrite(store, pool, meta, found, start, rng)
-    length = await _length(pool, meta, last, config, clock)
+    length = await _length(pool, meta, last, config, clock, known_prefix)
     return meta, last, length
 
 
@@ -234,13 +238,14 @@ async def _replace_bookies(store: AsyncStore, meta: LedgerMetadata, indexes: set
 
 
 async def _length(pool: BookiePool, meta: LedgerMetadata, last: int, config: Config,
-                  clock: Clock) -> int:
-    """Sum of payload sizes 0..last, read through a handle bounded at `last`."""
+                  clock: Clock, known_prefix: tuple[int, int] | None = None) -> int:
+    """Sum of payload sizes 0..last, read through a handle bounded at `last` (only past a
+    known prefix that the ledger does hold)."""
     if last < 0:
         return 0
     handle = ReadHandle(meta, pool, config, clock, last_add_confirmed=last)
-    total = 0
-    for first in range(0, last + 1, _LENGTH_READ_CHUNK):
+    start, total = known_prefix if known_prefix is not None and 0 <= known_prefix[0] <= last + 1 else (0, 0)
+    for first in range(start, last + 1, _LENGTH_READ_CHUNK):
         try:
             entries = await handle.read(first, min(last, first + _LENGTH_READ_CHUNK - 1))
         except StrataError as exc:

@@ -10,11 +10,11 @@ Steps (BookKeeper's protocol):
    *ack-quorum coverage* of answers (`striping.coverage_met`): then every entry the writer could
    have had acknowledged has a copy on a bookie that answered. LAC = max LAC reported.
 3. Entries <= LAC (and all entries before the last fragment: an ensemble change starts its
-   fragment at the writer's LAC+1) were acknowledged. Read forward from LAC+1 with recovery
-   reads (allow_past_lac) in parallel batches: an entry found on any replica is kept (it may have
-   been acknowledged); the first entry that `Qw - Qa + 1` bookies of its write set lack was
-   never acknowledged and ends the ledger. Too few answers to decide is NotEnoughBookies
-   (retriable: recovery runs again later).
+   fragment at the writer's LAC+1, and those of a known prefix when Qw == Qa) were
+   acknowledged. Read forward from LAC+1 with recovery reads (allow_past_lac) in parallel
+   batches: an entry found on any replica is kept (it may have been acknowledged); the first
+   entry that `Qw - Qa + 1` bookies of its write set lack was never acknowledged and ends the
+   ledger. Too few answers to decide is NotEnoughBookies (retriable: recovery runs again later).
 4. Rewrite every kept entry past LAC to the bookies of its write set that did not show a copy
    (recovery adds pass the fence), so the close point survives like any acknowledged entry.
    A target bookie that is not registered, or whose recovery add fails (BookieUnavailable, a
@@ -101,12 +101,34 @@ async def _find_end(store: AsyncStore, pool: BookiePool, meta: LedgerMetadata, c
     """(metadata as changed by any ensemble change, last entry id, length in bytes)."""
     lac = await _fence(pool, meta)
     frag_first = meta.fragments[-1].first_entry_id
-    start = max(lac, frag_first - 1) + 1
+    start = max(lac, frag_first - 1)
+    start = max(start, await _proven_prefix(pool, meta, known_prefix, start)) + 1
     found = await _recovery_reads(pool, meta, start)
     last = start - 1 + len(found)
     meta = await _rewrite(store, pool, meta, found, start, rng)
     length = await _length(pool, meta, last, config, clock, known_prefix)
     return meta, last, length
+
+
+async def _proven_prefix(pool: BookiePool, meta: LedgerMetadata, known_prefix: tuple[int, int] | None,
+                         start_after: int) -> int:
+    """The last entry of the caller's known prefix, when recovery may start past it; else -1.
+
+    The bookies' LAC lags the writer by its pipeline (each add carries the LAC as it was when
+    sent): after a burst of 3,000 pipelined adds it was ~2,000 entries behind, and recovery
+    probed each of those one by one. A managed ledger's index checkpoint holds only entries
+    whose adds were acknowledged, and with Qw == Qa an acknowledged entry has all its copies,
+    so there is nothing to find or repair before it. Trusted only when it is checked: the
+    prefix's last entry lies in the last fragment and every bookie of its write set has it."""
+    if known_prefix is None or meta.write_quorum != meta.ack_quorum:
+        return -1
+    claimed = known_prefix[0] - 1
+    if claimed <= start_after or claimed < meta.fragments[-1].first_entry_id:
+        return -1
+    payload, _, missing = await _probe(pool, meta, claimed)
+    if payload is None or missing:
+        return -1
+    return claimed
 
 
 async def _fence(pool: BookiePool, meta: LedgerMetadata) -> int:

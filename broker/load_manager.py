@@ -10,7 +10,7 @@ Shedding (leader only, every `broker_load_shedding_interval_ms`): each live brok
 (lowest score) when
 - it is at least two bundles' worth of score above it (so one move narrows the gap and never
   swaps it: no ping-pong), and
-- it is above `broker_load_shedding_threshold` × the cluster average (load well above the rest),
+- it is above `broker_load_shedding_ratio_max` × the cluster average (load well above the rest),
   or it owns at least two bundles more (bundle counts even out to within one: 8/0 ends at 4/4,
   where the threshold alone would stop at 5/3, 25 % above the average of 4).
 The unload is the owner's admin `PUT .../{bundle}/unload?destinationBroker=` (the leader's own
@@ -161,7 +161,7 @@ class LoadManager:
         target = min(live.values(), key=lambda b: (scores[b.key], counts.get(b.service_url, 0), b.key))
         over, least = scores[busiest.key], scores[target.key]
         count_gap = counts.get(busiest.service_url, 0) - counts.get(target.service_url, 0)
-        if over - least < 2.0 or (over <= s.config.broker_load_shedding_threshold * average and count_gap < 2):
+        if over - least < 2.0 or (over <= s.config.broker_load_shedding_ratio_max * average and count_gap < 2):
             return None
         bundle = self._pick_bundle(busiest)
         if bundle is None:

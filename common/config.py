@@ -238,7 +238,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_bundle_auto_split", bool, True, doc="split busy bundles automatically"),
     Setting("broker_load_shedding_interval_ms", int, 60_000, 100, 86_400_000,
             "how often the leader looks for an overloaded broker to take a bundle off"),
-    Setting("broker_load_shedding_threshold", float, 1.25, 1.0, 100.0,
+    Setting("broker_load_shedding_ratio_max", float, 1.25, 1.0, 100.0,
             "a broker whose load score is this many times the cluster average gives up a bundle"),
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),

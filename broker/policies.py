@@ -185,6 +185,10 @@ async def _set_fields(astore: AsyncStore, path: str, updates: dict) -> None:
 
 
 async def register_topic(astore: AsyncStore, name: TopicName, now_ms: int) -> None:
+    """Record the topic in the topic list (once: a read first, since every metadata write takes
+    the cluster's single write lock and a takeover loads many topics at once)."""
+    if await astore.get(f"{TOPICS_ROOT}/{name.path}") is not None:
+        return
     try:
         await astore.create(f"{TOPICS_ROOT}/{name.path}", json.dumps({"created_ms": now_ms}).encode())
     except AlreadyExists:

@@ -153,6 +153,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("managed_ledger_index_checkpoint_entries", int, 1_000, 1, 10_000_000,
             "the open ledger's index is checkpointed after this many new entries (a takeover reads back only "
             "the entries after the last checkpoint)"),
+    Setting("managed_ledger_index_checkpoint_bytes", int, 4 * MIB, 1, 64 * GIB,
+            "or after this many new bytes (batched entries are large: a takeover reads back what is unindexed)"),
     Setting("managed_ledger_index_checkpoint_interval_ms", int, 1_000, 0, 3_600_000,
             "and at most once per this interval per topic"),
     Setting("managed_ledger_cache_bytes_max", int, 256 * MIB, 0, 64 * GIB,

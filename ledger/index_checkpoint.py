@@ -6,8 +6,9 @@ every entry of that ledger back from the bookies (up to a rollover: 50,000 entri
 topics of 3,000 1 KiB entries took 8.6 s to load on the new owner, most of a failover.
 
 So while the ledger is open, its index is also written to the same key as the closed blob
-(`index_path`) once at least `managed_ledger_index_checkpoint_entries` entries were added since the
-last checkpoint and at least `managed_ledger_index_checkpoint_interval_ms` passed (at most one
+(`index_path`) once at least `managed_ledger_index_checkpoint_entries` entries or
+`managed_ledger_index_checkpoint_bytes` bytes were added since the last checkpoint and at least
+`managed_ledger_index_checkpoint_interval_ms` passed (at most one
 write per interval per topic, never more than one in flight). A takeover (`load`, `fits`)
 starts from that blob: recovery measures, and the index rebuild reads, only the entries after it.
 
@@ -38,11 +39,14 @@ _WARN = RateLimitedLog(log, interval_s=5.0)
 class IndexCheckpointer:
     """One per managed ledger; follows whichever ledger is open."""
 
-    def __init__(self, store: AsyncStore, name: str, clock: Clock, entries_min: int, interval_ms: int) -> None:
+    def __init__(self, store: AsyncStore, name: str, clock: Clock, entries_min: int, bytes_min: int,
+                 interval_ms: int) -> None:
         self._store = store
         self._name = name
         self._clock = clock
         self._entries_min = entries_min
+        self._bytes_min = bytes_min
+        self._written_bytes = 0
         self._interval_s = interval_ms / 1000
         self._ledger_id = -1
         self._written_entries = 0
@@ -56,18 +60,19 @@ class IndexCheckpointer:
         not yet by time, a timer checkpoints at the interval's end, so a ledger that goes quiet
         after a burst is covered too."""
         if ledger_id != self._ledger_id:
-            self._ledger_id, self._written_entries = ledger_id, 0
+            self._ledger_id, self._written_entries, self._written_bytes = ledger_id, 0, 0
         self._latest = index
         if (self._task is not None and not self._task.done()) or self._timer is not None:
             return   # the write in flight, or the timer, looks again when it ends
         entries, now_s = len(index), self._clock.monotonic_s()
-        if entries - self._written_entries < self._entries_min:
+        if (entries - self._written_entries < self._entries_min
+                and index.total_bytes - self._written_bytes < self._bytes_min):
             return
         wait_s = self._interval_s - (now_s - self._written_s)
         if wait_s > 0:
             self._timer = asyncio.get_running_loop().call_later(wait_s, self._timer_fired, ledger_id, index)
             return
-        self._written_entries, self._written_s = entries, now_s
+        self._written_entries, self._written_bytes, self._written_s = entries, index.total_bytes, now_s
         self._task = asyncio.get_running_loop().create_task(self._write(ledger_id, index.to_blob()))
 
     def _timer_fired(self, ledger_id: int, index: EntryIndex) -> None:

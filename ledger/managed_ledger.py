@@ -170,6 +170,7 @@ class ManagedLedger:
         self._listeners: list[AppendListener] = []
         self._deleter = LedgerDeleter(client, store, lambda lid: index_path(name, lid))
         self._checkpoints = IndexCheckpointer(store, name, clock, config.managed_ledger_index_checkpoint_entries,
+                                              config.managed_ledger_index_checkpoint_bytes,
                                               config.managed_ledger_index_checkpoint_interval_ms)
         self._closed_listeners: list[LedgerClosedListener] = []
         self._offloader = Offloader(self, cold, config)

@@ -32,6 +32,7 @@ What must hold:
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import ctypes
@@ -102,7 +103,7 @@ def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> bool:
     return False
 
 
-class NodeProcess:
+class NodeProcess(abc.ABC):
     """One broker or bookie subprocess. proc: the running process, None when stopped."""
 
     kind = "node"
@@ -119,12 +120,14 @@ class NodeProcess:
         self.log_path = self.data_dir / f"{self.kind}.log"
         self._log_offset = 0
 
+    @abc.abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """The node's command line."""
 
     @property
+    @abc.abstractmethod
     def ready_marker(self) -> str:
-        raise NotImplementedError
+        """The log line that says the node is ready."""
 
     @property
     def pid(self) -> int:

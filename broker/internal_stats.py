@@ -2,6 +2,10 @@
 
 Fields, each filled from the managed ledger and the cursors as they are now (Pulsar's names):
 - `numberOfEntries`, `totalSize`: entries and bytes of every kept ledger, offloaded ones included;
+- `entriesAddedCounter`: entries ever added to the managed ledger = `numberOfEntries` + the
+  entries of every ledger trimmed since it was created (`ManagedLedger.trimmed_totals`, kept in
+  its record). Pulsar's counts only since the managed ledger was last opened; Strata's survives
+  restarts and trims, so it equals the topic's `msgInCounter` when producers do not batch;
 - `currentLedgerEntries`, `currentLedgerSize`: the last ledger's entries and bytes (the open
   ledger's so far; between a rollover's seal and its new ledger, the sealed one's);
 - `lastLedgerCreatedTimestamp`: when the last ledger was created (ISO 8601 with offset, as
@@ -23,7 +27,7 @@ Fields, each filled from the managed ledger and the cursors as they are now (Pul
   partially acked batch are not in it (Pulsar lists them separately, Strata does not report them);
 - `schemaLedgers` [] and `compactedLedger` {-1, -1, -1, false} (no schema storage, no compaction).
 
-Not reported, because Strata does not count them: `entriesAddedCounter`, `pendingAddEntriesCount`,
+Not reported, because Strata does not count them: `pendingAddEntriesCount`,
 `waitingCursorsCount`, a cursor's `messagesConsumedCounter` and `cursorLedger`.
 """
 
@@ -116,6 +120,7 @@ def internal_stats(topic: PersistentTopic) -> dict:
                         "underReplicated": auditor.is_under_replicated(info.ledger_id)})
     state = ml.state.value
     return {
+        "entriesAddedCounter": ml.trimmed_totals.entries + sum(i.entries for i in infos),
         "numberOfEntries": sum(i.entries for i in infos),
         "totalSize": sum(i.size_bytes for i in infos),
         "currentLedgerEntries": current.entries if current is not None else 0,

@@ -24,8 +24,15 @@ mark-delete, so a nack storm is bounded by the backlog, not by the number of nac
 means "at the end": no error, nothing deleted), and the dispatcher dropped; the next consumer gets
 a fresh one reading from the new position, which also rebuilds the delayed-delivery index.
 
+Out counters (Pulsar's PersistentSubscription): `msg_out_counter`/`bytes_out_counter` are the
+messages and entry bytes ever sent to this subscription's consumers while this broker serves the
+topic: those still attached plus those that have left (`*_from_removed_consumers`, added when a
+consumer is detached: close, seek, unload, unsubscribe). Redeliveries count again, as in Pulsar.
+They are in memory: a new owner (restart, unload) starts them at 0, as Pulsar does.
+
 What must hold: an ack reaches the cursor before the dispatcher forgets the entry, so a crash
-between the two can only cause a redelivery, never a loss.
+between the two can only cause a redelivery, never a loss. The out counters never go down: a
+consumer's counts move into `*_from_removed_consumers` exactly once, when it leaves the dispatcher.
 """
 
 from __future__ import annotations
@@ -92,6 +99,8 @@ class Subscription:
         self.dispatcher: Dispatcher | None = None   # None until the first consumer arrives
         self.sub_type: SubType | None = None        # type of the current dispatcher
         self.closed = False
+        self.msg_out_from_removed_consumers = 0     # messages sent to consumers since detached
+        self.bytes_out_from_removed_consumers = 0   # their entry bytes
 
     @property
     def ml(self):
@@ -100,6 +109,16 @@ class Subscription:
     @property
     def consumers(self) -> list[Consumer]:
         return self.dispatcher.consumers if self.dispatcher is not None else []
+
+    @property
+    def msg_out_counter(self) -> int:
+        """Messages ever sent to this subscription's consumers, those gone included."""
+        return self.msg_out_from_removed_consumers + sum(c.msg_out_counter for c in self.consumers)
+
+    @property
+    def bytes_out_counter(self) -> int:
+        """Entry bytes ever sent to this subscription's consumers, those gone included."""
+        return self.bytes_out_from_removed_consumers + sum(c.bytes_out_counter for c in self.consumers)
 
     @property
     def _active(self) -> Dispatcher:
@@ -143,11 +162,19 @@ class Subscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
-        if self.dispatcher is not None:
-            self._active.remove_consumer(consumer)
+        self._detach(consumer)
         self.topic.service.spawn(self._flush_quietly())
         if not self.durable and not self.consumers:
             self.topic.drop_subscription(self)
+
+    def _detach(self, consumer: Consumer) -> None:
+        """Take `consumer` out of the dispatcher; what it was sent stays in the out counters."""
+        if self.dispatcher is None:
+            return
+        if consumer in self.dispatcher.consumers:
+            self.msg_out_from_removed_consumers += consumer.msg_out_counter
+            self.bytes_out_from_removed_consumers += consumer.bytes_out_counter
+        self.dispatcher.remove_consumer(consumer)
 
     async def _flush_quietly(self) -> None:
         try:
@@ -253,7 +280,7 @@ class Subscription:
         """PROTOCOL.md §8.8: disconnect every consumer, then reset the cursor."""
         for consumer in list(self.consumers):
             consumer.close_by_broker()
-            self._active.remove_consumer(consumer)
+            self._detach(consumer)
         if publish_time_ms is not None:
             self.cursor.reset_to_publish_time(publish_time_ms)
         else:
@@ -266,7 +293,7 @@ class Subscription:
     def disconnect_all(self) -> None:
         for consumer in list(self.consumers):
             consumer.close_by_broker()
-            self._active.remove_consumer(consumer)
+            self._detach(consumer)
 
     async def close(self) -> None:
         self.closed = True

@@ -8,8 +8,19 @@ non-durable (readers: an in-memory cursor, dropped with its last consumer). `ded
 (`broker.dedup.Deduplication`) is restored before the topic is served, so the first PRODUCER
 already sees the right `last_sequence_id`.
 
+Counters (cumulative, as Pulsar's; `broker.topic_stats` reports them):
+- `msg_in_counter`/`bytes_in_counter`: messages and entry bytes ever stored in the topic. On load
+  they start at what the managed ledger holds plus what it trimmed (`ml.trimmed_totals`,
+  persisted), then grow with every append confirmed. Pulsar's restart at 0 on every load; these
+  keep "topic in = messages ever stored" true across restarts, unloads and trims.
+- `msg_out_counter`/`bytes_out_counter`: the sum over the subscriptions' out counters plus what
+  subscriptions since removed (unsubscribed, or a reader's gone with its last consumer) had
+  counted (Pulsar's msgOutFromRemovedSubscriptions). In memory: 0 on every load, as Pulsar's.
+
 What must hold: a producer name is attached at most once per topic (ProducerBusy); a
 subscription name maps to one `Subscription`; once `close()` has begun, nothing new attaches.
+`msg_in_counter == ml.trimmed_totals.messages + sum(ledger messages)` whenever no append is in
+flight (both move on the same confirmations); no counter ever goes down.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from common.errors import NotAllowed, ProducerBusy, ServiceNotReady, StrataError
 from common.topic_names import TopicName
 from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
+from ledger.ml_metadata import LedgerTotals
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -50,8 +62,11 @@ class PersistentTopic:
         self.subscriptions: dict[str, Subscription] = {}  # subscription name -> subscription
         self.closing = False
         self.dedup = Deduplication(ml, service.astore, service.config, service.clock, service.spawn)
-        self.msg_in_counter = 0      # messages stored since the topic was loaded
-        self.bytes_in_counter = 0    # entry bytes stored since the topic was loaded
+        stored = ml.trimmed_totals + LedgerTotals.of(ml.ledgers())
+        self.msg_in_counter = stored.messages      # messages ever stored (trimmed ones included)
+        self.bytes_in_counter = stored.size_bytes  # entry bytes ever stored (trimmed ones included)
+        self.msg_out_from_removed_subscriptions = 0     # out counts of subscriptions since removed
+        self.bytes_out_from_removed_subscriptions = 0
         self.entry_facts = FactsCache()   # parsed once, shared by every subscription
 
     @classmethod
@@ -88,6 +103,22 @@ class PersistentTopic:
         consumer closed between the two crashed pulsar-client 3.13.0)."""
         for sub in list(self.subscriptions.values()):
             sub.on_appended()
+
+    @property
+    def msg_out_counter(self) -> int:
+        """Messages sent to consumers of every subscription, removed subscriptions included."""
+        return self.msg_out_from_removed_subscriptions + sum(s.msg_out_counter for s in self.subscriptions.values())
+
+    @property
+    def bytes_out_counter(self) -> int:
+        """Entry bytes sent to consumers of every subscription, removed subscriptions included."""
+        return self.bytes_out_from_removed_subscriptions + sum(s.bytes_out_counter
+                                                               for s in self.subscriptions.values())
+
+    def _keep_out_counts(self, sub: Subscription) -> None:
+        """`sub` is leaving `subscriptions`: its out counts stay in the topic's (Pulsar's rule)."""
+        self.msg_out_from_removed_subscriptions += sub.msg_out_counter
+        self.bytes_out_from_removed_subscriptions += sub.bytes_out_counter
 
     # --- producers --------------------------------------------------------------------------------
 
@@ -141,16 +172,15 @@ class PersistentTopic:
             raise SubscriptionNotFound("no such subscription", subscription=sub.name)
         if consumer is not None:
             sub.remove_consumer(consumer)
-        del self.subscriptions[sub.name]
-        sub.closed = True
-        if sub.dispatcher is not None:
-            sub.dispatcher.close()
+        self.drop_subscription(sub)     # (already done if it was a reader's, by remove_consumer)
         if sub.durable:
             await self.cursor_store.delete_cursor(sub.cursor)
 
     def drop_subscription(self, sub: Subscription) -> None:
-        """A non-durable subscription lost its last consumer: forget it."""
+        """Forget `sub` (unsubscribed, or a non-durable one lost its last consumer); its out
+        counts stay in the topic's."""
         if self.subscriptions.get(sub.name) is sub:
+            self._keep_out_counts(sub)
             del self.subscriptions[sub.name]
             sub.closed = True
             if sub.dispatcher is not None:

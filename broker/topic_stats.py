@@ -9,7 +9,23 @@ the cursor arithmetic (`cursor.stats`). Strata adds, per subscription, the curso
 `cursorStateBytes` (as last encoded), `cursorPersistedBytes`, `cursorStateBytesMax`,
 `cursorStateError` (set while acks that add ack holes are refused: the state is over
 `cursor_state_bytes_max`) and `cursorPersistError` (the last persist failure, e.g. fenced);
-the errors are null when all is well. Offload (Pulsar's names): `storageSize` counts every kept
+the errors are null when all is well.
+
+Counters are cumulative, as Pulsar's (what must hold, at any instant the event loop is between
+callbacks):
+- a consumer's `msgOutCounter`/`bytesOutCounter`: messages and entry bytes sent to it
+  (redeliveries count again);
+- a subscription's: its attached consumers' plus those of consumers that have left
+  (`Subscription.msg_out_from_removed_consumers`), so closing a consumer takes nothing away;
+- the topic's `msgOutCounter`/`bytesOutCounter` = the sum over its subscriptions + what
+  subscriptions since removed had counted (Pulsar's msgOutFromRemovedSubscriptions);
+- the topic's `msgInCounter`/`bytesInCounter` = messages and bytes ever stored in it, trimmed
+  ledgers included (restored from the managed ledger on load: `PersistentTopic`), so with
+  unbatched producers `msgInCounter` = entries kept + entries trimmed.
+Out counters live in memory and start at 0 when the topic is loaded (restart, unload), as
+Pulsar's do; in counters survive it (Pulsar's restart at 0: Strata keeps the identity above).
+
+Offload (Pulsar's names): `storageSize` counts every kept
 ledger, offloaded ones included; `offloadedStorageSize` the offloaded ledgers' bytes;
 `lastOffloadLedgerId`, `lastOffloadSuccessTimeStamp`, `lastOffloadFailureTimeStamp` (ms; 0 if
 never since the topic was loaded). `partitioned_stats` sums the partitions' stats (Pulsar's
@@ -18,9 +34,10 @@ PartitionedTopicStats) and lists each under `partitions`.
 Rates (`msgRateIn/Out` in messages/s, `msgThroughputIn/Out` in bytes/s): the broker samples every
 cumulative counter (topic, producer, subscription, consumer) every
 `broker_stats_sample_interval_ms` with its injected clock (`sample_topic`); a rate is the
-counter's growth over the last `broker_stats_rate_window_ms` of samples (`RateWindow`). A counter
-that goes down (a subscription's sum when a consumer leaves) is treated as restarting, never as
-a negative rate. Objects without samples yet report 0.0.
+counter's growth over the last `broker_stats_rate_window_ms` of samples (`RateWindow`). No
+counter goes down (a consumer that leaves keeps its counts in its subscription's, a removed
+subscription in its topic's), so no rate is negative and none spikes when a consumer leaves.
+Objects without samples yet report 0.0.
 
 Idle topics cost nothing (`StatsSampler`): only topics in its `active` set are sampled. A topic
 joins it through `touch()` (called before its counters move: on publish and on every delivery),
@@ -51,27 +68,22 @@ class RateWindow:
     200 bytes per window instead of a deque of tuples (~1.4 KiB at the default 12 samples).
     """
 
-    __slots__ = ("_last_raw", "_offset", "_times", "_values", "samples_max", "window_s")
+    __slots__ = ("_times", "_values", "samples_max", "window_s")
 
     def __init__(self, window_s: float, samples_max: int) -> None:
         self.window_s = window_s
         self.samples_max = max(2, samples_max)
         self._times = array("d")            # sample times (monotonic s), oldest first
-        self._values = array("q")           # the counter at those times (+ offset)
-        self._last_raw: int | None = None   # the counter as last sampled
-        self._offset = 0                    # added so a counter that went down stays monotonic
+        self._values = array("q")           # the counter at those times (never decreasing)
 
     @property
     def samples(self) -> list[tuple[float, int]]:
         return list(zip(self._times, self._values))
 
-    def sample(self, now_s: float, raw: int) -> None:
-        if self._last_raw is not None and raw < self._last_raw:
-            self._offset += self._last_raw - raw
-        self._last_raw = raw
+    def sample(self, now_s: float, counter: int) -> None:
         times, values = self._times, self._values
         times.append(now_s)
-        values.append(raw + self._offset)
+        values.append(counter)
         drop = max(0, len(times) - self.samples_max)
         while len(times) - drop > 2 and now_s - times[drop + 1] >= self.window_s:
             drop += 1
@@ -128,17 +140,12 @@ def sample_topic(topic: PersistentTopic, now_s: float) -> tuple[int, int]:
     _sample(topic, c, now_s, topic.msg_in_counter, topic.bytes_in_counter)
     for p in list(topic.producers.values()):
         _sample(p, c, now_s, p.msg_in_counter, p.bytes_in_counter)
-    out_msgs = out_bytes = 0
     for sub in list(topic.subscriptions.values()):
-        consumers = list(sub.consumers)
-        for consumer in consumers:
+        for consumer in list(sub.consumers):
             _sample(consumer, c, now_s, consumer.msg_out_counter, consumer.bytes_out_counter)
-        msgs = sum(x.msg_out_counter for x in consumers)
-        size = sum(x.bytes_out_counter for x in consumers)
-        _sample(sub, c, now_s, msgs, size)
-        out_msgs += msgs
-        out_bytes += size
-    _sample(_OutKey.of(topic), c, now_s, out_msgs, out_bytes)
+        _sample(sub, c, now_s, sub.msg_out_counter, sub.bytes_out_counter)
+    out_msgs = topic.msg_out_counter
+    _sample(_OutKey.of(topic), c, now_s, out_msgs, topic.bytes_out_counter)
     return topic.msg_in_counter, out_msgs
 
 
@@ -252,8 +259,8 @@ def subscription_json(sub: Subscription) -> dict:
         "isDurable": sub.durable,
         "msgRateOut": rates(sub)[0],
         "msgThroughputOut": rates(sub)[1],
-        "msgOutCounter": sum(c.msg_out_counter for c in consumers),
-        "bytesOutCounter": sum(c.bytes_out_counter for c in consumers),
+        "msgOutCounter": sub.msg_out_counter,
+        "bytesOutCounter": sub.bytes_out_counter,
         "markDeletePosition": str(stats.mark_delete_position),
         "readPosition": str(stats.read_position),
         "cursorStateBytes": stats.state_bytes,
@@ -278,8 +285,8 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "msgThroughputOut": throughput_out,
         "msgInCounter": topic.msg_in_counter,
         "bytesInCounter": topic.bytes_in_counter,
-        "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
-        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs.values()),
+        "msgOutCounter": topic.msg_out_counter,
+        "bytesOutCounter": topic.bytes_out_counter,
         "msgBacklog": backlog,
         "backlogSize": max((subs[s.name]["backlogSize"] for s in durable), default=0),
         "storageSize": storage_size_bytes(topic.ml),

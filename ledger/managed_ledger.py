@@ -83,6 +83,7 @@ from common.errors import (
     NotFound,
     StrataError,
 )
+from common.histogram import LatencyHistogram
 from common.invariant import invariant, present
 from common.ratelimited_log import RateLimitedLog
 from ledger import index_checkpoint, ml_open
@@ -91,7 +92,7 @@ from ledger.cold import ColdStorage
 from ledger.entry_index import EntryIndex
 from ledger.handle import WriteHandle, WriterState
 from ledger.index_checkpoint import IndexCheckpointer
-from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, index_path, index_root, ml_path
+from ledger.ml_metadata import LedgerRecord, LedgerTotals, ManagedLedgerMetadata, index_path, index_root, ml_path
 from ledger.ml_offload import Offloader, OffloadStatus
 from ledger.ml_read import EntryReader
 from ledger.position import Position
@@ -174,6 +175,7 @@ class ManagedLedger:
                                               config.managed_ledger_index_checkpoint_interval_ms)
         self._closed_listeners: list[LedgerClosedListener] = []
         self._offloader = Offloader(self, cold, config)
+        self.add_latency = LatencyHistogram()        # submit to the ledger -> confirmed, s (/metrics)
         self._reader = EntryReader(name, self._view, self._cache, client, config, self._offloader,
                                    lambda: self._handle)
 
@@ -309,16 +311,17 @@ class ManagedLedger:
         handle = present(self._handle, "a READY managed ledger has a current ledger", name=self.name)
         add = handle.add_future(data)
         out = add.get_loop().create_future()   # not asyncio.get_running_loop(): a getpid() per add
-        add.add_done_callback(functools.partial(self._on_added, handle, data, messages, publish_time_ms, out))
+        now_s = self._clock.monotonic_s()
+        add.add_done_callback(functools.partial(self._on_added, handle, data, messages, publish_time_ms, out, now_s))
         self._assigned_entries += 1
         self._assigned_bytes += len(data)
-        age_ms = int((self._clock.monotonic_s() - self._ledger_started_s) * 1000)
+        age_ms = int((now_s - self._ledger_started_s) * 1000)
         if self._policy.should_roll(self._assigned_entries, self._assigned_bytes, age_ms):
             self._start_rollover()
         return out
 
     def _on_added(self, handle: WriteHandle, data: bytes, messages: int, publish_time_ms: int,
-                  out: asyncio.Future, add: asyncio.Future) -> None:
+                  out: asyncio.Future, submitted_s: float, add: asyncio.Future) -> None:
         exc = add.exception()
         if (exc is not None and handle.handed_off and exc is handle.error
                 and handle.ledger_id not in self._handoff_refused):
@@ -355,6 +358,7 @@ class ManagedLedger:
                 out.set_exception(failure)
             return
         self._last_position = position
+        self.add_latency.observe(self._clock.monotonic_s() - submitted_s)
         self._cache.put(self.name, position.ledger_id, position.entry_id, data)
         if not out.done():
             out.set_result(position)
@@ -550,8 +554,7 @@ class ManagedLedger:
                 return []
             gone = set(doomed)
             copies = {r.ledger_id: r.cold for r in self._meta.ledgers if r.ledger_id in gone and r.cold is not None}
-            await self._cas(self._meta.with_ledgers([r for r in self._meta.ledgers if r.ledger_id not in gone])
-                            .with_deleting(set(self._meta.deleting) | gone))
+            await self._cas(self._meta.without_trimmed(gone))   # their totals join `trimmed`
             self._view.remove(gone)
             for ledger_id in doomed:
                 self._cache.invalidate_ledger(self.name, ledger_id)
@@ -587,6 +590,12 @@ class ManagedLedger:
     def offload_status(self) -> OffloadStatus:
         """A snapshot of the offload status (Pulsar's OffloadProcessStatus, stats, progress)."""
         return dataclasses.replace(self._offloader.status)
+
+    @property
+    def trimmed_totals(self) -> LedgerTotals:
+        """Entries, messages and bytes of every ledger trimmed since the managed ledger was
+        created (persisted in its record): what was ever stored = this + the kept ledgers'."""
+        return self._meta.trimmed
 
     @property
     def offloaded_size_bytes(self) -> int:

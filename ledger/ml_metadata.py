@@ -14,8 +14,15 @@ Offload: a closed ledger's record gains `cold` (where its object is) only by a c
 made after the upload completed, and `bookie_deleted` only by a later one made before the bookie
 copy is deleted; such a ledger stays in `ledgers` and is read from the cold tier.
 
+Trimmed totals: `trimmed` sums the entries, messages and bytes of every ledger trimmed from
+`ledgers` since the managed ledger was created, added in the same compare-and-set that drops them
+(`without_trimmed`), so "ever stored" = `trimmed` + the kept ledgers' totals survives restarts
+and trims (the topic's `msgInCounter`/`bytesInCounter` and internal stats' `entriesAddedCounter`
+start there on load). A record written before the field existed reads as zeros.
+
 What must hold: ledger ids in the list strictly increase; only the last may be OPEN; a ledger id
-is in `ledgers` or in `deleting`, never both; `bookie_deleted` implies `cold`.
+is in `ledgers` or in `deleting`, never both; `bookie_deleted` implies `cold`; `trimmed` only
+grows (a ledger's totals are added once, when it leaves `ledgers`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from __future__ import annotations
 import itertools
 import json
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from common.errors import InvalidArgument
 from common.invariant import invariant
@@ -100,6 +109,46 @@ class LedgerRecord:
         return self.closed_ms or self.created_ms
 
 
+class _Counted(Protocol):
+    @property
+    def entries(self) -> int: ...
+
+    @property
+    def messages(self) -> int: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class LedgerTotals:
+    """Entries, messages and bytes of some ledgers (all zero: none)."""
+
+    entries: int = 0
+    messages: int = 0
+    size_bytes: int = 0
+
+    def __add__(self, other: LedgerTotals) -> LedgerTotals:
+        return LedgerTotals(self.entries + other.entries, self.messages + other.messages,
+                            self.size_bytes + other.size_bytes)
+
+    @classmethod
+    def of(cls, ledgers: Iterable[_Counted]) -> LedgerTotals:
+        """The totals of `ledgers` (LedgerRecord or LedgerInfo)."""
+        total = cls()
+        for ledger in ledgers:
+            total += cls(ledger.entries, ledger.messages, ledger.size_bytes)
+        return total
+
+    def to_doc(self) -> dict:
+        return {"entries": self.entries, "messages": self.messages, "size_bytes": self.size_bytes}
+
+    @classmethod
+    def from_doc(cls, doc: dict | None) -> LedgerTotals:
+        doc = doc or {}
+        return cls(int(doc.get("entries", 0)), int(doc.get("messages", 0)), int(doc.get("size_bytes", 0)))
+
+
 @dataclass(frozen=True)
 class ManagedLedgerMetadata:
     ledgers: tuple[LedgerRecord, ...] = ()
@@ -110,6 +159,7 @@ class ManagedLedgerMetadata:
     # Written in the same compare-and-set that drops them, so a crash between the two steps
     # leaves a to-do list, not a leak: the next owner deletes them again (deletes are idempotent).
     deleting: tuple[int, ...] = ()
+    trimmed: LedgerTotals = LedgerTotals()   # every ledger trimmed so far, summed
 
     def __post_init__(self) -> None:
         ids = [r.ledger_id for r in self.ledgers]
@@ -123,6 +173,15 @@ class ManagedLedgerMetadata:
 
     def with_deleting(self, ledger_ids) -> ManagedLedgerMetadata:
         return replace(self, deleting=tuple(sorted(set(ledger_ids))))
+
+    def without_trimmed(self, ledger_ids: set[int]) -> ManagedLedgerMetadata:
+        """Trim `ledger_ids`: out of `ledgers`, into `deleting`, their totals added to `trimmed`."""
+        gone = [r for r in self.ledgers if r.ledger_id in ledger_ids]
+        invariant(all(r.closed for r in gone), "only closed ledgers are trimmed",
+                  ids=[r.ledger_id for r in gone if not r.closed])
+        return replace(self, ledgers=tuple(r for r in self.ledgers if r.ledger_id not in ledger_ids),
+                       deleting=tuple(sorted(set(self.deleting) | ledger_ids)),
+                       trimmed=self.trimmed + LedgerTotals.of(gone))
 
     def with_properties(self, properties: dict[str, str]) -> ManagedLedgerMetadata:
         return replace(self, properties=dict(properties))
@@ -138,6 +197,8 @@ class ManagedLedgerMetadata:
                "ledgers": [r.to_doc() for r in self.ledgers]}
         if self.deleting:
             doc["deleting"] = list(self.deleting)
+        if self.trimmed != LedgerTotals():
+            doc["trimmed"] = self.trimmed.to_doc()
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -146,4 +207,4 @@ class ManagedLedgerMetadata:
         invariant(doc.get("format") == _FORMAT, "known managed ledger format", format=doc.get("format"))
         return cls(tuple(LedgerRecord.from_doc(d) for d in doc["ledgers"]), str(doc.get("owner", "")),
                    {str(k): str(v) for k, v in doc.get("properties", {}).items()}, version,
-                   tuple(int(i) for i in doc.get("deleting", ())))
+                   tuple(int(i) for i in doc.get("deleting", ())), LedgerTotals.from_doc(doc.get("trimmed")))

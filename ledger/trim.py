@@ -11,7 +11,9 @@ only a StrataError: an unexpected one (a bug, an untranslated foreign error) is 
 traceback and counted (`unexpected_errors`), and must not quietly end the retries and leak the
 ledger. A ledger that is deleted twice is fine (every step is idempotent). The managed ledger's
 record lists trimmed ledgers under `deleting` until a later compare-and-set sees them in
-`deleted` and drops them from both. A trimmed ledger that was offloaded also has its cold
+`deleted` and drops them from both. The same compare-and-set that drops a ledger adds its
+entries, messages and bytes to the record's `trimmed` totals (`ManagedLedgerMetadata.without_trimmed`),
+so what was ever stored stays known after the ledger is gone. A trimmed ledger that was offloaded also has its cold
 object deleted (`also`, after the bookie copy, retried the same way) before it counts as
 deleted, so a crash before that leaves it in `deleting` and the next owner's orphan cleaning
 removes the object.

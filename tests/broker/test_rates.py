@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+
+from broker.subscription import SubType
 from broker.topic_stats import RateWindow, partitioned_stats
 from common.clock import ManualClock
+from tests.broker.dispatch_harness import Harness
 
 
 def test_rate_over_the_window_then_decays_to_zero() -> None:
@@ -23,13 +28,32 @@ def test_rate_over_the_window_then_decays_to_zero() -> None:
     assert window.rate() == 0.0
 
 
-def test_counter_going_down_is_not_a_negative_rate() -> None:
-    clock = ManualClock()
-    window = RateWindow(window_s=10.0, samples_max=20)
-    for value in (0, 50, 100, 20, 70):   # a consumer left: the sum fell from 100 to 20
-        window.sample(clock.monotonic_s(), value)
-        clock.advance_s(1)
-    assert window.rate() == 150 / 4
+def test_a_consumer_leaving_keeps_its_counts_and_the_rate_steady() -> None:
+    """The subscription's out counter keeps what a closed consumer received (Pulsar's
+    msgOutFromRemovedConsumer), so its rate neither drops below zero nor spikes when it leaves.
+    Real Subscription, dispatcher and Consumer (tests/broker/dispatch_harness.py)."""
+    async def body() -> None:
+        h = Harness(SubType.SHARED)
+        clock = ManualClock()
+        window = RateWindow(window_s=10.0, samples_max=20)
+        consumer = h.consumer("A", permits=1000)
+        for second in range(6):          # 10 messages per second; "A" leaves after 3 s, "B" takes over
+            if second == 3:
+                received, size = consumer.msg_out_counter, consumer.bytes_out_counter
+                h.close(consumer)
+                assert (h.sub.msg_out_counter, h.sub.bytes_out_counter) == (received, size) == (30, size)
+                consumer = h.consumer("B", permits=1000)
+            window.sample(clock.monotonic_s(), h.sub.msg_out_counter)
+            for _ in range(10):
+                h.produce()
+            await h.settle()
+            h.ack(consumer, list(consumer.pending))   # nothing left to redeliver when "A" goes
+            clock.advance_s(1)
+        window.sample(clock.monotonic_s(), h.sub.msg_out_counter)
+        assert h.sub.msg_out_counter == 60 and h.sub.msg_out_from_removed_consumers == 30
+        assert [b - a for (_, a), (_, b) in itertools.pairwise(window.samples)] == [10] * 6
+        assert window.rate() == 10.0
+    asyncio.run(asyncio.wait_for(body(), 30))
 
 
 def test_samples_are_bounded() -> None:

@@ -25,6 +25,14 @@ class FakeSub:
     def __init__(self) -> None:
         self.consumers = [FakeCounters()]
 
+    @property
+    def msg_out_counter(self) -> int:
+        return sum(c.msg_out_counter for c in self.consumers)
+
+    @property
+    def bytes_out_counter(self) -> int:
+        return sum(c.bytes_out_counter for c in self.consumers)
+
 
 class FakeTopic:
     def __init__(self) -> None:
@@ -33,6 +41,14 @@ class FakeTopic:
         self.msg_in_counter = self.bytes_in_counter = 0
         self.producers = {"p": FakeCounters()}
         self.subscriptions = {"s": FakeSub()}
+
+    @property
+    def msg_out_counter(self) -> int:
+        return sum(s.msg_out_counter for s in self.subscriptions.values())
+
+    @property
+    def bytes_out_counter(self) -> int:
+        return sum(s.bytes_out_counter for s in self.subscriptions.values())
 
     def publish(self, sampler: StatsSampler, messages: int) -> None:
         sampler.touch(self)

@@ -1,0 +1,69 @@
+"""Where `strata top`'s numbers come from: every live broker's `GET /admin/v2/broker-stats/topics`.
+
+`fetch(admin_url, timeout_s)` asks `admin_url` for `/admin/v2/brokers` (entries are host:webPort,
+each broker's admin address), then asks every broker in parallel for the stats of the topics it
+serves, and merges the answers (`model.merge`). A broker that does not answer within `timeout_s`
+(or answers an error) is counted as failed, not fatal. When the broker list itself cannot be read,
+the admin URL is the only broker asked.
+
+What must hold: one fetch takes at most about `timeout_s` (+ the broker list's own `timeout_s`),
+however many brokers hang; at most `PARALLEL_MAX` requests run at once; an answer is read up to
+`ANSWER_BYTES_MAX`, and a larger one counts as a failure instead of filling memory.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor, wait
+
+from cli.top.model import Snapshot, merge
+
+BROKERS_PATH = "/admin/v2/brokers"
+TOPICS_PATH = "/admin/v2/broker-stats/topics"
+PARALLEL_MAX = 16                       # brokers asked at once
+ANSWER_BYTES_MAX = 256 * 1024 * 1024    # the largest broker-stats answer read
+
+
+def get_json(url: str, timeout_s: float) -> object:
+    """GET `url` and decode its JSON; OSError / ValueError on any failure."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        raw = resp.read(ANSWER_BYTES_MAX + 1)
+    if len(raw) > ANSWER_BYTES_MAX:
+        raise ValueError(f"{url}: answer larger than {ANSWER_BYTES_MAX} bytes")
+    return json.loads(raw)
+
+
+def broker_urls(admin_url: str, timeout_s: float) -> list[str]:
+    """The admin URLs of the live brokers (http://host:webPort); [admin_url] if the list cannot be read."""
+    base = admin_url.rstrip("/")
+    try:
+        entries = get_json(base + BROKERS_PATH, timeout_s)
+    except (OSError, ValueError):
+        return [base]
+    if not isinstance(entries, list) or not entries:
+        return [base]
+    return sorted({e if "://" in e else f"http://{e}" for e in entries if isinstance(e, str)}) or [base]
+
+
+def _topics_of(url: str, timeout_s: float) -> object | None:
+    try:
+        return get_json(url + TOPICS_PATH, timeout_s)
+    except (OSError, ValueError):
+        return None
+
+
+def fetch(admin_url: str, timeout_s: float) -> Snapshot:
+    """One snapshot of the whole cluster (see the module docstring)."""
+    urls = broker_urls(admin_url, timeout_s)
+    answers: dict[str, object | None] = dict.fromkeys(urls)
+    pool = ThreadPoolExecutor(max_workers=min(PARALLEL_MAX, len(urls)), thread_name_prefix="strata-top")
+    try:
+        futures = {pool.submit(_topics_of, url, timeout_s): url for url in urls}
+        done, _ = wait(futures, timeout=timeout_s + 0.5)
+        for future in done:
+            answers[futures[future]] = future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return merge(answers)

@@ -26,7 +26,7 @@ import logging
 
 import offload
 from broker import memdebug
-from broker.admin_http import AdminServer
+from broker.admin.server import AdminServer
 from broker.connection import ServerConnection
 from broker.service import BrokerService
 from common.clock import SYSTEM_CLOCK, Clock

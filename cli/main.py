@@ -14,7 +14,7 @@ COMMANDS: dict[str, str] = {
     "standalone": "cli.standalone",
     "broker": "cli.broker_cmd",
     "bookie": "cli.bookie_cmd",
-    "admin": "cli.admin_cmd",
+    "admin": "cli.admin",
     "analytics": "cli.analytics_cmd",
     "cluster": "cli.cluster_cmd",
 }

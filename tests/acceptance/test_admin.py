@@ -118,7 +118,7 @@ def test_metrics_use_pulsar_names(standalone, client: pulsar.Client, topic: str)
 
 
 def test_strata_admin_cli(standalone, topic: str, capsys) -> None:
-    from cli.admin_cmd import main
+    from tests.support.admin_cli import run_admin as main
     url = ["--admin-url", standalone.admin_url]
     local = topic.rsplit("/", 1)[1]
     assert main(url + ["topics", "create-partitioned-topic", local, "-p", "2"]) == 0
@@ -136,9 +136,10 @@ def test_strata_admin_cli(standalone, topic: str, capsys) -> None:
 
 
 def test_strata_admin_cli_retention_and_ttl(standalone, topic: str, capsys) -> None:
-    from cli.admin_cmd import main
+    from tests.support.admin_cli import run_admin as main
     url = ["--admin-url", standalone.admin_url]
     ns = f"public/cli-{topic.rsplit('-', 1)[1]}"
+    assert main(url + ["namespaces", "create", ns]) == 0
     assert main(url + ["namespaces", "set-retention", ns, "--time", "3h", "--size", "2G"]) == 0
     assert main(url + ["namespaces", "get-retention", ns]) == 0
     assert json.loads(capsys.readouterr().out) == {"retentionTimeInMinutes": 180, "retentionSizeInMB": 2048}
@@ -146,10 +147,16 @@ def test_strata_admin_cli_retention_and_ttl(standalone, topic: str, capsys) -> N
     local = f"persistent://{ns}/t"
     assert main(url + ["topics", "set-retention", local, "-t", "10m", "-s", "0"]) == 1   # 10 min, 0 MB
     assert "HTTP 412" in capsys.readouterr().err
-    assert main(url + ["topics", "set-retention", local, "-t", "30", "-s", "-1"]) == 0
+    # pulsar-admin 3.x units: a bare time is seconds, a bare size bytes
+    assert main(url + ["topics", "set-retention", local, "-t", "1800", "-s", "-1"]) == 0
     assert main(url + ["topics", "set-message-ttl", local, "-t", "5"]) == 0
     assert main(url + ["topics", "get-retention", local]) == 0
     assert json.loads(capsys.readouterr().out) == {"retentionTimeInMinutes": 30, "retentionSizeInMB": -1}
+    assert main(url + ["topics", "set-retention", local, "-t", "120", "-s", str(3 * 1024 * 1024)]) == 0
+    assert main(url + ["topics", "get-retention", local]) == 0
+    assert json.loads(capsys.readouterr().out) == {"retentionTimeInMinutes": 2, "retentionSizeInMB": 3}
+    assert main(url + ["topics", "set-retention", local, "-t", "3h", "-s", "4096"]) == 1   # 4096 bytes = 0 MB
+    assert "HTTP 412" in capsys.readouterr().err
     assert main(url + ["topics", "remove-message-ttl", local]) == 0
     assert main(url + ["topics", "get-message-ttl", local, "--applied"]) == 0
     assert json.loads(capsys.readouterr().out) == 60                  # the namespace's again

@@ -173,7 +173,7 @@ def test_bad_partition_counts_change_nothing(sa, client, topic: str, count: obje
 def test_strata_admin_cli_partitions_and_topic_dedup(sa, topic: str, capsys) -> None:
     import json
 
-    from cli.admin_cmd import main
+    from tests.support.admin_cli import run_admin as main
     url = ["--admin-url", sa.admin_url]
     local = topic.rsplit("/", 1)[1]
     assert main(url + ["topics", "create-partitioned-topic", local, "-p", "2"]) == 0

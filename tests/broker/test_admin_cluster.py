@@ -27,9 +27,9 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from cli import admin_cmd
-from cli.admin_cluster_cmd import request_json
+from cli.admin.client import request_json
 from metadata import open_store
+from tests.support.admin_cli import run_admin
 from tests.support.cluster_proc import BrokerNode, LocalCluster
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
@@ -279,14 +279,14 @@ def test_strata_admin_cluster_commands(standalone: StandaloneProcess, capsys: py
     ns = f"public/{unique('cli')}"
 
     def out(*argv: str) -> object:
-        assert admin_cmd.main(url + list(argv)) == 0, argv
+        assert run_admin(url + list(argv)) == 0, argv
         text = capsys.readouterr().out
         return json.loads(text) if text.strip() else None
 
     assert out("namespaces", "create", ns, "-b", "2") is None
-    assert admin_cmd.main(url + ["namespaces", "create", ns, "-b", "2"]) == 1
+    assert run_admin(url + ["namespaces", "create", ns, "-b", "2"]) == 1
     assert "HTTP 409" in capsys.readouterr().err
-    assert admin_cmd.main(url + ["namespaces", "create", f"public/{unique('cli')}", "-b", "200"]) == 1
+    assert run_admin(url + ["namespaces", "create", f"public/{unique('cli')}", "-b", "200"]) == 1
     assert "HTTP 412" in capsys.readouterr().err
     bundles = out("namespaces", "bundles", ns)
     assert bundles["numBundles"] == 2
@@ -303,7 +303,7 @@ def test_strata_admin_cluster_commands(standalone: StandaloneProcess, capsys: py
     assert out("brokers", "healthcheck") == "ok"
     assert out("clusters", "list") == ["standalone"]
     assert out("broker-stats", "load-report")["webServiceUrl"] == standalone.admin_url
-    assert admin_cmd.main(url + ["namespaces", "unload", ns, "-b", "0x1_0x2"]) == 1
+    assert run_admin(url + ["namespaces", "unload", ns, "-b", "0x1_0x2"]) == 1
     assert "HTTP 412" in capsys.readouterr().err
 
 
@@ -485,7 +485,7 @@ def test_partitioned_stats_and_delete_reach_every_partitions_owner(two: LocalClu
 
 def test_cli_gives_the_same_answers_against_either_broker(two: LocalCluster, capsys: pytest.CaptureFixture) -> None:
     ns = f"public/{unique('same')}"
-    assert admin_cmd.main(["--admin-url", two.brokers[1].admin_url, "namespaces", "create", ns, "-b", "8"]) == 0
+    assert run_admin(["--admin-url", two.brokers[1].admin_url, "namespaces", "create", ns, "-b", "8"]) == 0
     on = topics_on_each_broker(two, ns)
     client = quiet_client(two.service_url)
     try:
@@ -501,7 +501,7 @@ def test_cli_gives_the_same_answers_against_either_broker(two: LocalCluster, cap
     for question in questions:
         answers = []
         for broker in two.brokers:
-            assert admin_cmd.main(["--admin-url", broker.admin_url, *question]) == 0, question
+            assert run_admin(["--admin-url", broker.admin_url, *question]) == 0, question
             text = capsys.readouterr().out
             answer = json.loads(text) if text.strip() else None       # None: nothing printed
             if question[1] == "stats":      # rates and times move between two calls

@@ -36,8 +36,8 @@ import pulsar
 import pytest
 
 from broker.bundles import BundleRange, equal_boundaries, topic_hash
-from cli import admin_cmd
 from tests.cluster.helpers import Consuming, MetadataView, Producing, http, make_client
+from tests.support.admin_cli import run_admin
 from tests.support.cluster_proc import BrokerNode, LocalCluster
 from tests.support.waiting import wait_until
 
@@ -312,7 +312,7 @@ def test_split_by_admin_command_and_cli_with_unload(cluster: LocalCluster, view:
         half = _topic_bundle(a.admin_url, topic)
         argv = ["--admin-url", other.admin_url, "namespaces", "split-bundle", ns, "-b", half, "--unload"]
         capsys.readouterr()
-        assert admin_cmd.main(argv) == 0, capsys.readouterr().err
+        assert run_admin(argv) == 0, capsys.readouterr().err
         after = ns_bundles(a.admin_url, ns)
         assert after["numBundles"] == 4, after
         at = time.monotonic()

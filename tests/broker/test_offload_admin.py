@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from cli import admin_cmd
+from tests.support.admin_cli import run_admin
 from tests.support.standalone_proc import StandaloneProcess
 
 ROLLOVER_ENTRIES = 5
@@ -237,7 +237,7 @@ def test_topic_stats_and_metrics_carry_the_offload_fields(standalone) -> None:
 
 def _cli(sa: StandaloneProcess, capsys, *argv: str) -> tuple[int, str, str]:
     capsys.readouterr()
-    code = admin_cmd.main(["--admin-url", sa.admin_url, *argv])
+    code = run_admin(["--admin-url", sa.admin_url, *argv])
     out = capsys.readouterr()
     return code, out.out, out.err
 

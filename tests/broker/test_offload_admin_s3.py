@@ -20,8 +20,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from cli import admin_cmd
 from tests.broker.test_offload_admin import NS, _cli, _path, http
+from tests.support.admin_cli import run_admin
 from tests.support.standalone_proc import StandaloneProcess
 
 ROLLOVER_ENTRIES = 5
@@ -169,4 +169,4 @@ def test_an_unusable_cold_tier_is_reported_and_the_broker_serves(
         ledgers = http(sa, "GET", _path(topic) + "/internalStats")[1]["ledgers"]
         code, answer = http(sa, "PUT", _path(topic) + "/offload", {"ledgerId": ledgers[-1]["ledgerId"], "entryId": 0})
         assert code == 412 and answer["reason"] == status["lastError"]
-        assert admin_cmd.main(["--admin-url", sa.admin_url, "topics", "offload-status", topic]) == 1
+        assert run_admin(["--admin-url", sa.admin_url, "topics", "offload-status", topic]) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker import offload_policy as op
-from broker.admin_offload import check_offload_position, message_id, status_json
+from broker.admin.offload import check_offload_position, message_id, status_json
 from common.config import default_config
 from common.errors import BadRequestBody, NotAllowed
 from ledger.ml_offload import OffloadStatus

@@ -15,8 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cli import admin_cluster_cmd, admin_cmd
-from cli.admin_cluster_cmd import REDIRECTS_MAX, request_json, route
+from cli import admin
+from cli.admin.client import REDIRECTS_MAX, request_json
+from tests.support.admin_cli import run_admin
 
 
 class _Servers:
@@ -106,17 +107,13 @@ def test_an_error_status_reaches_the_caller_with_its_reason(servers: _Servers) -
 def test_every_admin_command_goes_through_the_redirecting_client(servers: _Servers, capsys) -> None:
     # an existing command (not a cluster one): a POST with a body, redirected once
     url = servers.echo_url + "/hop"
-    assert admin_cmd.main(["--admin-url", url, "topics", "set-message-ttl", "t", "--ttl", "60"]) == 0
+    assert run_admin(["--admin-url", url, "topics", "set-message-ttl", "t", "--ttl", "60"]) == 0
     echoed = json.loads(capsys.readouterr().out)
     assert echoed["method"] == "POST" and echoed["body"] == 60
     assert echoed["path"] == "/admin/v2/persistent/public/default/t/messageTTL"
-    assert admin_cmd.main(["--admin-url", url, "namespaces", "create", "t/ns", "-b", "8"]) == 0
+    assert run_admin(["--admin-url", url, "namespaces", "create", "t/ns", "-b", "8"]) == 0
     echoed = json.loads(capsys.readouterr().out)
     assert (echoed["method"], echoed["body"]) == ("PUT", {"bundles": {"numBundles": 8}})
-
-
-def _args(*argv: str):
-    return admin_cmd._parser().parse_args(list(argv))
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
@@ -144,21 +141,18 @@ def _args(*argv: str):
     (["clusters", "list"], ("GET", "/admin/v2/clusters", None)),
     (["broker-stats", "load-report"], ("GET", "/admin/v2/broker-stats/load-report", None)),
 ])
-def test_routes_are_pulsars(argv: list[str], expected: tuple) -> None:
-    args = _args(*argv)
-    assert admin_cluster_cmd.handles(args)
-    assert route(args) == expected
-
-
-def test_existing_commands_are_not_taken_over() -> None:
-    for argv in (["topics", "list", "t/ns"], ["topics", "stats", "x"], ["namespaces", "get-retention", "t/ns"]):
-        assert not admin_cluster_cmd.handles(_args(*argv))
+def test_routes_are_pulsars(servers: _Servers, argv: list[str], expected: tuple, capsys) -> None:
+    method, path, body = expected
+    assert run_admin(["--admin-url", servers.echo_url, *argv]) == 0
+    assert servers.hits == [(method, path)]
+    if argv[:2] != ["topics", "lookup"]:      # lookup prints the brokerUrl field only
+        assert json.loads(capsys.readouterr().out)["body"] == body
 
 
 def test_bad_arguments_exit_2_without_a_request(capsys) -> None:
     unreachable = ["--admin-url", "http://127.0.0.1:9"]
-    assert admin_cmd.main(unreachable + ["namespaces", "unload", "t/ns", "-d", "h:1"]) == 2
+    assert admin.main(unreachable + ["namespaces", "unload", "t/ns", "-d", "h:1"]) == 2
     assert "-b" in capsys.readouterr().err
-    assert admin_cmd.main(unreachable + ["topics", "lookup", "bad//name"]) == 2
+    assert admin.main(unreachable + ["topics", "lookup", "bad//name"]) == 2
     with pytest.raises(SystemExit):
-        admin_cmd.main(unreachable + ["namespaces", "split-bundle", "t/ns"])      # -b is required
+        admin.main(unreachable + ["namespaces", "split-bundle", "t/ns"])      # -b is required

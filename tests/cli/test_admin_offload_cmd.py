@@ -10,8 +10,9 @@ import argparse
 
 import pytest
 
-from cli import admin_cmd
-from cli.admin_offload_cmd import first_ledger_within_threshold, size_bytes, time_seconds
+from cli import admin
+from cli.admin.offload import first_ledger_within_threshold
+from cli.admin.units import size_bytes, time_seconds
 
 LEDGERS = [(0, 1000), (1, 2000), (2, 3000)]
 
@@ -53,7 +54,7 @@ def test_bad_times_are_refused(text: str) -> None:
 
 
 def _parse(*argv: str) -> argparse.Namespace:
-    return admin_cmd._parser().parse_args(list(argv))
+    return admin.parser().parse_args(list(argv))
 
 
 def test_command_lines_parse_as_pulsar_admin_s() -> None:
@@ -80,5 +81,5 @@ def test_command_lines_parse_as_pulsar_admin_s() -> None:
 ])
 def test_bad_command_lines_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        admin_cmd.main(argv)
+        admin.main(argv)
     assert exc.value.code == 2

@@ -25,46 +25,20 @@ no longer RUNNING or `--timeout` seconds pass (exit 1). Exit status 1 on ERROR, 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
 
-from common.topic_names import parse_namespace, parse_topic
+from cli.admin.client import AdminClient
+from cli.admin.commands import Groups, command, namespace_path, topic_path
+from cli.admin.units import size_bytes, time_seconds
+from common.topic_names import parse_topic
 
 # (method, path, body) -> the decoded JSON answer (None for an empty one); raises on HTTP errors
 Request = Callable[[str, str, object], object]
 
-_SIZE_UNITS_BYTES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_TIME_UNITS_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800, "y": 31_536_000}
 STATUS_POLL_INTERVAL_S = 1.0
 STATUS_WAIT_S_DEFAULT = 3_600.0
-
-ACTIONS = frozenset({"offload", "offload-status", "stats-internal", "set-offload-threshold",
-                     "get-offload-threshold", "set-offload-deletion-lag", "get-offload-deletion-lag",
-                     "clear-offload-deletion-lag"})
-
-
-def size_bytes(text: str) -> int:
-    """A pulsar-admin size in bytes: a bare number (bytes, may be negative) or 10K/10M/1G/1T."""
-    value = text.strip().lower()
-    if value.lstrip("-").isdigit():
-        return int(value)
-    if len(value) < 2 or value[-1] not in _SIZE_UNITS_BYTES or not value[:-1].isdigit():
-        raise argparse.ArgumentTypeError(f"bad size {text!r}: use bytes or 10K/10M/1G/1T")
-    return int(value[:-1]) * _SIZE_UNITS_BYTES[value[-1]]
-
-
-def time_seconds(text: str) -> int:
-    """A pulsar-admin relative time in seconds: a bare number (seconds, may be negative) or
-    30s/10m/1h/1d/2w/1y."""
-    value = text.strip().lower()
-    if value.lstrip("-").isdigit():
-        return int(value)
-    if len(value) < 2 or value[-1] not in _TIME_UNITS_S or not value[:-1].isdigit():
-        raise argparse.ArgumentTypeError(f"bad time {text!r}: use seconds or 30s/10m/1h/1d/2w/1y")
-    return int(value[:-1]) * _TIME_UNITS_S[value[-1]]
-
 
 def first_ledger_within_threshold(ledgers: list[tuple[int, int]], threshold_bytes: int) -> int | None:
     """pulsar-admin's findFirstLedgerWithinThreshold over (ledger id, size) pairs, oldest first:
@@ -79,43 +53,47 @@ def first_ledger_within_threshold(ledgers: list[tuple[int, int]], threshold_byte
     return None
 
 
-def add_parsers(topics: argparse._SubParsersAction, namespaces: argparse._SubParsersAction) -> None:
-    offload = topics.add_parser("offload", help="offload the ledgers beyond a size threshold")
+def add_parsers(groups: Groups) -> None:
+    topics, namespaces = groups["topics"], groups["namespaces"]
+    offload = command(topics, "offload", _run, "offload the ledgers beyond a size threshold")
     offload.add_argument("topic")
     offload.add_argument("-s", "--size-threshold", type=size_bytes, required=True,
-                         help="keep this much on the bookies (e.g. 10M)")
-    status = topics.add_parser("offload-status")
+                         help="keep this much on the bookies (bytes, or 10M)")
+    status = command(topics, "offload-status", _run)
     status.add_argument("topic")
     status.add_argument("-w", "--wait-complete", action="store_true", help="wait while it runs")
     status.add_argument("--timeout", type=float, default=STATUS_WAIT_S_DEFAULT,
                         help=f"give up waiting after this many seconds (default {STATUS_WAIT_S_DEFAULT:.0f})")
-    topics.add_parser("stats-internal").add_argument("topic")
-    threshold = namespaces.add_parser("set-offload-threshold")
+    command(topics, "stats-internal", _run, "the managed ledger's internal stats").add_argument("topic")
+    threshold = command(namespaces, "set-offload-threshold", _run)
     threshold.add_argument("namespace")
     threshold.add_argument("-s", "--size", type=size_bytes, required=True,
                            help="bytes kept before offloading (-1 broker default, negative off, 0 ASAP)")
     threshold.add_argument("-t", "--time", type=time_seconds, default=-1,
-                           help="offload ledgers older than this (e.g. 1h; -1 broker default)")
-    lag = namespaces.add_parser("set-offload-deletion-lag")
+                           help="offload ledgers older than this (seconds, or 1h; -1 broker default)")
+    lag = command(namespaces, "set-offload-deletion-lag", _run)
     lag.add_argument("namespace")
     lag.add_argument("-l", "--lag", type=time_seconds, required=True,
-                     help="delete the bookie copy this long after offload (e.g. 10m; negative: never)")
+                     help="delete the bookie copy this long after offload (seconds, or 10m; negative: never)")
     for action in ("get-offload-threshold", "get-offload-deletion-lag", "clear-offload-deletion-lag"):
-        namespaces.add_parser(action).add_argument("namespace")
+        command(namespaces, action, _run).add_argument("namespace")
 
 
-def run(args: argparse.Namespace, request: Request) -> int:
+def _run(args: argparse.Namespace, client: AdminClient) -> int:
     """Run one offload command; HTTP errors propagate to the caller (which prints the reason)."""
+    def request(method: str, path: str, body: object) -> object:
+        return client.call(method, path, body)
+
     if args.group == "topics":
         name = parse_topic(args.topic)
-        path = f"/admin/v2/persistent/{name.path}"
+        path = topic_path(args.topic)
         if args.action == "offload":
             return _offload(str(name), path, args.size_threshold, request)
         if args.action == "offload-status":
             return _offload_status(str(name), path, request, args.wait_complete, args.timeout)
-        return _print_json(request("GET", path + "/internalStats", None))
-    tenant, ns = parse_namespace(args.namespace)
-    path = f"/admin/v2/namespaces/{tenant}/{ns}"
+        client.show(request("GET", path + "/internalStats", None))
+        return 0
+    path = namespace_path(args.namespace)
     if args.action == "set-offload-threshold":
         request("PUT", path + "/offloadThreshold", args.size)
         request("PUT", path + "/offloadThresholdInSeconds", args.time)
@@ -134,11 +112,6 @@ def run(args: argparse.Namespace, request: Request) -> int:
             raise ValueError(f"not a deletion lag: {lag_ms!r}")
     else:
         request("DELETE", path + "/offloadDeletionLagMs", None)
-    return 0
-
-
-def _print_json(value: object) -> int:
-    print(json.dumps(value, indent=2, sort_keys=True))
     return 0
 
 

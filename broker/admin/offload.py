@@ -1,4 +1,4 @@
-"""The offload admin routes (Pulsar's paths, JSON and status codes), registered by `broker.admin_http`.
+"""The offload admin routes (Pulsar's paths, JSON and status codes), registered by `broker.admin.server`.
 
 Topic (`/admin/v2/persistent/{t}/{ns}/{topic}`):
 - `PUT .../offload` body MessageIdImpl `{"ledgerId": L, "entryId": E, "partitionIndex": P}`
@@ -34,25 +34,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, ParamSpec
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from broker import offload_policy, policies
+from broker.admin.http import body_json, namespace_of, topic_of
 from broker.internal_stats import internal_stats
 from broker.offload_policy import check_long
-from common.errors import (
-    BadRequestBody,
-    ManagedLedgerClosed,
-    NotAllowed,
-    NotFound,
-    OffloadInProgress,
-    OffloadNotConfigured,
-)
-from common.topic_names import TopicName, parse_namespace, parse_topic
+from common.errors import BadRequestBody, NotAllowed, NotFound, OffloadNotConfigured
+from common.topic_names import TopicName
 from ledger.ml_offload import OffloadStatus
 from ledger.position import Position
 from ledger.types import LedgerState
@@ -63,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
 EARLIEST_ID = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
 
 
@@ -90,34 +81,6 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get(ns + "/offloadPolicies", r.get_ns_policies)
     app.router.add_post(ns + "/offloadPolicies", r.set_ns_policies)
     app.router.add_delete(ns + "/offloadPolicies", r.remove_ns_policies)
-
-
-def _error(status: int, reason: str) -> web.Response:
-    return web.json_response({"reason": reason}, status=status)
-
-
-def _answers_errors(handler: Callable[P, Awaitable[web.StreamResponse]]) -> Callable[P, Awaitable[web.StreamResponse]]:
-    """This module's errors answered here (the shared middleware answers the rest)."""
-    @functools.wraps(handler)
-    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> web.StreamResponse:
-        try:
-            return await handler(*args, **kwargs)
-        except BadRequestBody as exc:
-            return _error(400, str(exc))
-        except NotAllowed as exc:
-            return _error(412, str(exc))
-        except OffloadInProgress:
-            return _error(409, "Offload already running")
-        except OffloadNotConfigured as exc:
-            return _error(412, str(exc))
-        except ManagedLedgerClosed as exc:     # the topic is closing (unload, shutdown): retry
-            return _error(503, str(exc))
-    return wrapped
-
-
-def _topic_name(request: web.Request) -> TopicName:
-    m = request.match_info
-    return parse_topic(f"persistent://{m['tenant']}/{m['ns']}/{m['topic']}")
 
 
 def message_id(body: object) -> Position:
@@ -170,16 +133,6 @@ class _OffloadRoutes:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
-    async def _body(self, request: web.Request) -> object:
-        limit = self.service.config.broker_admin_body_bytes_max
-        raw = await request.content.read(limit + 1)
-        if len(raw) > limit:
-            raise BadRequestBody("request body too large")
-        try:
-            return json.loads(raw.decode() or "null")
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise BadRequestBody("request body is not JSON") from None
-
     async def _known_topic(self, name: TopicName) -> PersistentTopic:
         """The topic, loaded if needed; NotFound (404) if it was never created."""
         if str(name) not in self.service.topics:
@@ -190,10 +143,9 @@ class _OffloadRoutes:
 
     # --- topic ------------------------------------------------------------------------------
 
-    @_answers_errors
     async def trigger(self, request: web.Request) -> web.StreamResponse:
-        name = _topic_name(request)
-        before = message_id(await self._body(request))
+        name = topic_of(request)
+        before = message_id(await body_json(request))
         topic = await self._known_topic(name)
         check_offload_position(topic.ml.ledgers(), before)
         if self.service.cold is None:
@@ -204,19 +156,16 @@ class _OffloadRoutes:
         log.info("offload of %s before %s started", name, before)
         return web.Response(status=204)
 
-    @_answers_errors
     async def status(self, request: web.Request) -> web.StreamResponse:
-        topic = await self._known_topic(_topic_name(request))
+        topic = await self._known_topic(topic_of(request))
         return web.json_response(status_json(topic.ml.offload_status, self.service.cold_error))
 
-    @_answers_errors
     async def internal_stats(self, request: web.Request) -> web.StreamResponse:
-        topic = await self._known_topic(_topic_name(request))
+        topic = await self._known_topic(topic_of(request))
         return web.json_response(internal_stats(topic))
 
-    @_answers_errors
     async def get_topic_policies(self, request: web.Request) -> web.StreamResponse:
-        name = _topic_name(request)
+        name = topic_of(request)
         own = await policies.topic_policies(self.service.astore, name)
         if request.query.get("applied", "false").lower() != "true":
             return web.json_response(own.get(offload_policy.TOPIC_OFFLOAD_KEY))
@@ -226,59 +175,48 @@ class _OffloadRoutes:
                                   offload_policy.THRESHOLD_SECONDS_FIELD: policy.threshold_seconds,
                                   offload_policy.DELETION_LAG_FIELD: policy.deletion_lag_ms})
 
-    @_answers_errors
     async def set_topic_policies(self, request: web.Request) -> web.StreamResponse:
-        name = _topic_name(request)
-        value = offload_policy.check_offload_policies(await self._body(request))
+        name = topic_of(request)
+        value = offload_policy.check_offload_policies(await body_json(request))
         await policies.set_topic_policy(self.service.astore, name, offload_policy.TOPIC_OFFLOAD_KEY, value)
         return web.Response(status=204)
 
-    @_answers_errors
     async def remove_topic_policies(self, request: web.Request) -> web.StreamResponse:
-        await policies.set_topic_policy(self.service.astore, _topic_name(request),
+        await policies.set_topic_policy(self.service.astore, topic_of(request),
                                         offload_policy.TOPIC_OFFLOAD_KEY, None)
         return web.Response(status=204)
 
     # --- namespace --------------------------------------------------------------------------
 
-    def _namespace(self, request: web.Request) -> tuple[str, str]:
-        return parse_namespace(f"{request.match_info['tenant']}/{request.match_info['ns']}")
-
-    @_answers_errors
     async def get_ns_long(self, request: web.Request, *, key: str, unset: int | None) -> web.StreamResponse:
-        found = await policies.namespace_policies(self.service.astore, *self._namespace(request))
+        found = await policies.namespace_policies(self.service.astore, *namespace_of(request))
         value = found.get(key)
         return web.json_response(unset if value is None else value)
 
-    @_answers_errors
     async def set_ns_long(self, request: web.Request, *, key: str, what: str) -> web.StreamResponse:
-        tenant, ns = self._namespace(request)
-        value = check_long(await self._body(request), what)
+        tenant, ns = namespace_of(request)
+        value = check_long(await body_json(request), what)
         await policies.set_namespace_policy(self.service.astore, tenant, ns, key, value)
         return web.Response(status=204)
 
-    @_answers_errors
     async def remove_ns_key(self, request: web.Request, *, key: str) -> web.StreamResponse:
-        tenant, ns = self._namespace(request)
+        tenant, ns = namespace_of(request)
         await policies.set_namespace_policy(self.service.astore, tenant, ns, key, None)
         return web.Response(status=204)
 
-    @_answers_errors
     async def get_ns_policies(self, request: web.Request) -> web.StreamResponse:
-        found = await policies.namespace_policies(self.service.astore, *self._namespace(request))
+        found = await policies.namespace_policies(self.service.astore, *namespace_of(request))
         return web.json_response(offload_policy.namespace_offload_policies(found))
 
-    @_answers_errors
     async def set_ns_policies(self, request: web.Request) -> web.StreamResponse:
-        tenant, ns = self._namespace(request)
-        value = offload_policy.check_offload_policies(await self._body(request))
+        tenant, ns = namespace_of(request)
+        value = offload_policy.check_offload_policies(await body_json(request))
         await policies.set_namespace_policies(self.service.astore, tenant, ns,
                                               offload_policy.namespace_fields(value))
         return web.Response(status=204)
 
-    @_answers_errors
     async def remove_ns_policies(self, request: web.Request) -> web.StreamResponse:
-        tenant, ns = self._namespace(request)
+        tenant, ns = namespace_of(request)
         unset = dict.fromkeys(offload_policy.OFFLOAD_POLICY_FIELDS)
         await policies.set_namespace_policies(self.service.astore, tenant, ns, offload_policy.namespace_fields(unset))
         return web.Response(status=204)

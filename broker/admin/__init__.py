@@ -1,0 +1,1 @@
+"""Pulsar's admin REST API, one module per resource (`broker.admin.server` assembles them)."""

@@ -1,0 +1,327 @@
+"""Lookup over HTTP, topic unload, and the 307 that sends a topic's admin call to its owner.
+
+Registered by `broker.admin.server` (`register(app, service)`; `owner_redirect` is in its
+middleware list, inside the error middleware). The helpers that run one partition's call on the
+broker that serves it (`partition_stats`, `partition_has_clients`, `delete_partition`,
+`peer_call`) are used by the other resource modules.
+
+Lookup (`/lookup/v2/topic/persistent/{t}/{ns}/{topic}`):
+- `GET    ...` → LookupData `{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl"}`
+  of the topic's owner, assigning the bundle if it has none. When the assignment names another
+  broker, the answer is a 307 to the same path there with `authoritative=true` (that broker
+  takes the bundle and answers), as Pulsar's TopicLookup does.
+- `GET    .../bundle` → the topic's bundle, `"0x00000000_0x40000000"` (a JSON string).
+
+Topics: `PUT /admin/v2/persistent/{t}/{ns}/{topic}/unload` → 204: the topic is closed on its
+owner and its clients look it up again (a partitioned topic: every partition, on its owner; an
+unowned topic: nothing to do).
+
+Owner redirect (`owner_redirect`): a call on one topic (`/admin/v2/persistent/{t}/{ns}/{topic}...`)
+is served by the topic's owner. Owned here → served. Owned elsewhere, or assigned elsewhere now
+→ 307 with `Location` = the owner's httpUrl + the same path and query, `authoritative=true`
+(the client re-sends method and body). No broker can own it → 412 `{"reason": "Can't find owner
+for topic <t>"}`. Not redirected: partitioned topics, `.../partitions` and
+`.../partitioned-stats` (they only touch metadata, or fan out over the partitions, each on its
+owner: `partition_stats`, `partition_has_clients`, `delete_partition`), namespace and lookup
+routes, and an unload of an unowned topic (nothing is assigned just to unload it).
+
+What must hold: a call is never served by a broker that does not own the topic; a 307 names a
+live owner; errors are `{"reason": ...}`. A topic that moves between the check and the handler is
+followed with a 307 too (the handler's OwnedElsewhere), or answered 503 while it is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from broker import bundles as bundles_mod
+from broker.admin.http import error, flag, topic_of
+from broker.bundles import NamespaceBundles
+from broker.ownership import LookupKind, ownership_path
+from broker.topic_stats import topic_stats
+from common.errors import (
+    BundleNotOwned,
+    LeaseLost,
+    NoOwner,
+    NotAllowed,
+    NotFound,
+    OwnedElsewhere,
+    ServiceNotReady,
+    ShuttingDown,
+)
+from common.topic_names import TopicName
+
+if TYPE_CHECKING:
+    from broker.ownership import Ownership
+    from broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+TOPIC_ROUTE = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
+# topic-level routes that fan out over partitions (served by any broker, never redirected whole)
+FANOUT_SUFFIXES = frozenset({"/partitions", "/partitioned-stats"})
+# served by the owner when there is one, but nothing is assigned just for them
+NO_ASSIGN_SUFFIXES = frozenset({"/unload"})
+PEER_REQUEST_TIMEOUT_S = 30.0     # one admin call forwarded to another broker
+PEER_REDIRECTS_MAX = 5
+UNLOAD_TOPIC_TIMEOUT_S = 30.0     # closing one topic for `topics unload`
+
+_SERVICE: web.AppKey[BrokerService] = web.AppKey("cluster_service")
+
+
+def register(app: web.Application, service: BrokerService) -> None:
+    """Add the lookup and topic-unload routes (and the service the redirect reads)."""
+    app[_SERVICE] = service
+    r = _LookupRoutes(service)
+    lookup = "/lookup/v2/topic/persistent/{tenant}/{ns}/{topic}"
+    app.router.add_get(lookup, r.lookup)
+    app.router.add_get(lookup + "/bundle", r.bundle_of_topic)
+    app.router.add_put(TOPIC_ROUTE + "/unload", r.unload_topic)
+
+
+def redirect_to(http_url: str, request: web.Request) -> web.Response:
+    """307 to the same path and query on `http_url`, with `authoritative=true`."""
+    location = http_url.rstrip("/") + str(request.rel_url.update_query(authoritative="true"))
+    return web.Response(status=307, headers={"Location": location})
+
+
+def lookup_data(native_url: str, http_url: str) -> dict:
+    """Pulsar's LookupData (no TLS listeners)."""
+    return {"brokerUrl": native_url, "brokerUrlTls": "", "httpUrl": http_url, "httpUrlTls": "",
+            "nativeUrl": native_url}
+
+
+
+
+
+
+async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
+                    ) -> tuple[int, object]:
+    """An admin call on another broker (`authoritative=true`), its redirects followed (bounded):
+    (status, decoded JSON body or None; for an error status, the reason). Status 0 when it could
+    not be reached or did not answer within PEER_REQUEST_TIMEOUT_S."""
+    timeout = aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S)
+    url = http_url.rstrip("/") + path
+    params = {**(query or {}), "authoritative": "true"}
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, \
+                session.request(method, url, params=params, max_redirects=PEER_REDIRECTS_MAX) as resp:
+            status, text = resp.status, await resp.text()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return 0, f"{url}: {exc or type(exc).__name__}"
+    try:
+        body = json.loads(text) if text else None
+    except ValueError:
+        body = text
+    if status >= 300:
+        reason = body.get("reason", text) if isinstance(body, dict) else text
+        return status, f"{url}: HTTP {status}: {reason}"
+    return status, body
+
+
+async def forward_put(http_url: str, path: str) -> str | None:
+    """PUT `path` on another broker (`peer_call`): None when it answered 2xx, else what went wrong."""
+    status, body = await peer_call(http_url, "PUT", path)
+    return None if 200 <= status < 300 else str(body)
+
+
+# --- one partition, on its owner (the partitioned routes of broker.admin.topics fan out with these) ---
+
+async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bool,
+                          authoritative: bool = False) -> str | None:
+    """The HTTP URL of the broker that serves `name`, or None when it is this one. With `assign`,
+    an unowned bundle is assigned first (`Ownership.resolve`; NotAllowed "Can't find owner for
+    topic <t>" if nobody can take it); without, an unowned topic counts as this broker's (there is
+    nothing loaded anywhere). ServiceNotReady while starting or with the lease lapsed."""
+    if not service.web_url:
+        raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
+    if assign:
+        try:
+            answer = await service.ownership.resolve(name, authoritative=authoritative)
+        except NoOwner:
+            raise NotAllowed(f"Can't find owner for topic {name}") from None     # 412
+        except LeaseLost as exc:
+            raise ServiceNotReady(str(exc)) from None                           # 503
+        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url
+        return None if mine else answer.http_url
+    bundle = await service.ownership.bundle_of(name)
+    owner = await service.ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
+    return None if owner is None or owner.mine else owner.http_url
+
+
+async def is_partition_of_existing(service: BrokerService, name: TopicName) -> bool:
+    """`name` is partition i of a partitioned topic with more than i partitions (Pulsar serves
+    such a partition even before anything used it)."""
+    index = name.partition_index
+    return index >= 0 and index < await service.partitions(name.base)
+
+
+async def partition_stats(service: BrokerService, name: TopicName) -> dict:
+    """One partition's stats from the broker that serves it (loaded there if it was not)."""
+    url = await owner_elsewhere(service, name, assign=True)
+    if url is None:
+        return topic_stats(await service.get_topic(name))
+    status, body = await peer_call(url, "GET", f"/admin/v2/persistent/{name.path}/stats")
+    if status != 200 or not isinstance(body, dict):
+        raise ServiceNotReady(f"stats of {name} from its owner: {body}")
+    return body
+
+
+async def partition_has_clients(service: BrokerService, name: TopicName) -> bool:
+    """Producers or consumers attached to the partition, wherever it is served."""
+    url = await owner_elsewhere(service, name, assign=False)
+    if url is None:
+        loaded = service.topics.get(str(name))
+        return loaded is not None and loaded.has_clients()
+    status, body = await peer_call(url, "GET", f"/admin/v2/persistent/{name.path}/stats")
+    if status == 404:
+        return False
+    if status != 200 or not isinstance(body, dict):
+        raise ServiceNotReady(f"stats of {name} from its owner: {body}")
+    subscriptions = body.get("subscriptions") or {}
+    return bool(body.get("publishers")) or any(s.get("consumers") for s in subscriptions.values())
+
+
+async def delete_partition(service: BrokerService, name: TopicName, *, force: bool) -> None:
+    """Delete one partition and its data on the broker that serves it; a partition nothing ever
+    stored is not an error."""
+    url = await owner_elsewhere(service, name, assign=False)
+    if url is None:
+        try:
+            await service.delete_topic(name, force=force)
+        except NotFound:
+            pass
+        return
+    status, body = await peer_call(url, "DELETE", f"/admin/v2/persistent/{name.path}",
+                                   {"force": "true" if force else "false"})
+    if status == 412:
+        raise NotAllowed(f"deleting {name} on its owner: {body}")
+    if status not in (200, 204, 404):
+        raise ServiceNotReady(f"deleting {name} on its owner: {body}")
+
+
+class _LookupRoutes:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    @property
+    def ownership(self) -> Ownership:
+        if not self.service.web_url:
+            raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
+        return self.service.ownership
+
+    async def _bundles(self, tenant: str, namespace: str) -> NamespaceBundles:
+        """The namespace's bundles as stored now (created with the default count on first use)."""
+        return await bundles_mod.load_bundles(self.service.astore, tenant, namespace,
+                                              self.service.config.broker_default_namespace_bundles)
+
+    # --- namespaces --------------------------------------------------------------------------------
+
+
+
+
+
+
+
+
+    # --- lookup ------------------------------------------------------------------------------------
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        name = topic_of(request)
+        if self.service.closing:
+            raise ShuttingDown("broker is shutting down")
+        answer = await self.ownership.resolve(name, authoritative=flag(request, "authoritative"))
+        if answer.kind is LookupKind.REDIRECT:
+            return redirect_to(answer.http_url, request)
+        return web.json_response(lookup_data(answer.native_url, answer.http_url))
+
+    async def bundle_of_topic(self, request: web.Request) -> web.Response:
+        name = topic_of(request)
+        return web.json_response((await self._bundles(name.tenant, name.namespace)).find(str(name)).key)
+
+    # --- topics ------------------------------------------------------------------------------------
+
+    async def unload_topic(self, request: web.Request) -> web.Response:
+        """A (partition) topic: closed here (the redirect sent the call to its owner). A partitioned
+        topic: each partition on its owner."""
+        name = topic_of(request)
+        count = await self.service.partitions(name) if name.partition_index < 0 else 0
+        if count == 0:
+            await self._unload_topic_here(name)
+            return web.Response(status=204)
+        failures = [f for f in await asyncio.gather(*(self._unload_partition(name.partition(i))
+                                                      for i in range(count))) if f is not None]
+        if failures:
+            return error(500, "unloading failed: " + "; ".join(failures))
+        return web.Response(status=204)
+
+    async def _unload_partition(self, name: TopicName) -> str | None:
+        bundle = await self.ownership.bundle_of(name)
+        owner = await self.ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
+        if owner is None:
+            return None
+        if owner.mine:
+            await self._unload_topic_here(name)
+            return None
+        return await forward_put(owner.http_url, f"/admin/v2/persistent/{name.path}/unload")
+
+    async def _unload_topic_here(self, name: TopicName) -> None:
+        """Close the loaded topic (its clients look it up again and come back); not loaded: nothing."""
+        topic = self.service.topics.get(str(name))
+        if topic is None:
+            return
+        try:
+            await asyncio.wait_for(self.service.release(topic), UNLOAD_TOPIC_TIMEOUT_S)
+        except TimeoutError:
+            raise ServiceNotReady(f"closing {name} took over {UNLOAD_TOPIC_TIMEOUT_S:.0f} s") from None
+
+
+
+
+
+
+
+
+# --- the owner redirect --------------------------------------------------------------------------
+
+def _topic_route_suffix(request: web.Request) -> str | None:
+    """The part after `.../{topic}` of a topic route's pattern; None for any other route."""
+    resource = request.match_info.route.resource
+    canonical = resource.canonical if resource is not None else ""
+    if not canonical.startswith(TOPIC_ROUTE):
+        return None
+    return canonical[len(TOPIC_ROUTE):]
+
+
+@web.middleware
+async def owner_redirect(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Serve a topic's admin call on its owner (see the module docstring)."""
+    service = request.app.get(_SERVICE)
+    suffix = _topic_route_suffix(request)
+    if service is None or suffix is None:
+        return await handler(request)
+    name = topic_of(request)
+    # a partitioned topic's routes fan out over the partitions or only touch metadata
+    fans_out = suffix in FANOUT_SUFFIXES or (name.partition_index < 0 and await service.partitions(name) > 0)
+    if not fans_out:
+        # NotAllowed (412: no owner) and ServiceNotReady (503) are answered by the error middleware
+        url = await owner_elsewhere(service, name, assign=suffix not in NO_ASSIGN_SUFFIXES,
+                                    authoritative=flag(request, "authoritative"))
+        if url is not None:
+            return redirect_to(url, request)
+    try:
+        return await handler(request)
+    except OwnedElsewhere as exc:   # the topic moved since the check: send the call after it
+        owner_url = exc.details.get("http_url")
+        if exc.details.get("topic") == str(name) and isinstance(owner_url, str) and owner_url:
+            return redirect_to(owner_url, request)
+        raise ServiceNotReady(str(exc)) from None
+    except BundleNotOwned as exc:   # being unloaded, or the lease lapsed: retry shortly
+        raise ServiceNotReady(str(exc)) from None

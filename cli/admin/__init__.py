@@ -1,0 +1,74 @@
+"""`strata admin`: pulsar-admin's command tree over the broker's admin REST API (thin clients).
+
+    strata admin [--admin-url http://127.0.0.1:8080] [-o table|json] [-y] GROUP ACTION ...
+
+Groups: `tenants`, `namespaces`, `topics` (subscription operations included, as pulsar-admin's),
+`brokers`, `clusters`, `broker-stats`. One module per resource declares its commands
+(`add_parsers(groups)`, each leaf with `run(args, client) -> int`): `cli.admin.topics`,
+`namespaces`, `offload`, `cluster`, and the others listed in `_MODULES`.
+
+Output: rich tables by default; `-o json` prints the broker's JSON (for scripts). Destructive
+commands ask first unless `-y/--yes`. Units: `cli.admin.units` (pulsar-admin 3.x: a bare time is
+seconds, a bare size bytes). Topic names may be short (`my-topic` →
+`persistent://public/default/my-topic`).
+
+Exit status: 0 done; 1 the broker refused (its `reason` is printed: `HTTP 404: Topic not found`) or
+could not be reached; 2 bad arguments or a name that is not valid (nothing is sent), or a
+destructive command not confirmed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import urllib.error
+
+from cli.admin.client import OUTPUTS, AdminClient
+from common.errors import StrataError
+
+GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats")
+# the modules that declare commands, each with add_parsers(groups)
+_MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="strata admin", description="administer a Strata cluster")
+    p.add_argument("--admin-url", "--url", dest="admin_url", default="http://127.0.0.1:8080",
+                   help="broker admin HTTP URL (any broker of the cluster)")
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default) or json")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask before destructive commands")
+    subparsers = p.add_subparsers(dest="group", required=True)
+    groups = {name: subparsers.add_parser(name).add_subparsers(dest="action", required=True) for name in GROUPS}
+    for module in _MODULES:
+        importlib.import_module(module).add_parsers(groups)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    client = AdminClient(args.admin_url, output=args.output, yes=args.yes or getattr(args, "yes_here", False))
+    try:
+        return int(args.run(args, client))
+    except StrataError as exc:
+        print(f"strata admin: {exc}", file=sys.stderr)
+        return 2
+    except urllib.error.HTTPError as exc:
+        return _http_error(exc)
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"strata admin: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"strata admin: unexpected answer from {args.admin_url}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _http_error(exc: urllib.error.HTTPError) -> int:
+    """Print the broker's `reason` for an HTTP error; exit status 1."""
+    try:
+        reason = json.loads(exc.read() or b"{}").get("reason", exc.reason)
+    except (ValueError, AttributeError):
+        reason = exc.reason
+    print(f"strata admin: HTTP {exc.code}: {reason}", file=sys.stderr)
+    return 1

@@ -1,0 +1,56 @@
+"""`strata admin` cluster commands (pulsar-admin's names) over `broker.admin.lookup` / `brokers`.
+
+    strata admin topics lookup TOPIC                            the owner's service URL
+    strata admin topics bundle-range TOPIC                      "0x00000000_0x40000000"
+    strata admin topics unload TOPIC
+    strata admin brokers list [CLUSTER]                         ["host:webPort", ...]
+    strata admin brokers leader-broker                          {"brokerId", "serviceUrl"}
+    strata admin brokers healthcheck                            "ok"
+    strata admin clusters list
+    strata admin clusters get-cluster-name
+    strata admin broker-stats load-report                       this broker's LocalBrokerData
+
+Every command works against any broker of a cluster: the client follows a 307 to the owner.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.admin.client import AdminClient
+from cli.admin.commands import Groups, command, routed
+from common.topic_names import parse_topic
+
+
+def add_parsers(groups: Groups) -> None:
+    topics = groups["topics"]
+    command(topics, "lookup", _lookup, "the service URL of the broker that serves the topic").add_argument("topic")
+    command(topics, "bundle-range", routed(
+        lambda a: ("GET", f"/lookup/v2/topic/persistent/{parse_topic(a.topic).path}/bundle", None)),
+        ).add_argument("topic")
+    command(topics, "unload", routed(
+        lambda a: ("PUT", f"/admin/v2/persistent/{parse_topic(a.topic).path}/unload", None)),
+        ).add_argument("topic")
+    brokers = groups["brokers"]
+    command(brokers, "list", routed(
+        lambda a: ("GET", "/admin/v2/brokers" + (f"/{a.cluster}" if a.cluster else ""), None)),
+        ).add_argument("cluster", nargs="?", default=None)
+    command(brokers, "leader-broker", routed(lambda a: ("GET", "/admin/v2/brokers/leaderBroker", None)))
+    command(brokers, "healthcheck", routed(lambda a: ("GET", "/admin/v2/brokers/health", None)))
+    command(groups["clusters"], "list", routed(lambda a: ("GET", "/admin/v2/clusters", None)))
+    command(groups["clusters"], "get-cluster-name", _cluster_name)
+    command(groups["broker-stats"], "load-report", routed(lambda a: ("GET", "/admin/v2/broker-stats/load-report",
+                                                                     None)))
+
+
+def _lookup(args: argparse.Namespace, client: AdminClient) -> int:
+    """As pulsar-admin prints it: the owner's service URL."""
+    result = client.call("GET", f"/lookup/v2/topic/persistent/{parse_topic(args.topic).path}")
+    client.show(result.get("brokerUrl") if isinstance(result, dict) else result)
+    return 0
+
+
+def _cluster_name(args: argparse.Namespace, client: AdminClient) -> int:
+    names = client.call("GET", "/admin/v2/clusters")
+    client.show(names[0] if isinstance(names, list) and names else names)
+    return 0

@@ -1,0 +1,53 @@
+"""Helpers to declare `strata admin` commands: each leaf parser carries `run(args, client) -> int`.
+
+`command(group, name, run)` adds a leaf; `routed(route)` makes the `run` of a command that is one
+REST call: `route(args) -> (method, path, body)`, the answer shown (table or `-o json`);
+`destructive(parser)` adds `-y/--yes`. Names are checked by `topic_path` / `namespace_path`
+(InvalidTopicName, exit status 2) before anything is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from cli.admin.client import AdminClient
+from common.topic_names import parse_namespace, parse_topic
+
+Groups = dict[str, argparse._SubParsersAction]
+Run = Callable[[argparse.Namespace, AdminClient], int]
+Route = Callable[[argparse.Namespace], tuple[str, str, object]]
+
+
+def command(group: argparse._SubParsersAction, name: str, run: Run, help: str | None = None,
+            aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+    parser = group.add_parser(name, help=help, aliases=list(aliases))
+    parser.set_defaults(run=run)
+    return parser
+
+
+def routed(route: Route, *, columns: tuple[str, ...] | None = None) -> Run:
+    """The `run` of a one-call command: send `route(args)`, show the answer (if any)."""
+    def run(args: argparse.Namespace, client: AdminClient) -> int:
+        method, path, body = route(args)
+        result = client.call(method, path, body)
+        if result is not None:
+            client.show(result, columns=columns)
+        return 0
+    return run
+
+
+def destructive(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`-y/--yes`: do it without asking."""
+    parser.add_argument("-y", "--yes", dest="yes_here", action="store_true", help="do not ask for confirmation")
+    return parser
+
+
+def topic_path(topic: str) -> str:
+    """`/admin/v2/persistent/t/ns/x` of a (short) topic name."""
+    return f"/admin/v2/persistent/{parse_topic(topic).path}"
+
+
+def namespace_path(namespace: str) -> str:
+    tenant, ns = parse_namespace(namespace)
+    return f"/admin/v2/namespaces/{tenant}/{ns}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from rich.console import Console
 from rich.live import Live
@@ -35,7 +36,8 @@ from cli.top.terminal import Keyboard
 from common.errors import StrataError
 from common.topic_names import parse_namespace
 
-CHROME_LINES = 7     # screen lines that are not table rows: header (up to 2), table head (2), keys, margin
+CHROME_LINES = 7     # screen lines that are not table rows: header (2), table head (2), keys, margin
+POLL_S = 0.05        # how often the live view looks for a snapshot while one is being fetched
 
 
 def _positive(kind: type[int] | type[float]):
@@ -110,27 +112,35 @@ def _batch(args: argparse.Namespace) -> int:
 
 
 def _live(args: argparse.Namespace) -> int:
+    """The screen view: snapshots fetched in the background every interval, so keys stay quick
+    while a broker is slow to answer; redrawn on each snapshot and after each key."""
     console = Console()
     history, state = History(), ViewState(sort=args.sort)
-
-    def draw(live: Live, snapshot: Snapshot, keyboard: Keyboard) -> None:
-        rows_max = max(1, console.size.height - CHROME_LINES)
-        live.update(frame(snapshot, history, state, clock_text=_clock_text(), limit=args.limit,
-                          interactive=keyboard.active, rows_max=rows_max), refresh=True)
-
-    with Keyboard() as keyboard, Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
-        while not state.quit:
-            snapshot = _snapshot(args)
-            history.record(snapshot)
-            deadline_s = time.monotonic() + args.interval
+    snapshot: Snapshot | None = None
+    pending: Future[Snapshot] | None = None
+    next_fetch_s = 0.0
+    fetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strata-top-fetch")
+    try:
+        with Keyboard() as keyboard, Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
             while not state.quit:
-                draw(live, snapshot, keyboard)
-                remaining_s = deadline_s - time.monotonic()
-                if remaining_s <= 0:
-                    break
-                for key in keyboard.read(remaining_s):
-                    shown = [t.name for t in sorted_topics(snapshot, state.sort, args.limit)]
+                now_s = time.monotonic()
+                if pending is None and now_s >= next_fetch_s:
+                    pending, next_fetch_s = fetcher.submit(_snapshot, args), now_s + args.interval
+                dirty = False
+                if pending is not None and pending.done():
+                    snapshot, pending, dirty = pending.result(), None, True
+                    history.record(snapshot)
+                wait_s = POLL_S if pending is not None else max(0.0, next_fetch_s - time.monotonic())
+                keys = keyboard.read(wait_s) if not dirty else []
+                for key in keys:
+                    shown = [t.name for t in sorted_topics(snapshot, state.sort, args.limit)] if snapshot else []
                     state = apply_key(state, key, shown)
+                if (dirty or keys) and snapshot is not None and not state.quit:
+                    live.update(frame(snapshot, history, state, clock_text=_clock_text(), limit=args.limit,
+                                      interactive=keyboard.active,
+                                      rows_max=max(1, console.size.height - CHROME_LINES)), refresh=True)
+    finally:
+        fetcher.shutdown(wait=False, cancel_futures=True)
     return 0
 
 

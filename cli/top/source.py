@@ -54,10 +54,11 @@ def _topics_of(url: str, timeout_s: float) -> object | None:
         return None
 
 
-def fetch(admin_url: str, timeout_s: float) -> Snapshot:
-    """One snapshot of the whole cluster (see the module docstring)."""
-    urls = broker_urls(admin_url, timeout_s)
+def gather(urls: list[str], timeout_s: float) -> Snapshot:
+    """Ask every broker of `urls` at once; those without an answer after `timeout_s` count as failed."""
     answers: dict[str, object | None] = dict.fromkeys(urls)
+    if not urls:
+        return merge(answers)
     pool = ThreadPoolExecutor(max_workers=min(PARALLEL_MAX, len(urls)), thread_name_prefix="strata-top")
     try:
         futures = {pool.submit(_topics_of, url, timeout_s): url for url in urls}
@@ -67,3 +68,8 @@ def fetch(admin_url: str, timeout_s: float) -> Snapshot:
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return merge(answers)
+
+
+def fetch(admin_url: str, timeout_s: float) -> Snapshot:
+    """One snapshot of the whole cluster (see the module docstring)."""
+    return gather(broker_urls(admin_url, timeout_s), timeout_s)

@@ -1,7 +1,7 @@
 """`strata top`: its pure parts over hand-made snapshots (merge, sort, sparkline, frames, the key
 state machine), its keyboard on a real pseudo-terminal, and one run against a real standalone:
-two topics with different backlogs, `--once --sort backlog`, and the broker-stats route's JSON
-against each topic's own stats.
+two topics with different backlogs, `--once --sort backlog`, the broker-stats route's JSON
+against each topic's own stats, and a broker that never answers counted as failed within the bound.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import pty
+import socket
 import termios
+import time
 import urllib.request
 import uuid
 
@@ -30,6 +32,7 @@ from cli.top.model import (
     subscription_key,
 )
 from cli.top.render import KEYS_LINE, frame, to_text, window
+from cli.top.source import gather
 from cli.top.terminal import Keyboard
 
 B1, B2, B3 = "http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.0.0.3:8080"
@@ -351,3 +354,13 @@ def test_top_once_against_a_standalone(tmp_path, capsys: pytest.CaptureFixture[s
             direct = _get(f"{sa.admin_url}/admin/v2/persistent/public/default/{local}/stats")
             assert _without_rates(from_route) == _without_rates(direct)
             assert from_route["msgBacklog"] == (3 if topic == small else 11)
+
+        with socket.socket() as black_hole:                 # accepts connections, never answers
+            black_hole.bind(("127.0.0.1", 0))
+            black_hole.listen(8)
+            silent = f"http://127.0.0.1:{black_hole.getsockname()[1]}"
+            started_s = time.monotonic()
+            merged = gather([sa.admin_url, silent], timeout_s=1.0)
+            elapsed_s = time.monotonic() - started_s
+        assert merged.brokers_answered == (sa.admin_url,) and merged.brokers_failed == (silent,)
+        assert elapsed_s < 3.0 and merged.topics[large].backlog_msgs == 11

@@ -1,0 +1,225 @@
+"""`broker.storage_explain` over managed-ledger state (the `LedgerView` value model the cursor
+tests use, and real `ManagedCursor`s): each culprit's diagnosis, when ledgers go, the advice, and
+that the decomposition sums exactly to storageSize (also under hypothesis, over random ledgers,
+acks and policies). The same analysis against a real standalone: tests/acceptance/test_explain_storage.py.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.offload_policy import OffloadPolicy
+from broker.storage_explain import (
+    AWAITING_TRIM,
+    OPEN,
+    PINNED,
+    RETAINED,
+    UNCONSUMED,
+    Settings,
+    StorageExplanation,
+    StorageFacts,
+    duration,
+    explain,
+    retention_text,
+    to_json,
+)
+from cursor.managed_cursor import ManagedCursor
+from cursor.retention import MIB, RetentionPolicy
+from cursor.stats import storage_size_bytes
+from ledger.position import EARLIEST, Position
+from tests.support.ledger_view import MemoryLedgerView
+
+P = Position
+MINUTE_MS = 60_000
+DAY_MS = 1_440 * MINUTE_MS
+NOW_MS = 10 * DAY_MS
+SETTINGS = Settings(rollover_entries=50_000, rollover_bytes=2 << 30, rollover_age_ms=4 * 60 * MINUTE_MS,
+                    rollover_min_age_ms=10 * MINUTE_MS, retention_check_interval_ms=60_000, s3_bucket="")
+NO_OFFLOAD = OffloadPolicy(-1, -1, 14_400_000)
+
+
+def facts(time_minutes: int = 0, size_mb: int = 0, ttl_seconds: int = 0) -> StorageFacts:
+    return StorageFacts(RetentionPolicy(time_minutes, size_mb), ttl_seconds, NO_OFFLOAD, SETTINGS)
+
+
+def view_of(ledgers: int, entries: int = 4, size: int = 1000, start_ms: int = 3 * DAY_MS) -> MemoryLedgerView:
+    """`ledgers` ledgers of `entries` entries (the last one open), published a minute apart
+    from `start_ms` on, entry k of the topic `size + k` bytes (so apportioning is visible)."""
+    spec = []
+    k = 0
+    for _ in range(ledgers):
+        row = []
+        for _ in range(entries):
+            row.append((size + k, 1, start_ms + k * MINUTE_MS))
+            k += 1
+        spec.append(row)
+    return MemoryLedgerView(spec)
+
+
+def cursor(view: MemoryLedgerView, name: str = "sub", md: Position = EARLIEST) -> ManagedCursor:
+    return ManagedCursor(name, view, mark_delete_position=md, durable=False)
+
+
+def parts(e: StorageExplanation) -> dict[str, int]:
+    return {p.category: p.size_bytes for p in e.decomposition}
+
+
+def assert_sums(e: StorageExplanation, view: MemoryLedgerView) -> None:
+    assert e.storage_size_bytes == storage_size_bytes(view)
+    assert sum(parts(e).values()) == e.storage_size_bytes
+    for ledger in e.ledgers:
+        assert sum(ledger.parts.values()) == ledger.size_bytes
+
+
+def test_one_unacked_old_message_pins_the_consumed_ledgers_after_it() -> None:
+    view = view_of(4)
+    sub = cursor(view)
+    sub.ack([p for p in view.all_positions() if p != P(1, 0)])
+    e = explain("t", view, [sub], facts(), NOW_MS)
+    assert_sums(e, view)
+    [s] = e.subscriptions
+    assert (s.backlog_entries, s.ack_holes, s.oldest_unacked) == (1, 1, P(1, 0))
+    assert s.oldest_unacked_publish_ms == 3 * DAY_MS
+    sizes = [ledger.size_bytes for ledger in e.ledgers]
+    assert parts(e)[UNCONSUMED] == sizes[0] * 1 // 4          # apportioned by entries
+    assert parts(e)[PINNED] == sizes[0] - sizes[0] // 4 + sizes[1] + sizes[2]
+    assert parts(e)[OPEN] == sizes[3]
+    assert s.pinned_ledgers == 3 and s.pinned_bytes == sum(sizes[:3])
+    assert s.pinned_acked_bytes == parts(e)[PINNED]
+    assert e.ledgers[1].kept_by[0].kind == "subscription" and e.ledgers[1].kept_by[0].ack_holes == 1
+    assert e.ledgers[0].goes_at_ms is None
+    assert e.ledgers[0].goes == "when sub acks up to 1:3 (its oldest unacked entry is 1:0)"
+    assert e.ledgers[1].goes == "when sub acks up to 2:3 (its oldest unacked entry is 1:0)"
+    assert e.ledgers[3].goes.startswith("at rollover (after 50000 entries")
+    line = e.advice[0]
+    assert line.startswith("subscription sub has 1 unacked message, the oldest 1:0 from 7d ago")
+    assert "pinning" in line and "in 3 ledgers (1 ack hole)" in line
+
+
+def test_ack_holes_are_counted_below_the_highest_ack_only() -> None:
+    view = view_of(3)
+    sub = cursor(view)
+    sub.ack([P(1, 1), P(1, 3), P(2, 0), P(2, 2)])         # unacked: 1:0 1:2 2:1 2:3 and ledger 3
+    e = explain("t", view, [sub], facts(), NOW_MS)
+    assert_sums(e, view)
+    [s] = e.subscriptions
+    assert s.ack_holes == 3                               # 1:0, 1:2, 2:1 (2:3 is above the last ack)
+    assert s.backlog_entries == 4 + 4
+    assert e.ledgers[0].unacked_entries == 2 and e.ledgers[1].unacked_entries == 2
+
+
+def test_ttl_says_when_a_pinned_ledger_goes() -> None:
+    view = view_of(3)
+    sub = cursor(view)
+    sub.ack([p for p in view.all_positions() if p != P(1, 0)])
+    e = explain("t", view, [sub], facts(ttl_seconds=3600), NOW_MS)
+    first = e.ledgers[0]
+    assert first.goes_at_ms == first.last_publish_ms + 3_600_000 < NOW_MS
+    assert first.goes.startswith("at the next retention pass (when sub acks up to 1:3 (its oldest unacked "
+                                 "entry is 1:0), or when the TTL (1h) expires it")
+    assert e.ledgers[1].goes_at_ms == e.ledgers[1].last_publish_ms + 3_600_000
+
+
+def test_retention_by_time_keeps_consumed_ledgers_until_it_expires() -> None:
+    view = view_of(4, start_ms=NOW_MS - 30 * MINUTE_MS)
+    sub = cursor(view)
+    sub.ack(view.all_positions())
+    e = explain("t", view, [sub], facts(time_minutes=7 * 1440, size_mb=-1), NOW_MS)
+    assert_sums(e, view)
+    assert parts(e)[RETAINED] == sum(ledger.size_bytes for ledger in e.ledgers[:3])
+    assert parts(e)[UNCONSUMED] == 0 and parts(e)[OPEN] == e.ledgers[3].size_bytes
+    for ledger in e.ledgers[:3]:
+        assert [k.kind for k in ledger.kept_by] == ["retention"]
+        assert ledger.goes_at_ms == ledger.last_publish_ms + 7 * DAY_MS
+    assert any(line.startswith("retention 7d keeps ") and "of consumed data in 3 ledgers" in line
+               for line in e.advice)
+
+
+def test_retention_by_size_keeps_the_newest_ledgers_under_the_bound() -> None:
+    view = MemoryLedgerView([[(MIB // 2, 1, 0)] * 2] * 4)  # four 1 MiB ledgers
+    sub = cursor(view)
+    sub.ack(view.all_positions())
+    e = explain("t", view, [sub], facts(time_minutes=-1, size_mb=2), NOW_MS)
+    assert_sums(e, view)
+    assert [ledger.parts for ledger in e.ledgers[:3]] == [{AWAITING_TRIM: MIB}, {AWAITING_TRIM: MIB}, {RETAINED: MIB}]
+    assert e.ledgers[2].goes == "when the topic grows past the retention size (2 MB)"
+    assert e.ledgers[0].goes.startswith("at the next retention pass")
+
+
+def test_no_subscription_leaves_closed_ledgers_to_the_next_retention_pass() -> None:
+    view = view_of(3)
+    e = explain("t", view, [], facts(), NOW_MS)
+    assert_sums(e, view)
+    assert parts(e)[AWAITING_TRIM] == e.ledgers[0].size_bytes + e.ledgers[1].size_bytes
+    assert [k.kind for k in e.ledgers[0].kept_by] == ["nothing"]
+    assert e.backlog_size_bytes == 0 and parts(e)[UNCONSUMED] == 0
+    assert any(line.startswith("no subscription: 2 ledgers") and "every 1m" in line for line in e.advice)
+
+
+def test_ledgers_go_oldest_first() -> None:
+    # ledger 2 was published before ledger 1 (publish times are the producers'): it waits for 1
+    view = MemoryLedgerView([[(100, 1, NOW_MS - 50 * MINUTE_MS)], [(100, 1, NOW_MS - 80 * MINUTE_MS)], []])
+    sub = cursor(view)
+    sub.ack(view.all_positions())
+    e = explain("t", view, [sub], facts(time_minutes=60, size_mb=-1), NOW_MS)
+    assert e.ledgers[0].goes_at_ms == NOW_MS + 10 * MINUTE_MS
+    assert e.ledgers[1].goes_at_ms == NOW_MS + 10 * MINUTE_MS
+    assert e.ledgers[1].goes == "with ledger 1 (ledgers go oldest first)"
+
+
+def test_two_subscriptions_backlog_is_the_union() -> None:
+    view = view_of(3)
+    fast, slow = cursor(view, "fast"), cursor(view, "slow")
+    fast.ack(view.all_positions())
+    slow.ack([p for p in view.all_positions() if p[0] == 1])
+    e = explain("t", view, [fast, slow], facts(), NOW_MS)
+    assert_sums(e, view)
+    assert e.ledgers[1].parts == {UNCONSUMED: e.ledgers[1].size_bytes}
+    assert [k.subscription for k in e.ledgers[1].kept_by] == ["slow"]
+    assert e.backlog_size_bytes == {s.name: s.backlog_bytes for s in e.subscriptions}["slow"]
+    assert any(line.startswith("subscription slow has a backlog of 8 entries") for line in e.advice)
+
+
+def test_json_shape() -> None:
+    view = view_of(2)
+    sub = cursor(view)
+    doc = to_json(explain("persistent://t/ns/x", view, [sub], facts(), NOW_MS))
+    assert set(doc) == {"topic", "nowMs", "storageSize", "backlogSize", "policies", "ledgers", "subscriptions",
+                        "decomposition", "advice"}
+    assert [p["category"] for p in doc["decomposition"]] == [UNCONSUMED, PINNED, RETAINED, OPEN, "offloaded",
+                                                             AWAITING_TRIM]
+    ledger = doc["ledgers"][0]
+    assert set(ledger) == {"ledgerId", "entries", "size", "state", "createdMs", "firstPublishMs", "lastPublishMs",
+                           "location", "unackedEntries", "keptBy", "goesAtMs", "goes", "bookieCopyGoesAtMs",
+                           "parts"}
+    assert doc["subscriptions"]["sub"]["oldestUnacked"] == "1:0"
+
+
+def test_words() -> None:
+    assert duration(14_400_000) == "4h" and duration(93_600_000) == "1d 2h" and duration(250) == "250ms"
+    assert retention_text(RetentionPolicy(10_080, -1)) == "7d"
+    assert retention_text(RetentionPolicy(-1, 10)) == "10 MB"
+    assert retention_text(RetentionPolicy(-1, -1)) == "unlimited (-1, -1)"
+
+
+@settings(max_examples=150, deadline=None)
+@given(ledgers=st.lists(st.lists(st.integers(0, 5000), min_size=0, max_size=6), min_size=1, max_size=5),
+       acks=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 5)), max_size=20),
+       subscriptions=st.integers(0, 2),
+       retention=st.sampled_from([(0, 0), (-1, -1), (60, -1), (-1, 1), (30, 1)]))
+def test_decomposition_always_sums_to_storage_size(ledgers, acks, subscriptions, retention) -> None:
+    view = MemoryLedgerView([[(size, 1, NOW_MS - 90 * MINUTE_MS + i * MINUTE_MS) for i, size in enumerate(row)]
+                             for row in ledgers])
+    positions = view.all_positions()
+    cursors = []
+    for n in range(subscriptions):
+        c = cursor(view, f"s{n}")
+        chosen = [positions[(a * 7 + b + n) % len(positions)] for a, b in acks] if positions else []
+        if chosen:
+            c.ack(chosen)
+        cursors.append(c)
+    e = explain("t", view, cursors, facts(*retention), NOW_MS)
+    assert_sums(e, view)
+    assert all(0.0 <= p.percent <= 100.0 for p in e.decomposition)
+    assert e.advice

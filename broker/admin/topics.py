@@ -7,8 +7,14 @@ Under `/admin/v2/persistent/{t}/{ns}` (`{topic}` = local name):
 - `GET    .../{topic}/partitions` → `{"partitions": N}`.
 - `DELETE .../{topic}/partitions[?force=true]` → 204: delete a partitioned topic and every
   partition's data (each on the broker that serves it); 412 while clients are attached (unless force).
+- `PUT    .../{topic}` → 204: create a non-partitioned topic (its managed ledger is opened); 409
+  "This topic already exists" if it exists, or a partitioned topic has that name.
 - `DELETE .../{topic}[?force=true]` → 204: delete a topic.
-- `GET    .../{topic}/stats` → topic stats (Pulsar's names, `broker.topic_stats`).
+- `GET    .../{topic}/stats[?getPreciseBacklog=true]` → topic stats (Pulsar's names,
+  `broker.topic_stats`); precise: `msgBacklog` counts messages, not entries. 404 "Topic not found"
+  for a topic never created.
+- `GET    .../{topic}/lastMessageId` → MessageIdImpl `{"ledgerId", "entryId", "partitionIndex"}` of
+  the last stored entry (`(first ledger, -1)` when empty); 412 on a partitioned topic.
 - `GET    .../{topic}/partitioned-stats[?perPartition=false]` → the partitions' stats (each from
   the broker that serves it) summed, plus `metadata.partitions` and `partitions.{name}`.
 - `GET    ...` → `["persistent://t/ns/x", ...]`; `GET .../partitioned` → partitioned topic names.
@@ -35,11 +41,13 @@ from broker.admin import lookup
 from broker.admin.http import body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.topic_stats import partitioned_stats, topic_stats
-from common.errors import BadRequestBody, NotAllowed, NotFound
+from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound
 from common.topic_names import TopicName
+from cursor.stats import subscription_stats
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
+    from broker.topic import PersistentTopic
 
 
 def register(app: web.Application, service: BrokerService) -> None:
@@ -51,6 +59,7 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get(topic + "/partitions", r.get_partitions)
     app.router.add_delete(topic + "/partitions", r.delete_partitioned)
     app.router.add_get(topic + "/stats", r.stats)
+    app.router.add_get(topic + "/lastMessageId", r.last_message_id)
     app.router.add_get(topic + "/partitioned-stats", r.stats_partitioned)
     app.router.add_post(topic + "/deduplicationEnabled", r.set_topic_dedup)
     app.router.add_get(topic + "/deduplicationEnabled", r.get_topic_dedup)
@@ -64,6 +73,18 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get(base + "/partitioned", r.list_partitioned)
     app.router.add_get(base, r.list_topics)
     app.router.add_delete(topic, r.delete_topic)
+    app.router.add_put(topic, r.create)
+
+
+def precise_backlog(topic: PersistentTopic, stats: dict) -> None:
+    """`?getPreciseBacklog=true`: each subscription's msgBacklog counts messages (batch members,
+    less those acked one by one) instead of entries; the topic's is the largest durable one."""
+    for name, sub in list(topic.subscriptions.items()):
+        if name in stats["subscriptions"]:
+            stats["subscriptions"][name]["msgBacklog"] = subscription_stats(sub.cursor, sub.ml).backlog_messages
+    durable = [stats["subscriptions"][n]["msgBacklog"] for n, sub in topic.subscriptions.items()
+               if sub.durable and n in stats["subscriptions"]]
+    stats["msgBacklog"] = max(durable, default=0)
 
 
 async def _body_partitions(request: web.Request) -> int:
@@ -119,15 +140,45 @@ class _TopicRoutes:
         await self.service.delete_topic(name, force=flag(request, "force"))
         return web.Response(status=204)
 
-    async def stats(self, request: web.Request) -> web.Response:
+    async def _existing(self, name: TopicName) -> bool:
+        """The (partition) topic was created: it is in the topic list, loaded, or a partition of
+        an existing partitioned topic."""
+        if str(name) in self.service.topics:
+            return True
+        known = {str(n) for n in await policies.topics_of_namespace(self.service.astore, name.tenant, name.namespace)}
+        return str(name) in known or await lookup.is_partition_of_existing(self.service, name)
+
+    async def _known_topic(self, name: TopicName) -> PersistentTopic:
+        """The topic, loaded here if needed; NotFound (404) if it was never created."""
+        if not await self._existing(name):
+            raise NotFound("Topic not found", topic=str(name))
+        return await self.service.get_topic(name)
+
+    async def create(self, request: web.Request) -> web.Response:
+        """A non-partitioned topic: created (its managed ledger opened) now."""
         name = topic_of(request)
-        known = {str(n) for n in await policies.topics_of_namespace(
-            self.service.astore, name.tenant, name.namespace)}
-        if str(name) not in known and str(name) not in self.service.topics \
-                and not await lookup.is_partition_of_existing(self.service, name):
-            raise NotFound("topic not found", topic=str(name))
-        topic = await self.service.get_topic(name)
-        return web.json_response(topic_stats(topic))
+        if name.partition_index < 0 and await self.service.partitions(name) > 0:
+            raise AlreadyExists("This topic already exists: it is a partitioned topic", topic=str(name))
+        if await self._existing(name):
+            raise AlreadyExists("This topic already exists", topic=str(name))
+        await self.service.get_topic(name)
+        return web.Response(status=204)
+
+    async def stats(self, request: web.Request) -> web.Response:
+        topic = await self._known_topic(topic_of(request))
+        stats = topic_stats(topic)
+        if flag(request, "getPreciseBacklog"):
+            precise_backlog(topic, stats)
+        return web.json_response(stats)
+
+    async def last_message_id(self, request: web.Request) -> web.Response:
+        name = topic_of(request)
+        if name.partition_index < 0 and await self.service.partitions(name) > 0:
+            raise NotAllowed("GetLastMessageId on a partitioned topic is not allowed: name a partition",
+                             topic=str(name))
+        last = (await self._known_topic(name)).ml.last_confirmed
+        return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id,
+                                  "partitionIndex": name.partition_index})
 
     async def stats_partitioned(self, request: web.Request) -> web.Response:
         name = topic_of(request)

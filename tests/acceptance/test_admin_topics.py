@@ -1,0 +1,76 @@
+"""Topic admin routes a Pulsar operator uses, against a real standalone with the official client:
+create a non-partitioned topic, lastMessageId, stats with getPreciseBacklog, and the CLI's tables."""
+
+from __future__ import annotations
+
+import json
+
+import pulsar
+
+from tests.acceptance.conftest import receive_all
+from tests.acceptance.test_admin import http
+from tests.support.admin_cli import run_admin
+
+
+def _base(standalone, topic: str) -> str:
+    return f"{standalone.admin_url}/admin/v2/persistent/{topic.split('://', 1)[1]}"
+
+
+def test_create_a_non_partitioned_topic(standalone, client: pulsar.Client, topic: str) -> None:
+    assert http("GET", _base(standalone, topic) + "/stats")[0] == 404
+    assert http("PUT", _base(standalone, topic)) == (204, None)
+    status, body = http("PUT", _base(standalone, topic))
+    assert status == 409 and "already exists" in body["reason"]
+    listed = http("GET", f"{standalone.admin_url}/admin/v2/persistent/public/default")[1]
+    assert topic in listed
+    status, stats = http("GET", _base(standalone, topic) + "/stats")
+    assert status == 200 and stats["msgInCounter"] == 0
+    assert client.get_topic_partitions(topic) == [topic]      # not partitioned
+    partitioned = topic + "-p"
+    assert http("PUT", _base(standalone, partitioned) + "/partitions", 2)[0] == 204
+    status, body = http("PUT", _base(standalone, partitioned))
+    assert status == 409 and "partitioned" in body["reason"]
+
+
+def test_last_message_id_is_the_last_stored_entry(standalone, client: pulsar.Client, topic: str) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"m{i}".encode()) for i in range(5)]
+    status, last = http("GET", _base(standalone, topic) + "/lastMessageId")
+    assert status == 200
+    assert (last["ledgerId"], last["entryId"], last["partitionIndex"]) == (ids[-1].ledger_id(), ids[-1].entry_id(), -1)
+    assert http("GET", _base(standalone, topic + "-never") + "/lastMessageId")[0] == 404
+
+
+def test_precise_backlog_counts_messages_of_batches(standalone, client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=50)
+    for i in range(30):
+        producer.send_async(f"b{i}".encode(), None)
+    producer.flush()
+    status, rough = http("GET", _base(standalone, topic) + "/stats")
+    status, precise = http("GET", _base(standalone, topic) + "/stats?getPreciseBacklog=true")
+    assert status == 200
+    entries = rough["subscriptions"]["sub"]["msgBacklog"]
+    assert 1 <= entries < 30                                     # a few batch entries
+    assert precise["subscriptions"]["sub"]["msgBacklog"] == 30   # every message
+    assert precise["msgBacklog"] == 30
+    receive_all(consumer, 30)
+
+
+def test_cli_prints_tables_by_default_and_json_on_request(standalone, topic: str, capsys) -> None:
+    from cli import admin
+    url = ["--admin-url", standalone.admin_url]
+    assert run_admin(url + ["topics", "create", topic]) == 0
+    assert admin.main(url + ["topics", "stats", topic]) == 0
+    table = capsys.readouterr().out
+    assert "msgInCounter" in table and ("┃" in table or "│" in table)      # a rich table, not JSON
+    assert not table.lstrip().startswith("{")
+    assert admin.main(url + ["-o", "json", "topics", "last-message-id", topic]) == 0
+    assert json.loads(capsys.readouterr().out)["entryId"] == -1
+    # destructive without --yes and without a terminal to ask: refused, nothing deleted
+    assert admin.main(url + ["topics", "delete", topic]) == 2
+    assert "--yes" in capsys.readouterr().err
+    assert http("GET", _base(standalone, topic) + "/stats")[0] == 200
+    assert admin.main(url + ["topics", "delete", topic, "--yes"]) == 0
+    assert http("GET", _base(standalone, topic) + "/stats")[0] == 404

@@ -8,7 +8,9 @@ consumer still holds.
 
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
 (dispatchers enforce it); `send_entry` is the only way an entry reaches the client;
-`unacked_count == sum(pending.values())`.
+`unacked_count == sum(pending.values())`. `msg_out_counter`/`bytes_out_counter` (messages and
+entry bytes sent, redeliveries included) only grow; when the consumer leaves, its subscription
+keeps them (`Subscription._detach`), so the subscription's counters never go down.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from typing import Any
 
 from bookie.fileio import AppendFile, FileSystem
 from common.config import SETTINGS_BY_NAME
+from common.histogram import DISK_LATENCY_BOUNDS_S, LatencyHistogram
 from common.invariant import invariant
 
 # How long stop() waits for the thread to write, fsync and close: far above one 4 MiB batch
@@ -94,6 +95,10 @@ class Journal:
         self.state = JournalState.RUNNING
         self.error: BaseException | None = None
         self.fsyncs = 0  # fsyncs done (for tests and metrics)
+        # Written by the journal thread only, read by /metrics (bookie/metrics.py):
+        self.sync_latency = LatencyHistogram(DISK_LATENCY_BOUNDS_S)       # one fsync, s
+        self.add_latency = LatencyHistogram(DISK_LATENCY_BOUNDS_S)        # submit -> durable, s, per write item
+        self.bytes_written = 0                                            # record bytes made durable
         self._thread = threading.Thread(target=self._run, name="bookie-journal", daemon=True)
         self._thread.start()
 
@@ -172,19 +177,26 @@ class Journal:
                           item_segment=item.segment_id, active=self._segment_id)
                 buffers.extend(item.buffers)
             self._flush(buffers)
-            return None
         except BaseException as exc:
             # TypeError) must fail the journal too, or this thread dies silently and every
             # pending add and wait_for_room() waits forever while the bookie looks writable.
             self._fail(exc, durable_size)
             return exc
+        now_s = time.monotonic()
+        for item in batch:
+            if isinstance(item, WriteItem):
+                self.add_latency.observe(now_s - item.submitted_s)
+                self.bytes_written += item.nbytes
+        return None
 
     def _flush(self, buffers: list[bytes]) -> None:
         if not buffers:
             return
         self._file.write_all(buffers)
         if not self._skip_fsync:
+            started_s = time.monotonic()
             self._file.fsync()
+            self.sync_latency.observe(time.monotonic() - started_s)
         self.fsyncs += 1
 
     def _roll(self, item: RollItem) -> None:

@@ -6,6 +6,8 @@ How it works
   the control calls: LAC, fence, delete, list, info.
 - Every rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
+- With `bookie_metrics_port` set, `BookieServer` serves Prometheus `/metrics` on that port
+  (bookie/metrics.py); GC runs are timed and their reclaimed bytes counted for it.
 - `BookieServer` also runs the periodic work: checkpoint (`bookie_checkpoint_interval_ms`),
   GC (`bookie_gc_interval_ms`) and the free-disk check (`bookie_disk_check_interval_ms`). A job that fails, with
   any exception, is logged and counted (`periodic_failures`) and tried again after a backoff
@@ -21,18 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 import grpc
 import grpc.aio
 
 from bookie import gc
+from bookie import metrics as bookie_metrics
 from bookie.client import grpc_channel_options
 from bookie.data_server import DataServer
 from bookie.fileio import FileSystem
 from bookie.storage import Storage
 from common.config import Config
 from common.errors import ShuttingDown, StrataError
+from common.histogram import LatencyHistogram
 from proto import bookie_pb2 as pb
 from proto import bookie_pb2_grpc as pb_grpc
 
@@ -40,6 +45,7 @@ log = logging.getLogger(__name__)
 # Longest wait between tries of a periodic job that keeps failing (unless its interval is
 # longer): long enough not to flood the log, short enough to notice a recovered disk.
 _PERIODIC_BACKOFF_S_MAX = 60.0
+_GC_RUNTIME_BOUNDS_S = (0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 600.0)
 
 
 class BookieServicer(pb_grpc.BookieServicer):
@@ -106,6 +112,10 @@ class BookieServer:
         self._tasks: list[asyncio.Task] = []
         # Failures of each periodic job (checkpoint, gc, _check_disk) since start, by name.
         self.periodic_failures: dict[str, int] = {}
+        self.gc_runtime = LatencyHistogram(_GC_RUNTIME_BOUNDS_S)   # one GC run, s (/metrics)
+        self.gc_reclaimed_bytes = 0                                 # by GC runs since start
+        self._metrics: bookie_metrics.MetricsHttpServer | None = None
+        self.metrics_port = 0                                       # /metrics HTTP port once started; 0: none
 
     @property
     def address(self) -> str:
@@ -132,6 +142,8 @@ class BookieServer:
             raise ShuttingDown(f"cannot listen on data port {self._host}:"
                                f"{self.config.bookie_data_port}: {exc}") from None
         self.data_port = self._data_server.port
+        if self.config.bookie_metrics_port:
+            await self._start_metrics()
         cfg = self.config
         self._tasks = [
             asyncio.ensure_future(self._every(cfg.bookie_checkpoint_interval_ms / 1000.0,
@@ -140,8 +152,23 @@ class BookieServer:
             asyncio.ensure_future(self._every(cfg.bookie_disk_check_interval_ms / 1000.0, self._check_disk)),
         ]
 
+    async def _start_metrics(self) -> None:
+        port = self.config.bookie_metrics_port
+        self._metrics = bookie_metrics.MetricsHttpServer(bookie_metrics.registry_for(self), self._host, port)
+        try:
+            await self._metrics.start()
+        except OSError as exc:
+            self._metrics = None
+            await self.stop(0)
+            raise ShuttingDown(f"cannot listen on metrics port {self._host}:{port}: {exc}") from None
+        self.metrics_port = self._metrics.port
+
     async def gc(self) -> gc.GcReport:
-        return await gc.collect(self.storage)
+        started_s = time.monotonic()
+        report = await gc.collect(self.storage)
+        self.gc_runtime.observe(time.monotonic() - started_s)
+        self.gc_reclaimed_bytes += report.reclaimed_bytes
+        return report
 
     async def _check_disk(self) -> None:
         self.storage.check_disk()
@@ -171,6 +198,8 @@ class BookieServer:
         `bookie_stop_grace_ms`), flush and seal storage."""
         if grace_s is None:
             grace_s = self.config.bookie_stop_grace_ms / 1000
+        if self._metrics is not None:
+            await self._metrics.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -143,6 +143,7 @@ class Storage:
         self._segment_bytes_max = config.bookie_segment_file_bytes_max
         self.compacted_segments = 0
         self.deleted_segments = 0
+        self.entries_written = 0   # entries made durable since open (/metrics)
         # Why GC must not reclaim anything until restart ("" = it may).
         self.gc_blocked_reason = ""
 
@@ -153,6 +154,11 @@ class Storage:
     @property
     def _open_journal(self) -> Journal:
         return present(self._journal, "a writable storage has a journal")
+
+    @property
+    def journal(self) -> Journal | None:
+        """The running journal (None before open), for its latency and byte counters."""
+        return self._journal
 
     # --- start and stop -------------------------------------------------------------------------
 
@@ -320,6 +326,7 @@ class Storage:
                 self._pending_entries -= len(done.inserts) // 6
                 if exc is None:
                     self._apply_adds(item.segment_id, done.inserts)
+                    self.entries_written += len(done.inserts) // 6
             if done is not None and not done.future.done():
                 if exc is None:
                     done.future.set_result(None)

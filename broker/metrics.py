@@ -1,31 +1,64 @@
-"""`/metrics` in Prometheus text format, with Pulsar's metric names and labels.
+"""`/metrics`: the broker's Prometheus exposition, with Pulsar's metric names and labels.
 
-Per topic (labels `cluster`, `namespace`, `topic`): `pulsar_in_messages_total`,
-`pulsar_in_bytes_total`, `pulsar_rate_in`, `pulsar_rate_out`, `pulsar_throughput_in`,
-`pulsar_throughput_out`, `pulsar_producers_count`, `pulsar_subscriptions_count`,
-`pulsar_consumers_count`, `pulsar_msg_backlog`, `pulsar_storage_size`,
-`pulsar_storage_offloaded_size`; per subscription (plus
-label `subscription`): `pulsar_subscription_back_log`, `pulsar_subscription_unacked_messages`,
-`pulsar_subscription_consumers_count`, and Strata's `strata_subscription_cursor_state_bytes`
-(the cursor state as last encoded) and `strata_subscription_cursor_state_error` (1 while acks
-that add ack holes are refused: state over `cursor_state_bytes_max`). Plus broker-wide
-`pulsar_topics_count` and Strata's own counters (label `cluster`): cursor persists
-(`strata_cursor_*_total`, from `cursor.metrics`), the cursor writer's group transactions, and the
-retention task's passes, errors, TTL-expired cursors and trimmed ledgers
-(`strata_retention_*_total`) and offloaded ledgers' deleted bookie copies
-(`strata_offload_bookie_copies_deleted_total`); and per retry policy (label `op`, from `common.retry`)
-`strata_retries_total` and `strata_retries_exhausted_total`. From the ledger auditor's last scan
-(`ledger.auditor.STATE`, cluster-wide: every ledger, not only this broker's): the gauge
-`strata_ledgers_under_replicated` (ledgers with a copy on a bookie no longer registered, as
-BookKeeper's auditor counts them) and the counter `strata_ledgers_rereplicated_total` (ledgers
-this broker re-replicated as the auditor leader).
-Values are computed on request from the loaded topics.
+Built with prometheus_client: one `BrokerCollector` per `BrokerService`, registered on that
+service's own `CollectorRegistry` (several brokers may share a process, as in tests), with
+prometheus_client's process, platform and GC collectors beside it; `render(service)` is
+`generate_latest` of that registry. Values are computed on each scrape from the loaded topics
+(`broker.topic_stats.topic_stats`); nothing is sampled in the background for it.
+
+Families (labels `cluster`, `namespace`, `topic`; per subscription also `subscription`):
+- per topic, `broker.metrics_topics`: `pulsar_in_messages_total`, `pulsar_in_bytes_total`,
+  `pulsar_out_messages_total`, `pulsar_out_bytes_total`, `pulsar_rate_in`, `pulsar_rate_out`,
+  `pulsar_throughput_in`, `pulsar_throughput_out`, `pulsar_producers_count`,
+  `pulsar_subscriptions_count`, `pulsar_consumers_count`, `pulsar_msg_backlog`,
+  `pulsar_storage_size`, `pulsar_storage_backlog_size`, `pulsar_storage_offloaded_size`;
+  per subscription `pulsar_subscription_back_log`, `..._back_log_no_delayed`,
+  `..._unacked_messages`, `..._consumers_count`, `..._msg_rate_out`, `..._msg_throughput_out`,
+  `..._blocked_on_unacked_messages`, and Strata's `strata_subscription_cursor_state_bytes` and
+  `strata_subscription_cursor_state_error` (1 while acks that add holes are refused).
+  With `broker_metrics_topic_level` false (Pulsar's exposeTopicLevelMetricsInPrometheus) the
+  topic families carry only `cluster` and `namespace`, summed over the namespace's topics, and
+  the per-subscription and per-cursor families are left out.
+- managed ledger, cursors and offload, `broker.metrics_storage`: per namespace
+  `pulsar_ml_AddEntryBytesRate`, `pulsar_ml_AddEntryMessagesRate`,
+  `pulsar_ml_NumberOfMessagesInBacklog`, `pulsar_ml_StoredMessagesSize` and the histogram
+  `pulsar_storage_write_latency_seconds` (append to confirmed); per cursor
+  `pulsar_ml_cursor_nonContiguousDeletedMessagesRange`; `brk_ledgeroffloader_offload_bytes_total`,
+  `..._offload_error_total`, `..._read_offload_bytes_total`, `..._read_offload_error_total`.
+- broker-wide (label `cluster`): `pulsar_topics_count`; Strata's cursor persistence counters
+  (`strata_cursor_*_total`, `cursor.metrics`), the cursor writer's group transactions, the
+  retention task's passes, errors, TTL-expired cursors and trimmed ledgers
+  (`strata_retention_*_total`), offloaded ledgers' deleted bookie copies
+  (`strata_offload_bookie_copies_deleted_total`); per retry policy (label `op`, `common.retry`)
+  `strata_retries_total` and `strata_retries_exhausted_total`; from the ledger auditor's last
+  scan (`ledger.auditor.STATE`, cluster-wide) the gauge `strata_ledgers_under_replicated` and the
+  counter `strata_ledgers_rereplicated_total`.
+- the process: `process_*` (CPU seconds, resident memory, open fds), `python_info`, `python_gc_*`.
+
+What must hold: every value equals what the admin stats of the same moment say
+(`pulsar_msg_backlog` = the topic's `msgBacklog`, `pulsar_storage_size` = `storageSize`, ...);
+a counter named `_total` only goes up while its topic stays loaded (Pulsar's counters also
+restart with the topic); a scrape never changes broker state. Render time, 1,000 topics with
+two subscriptions each: see README (metrics).
 """
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from broker import metrics_storage, metrics_topics
 from broker.topic_stats import topic_stats
 from common import retry
 from cursor import metrics as cursor_metrics
@@ -34,109 +67,123 @@ from ledger import auditor
 if TYPE_CHECKING:
     from broker.service import BrokerService
 
-CLUSTER = "standalone"
-
-_TOPIC_METRICS = (
-    ("pulsar_in_messages_total", "counter", "messages stored on the topic since it was loaded",
-     lambda s: s["msgInCounter"]),
-    ("pulsar_in_bytes_total", "counter", "bytes stored on the topic since it was loaded",
-     lambda s: s["bytesInCounter"]),
-    ("pulsar_rate_in", "gauge", "messages/s stored (sliding window)", lambda s: s["msgRateIn"]),
-    ("pulsar_rate_out", "gauge", "messages/s dispatched (sliding window)", lambda s: s["msgRateOut"]),
-    ("pulsar_throughput_in", "gauge", "bytes/s stored (sliding window)", lambda s: s["msgThroughputIn"]),
-    ("pulsar_throughput_out", "gauge", "bytes/s dispatched (sliding window)", lambda s: s["msgThroughputOut"]),
-    ("pulsar_producers_count", "gauge", "connected producers", lambda s: len(s["publishers"])),
-    ("pulsar_subscriptions_count", "gauge", "subscriptions", lambda s: len(s["subscriptions"])),
-    ("pulsar_consumers_count", "gauge", "connected consumers",
-     lambda s: sum(len(x["consumers"]) for x in s["subscriptions"].values())),
-    ("pulsar_msg_backlog", "gauge", "largest subscription backlog in entries", lambda s: s["msgBacklog"]),
-    ("pulsar_storage_size", "gauge", "bytes of every ledger the topic keeps", lambda s: s["storageSize"]),
-    ("pulsar_storage_offloaded_size", "gauge", "bytes of the topic's ledgers offloaded to the cold tier",
-     lambda s: s["offloadedStorageSize"]),
-)
-
-_SUB_METRICS = (
-    ("pulsar_subscription_back_log", "gauge", "subscription backlog in entries", lambda s: s["msgBacklog"]),
-    ("pulsar_subscription_unacked_messages", "gauge", "delivered, unacked messages",
-     lambda s: s["unackedMessages"]),
-    ("pulsar_subscription_consumers_count", "gauge", "consumers of the subscription",
-     lambda s: len(s["consumers"])),
-    ("strata_subscription_cursor_state_bytes", "gauge", "cursor state bytes as last encoded",
-     lambda s: s["cursorStateBytes"]),
-    ("strata_subscription_cursor_state_error", "gauge",
-     "1 while the cursor state is over cursor_state_bytes_max (acks adding holes are refused)",
-     lambda s: int(s["cursorStateError"] is not None)),
-)
+CLUSTER = "standalone"                # the label of module-level helpers that have no service
+CONTENT_TYPE = CONTENT_TYPE_LATEST    # "text/plain; version=0.0.4; charset=utf-8"
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+class BrokerCollector:
+    """Every broker family, computed at scrape time from `service`."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self._service = weakref.ref(service)   # the registry must not keep a stopped broker alive
+
+    def collect(self) -> Iterator[Metric]:
+        service = self._service()
+        if service is None:
+            return
+        cluster = service.config.cluster_name
+        stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
+        topics_count = GaugeMetricFamily("pulsar_topics_count", "topics loaded on this broker", labels=["cluster"])
+        topics_count.add_metric([cluster], len(stats))
+        yield topics_count
+        yield from broker_counter_families(service, cluster)
+        yield from retry_families(cluster)
+        yield from auditor_families(cluster)
+        topic_level = service.config.broker_metrics_topic_level
+        yield from metrics_topics.families(stats, cluster, topic_level)
+        yield from metrics_storage.families(service.topics, stats, cluster, topic_level)
 
 
-def _labels(**labels: str) -> str:
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+_registries: weakref.WeakKeyDictionary[BrokerService, CollectorRegistry] = weakref.WeakKeyDictionary()
 
 
-def _broker_counters(service: BrokerService) -> dict[str, tuple[str, int]]:
-    out = {name: ("cursor persistence counter", value) for name, value in cursor_metrics.snapshot().items()}
-    writer = service.cursor_writer
-    out["strata_cursor_writer_transactions_total"] = ("group transactions carrying cursor persists",
-                                                      writer.transactions)
-    out["strata_cursor_writer_saves_total"] = ("cursor persists carried by group transactions", writer.saves)
-    retention = service.retention
-    out["strata_retention_passes_total"] = ("completed TTL/retention passes over the loaded topics",
-                                            retention.passes)
-    out["strata_retention_errors_total"] = ("topic checks of the TTL/retention task that failed", retention.errors)
-    out["strata_retention_expired_cursors_total"] = ("cursors moved forward by TTL", retention.expired_cursors)
-    out["strata_retention_trimmed_ledgers_total"] = ("ledgers deleted by retention", retention.trimmed_ledgers)
-    out["strata_offload_bookie_copies_deleted_total"] = (
-        "offloaded ledgers whose bookie copy was deleted after offloadDeletionLagMs",
-        retention.bookie_copies_deleted)
-    return out
-
-
-def auditor_lines() -> list[str]:
-    """The auditor's gauge of under-replicated ledgers and its counter of re-replicated ones."""
-    state = auditor.STATE
-    labels = _labels(cluster=CLUSTER)
-    return ["# HELP strata_ledgers_under_replicated ledgers with fewer than Qw live copies (a copy on a "
-            "bookie no longer registered), at the auditor's last scan",
-            "# TYPE strata_ledgers_under_replicated gauge",
-            f"strata_ledgers_under_replicated{labels} {len(state.under_replicated)}",
-            "# HELP strata_ledgers_rereplicated_total ledgers this broker's auditor re-replicated",
-            "# TYPE strata_ledgers_rereplicated_total counter",
-            f"strata_ledgers_rereplicated_total{labels} {state.rereplicated_total}"]
-
-
-def retry_lines() -> list[str]:
-    """`strata_retries_total` and `strata_retries_exhausted_total`, one line per retry policy (`op`)."""
-    lines = []
-    for metric, help_text, counts in (
-            ("strata_retries_total", "failed attempts that were tried again, per retry policy", retry.RETRIES),
-            ("strata_retries_exhausted_total", "calls whose retries ran out, per retry policy", retry.EXHAUSTED)):
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter"]
-        lines += [f"{metric}{_labels(cluster=CLUSTER, op=op)} {n}" for op, n in sorted(counts.copy().items())]
-    return lines
+def registry_for(service: BrokerService) -> CollectorRegistry:
+    """The service's registry (made on first use): its collector plus process, platform, GC."""
+    registry = _registries.get(service)
+    if registry is None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(service))
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+        _registries[service] = registry
+    return registry
 
 
 def render(service: BrokerService) -> str:
-    stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
-    lines = ["# TYPE pulsar_topics_count gauge", f'pulsar_topics_count{_labels(cluster=CLUSTER)} {len(stats)}']
-    for metric, (help_text, value) in _broker_counters(service).items():
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} counter",
-                  f"{metric}{_labels(cluster=CLUSTER)} {value}"]
-    lines += retry_lines()
-    lines += auditor_lines()
-    for metric, kind, help_text, get in _TOPIC_METRICS:
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
-        for name, topic in stats.items():
-            ns = name.split("://", 1)[1].rsplit("/", 1)[0]
-            lines.append(f"{metric}{_labels(cluster=CLUSTER, namespace=ns, topic=name)} {get(topic)}")
-    for metric, kind, help_text, get in _SUB_METRICS:
-        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
-        for name, topic in stats.items():
-            ns = name.split("://", 1)[1].rsplit("/", 1)[0]
-            for sub_name, sub in topic["subscriptions"].items():
-                labels = _labels(cluster=CLUSTER, namespace=ns, topic=name, subscription=sub_name)
-                lines.append(f"{metric}{labels} {get(sub)}")
-    return "\n".join(lines) + "\n"
+    """The Prometheus text exposition (content type `CONTENT_TYPE`)."""
+    return generate_latest(registry_for(service)).decode()
+
+
+def _counter(name: str, help_text: str, cluster: str, value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, help_text, labels=["cluster"])
+    family.add_metric([cluster], value)
+    return family
+
+
+def broker_counter_families(service: BrokerService, cluster: str) -> list[Metric]:
+    out: list[Metric] = [_counter(name, "cursor persistence counter", cluster, value)
+                         for name, value in cursor_metrics.snapshot().items()]
+    writer, retention = service.cursor_writer, service.retention
+    for name, help_text, value in (
+            ("strata_cursor_writer_transactions_total", "group transactions carrying cursor persists",
+             writer.transactions),
+            ("strata_cursor_writer_saves_total", "cursor persists carried by group transactions", writer.saves),
+            ("strata_retention_passes_total", "completed TTL/retention passes over the loaded topics",
+             retention.passes),
+            ("strata_retention_errors_total", "topic checks of the TTL/retention task that failed", retention.errors),
+            ("strata_retention_expired_cursors_total", "cursors moved forward by TTL", retention.expired_cursors),
+            ("strata_retention_trimmed_ledgers_total", "ledgers deleted by retention", retention.trimmed_ledgers),
+            ("strata_offload_bookie_copies_deleted_total",
+             "offloaded ledgers whose bookie copy was deleted after offloadDeletionLagMs",
+             retention.bookie_copies_deleted)):
+        out.append(_counter(name, help_text, cluster, value))
+    return out
+
+
+def auditor_families(cluster: str = CLUSTER) -> list[Metric]:
+    """The auditor's gauge of under-replicated ledgers and its counter of re-replicated ones."""
+    state = auditor.STATE
+    under = GaugeMetricFamily("strata_ledgers_under_replicated",
+                              "ledgers with fewer than Qw live copies (a copy on a bookie no longer registered), "
+                              "at the auditor's last scan", labels=["cluster"])
+    under.add_metric([cluster], len(state.under_replicated))
+    return [under, _counter("strata_ledgers_rereplicated_total", "ledgers this broker's auditor re-replicated",
+                            cluster, state.rereplicated_total)]
+
+
+def retry_families(cluster: str = CLUSTER) -> list[Metric]:
+    """`strata_retries_total` and `strata_retries_exhausted_total`, one sample per retry policy (`op`)."""
+    out: list[Metric] = []
+    for name, help_text, counts in (
+            ("strata_retries_total", "failed attempts that were tried again, per retry policy", retry.RETRIES),
+            ("strata_retries_exhausted_total", "calls whose retries ran out, per retry policy", retry.EXHAUSTED)):
+        family = CounterMetricFamily(name, help_text, labels=["cluster", "op"])
+        for op, n in sorted(counts.copy().items()):
+            family.add_metric([cluster, op], n)
+        out.append(family)
+    return out
+
+
+class _Families:
+    """A registry-shaped wrapper so `generate_latest` can render a few families."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> list[Metric]:
+        return self._families
+
+
+def text_of(families: Iterable[Metric]) -> str:
+    return generate_latest(_Families(families)).decode()
+
+
+def retry_lines() -> list[str]:
+    """The retry families as exposition lines."""
+    return text_of(retry_families()).splitlines()
+
+
+def auditor_lines() -> list[str]:
+    """The auditor families as exposition lines."""
+    return text_of(auditor_families()).splitlines()

@@ -27,6 +27,10 @@ set in this process's environment). With `offload_s3_endpoint` configured (setti
 STRATA_OFFLOAD_S3_ENDPOINT) that external S3 is used instead and nothing is embedded; `--no-s3`
 embeds nothing either (offload stays as configured, by default refused).
 
+Each bookie serves Prometheus `/metrics` (bookie/metrics.py) on a port also kept in
+`D/standalone.json` (`bookie_metrics_ports`, given to it as STRATA_BOOKIE_METRICS_PORT) and printed
+as `bookie metrics http://host:port/metrics`.
+
 What must hold: a restart over the same data dir keeps every topic, message, subscription
 position and offloaded ledger (all state is under D).
 """
@@ -90,19 +94,21 @@ def quorums(bookies: int) -> tuple[int, int, int]:
     return bookies - 1, 2, 2
 
 
-def bookie_ports(data_dir: Path, count: int, avoid: Set[int] = frozenset(), host: str = "127.0.0.1") -> list[int]:
-    """The bookie ports recorded for this data dir, extended with free ones if needed.
+def bookie_ports(data_dir: Path, count: int, avoid: Set[int] = frozenset(), host: str = "127.0.0.1",
+                 key: str = "bookie_ports") -> list[int]:
+    """The bookie ports recorded for this data dir under `key` (`bookie_metrics_ports`: their
+    /metrics HTTP ports), extended with free ones if needed.
 
     `avoid` holds the broker and admin ports: they are not bound yet when bookies start, and the
     OS readily hands a just-released port (the one a caller probed to pick them) out again."""
     state_path = data_dir / "standalone.json"
     state = _read_state(data_dir)
-    ports = list(state.get("bookie_ports", []))
+    ports = list(state.get(key, []))
     while len(ports) < count:
         port = free_port(host)
         if port not in ports and port not in avoid:
             ports.append(port)
-    state["bookie_ports"] = ports
+    state[key] = ports
     state_path.write_text(json.dumps(state))
     return ports[:count]
 
@@ -155,7 +161,8 @@ def s3_config(config: Config, s3: EmbeddedS3 | None) -> Config:
 class BookieProcess:
     """One bookie subprocess; a thread drains its stdout and notes the `bookie ready` line."""
 
-    def __init__(self, data_dir: Path, index: int, port: int, metadata_url: str, config_path: str | None) -> None:
+    def __init__(self, data_dir: Path, index: int, port: int, metadata_url: str, config_path: str | None,
+                 metrics_port: int = 0) -> None:
         bookie_dir = data_dir / f"bookie-{index}"
         bookie_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "cli.main", "bookie", "--data-dir", str(bookie_dir),
@@ -165,7 +172,8 @@ class BookieProcess:
         self.port = port
         self.ready = threading.Event()
         with open(bookie_dir / "bookie.log", "ab") as log_file:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file,
+            env = {**os.environ, "STRATA_BOOKIE_METRICS_PORT": str(metrics_port)}
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env=env,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -227,6 +235,8 @@ def main(argv: list[str]) -> int:
         return 2
     broker_ports = {config.broker_port, config.broker_admin_port}
     ports = bookie_ports(data_dir, args.bookies, broker_ports, config.bookie_bind_host)
+    metrics_ports = bookie_ports(data_dir, args.bookies, broker_ports | set(ports), config.bookie_bind_host,
+                                 key="bookie_metrics_ports")
     bookies: list[BookieProcess] = []
     s3: EmbeddedS3 | None = None
     signal.signal(signal.SIGTERM, _interrupt)  # before the loop runs, SIGTERM acts like Ctrl-C
@@ -236,9 +246,11 @@ def main(argv: list[str]) -> int:
         if s3 is not None:
             s3.launch()  # starts while the bookies do
         for index, port in enumerate(ports):
-            bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config))
+            bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config, metrics_ports[index]))
         wait_ready(bookies, time.monotonic() + config.standalone_bookie_start_timeout_ms / 1000)
         log.info("%d bookie(s) listening on %s", len(ports), ports)
+        for metrics_port in metrics_ports:
+            print(f"bookie metrics http://{config.bookie_bind_host}:{metrics_port}/metrics", flush=True)
         if s3 is not None:
             s3.wait_ready()
         if not args.no_s3:

@@ -115,6 +115,9 @@ SETTINGS: tuple[Setting, ...] = (
             "bookie alive)"),
     Setting("bookie_stop_grace_ms", int, 2_000, 0, 600_000,
             "at shutdown, in-flight requests get this long to finish"),
+    Setting("bookie_metrics_port", int, 0, 0, 65535,
+            "HTTP port of the bookie's Prometheus /metrics, on bookie_bind_host (0: not served; `strata "
+            "standalone` gives each bookie a free one)"),
     Setting("bookie_data_port", int, 0, 0, 65535,
             "TCP port of the bookie's framed add/read data path, same host as gRPC (0: any free port; advertised in "
             "its registration and GetInfo)"),
@@ -225,6 +228,9 @@ SETTINGS: tuple[Setting, ...] = (
             "how often each loaded topic's TTL and retention are applied"),
     Setting("broker_stats_rate_window_ms", int, 10_000, 100, 3_600_000,
             "msgRateIn/Out and msgThroughputIn/Out average over this window"),
+    Setting("broker_metrics_topic_level", bool, True,
+            doc="/metrics per topic and subscription (Pulsar's exposeTopicLevelMetricsInPrometheus); false: the "
+                "same names summed per namespace"),
     # --- cluster: ownership, lookup, load ---
     Setting("cluster_name", str, "standalone", doc="the cluster's name (admin /clusters, broker lists)"),
     Setting("broker_default_namespace_bundles", int, 4, 1, 128,

@@ -170,6 +170,11 @@ class Offloader:
             attempts_max=config.offload_attempts_max, log_level=logging.WARNING,
             when=lambda exc: isinstance(exc, StrataError) and exc.retriable and not isinstance(exc, OffloadConflict))
         self.cold_read_fallbacks = 0                     # cold reads that failed and went to the bookies
+        # Since this managed ledger opened, for /metrics (Pulsar's brk_ledgeroffloader_*):
+        self.offloaded_bytes = 0                         # bytes of ledgers offloaded and recorded
+        self.offload_errors = 0                          # ledger offloads that failed (retries spent)
+        self.read_offload_bytes = 0                      # entry bytes read from the cold tier
+        self.read_offload_errors = 0                     # cold-tier reads that failed
 
     @property
     def running(self) -> bool:
@@ -275,7 +280,9 @@ class Offloader:
             log.warning("%s: offload of ledger %d failed: %s", ml.name, record.ledger_id, exc)
             run.first_error = run.first_error or exc
             self.status.last_failure_ms = ml._clock.wall_ms()
+            self.offload_errors += 1
             return
+        self.offloaded_bytes += record.size_bytes
         self.status.entries_done = base_done + record.entries
         self.status.last_offload_ledger_id = record.ledger_id
         self.status.last_success_ms = ml._clock.wall_ms()
@@ -371,14 +378,17 @@ class Offloader:
                 log.warning("%s: bookie read of offloaded ledger %d failed (%s); reading the cold copy",
                             self._ml.name, kept.ledger_id, exc)
         try:
-            return await self.cold.read(copy, first, last)
+            got = await self.cold.read(copy, first, last)
         except ColdTierError as exc:
+            self.read_offload_errors += 1
             if kept.bookie_deleted:
                 raise
             self.cold_read_fallbacks += 1
             log.warning("%s: cold read of ledger %d failed (%s); reading the bookies",
                         self._ml.name, kept.ledger_id, exc)
             return await from_bookies()
+        self.read_offload_bytes += sum(len(data) for _, data in got)
+        return got
 
     # --- objects ---------------------------------------------------------------------------------
 

@@ -25,5 +25,5 @@ def test_retry_counters_are_exported_per_op() -> None:
     lines = retry_lines()
     assert "# TYPE strata_retries_total counter" in lines
     assert "# TYPE strata_retries_exhausted_total counter" in lines
-    assert f'strata_retries_total{{cluster="standalone",op="{OP}"}} 2' in lines
-    assert f'strata_retries_exhausted_total{{cluster="standalone",op="{OP}"}} 1' in lines
+    assert f'strata_retries_total{{cluster="standalone",op="{OP}"}} 2.0' in lines
+    assert f'strata_retries_exhausted_total{{cluster="standalone",op="{OP}"}} 1.0' in lines

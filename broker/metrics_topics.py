@@ -1,0 +1,123 @@
+"""Topic, subscription and namespace families of `/metrics` (Pulsar's names), from topic stats.
+
+Input: `{topic name: broker.topic_stats.topic_stats(topic)}` of the loaded topics. Topic-level
+(Pulsar's exposeTopicLevelMetricsInPrometheus, our `broker_metrics_topic_level`): one sample
+per topic (labels cluster, namespace, topic) and per subscription (+ subscription). Otherwise
+Pulsar's namespace view: the topic families summed per namespace (labels cluster, namespace) and
+no subscription families.
+
+What must hold: each sample is the stats field it names, unchanged (`pulsar_msg_backlog` =
+`msgBacklog`, `pulsar_storage_size` = `storageSize`, ...); a namespace sample is the sum of its
+topics' samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+Stats = dict[str, Any]
+Getter = Callable[[Stats], float]
+
+
+def _consumers(s: Stats) -> int:
+    return sum(len(sub["consumers"]) for sub in s["subscriptions"].values())
+
+
+# (name, kind, help, value from the topic's stats)
+TOPIC_METRICS: tuple[tuple[str, str, str, Getter], ...] = (
+    ("pulsar_in_messages_total", "counter", "messages stored on the topic since it was loaded",
+     lambda s: s["msgInCounter"]),
+    ("pulsar_in_bytes_total", "counter", "bytes stored on the topic since it was loaded",
+     lambda s: s["bytesInCounter"]),
+    ("pulsar_out_messages_total", "counter", "messages delivered to the topic's consumers since it was loaded",
+     lambda s: s["msgOutCounter"]),
+    ("pulsar_out_bytes_total", "counter", "bytes delivered to the topic's consumers since it was loaded",
+     lambda s: s["bytesOutCounter"]),
+    ("pulsar_rate_in", "gauge", "messages/s stored (sliding window)", lambda s: s["msgRateIn"]),
+    ("pulsar_rate_out", "gauge", "messages/s dispatched (sliding window)", lambda s: s["msgRateOut"]),
+    ("pulsar_throughput_in", "gauge", "bytes/s stored (sliding window)", lambda s: s["msgThroughputIn"]),
+    ("pulsar_throughput_out", "gauge", "bytes/s dispatched (sliding window)", lambda s: s["msgThroughputOut"]),
+    ("pulsar_producers_count", "gauge", "connected producers", lambda s: len(s["publishers"])),
+    ("pulsar_subscriptions_count", "gauge", "subscriptions", lambda s: len(s["subscriptions"])),
+    ("pulsar_consumers_count", "gauge", "connected consumers", _consumers),
+    ("pulsar_msg_backlog", "gauge", "largest durable subscription backlog in entries (msgBacklog)",
+     lambda s: s["msgBacklog"]),
+    ("pulsar_storage_size", "gauge", "bytes of every ledger the topic keeps, offloaded ones included (storageSize)",
+     lambda s: s["storageSize"]),
+    ("pulsar_storage_backlog_size", "gauge", "bytes of the largest durable subscription backlog (backlogSize)",
+     lambda s: s["backlogSize"]),
+    ("pulsar_storage_offloaded_size", "gauge", "bytes of the topic's ledgers offloaded to the cold tier",
+     lambda s: s["offloadedStorageSize"]),
+)
+
+# (name, help, value from one subscription's stats); all gauges
+SUBSCRIPTION_METRICS: tuple[tuple[str, str, Getter], ...] = (
+    ("pulsar_subscription_back_log", "subscription backlog in entries (msgBacklog)", lambda s: s["msgBacklog"]),
+    ("pulsar_subscription_back_log_no_delayed", "backlog without delayed messages (msgBacklogNoDelayed)",
+     lambda s: s["msgBacklogNoDelayed"]),
+    ("pulsar_subscription_unacked_messages", "delivered, unacked messages", lambda s: s["unackedMessages"]),
+    ("pulsar_subscription_consumers_count", "consumers of the subscription", lambda s: len(s["consumers"])),
+    ("pulsar_subscription_msg_rate_out", "messages/s delivered (sliding window)", lambda s: s["msgRateOut"]),
+    ("pulsar_subscription_msg_throughput_out", "bytes/s delivered (sliding window)",
+     lambda s: s["msgThroughputOut"]),
+    ("pulsar_subscription_blocked_on_unacked_messages",
+     "1 while a consumer is held back at broker_consumer_unacked_messages_max",
+     lambda s: int(any(c["blockedConsumerOnUnackedMsgs"] for c in s["consumers"]))),
+    ("strata_subscription_cursor_state_bytes", "cursor state bytes as last encoded",
+     lambda s: s["cursorStateBytes"]),
+    ("strata_subscription_cursor_state_error",
+     "1 while the cursor state is over cursor_state_bytes_max (acks adding holes are refused)",
+     lambda s: int(s["cursorStateError"] is not None)),
+)
+
+
+def namespace_of(topic: str) -> str:
+    """`persistent://public/default/t` -> `public/default`."""
+    return topic.split("://", 1)[-1].rsplit("/", 1)[0]
+
+
+def _family(name: str, kind: str, help_text: str, labels: list[str]) -> CounterMetricFamily | GaugeMetricFamily:
+    if kind == "counter":
+        return CounterMetricFamily(name, help_text, labels=labels)
+    return GaugeMetricFamily(name, help_text, labels=labels)
+
+
+def families(stats: dict[str, Stats], cluster: str, topic_level: bool) -> Iterator[Metric]:
+    if topic_level:
+        yield from _topic_families(stats, cluster)
+        yield from _subscription_families(stats, cluster)
+    else:
+        yield from _namespace_families(stats, cluster)
+
+
+def _topic_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
+    labels = {name: [cluster, namespace_of(name), name] for name in stats}
+    for metric, kind, help_text, get in TOPIC_METRICS:
+        family = _family(metric, kind, help_text, ["cluster", "namespace", "topic"])
+        for name, topic in stats.items():
+            family.add_metric(labels[name], get(topic))
+        yield family
+
+
+def _subscription_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
+    keys = [([cluster, namespace_of(name), name, sub_name], sub)
+            for name, topic in stats.items() for sub_name, sub in topic["subscriptions"].items()]
+    for metric, help_text, get in SUBSCRIPTION_METRICS:
+        family = GaugeMetricFamily(metric, help_text, labels=["cluster", "namespace", "topic", "subscription"])
+        for label_values, sub in keys:
+            family.add_metric(label_values, get(sub))
+        yield family
+
+
+def _namespace_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
+    by_namespace: dict[str, list[Stats]] = {}
+    for name, topic in stats.items():
+        by_namespace.setdefault(namespace_of(name), []).append(topic)
+    for metric, kind, help_text, get in TOPIC_METRICS:
+        family = _family(metric, kind, help_text + ", summed over the namespace", ["cluster", "namespace"])
+        for namespace, topics in sorted(by_namespace.items()):
+            family.add_metric([cluster, namespace], sum(get(t) for t in topics))
+        yield family

@@ -3,6 +3,10 @@
 # - postgresql: the tests start a real PostgreSQL server from its binaries (initdb, pg_ctl).
 # - default-jre-headless: Spark (PySpark) needs a JVM; Java 17 is usually there already.
 # - python3-venv: Debian's python3 ships without ensurepip, so `python3 -m venv .venv` fails.
+# - prometheus: tests/acceptance/test_prometheus.py scrapes a standalone with a real Prometheus
+#   server. Installed without its recommends (node-exporter and friends); the package's service is
+#   not needed (the test runs its own `prometheus` on a free port), and in containers
+#   /usr/sbin/policy-rc.d usually keeps it from starting.
 set -euo pipefail
 need=()
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
@@ -14,18 +18,27 @@ fi
 if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
   need+=(python3-venv)
 fi
-if [ ${#need[@]} -eq 0 ]; then
+bare=()   # installed without their recommends
+if ! command -v prometheus >/dev/null 2>&1; then
+  bare+=(prometheus)
+fi
+if [ ${#need[@]} -eq 0 ] && [ ${#bare[@]} -eq 0 ]; then
   exit 0
 fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   # never wait for a password prompt: fail with the list of what is missing instead
   if ! command -v sudo >/dev/null 2>&1 || ! sudo -n true 2>/dev/null; then
-    echo "missing Debian packages: ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
+    echo "missing Debian packages: ${need[*]} ${bare[*]}; install them as root (apt-get install ${need[*]} ${bare[*]})" >&2
     exit 1
   fi
   SUDO="sudo -n"
 fi
-echo "installing Debian packages: ${need[*]}"
+echo "installing Debian packages: ${need[*]} ${bare[*]}"
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+if [ ${#need[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+if [ ${#bare[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${bare[@]}"
+fi

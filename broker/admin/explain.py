@@ -84,7 +84,7 @@ class _ExplainRoutes:
         if str(name) not in service.topics:
             known = {str(n) for n in await policies.topics_of_namespace(service.astore, name.tenant, name.namespace)}
             if str(name) not in known and not await lookup.is_partition_of_existing(service, name):
-                raise NotFound("Topic not found", topic=str(name))
+                raise NotFound("Topic not found")     # Pulsar's reason, as is
         return await service.get_topic(name)
 
 

@@ -70,7 +70,7 @@ class TopicName:
 
 
 def _check_part(kind: str, value: str, full: str) -> None:
-    if not value or not _PART.match(value):
+    if not value or not _PART.match(value) or value in (".", ".."):
         raise InvalidTopicName(f"invalid {kind} in topic name", topic=full)
 
 

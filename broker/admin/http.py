@@ -9,7 +9,8 @@ Handlers raise typed errors (`common.errors`); `errors` (the outermost middlewar
   and an InvalidArgument about a partition count);
 - 503 not ready (ServiceNotReady, ShuttingDown, LeaseLost, ManagedLedgerClosed: retry shortly);
 - 500 any other StrataError, logged.
-A handler that needs another status for one case answers it with `error(...)` itself.
+A handler that needs another status for one case answers it with `error(...)` itself. aiohttp's
+own refusals (no such route 404, method not allowed 405, body too large 413) get a reason too.
 
 What must hold: a request body is read at most `broker_admin_body_bytes_max` (+1) bytes; a body
 that is not JSON is a 400 and nothing is changed; every error answer is `{"reason": str}`.
@@ -99,6 +100,10 @@ def reason_of(exc: StrataError) -> str:
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
+    except web.HTTPException as exc:     # aiohttp's own: no such route (404), method (405), body size (413)
+        if exc.status < 400:
+            raise
+        return error(exc.status, f"{exc.reason}: {request.method} {request.path}")
     except StrataError as exc:
         status = status_of(exc)
         if status == 500:

@@ -497,11 +497,20 @@ def _subscription_advice(e: StorageExplanation) -> list[str]:
             out.append(f"subscription {sub.name} has {_n(sub.backlog_messages, 'unacked message')}{oldest} pinning "
                        f"{human_bytes(sub.pinned_acked_bytes)} of acknowledged data in "
                        f"{_n(sub.pinned_ledgers, 'ledger')} ({_n(sub.ack_holes, 'ack hole')}): ack, skip or "
-                       f"expire {'it' if sub.backlog_messages == 1 else 'them'} to free it")
+                       f"expire {'it' if sub.backlog_messages == 1 else 'them'} to free it{_ttl_words(e, sub)}")
         elif sub.backlog_entries:
             out.append(f"subscription {sub.name} has a backlog of {_n(sub.backlog_entries, 'entry')} "
                        f"({human_bytes(sub.backlog_bytes)}){oldest}: it goes as {sub.name} consumes")
     return out
+
+
+def _ttl_words(e: StorageExplanation, sub: SubscriptionExplanation) -> str:
+    """When the message TTL acks the subscription's oldest unacked entry ("" without a TTL)."""
+    if e.ttl_seconds <= 0 or not sub.oldest_unacked_publish_ms:
+        return ""
+    at_ms = sub.oldest_unacked_publish_ms + e.ttl_seconds * 1000
+    when = "at the next retention pass" if at_ms <= e.now_ms else f"at {iso(at_ms)}"
+    return f" (the message TTL, {duration(e.ttl_seconds * 1000)}, expires it {when})"
 
 
 def _offload_advice(e: StorageExplanation, part: Part) -> list[str]:

@@ -119,6 +119,7 @@ def test_ttl_says_when_a_pinned_ledger_goes() -> None:
     assert first.goes.startswith("at the next retention pass (when sub acks up to 1:3 (its oldest unacked "
                                  "entry is 1:0), or when the TTL (1h) expires it")
     assert e.ledgers[1].goes_at_ms == e.ledgers[1].last_publish_ms + 3_600_000
+    assert e.advice[0].endswith("to free it (the message TTL, 1h, expires it at the next retention pass)")
 
 
 def test_retention_by_time_keeps_consumed_ledgers_until_it_expires() -> None:

@@ -5,7 +5,8 @@
 - `GET /admin/v2/brokers/health` (and `.../ready`) → `"ok"`; 503 while this broker starts or shuts
   down, or its metadata lease has lapsed, or it is not registered.
 - `GET /admin/v2/brokers/leaderBroker` → `{"serviceUrl", "brokerId"}` (404 with no leader).
-- `GET /admin/v2/clusters` → `[cluster_name]`.
+- `GET /admin/v2/clusters` → `[cluster_name]`; `GET /admin/v2/clusters/{cluster}` → ClusterData
+  `{"serviceUrl", "brokerServiceUrl", ...}` (this broker's URLs; 404 for another cluster).
 - `GET /admin/v2/broker-stats/load-report` → this broker's last load report (LocalBrokerData).
 """
 
@@ -33,6 +34,7 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get("/admin/v2/brokers", r.brokers)
     app.router.add_get("/admin/v2/brokers/{cluster}", r.brokers)
     app.router.add_get("/admin/v2/clusters", r.clusters)
+    app.router.add_get("/admin/v2/clusters/{cluster}", r.cluster)
     app.router.add_get("/admin/v2/broker-stats/load-report", r.load_report)
 
 
@@ -82,6 +84,14 @@ class _BrokerRoutes:
 
     async def clusters(self, request: web.Request) -> web.Response:
         return web.json_response([self.service.config.cluster_name])
+
+    async def cluster(self, request: web.Request) -> web.Response:
+        """ClusterData of this cluster: the URLs clients and tools reach it by (this broker's)."""
+        missing = self._check_cluster(request)
+        if missing is not None:
+            return missing
+        return web.json_response({"serviceUrl": self.service.web_url, "serviceUrlTls": "",
+                                  "brokerServiceUrl": self.service.advertised_url, "brokerServiceUrlTls": ""})
 
     async def load_report(self, request: web.Request) -> web.Response:
         if not self.service.web_url:

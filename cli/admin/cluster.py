@@ -8,6 +8,7 @@
     strata admin brokers healthcheck                            "ok"
     strata admin clusters list
     strata admin clusters get-cluster-name
+    strata admin clusters get CLUSTER                           {"serviceUrl", "brokerServiceUrl", ...}
     strata admin broker-stats load-report                       this broker's LocalBrokerData
 
 Every command works against any broker of a cluster: the client follows a 307 to the owner.
@@ -39,6 +40,8 @@ def add_parsers(groups: Groups) -> None:
     command(brokers, "healthcheck", routed(lambda a: ("GET", "/admin/v2/brokers/health", None)))
     command(groups["clusters"], "list", routed(lambda a: ("GET", "/admin/v2/clusters", None)))
     command(groups["clusters"], "get-cluster-name", _cluster_name)
+    command(groups["clusters"], "get", routed(lambda a: ("GET", f"/admin/v2/clusters/{a.cluster}", None)),
+            ).add_argument("cluster")
     command(groups["broker-stats"], "load-report", routed(lambda a: ("GET", "/admin/v2/broker-stats/load-report",
                                                                      None)))
 

@@ -74,3 +74,19 @@ def test_cli_prints_tables_by_default_and_json_on_request(standalone, topic: str
     assert http("GET", _base(standalone, topic) + "/stats")[0] == 200
     assert admin.main(url + ["topics", "delete", topic, "--yes"]) == 0
     assert http("GET", _base(standalone, topic) + "/stats")[0] == 404
+
+
+def test_cluster_brokers_health_and_leader(standalone) -> None:
+    base = standalone.admin_url + "/admin/v2"
+    status, clusters = http("GET", base + "/clusters")
+    assert status == 200 and len(clusters) == 1
+    name = clusters[0]
+    status, data = http("GET", f"{base}/clusters/{name}")
+    assert status == 200 and data["serviceUrl"] == standalone.admin_url
+    assert data["brokerServiceUrl"] == standalone.service_url
+    assert http("GET", base + "/clusters/elsewhere")[0] == 404
+    status, brokers = http("GET", f"{base}/brokers/{name}")
+    assert status == 200 and len(brokers) == 1
+    assert http("GET", base + "/brokers/health") == (200, "ok")
+    status, leader = http("GET", base + "/brokers/leaderBroker")
+    assert status == 200 and leader["serviceUrl"] == standalone.admin_url

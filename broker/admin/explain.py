@@ -33,6 +33,7 @@ from common.errors import NotFound, ServiceNotReady
 from common.topic_names import TopicName
 from ledger.ledger_store import read_metadata
 from ledger.ml_metadata import LedgerRecord, ManagedLedgerMetadata, ml_path
+from metadata.api import AsyncStore
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -99,26 +100,26 @@ async def gather_facts(service: BrokerService, topic: PersistentTopic) -> Storag
         ttl_seconds=policies.ttl_seconds_of(ns_policies, config, own),
         offload=offload_policy.effective(ns_policies, config, own),
         settings=Settings.of(config),
-        records=await _records(service, name.managed_ledger_name),
-        bookies=await _bookies(service, ledger_ids))
+        records=await ledger_records(astore, name.managed_ledger_name),
+        bookies=await ledger_bookies(astore, ledger_ids))
 
 
-async def _records(service: BrokerService, ml_name: str) -> dict[int, LedgerRecord]:
+async def ledger_records(astore: AsyncStore, ml_name: str) -> dict[int, LedgerRecord]:
     """The managed ledger's record, per ledger (cold copy, bookie copy deleted, seal time)."""
-    got = await service.astore.get(ml_path(ml_name))
+    got = await astore.get(ml_path(ml_name))
     if got is None:
         return {}
     meta = ManagedLedgerMetadata.from_json(got.value, got.version)
     return {record.ledger_id: record for record in meta.ledgers}
 
 
-async def _bookies(service: BrokerService, ledger_ids: list[int]) -> dict[int, tuple[str, ...]]:
+async def ledger_bookies(astore: AsyncStore, ledger_ids: list[int]) -> dict[int, tuple[str, ...]]:
     """Ledger id -> every bookie of its ensembles (ledgers whose metadata is gone left out)."""
     gate = asyncio.Semaphore(METADATA_READS_IN_FLIGHT_MAX)
 
     async def one(ledger_id: int) -> tuple[int, tuple[str, ...] | None]:
         async with gate:
-            meta = await read_metadata(service.astore, ledger_id)
+            meta = await read_metadata(astore, ledger_id)
         return ledger_id, tuple(sorted(meta.all_bookies())) if meta is not None else None
 
     found = await asyncio.gather(*(one(ledger_id) for ledger_id in ledger_ids))

@@ -1,7 +1,9 @@
 """`broker.storage_explain` over managed-ledger state (the `LedgerView` value model the cursor
 tests use, and real `ManagedCursor`s): each culprit's diagnosis, when ledgers go, the advice, and
 that the decomposition sums exactly to storageSize (also under hypothesis, over random ledgers,
-acks and policies). The same analysis against a real standalone: tests/acceptance/test_explain_storage.py.
+acks and policies); and once over a real `ManagedLedger` on real bookie processes, with the facts
+the admin handler reads from the metadata store (records, ensembles). The same analysis against a
+real standalone, culprit by culprit: tests/acceptance/test_explain_storage.py.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.admin.explain import ledger_bookies, ledger_records
 from broker.offload_policy import OffloadPolicy
 from broker.storage_explain import (
     AWAITING_TRIM,
@@ -27,8 +30,12 @@ from broker.storage_explain import (
 from cursor.managed_cursor import ManagedCursor
 from cursor.retention import MIB, RetentionPolicy
 from cursor.stats import storage_size_bytes
+from ledger.managed_ledger import ManagedLedger
 from ledger.position import EARLIEST, Position
+from tests.ledger.conftest import LedgerEnv, run, shutdown
+from tests.ledger.conftest import env as env  # the fixture: real bookie processes
 from tests.support.ledger_view import MemoryLedgerView
+from tests.support.waiting import until
 
 P = Position
 MINUTE_MS = 60_000
@@ -224,3 +231,38 @@ def test_decomposition_always_sums_to_storage_size(ledgers, acks, subscriptions,
     assert_sums(e, view)
     assert all(0.0 <= p.percent <= 100.0 for p in e.decomposition)
     assert e.advice
+
+
+def test_over_a_real_managed_ledger_with_its_bookies(env: LedgerEnv) -> None:
+    bookies = sorted(b.address for b in env.start_bookies(2))
+
+    async def body() -> None:
+        config = env.config(managed_ledger_rollover_entries=3, managed_ledger_rollover_min_age_ms=0)
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open("public/default/persistent/explain", store, client, config,
+                                      ensemble_size=2, write_quorum=2, ack_quorum=2)
+        try:
+            positions = [await ml.append(b"x" * (100 + i), publish_time_ms=NOW_MS - (9 - i) * MINUTE_MS)
+                         for i in range(8)]
+            await until(lambda: len(ml.ledgers()) == 3, 10.0, "two rollovers")
+            sub = ManagedCursor.starting_at("sub", ml, EARLIEST, durable=False)
+            sub.ack(positions[1:])
+            ids = [info.ledger_id for info in ml.ledgers()]
+            real = StorageFacts(RetentionPolicy(0, 0), 0, NO_OFFLOAD, SETTINGS,
+                                await ledger_records(store, ml.name), await ledger_bookies(store, ids))
+            e = explain("persistent://public/default/explain", ml, [sub], real, NOW_MS)
+        finally:
+            await ml.close()
+            await shutdown(store, client)
+        assert e.storage_size_bytes == sum(100 + i for i in range(8))
+        assert sum(parts(e).values()) == e.storage_size_bytes
+        assert [ledger.state for ledger in e.ledgers] == ["closed", "closed", "open"]
+        assert all(ledger.bookies == tuple(bookies) and ledger.bookie_copy for ledger in e.ledgers)
+        sizes = [100 + 101 + 102, 103 + 104 + 105, 106 + 107]
+        assert [ledger.size_bytes for ledger in e.ledgers] == sizes
+        assert parts(e)[UNCONSUMED] == sizes[0] // 3 and parts(e)[PINNED] == sizes[0] - sizes[0] // 3 + sizes[1]
+        assert parts(e)[OPEN] == sizes[2]
+        [s] = e.subscriptions
+        assert (s.oldest_unacked, s.ack_holes, s.oldest_unacked_publish_ms) == (positions[0], 1, NOW_MS - 9 * MINUTE_MS)
+
+    run(body())

@@ -59,6 +59,11 @@ class Dispatcher(abc.ABC):
         self._retry: asyncio.TimerHandle | None = None   # pending retry after a failed pass
         self._retry_delay_s = READ_RETRY_DELAY_MIN_S       # wait before the next retry
 
+    @property
+    def reading(self) -> bool:
+        """A dispatch pass (reading entries and sending them) is running."""
+        return self._running
+
     # --- the loop -------------------------------------------------------------------------
 
     def kick(self) -> None:

@@ -27,8 +27,16 @@ Fields, each filled from the managed ledger and the cursors as they are now (Pul
   partially acked batch are not in it (Pulsar lists them separately, Strata does not report them);
 - `schemaLedgers` [] and `compactedLedger` {-1, -1, -1, false} (no schema storage, no compaction).
 
-Not reported, because Strata does not count them: `pendingAddEntriesCount`,
-`waitingCursorsCount`, a cursor's `messagesConsumedCounter` and `cursorLedger`.
+- `pendingAddEntriesCount`: appends accepted and not yet confirmed (on the ledger or waiting for
+  a rollover); `waitingCursorsCount`: subscriptions whose dispatcher has read everything stored
+  and waits for new entries (a cursor's `waitingReadOp`); per cursor `pendingReadOps` (1 while a
+  dispatch pass reads and sends, else 0) and `subscriptionHavePendingRead` (the same as a bool),
+  `totalNonContiguousDeletedMessagesRange` (the ranges `individuallyDeletedMessages` prints),
+  `cursorLedger`/`cursorLedgerLastEntry` -1 (a cursor's state lives in the metadata store, not a
+  ledger, as Pulsar reports a cursor without a ledger).
+
+Not reported, because Strata does not count them: a cursor's `messagesConsumedCounter`,
+`lastLedgerSwitchTimestamp` and `subscriptionHavePendingReplayRead`.
 """
 
 from __future__ import annotations
@@ -58,11 +66,11 @@ def iso_ms(ms: int) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
-def ack_ranges_text(acked_ledgers: Mapping[int, BitMap64]) -> str:
-    """Pulsar's individuallyDeletedMessages: "[(L:first-1..L:last], ...]" per run of acked entries.
-    Walks whichever is smaller, the acked entries or the gaps between them, so the cost follows
-    the number of ranges printed, not the number of entries acked."""
-    ranges = []
+def ack_ranges(acked_ledgers: Mapping[int, BitMap64]) -> list[tuple[int, int, int]]:
+    """(ledger, first, last) per run of consecutive acked entries, in order. Walks whichever is
+    smaller, the acked entries or the gaps between them, so the cost follows the number of
+    ranges, not the number of entries acked."""
+    ranges: list[tuple[int, int, int]] = []
     for ledger_id in sorted(acked_ledgers):
         acked = acked_ledgers[ledger_id]
         if not acked:
@@ -85,8 +93,19 @@ def ack_ranges_text(acked_ledgers: Mapping[int, BitMap64]) -> str:
                     runs.append((first, gap - 1))
                 first = gap + 1
             runs.append((first, high))
-        ranges += [f"({ledger_id}:{first - 1}..{ledger_id}:{last}]" for first, last in runs]
-    return "[" + ", ".join(ranges) + "]"
+        ranges += [(ledger_id, first, last) for first, last in runs]
+    return ranges
+
+
+def ack_ranges_text(acked_ledgers: Mapping[int, BitMap64]) -> str:
+    """Pulsar's individuallyDeletedMessages: "[(L:first-1..L:last], ...]" per run of acked entries."""
+    return "[" + ", ".join(f"({lid}:{first - 1}..{lid}:{last}]" for lid, first, last in ack_ranges(acked_ledgers)) + "]"
+
+
+def _waiting_for_entries(sub: Subscription) -> bool:
+    """The subscription's dispatcher has read everything stored and waits for new entries."""
+    dispatcher = sub.dispatcher
+    return dispatcher is not None and bool(sub.consumers) and dispatcher.read_position > sub.ml.last_confirmed
 
 
 def _cursor_json(sub: Subscription) -> dict:
@@ -102,6 +121,12 @@ def _cursor_json(sub: Subscription) -> dict:
                                                                            read_position),
         "individuallyDeletedMessagesCount": stats.individually_acked_entries,
         "individuallyDeletedMessages": ack_ranges_text(sub.cursor.acked_ledgers),
+        "totalNonContiguousDeletedMessagesRange": len(ack_ranges(sub.cursor.acked_ledgers)),
+        "waitingReadOp": _waiting_for_entries(sub),
+        "pendingReadOps": 1 if dispatcher is not None and dispatcher.reading else 0,
+        "subscriptionHavePendingRead": dispatcher is not None and dispatcher.reading,
+        "cursorLedger": -1,            # the cursor's state is in the metadata store, not a ledger
+        "cursorLedgerLastEntry": -1,
         "properties": {},
     }
 
@@ -122,6 +147,8 @@ def internal_stats(topic: PersistentTopic) -> dict:
     return {
         "entriesAddedCounter": ml.trimmed_totals.entries + sum(i.entries for i in infos),
         "numberOfEntries": sum(i.entries for i in infos),
+        "pendingAddEntriesCount": ml.pending_adds,
+        "waitingCursorsCount": sum(1 for sub in list(topic.subscriptions.values()) if _waiting_for_entries(sub)),
         "totalSize": sum(i.size_bytes for i in infos),
         "currentLedgerEntries": current.entries if current is not None else 0,
         "currentLedgerSize": current.size_bytes if current is not None else 0,

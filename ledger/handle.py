@@ -194,6 +194,11 @@ class WriteHandle(ReadHandle):
 
     # --- state ----------------------------------------------------------------------------------
 
+    @property
+    def pending_adds(self) -> int:
+        """Adds accepted and not yet complete: sent to bookies, or held back by the in-flight limit."""
+        return self._pipeline.in_flight + len(self._pipeline.unsent)
+
     def _set_state(self, state: WriterState) -> None:
         if state not in _WRITER_TRANSITIONS[self.state]:
             raise IllegalTransition(f"writer of ledger {self.ledger_id}: {self.state.value} -> {state.value}")

@@ -592,6 +592,12 @@ class ManagedLedger:
         return dataclasses.replace(self._offloader.status)
 
     @property
+    def pending_adds(self) -> int:
+        """Appends accepted and not yet confirmed: on the current ledger, or waiting for a rollover
+        (Pulsar's pendingAddEntriesCount)."""
+        return len(self._waiting) + (self._handle.pending_adds if self._handle is not None else 0)
+
+    @property
     def trimmed_totals(self) -> LedgerTotals:
         """Entries, messages and bytes of every ledger trimmed since the managed ledger was
         created (persisted in its record): what was ever stored = this + the kept ledgers'."""

@@ -4,6 +4,7 @@ create a non-partitioned topic, lastMessageId, stats with getPreciseBacklog, and
 from __future__ import annotations
 
 import json
+import time
 
 import pulsar
 
@@ -90,3 +91,31 @@ def test_cluster_brokers_health_and_leader(standalone) -> None:
     assert http("GET", base + "/brokers/health") == (200, "ok")
     status, leader = http("GET", base + "/brokers/leaderBroker")
     assert status == 200 and leader["serviceUrl"] == standalone.admin_url
+
+
+def test_internal_stats_carry_pulsars_fields(standalone, client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "holes", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(f"m{i}".encode())
+    got = receive_all(consumer, 10, ack=False)
+    for msg in (got[2], got[3], got[6]):        # two runs of acks above mark-delete: 2..3 and 6
+        consumer.acknowledge(msg)
+    waiting = client.subscribe(topic, "waiting", consumer_type=pulsar.ConsumerType.Exclusive,
+                               initial_position=pulsar.InitialPosition.Latest)
+    stats: dict = {}
+    for _ in range(50):                          # acks are flushed by the client shortly
+        stats = http("GET", _base(standalone, topic) + "/internalStats")[1]
+        if stats["cursors"]["holes"]["individuallyDeletedMessagesCount"] == 3:
+            break
+        time.sleep(0.1)
+    assert stats["entriesAddedCounter"] == 10 and stats["numberOfEntries"] == 10
+    assert stats["pendingAddEntriesCount"] == 0
+    holes = stats["cursors"]["holes"]
+    assert holes["individuallyDeletedMessagesCount"] == 3
+    assert holes["totalNonContiguousDeletedMessagesRange"] == 2
+    assert (holes["cursorLedger"], holes["cursorLedgerLastEntry"]) == (-1, -1)
+    assert stats["cursors"]["waiting"]["waitingReadOp"] is True      # read everything, waits for more
+    assert stats["waitingCursorsCount"] >= 1
+    assert stats["cursors"]["waiting"]["pendingReadOps"] in (0, 1)
+    waiting.close()

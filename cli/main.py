@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "admin": "cli.admin",
     "analytics": "cli.analytics_cmd",
     "cluster": "cli.cluster_cmd",
+    "top": "cli.top",
 }
 
 # `strata perf <name>` -> module with main(argv)

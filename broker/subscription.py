@@ -290,6 +290,19 @@ class Subscription:
             self.dispatcher = None
         self.topic.service.spawn(self._flush_quietly())
 
+    def on_cursor_moved(self) -> None:
+        """The cursor's mark-delete moved forward outside an ACK (admin skip, clear-backlog,
+        expire): consumers keep their connection; what they hold up to mark-delete is dropped,
+        and the dispatcher reads on after it instead of re-reading acked entries."""
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            return
+        md = self.cursor.mark_delete_position
+        dispatcher.on_acked_upto(md)
+        if dispatcher.read_position <= md:
+            dispatcher.seek(self.cursor.next_unacked_from(self.ml.next_position(md)))
+        dispatcher.kick()
+
     def disconnect_all(self) -> None:
         for consumer in list(self.consumers):
             consumer.close_by_broker()

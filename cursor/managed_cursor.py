@@ -391,6 +391,30 @@ class ManagedCursor:
         self._check_invariants()
         return entries - left
 
+    def nth_unacked(self, n: int) -> Position | None:
+        """The `n`-th (1-based) entry after md that is not acked (what a peek shows), or None
+        when fewer than `n` unacked entries exist. Costs one bitmap per ledger crossed."""
+        if n < 1:
+            raise InvalidArgument("the first unacked entry is number 1", n=n)
+        lac = self.view.last_confirmed
+        left = n
+        position = self.next_unacked_from(self.view.next_position(self.mark_delete_position))
+        while position <= lac:
+            ledger_id, first = position
+            end = self._entry_limit(ledger_id, lac)
+            if end <= first:
+                break
+            unacked = BitMap64()
+            unacked.add_range(first, end)
+            acked = self._acks.acked.get(ledger_id)
+            if acked is not None:
+                unacked -= acked
+            if len(unacked) >= left:
+                return Position(ledger_id, unacked[left - 1])
+            left -= len(unacked)
+            position = self.view.next_position(Position(ledger_id, end - 1))
+        return None
+
     def clear_backlog(self) -> None:
         """Ack everything written so far."""
         self.persistence.check_active()
@@ -407,7 +431,13 @@ class ManagedCursor:
         if ttl_seconds <= 0:
             return False
         now_ms = self.clock.wall_ms() if now_ms is None else now_ms
-        first_kept = self.view.position_for_publish_time(now_ms - ttl_seconds * 1000)
+        return self.expire_before(now_ms - ttl_seconds * 1000)
+
+    def expire_before(self, publish_time_ms: int) -> bool:
+        """Ack every entry published before `publish_time_ms`, holes included (the admin
+        API's expireMessages). Deletes nothing. True if md moved."""
+        self.persistence.check_active()
+        first_kept = self.view.position_for_publish_time(publish_time_ms)
         target = before(first_kept)
         if target <= self.mark_delete_position:
             return False

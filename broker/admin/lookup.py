@@ -103,16 +103,18 @@ def lookup_data(native_url: str, http_url: str) -> dict:
 
 
 async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
-                    ) -> tuple[int, object]:
-    """An admin call on another broker (`authoritative=true`), its redirects followed (bounded):
-    (status, decoded JSON body or None; for an error status, the reason). Status 0 when it could
-    not be reached or did not answer within PEER_REQUEST_TIMEOUT_S."""
+                    body: object = None) -> tuple[int, object]:
+    """An admin call on another broker (`authoritative=true`; `body` sent as JSON unless None),
+    its redirects followed (bounded): (status, decoded JSON body or None; for an error status,
+    the reason). Status 0 when it could not be reached or did not answer within
+    PEER_REQUEST_TIMEOUT_S."""
     timeout = aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S)
     url = http_url.rstrip("/") + path
     params = {**(query or {}), "authoritative": "true"}
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session, \
-                session.request(method, url, params=params, max_redirects=PEER_REDIRECTS_MAX) as resp:
+                session.request(method, url, params=params, max_redirects=PEER_REDIRECTS_MAX,
+                                json=body) as resp:
             status, text = resp.status, await resp.text()
     except (aiohttp.ClientError, TimeoutError) as exc:
         return 0, f"{url}: {exc or type(exc).__name__}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker import metrics
-from broker.admin import brokers, explain, lookup, namespaces, offload, topics
+from broker.admin import brokers, explain, lookup, namespaces, offload, subscriptions, topics
 from broker.admin.http import BODY_BYTES_MAX, errors
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
-_RESOURCES = (topics, namespaces, offload, lookup, brokers, explain)
+_RESOURCES = (topics, namespaces, offload, lookup, brokers, explain, subscriptions)
 
 
 class AdminServer:

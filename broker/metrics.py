@@ -38,12 +38,19 @@ Families (labels `cluster`, `namespace`, `topic`; per subscription also `subscri
 What must hold: every value equals what the admin stats of the same moment say
 (`pulsar_msg_backlog` = the topic's `msgBacklog`, `pulsar_storage_size` = `storageSize`, ...);
 a counter named `_total` only goes up while its topic stays loaded (Pulsar's counters also
-restart with the topic); a scrape never changes broker state. Render time, 1,000 topics with
-two subscriptions each: see README (metrics).
+restart with the topic); a scrape never changes broker state.
+
+Cost, 1,000 topics with two subscriptions each (39k lines, 5.5 MB): GET /metrics takes ~360 ms
+end to end on a standalone (the hand-built text before: ~150 ms for 22k lines, 2.9 MB). Of that,
+`generate_latest` is ~180 ms (prometheus-client 0.26 validates every label name of every sample;
+0.21 took ~100 ms) and building the samples ~20 ms; the rest is the topic stats themselves. Hence
+`render_async`: collect on the loop, format on a worker thread. With `broker_metrics_topic_level`
+false the text is a few dozen lines per namespace (~2 ms).
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -111,8 +118,17 @@ def registry_for(service: BrokerService) -> CollectorRegistry:
 
 
 def render(service: BrokerService) -> str:
-    """The Prometheus text exposition (content type `CONTENT_TYPE`)."""
+    """The Prometheus text exposition (content type `CONTENT_TYPE`), all on the calling thread."""
     return generate_latest(registry_for(service)).decode()
+
+
+async def render_async(service: BrokerService) -> str:
+    """`render` for the event loop: the families are collected here (they read live topic state),
+    then formatted on a worker thread (`generate_latest` is ~5 us a sample: ~180 ms at 1,000 topics
+    with two subscriptions each), so the loop keeps serving between the interpreter's thread
+    switches instead of stalling for the whole text."""
+    families = list(registry_for(service).collect())
+    return await asyncio.get_running_loop().run_in_executor(None, text_of, families)
 
 
 def _counter(name: str, help_text: str, cluster: str, value: float) -> CounterMetricFamily:

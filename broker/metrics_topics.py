@@ -93,22 +93,30 @@ def families(stats: dict[str, Stats], cluster: str, topic_level: bool) -> Iterat
         yield from _namespace_families(stats, cluster)
 
 
+def _sample_name(family: Metric) -> str:
+    return family.name + "_total" if family.type == "counter" else family.name
+
+
+# Samples are added with `add_sample` and one label dict per topic (or subscription) shared by
+# every family: `add_metric` builds a dict per sample, a third of the render time at 1,000 topics.
 def _topic_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
-    labels = {name: [cluster, namespace_of(name), name] for name in stats}
+    labels = {name: {"cluster": cluster, "namespace": namespace_of(name), "topic": name} for name in stats}
     for metric, kind, help_text, get in TOPIC_METRICS:
         family = _family(metric, kind, help_text, ["cluster", "namespace", "topic"])
+        sample_name, add = _sample_name(family), family.add_sample
         for name, topic in stats.items():
-            family.add_metric(labels[name], get(topic))
+            add(sample_name, labels[name], get(topic))
         yield family
 
 
 def _subscription_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
-    keys = [([cluster, namespace_of(name), name, sub_name], sub)
+    keys = [({"cluster": cluster, "namespace": namespace_of(name), "topic": name, "subscription": sub_name}, sub)
             for name, topic in stats.items() for sub_name, sub in topic["subscriptions"].items()]
     for metric, help_text, get in SUBSCRIPTION_METRICS:
         family = GaugeMetricFamily(metric, help_text, labels=["cluster", "namespace", "topic", "subscription"])
+        add = family.add_sample
         for label_values, sub in keys:
-            family.add_metric(label_values, get(sub))
+            add(metric, label_values, get(sub))
         yield family
 
 

@@ -293,6 +293,15 @@ class OffloadNotConfigured(LedgerError):
     retriable = False
 
 
+class TopicTerminated(LedgerError):
+    """The managed ledger (its topic) was terminated: it takes no appends, ever (Pulsar's
+    ManagedLedgerTerminatedException / TopicTerminatedException). The client raises
+    `pulsar.TopicTerminated`."""
+    code = 311
+    retriable = False
+    server_error = PulsarServerError.TopicTerminatedError
+
+
 # --- cursor (400-499) -----------------------------------------------------------------------
 
 class CursorError(StrataError):

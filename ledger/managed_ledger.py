@@ -45,6 +45,11 @@ How it works
   too. `add_ledger_closed_listener` tells the broker a ledger was sealed, so it can apply its
   offload policies. close() cancels a running offload between its metadata updates; the
   request stays in the record and the next open resumes it.
+- `terminate()` (Pulsar's asyncTerminate): no append is accepted from then on (TopicTerminated,
+  which never changes), appends in flight complete, the current ledger is sealed, and the last
+  confirmed position is written to the record (`terminated`) by compare-and-set. A terminated
+  managed ledger reopens (after a restart, on another broker) terminated at that position, with
+  no new ledger; reads, trims and offloads go on. Terminating again returns the same position.
 - Fencing: any failed compare-and-set on our metadata, or a fenced ledger, means another owner
   took over: state FENCED, every later append raises ManagedLedgerFenced. Two owners never
   interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
@@ -82,6 +87,8 @@ from common.errors import (
     NotEmpty,
     NotFound,
     StrataError,
+    TimeoutExpired,
+    TopicTerminated,
 )
 from common.histogram import LatencyHistogram
 from common.invariant import invariant, present
@@ -110,6 +117,7 @@ log = logging.getLogger(__name__)
 _ROLL_WARN = RateLimitedLog(log, interval_s=5.0)
 _HANDOFF_WAIT_YIELDS_MAX = 1_000   # loop turns a rollover waits for handed-off appends to come back
 _HANDOFFS_IN_A_ROW_MAX = 3         # ledgers handed off in a row with no entry confirmed; then fail
+_TERMINATE_ROLL_WAITS_MAX = 100    # rollovers terminate() waits out before giving up (each bounded)
 AppendListener = Callable[[Position], None]
 LedgerClosedListener = Callable[[int], None]      # the id of a ledger just sealed
 
@@ -121,15 +129,18 @@ class MLState(enum.Enum):
     FENCED = "fenced"        # another owner took over: no more appends, ever
     FAILED = "failed"        # an invariant broke on the write path (a bug): no more appends;
                              # reopening the managed ledger recovers from what is stored
+    TERMINATED = "terminated"  # terminate() began: no more appends, ever (reads go on)
     CLOSED = "closed"        # close() or delete() ran
 
 
 _ML_TRANSITIONS = {
-    MLState.READY: {MLState.ROLLING, MLState.FENCED, MLState.FAILED, MLState.CLOSED},
+    MLState.READY: {MLState.ROLLING, MLState.FENCED, MLState.FAILED, MLState.CLOSED, MLState.TERMINATED},
     MLState.ROLLING: {MLState.READY, MLState.NO_LEDGER, MLState.FENCED, MLState.FAILED,
                       MLState.CLOSED},
-    MLState.NO_LEDGER: {MLState.ROLLING, MLState.FENCED, MLState.FAILED, MLState.CLOSED},
+    MLState.NO_LEDGER: {MLState.ROLLING, MLState.FENCED, MLState.FAILED, MLState.CLOSED,
+                        MLState.TERMINATED},
     MLState.FAILED: {MLState.FENCED, MLState.CLOSED},
+    MLState.TERMINATED: {MLState.FENCED, MLState.CLOSED},
     MLState.FENCED: {MLState.CLOSED},
     MLState.CLOSED: set(),
 }
@@ -225,9 +236,12 @@ class ManagedLedger:
             self._offloader.clean_orphans(ids, max(ids | set(self._meta.deleting)))
         # bookie copies an earlier owner marked deleted (deletion lag) and may not have deleted
         self._deleter.schedule_bookie_copies(r.ledger_id for r in records if r.bookie_deleted)
-        self._set_state(MLState.ROLLING)
-        await self._add_new_ledger()
-        self._set_state(MLState.READY)
+        if self._meta.terminated is not None:
+            self._set_state(MLState.TERMINATED)   # no new ledger: nothing will be appended
+        else:
+            self._set_state(MLState.ROLLING)
+            await self._add_new_ledger()
+            self._set_state(MLState.READY)
         lc = self._view.last_confirmed
         self._last_position = lc if lc.entry_id >= 0 else Position(-1, -1)
         self._offloader.resume()                  # an offload an earlier owner did not finish
@@ -240,6 +254,13 @@ class ManagedLedger:
         self.state = state
 
     def _check_appendable(self) -> None:
+        self._check_live()
+        if self.state is MLState.TERMINATED:
+            raise TopicTerminated("the topic was terminated: it takes no more messages", name=self.name,
+                                  last=str(self._meta.terminated or self._view.last_confirmed))
+
+    def _check_live(self) -> None:
+        """Not fenced, closed or failed (a terminated managed ledger is live: reads, trims)."""
         if self.state is MLState.FENCED:
             raise ManagedLedgerFenced("another owner took over this managed ledger", name=self.name)
         if self.state is MLState.CLOSED:
@@ -539,7 +560,7 @@ class ManagedLedger:
         (None = trim nothing) and the earlier of the two is used, so a cursor that moved back
         before this point keeps its ledgers. A move after it is ordered after the trim (as if
         the seek came later: it lands on the first ledger still kept)."""
-        self._check_appendable()
+        self._check_live()
         async with self._meta_lock:
             if recheck is not None:
                 again = recheck()
@@ -609,11 +630,54 @@ class ManagedLedger:
         return sum(k.index.total_bytes for k in self._view.kept if k.cold is not None)
 
     def accepts_offload(self) -> bool:
-        return self.state in (MLState.READY, MLState.ROLLING, MLState.NO_LEDGER)
+        return self.state in (MLState.READY, MLState.ROLLING, MLState.NO_LEDGER, MLState.TERMINATED)
 
     async def wait_offload_idle(self, timeout_s: float | None = None) -> None:
         """Wait for the running offload and background object deletions (tests, tools)."""
         await self._offloader.wait_idle(timeout_s)
+
+    # --- terminating -----------------------------------------------------------------------------
+
+    @property
+    def terminated_position(self) -> Position | None:
+        """The last position this managed ledger will ever hold once `terminate()` completed
+        (persisted); None before."""
+        return self._meta.terminated
+
+    async def terminate(self) -> Position:
+        """Take no more appends, ever; seal the current ledger once its appends completed, and
+        record the last confirmed position (returned). Idempotent: the same position again."""
+        if self._meta.terminated is not None:
+            return self._meta.terminated
+        self._check_live()
+        if self.state is not MLState.TERMINATED:
+            await self._wait_rollovers()
+            self._check_live()
+            self._set_state(MLState.TERMINATED)
+            self._fail_waiting(TopicTerminated("the topic was terminated", name=self.name))
+        async with self._meta_lock:
+            if self._meta.terminated is not None:       # a concurrent terminate() finished first
+                return self._meta.terminated
+            try:
+                if self._handle is not None:
+                    await self._seal_current()          # waits for the appends in flight
+                last = self._view.last_confirmed
+                await self._cas(self._meta.with_terminated(last))
+            except (ManagedLedgerFenced, LedgerFenced):
+                self._become_fenced()
+                raise ManagedLedgerFenced("another owner took over this managed ledger",
+                                          name=self.name) from None
+        log.info("%s: terminated at %s", self.name, last)
+        return last
+
+    async def _wait_rollovers(self) -> None:
+        """Let a running rollover finish (its waiting appends go to the new ledger first)."""
+        for _ in range(_TERMINATE_ROLL_WAITS_MAX):
+            task = self._roll_task
+            if task is None or task.done():
+                return
+            await asyncio.gather(task, return_exceptions=True)
+        raise TimeoutExpired("rollovers kept starting; terminate again", name=self.name)
 
     # --- closing ---------------------------------------------------------------------------------
 

@@ -20,9 +20,15 @@ Trimmed totals: `trimmed` sums the entries, messages and bytes of every ledger t
 and trims (the topic's `msgInCounter`/`bytesInCounter` and internal stats' `entriesAddedCounter`
 start there on load). A record written before the field existed reads as zeros.
 
+Termination (Pulsar's `terminatedPosition`): `terminated` is the last position the managed
+ledger will ever hold, written by the compare-and-set that follows sealing its last ledger. A
+terminated managed ledger opens without a new ledger and takes no appends; a record without the
+field is not terminated.
+
 What must hold: ledger ids in the list strictly increase; only the last may be OPEN; a ledger id
 is in `ledgers` or in `deleting`, never both; `bookie_deleted` implies `cold`; `trimmed` only
-grows (a ledger's totals are added once, when it leaves `ledgers`).
+grows (a ledger's totals are added once, when it leaves `ledgers`); once `terminated` is set
+every ledger is closed and it never changes again.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Protocol
 from common.errors import InvalidArgument
 from common.invariant import invariant
 from ledger.cold import ColdCopy
+from ledger.position import Position
 
 ML_ROOT = "/managed-ledgers"
 _SAFE = frozenset(string.ascii_letters + string.digits + "_.:=@+-")
@@ -160,6 +167,7 @@ class ManagedLedgerMetadata:
     # leaves a to-do list, not a leak: the next owner deletes them again (deletes are idempotent).
     deleting: tuple[int, ...] = ()
     trimmed: LedgerTotals = LedgerTotals()   # every ledger trimmed so far, summed
+    terminated: Position | None = None       # the last position ever, once terminated
 
     def __post_init__(self) -> None:
         ids = [r.ledger_id for r in self.ledgers]
@@ -167,6 +175,8 @@ class ManagedLedgerMetadata:
         invariant(all(r.closed for r in self.ledgers[:-1]), "only the last ledger may be open", ids=ids)
         invariant(all(r.cold is not None for r in self.ledgers if r.bookie_deleted),
                   "a ledger whose bookie copy is gone has a cold copy", ids=ids)
+        invariant(self.terminated is None or all(r.closed for r in self.ledgers),
+                  "a terminated managed ledger has no open ledger", ids=ids)
 
     def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> ManagedLedgerMetadata:
         return replace(self, ledgers=tuple(ledgers))
@@ -186,6 +196,9 @@ class ManagedLedgerMetadata:
     def with_properties(self, properties: dict[str, str]) -> ManagedLedgerMetadata:
         return replace(self, properties=dict(properties))
 
+    def with_terminated(self, last: Position) -> ManagedLedgerMetadata:
+        return replace(self, terminated=Position(*last))
+
     def with_owner(self, owner: str) -> ManagedLedgerMetadata:
         return replace(self, owner=owner)
 
@@ -199,12 +212,16 @@ class ManagedLedgerMetadata:
             doc["deleting"] = list(self.deleting)
         if self.trimmed != LedgerTotals():
             doc["trimmed"] = self.trimmed.to_doc()
+        if self.terminated is not None:
+            doc["terminated"] = [self.terminated.ledger_id, self.terminated.entry_id]
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, raw: bytes, version: int) -> ManagedLedgerMetadata:
         doc = json.loads(raw)
         invariant(doc.get("format") == _FORMAT, "known managed ledger format", format=doc.get("format"))
+        terminated = doc.get("terminated")
         return cls(tuple(LedgerRecord.from_doc(d) for d in doc["ledgers"]), str(doc.get("owner", "")),
                    {str(k): str(v) for k, v in doc.get("properties", {}).items()}, version,
-                   tuple(int(i) for i in doc.get("deleting", ())), LedgerTotals.from_doc(doc.get("trimmed")))
+                   tuple(int(i) for i in doc.get("deleting", ())), LedgerTotals.from_doc(doc.get("trimmed")),
+                   Position(int(terminated[0]), int(terminated[1])) if terminated is not None else None)

@@ -30,7 +30,8 @@ from common.errors import StrataError
 
 GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats")
 # the modules that declare commands, each with add_parsers(groups)
-_MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain")
+_MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain",
+            "cli.admin.subscriptions")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker import metrics
-from broker.admin import brokers, explain, lookup, namespaces, offload, subscriptions, topics
+from broker.admin import brokers, explain, lookup, namespaces, offload, subscriptions, tenants, terminate, topics
 from broker.admin.http import BODY_BYTES_MAX, errors
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
-_RESOURCES = (topics, namespaces, offload, lookup, brokers, explain, subscriptions)
+_RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, explain, subscriptions, terminate)
 
 
 class AdminServer:
@@ -65,5 +65,5 @@ class AdminServer:
             self._runner = None
 
     async def metrics(self, request: web.Request) -> web.Response:
-        text = metrics.render(self.service)
-        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+        text = await metrics.render_async(self.service)    # formatted off the event loop
+        return web.Response(body=text.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})

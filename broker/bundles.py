@@ -8,8 +8,10 @@ as Pulsar hashes it, so every partition is placed on its own. A bundle is named 
 
 The boundaries are stored at `/admin/local-policies/<t>/<ns>` as `{"bundles": {"boundaries": [hex,
 ...], "numBundles": N}}` (Pulsar keeps split bundles in its LocalPolicies). A namespace gets
-`default_count` equal bundles the first time anything asks (`load_bundles`), or the count given
-at creation (`create_bundles`). A split (`split_range`, range_equally_divide) replaces one bundle by
+the count given at creation (`create_bundles`, from `broker.tenancy`); `load_bundles` gives an
+existing namespace that has none (created by a broker that stopped in between) `default_count`
+equal ones, and raises NamespaceNotFound for a namespace that does not exist: nothing here
+creates a namespace. A split (`split_range`, range_equally_divide) replaces one bundle by
 its two halves with a compare-and-set on that key, so two splits never both win.
 
 What must hold: boundaries start at 0, end at 0xffffffff and strictly increase; every hash falls
@@ -23,6 +25,7 @@ import json
 import zlib
 from dataclasses import dataclass
 
+from broker.policies import NamespaceNotFound, namespace_path
 from common.errors import AlreadyExists, InvalidBundle, NotFound
 from metadata.api import AsyncStore
 
@@ -144,11 +147,14 @@ def _encode(bundles: NamespaceBundles) -> bytes:
 
 
 async def load_bundles(astore: AsyncStore, tenant: str, namespace: str, default_count: int) -> NamespaceBundles:
-    """The namespace's bundles, creating `default_count` equal ones on first use."""
+    """The namespace's bundles (`default_count` equal ones stored if an existing namespace has
+    none); NamespaceNotFound if the namespace does not exist."""
     path = bundles_path(tenant, namespace)
     found = await astore.get(path)
     if found is not None:
         return _decode(tenant, namespace, found.value, found.version)
+    if await astore.get(namespace_path(tenant, namespace)) is None:
+        raise NamespaceNotFound(tenant, namespace)
     try:
         return await create_bundles(astore, tenant, namespace, default_count)
     except AlreadyExists:   # another broker created them first

@@ -7,7 +7,9 @@ now (the owner is unloading the bundle or unreachable past `broker_lookup_owner_
 broker's lease has lapsed, or it is shutting down) gets Failed with ServiceNotReady, which the
 client retries. PARTITIONED_METADATA is a metadata-store read any broker answers: the partition
 count of a partitioned topic, 0 otherwise. Both validate the name first: a bad name is answered
-with a Failed response carrying InvalidTopicName, never with a dropped connection.
+with a Failed response carrying InvalidTopicName, never with a dropped connection. A topic of a
+namespace that does not exist (or is being deleted) is answered MetadataError "Policies not found
+for <t>/<ns> namespace", as Pulsar's brokers answer (`broker.tenancy`; no store read per lookup).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def _code(exc: StrataError) -> int:
 async def partitioned_metadata(service: BrokerService, cmd: pb.CommandPartitionedTopicMetadata) -> bytes:
     try:
         name = parse_topic(cmd.topic)
+        await service.namespaces.require_live(name.tenant, name.namespace)
         partitions = await service.partitions(name)
     except StrataError as exc:
         return encode_partitioned_metadata_response(cmd.request_id, server_error=_code(exc), message=str(exc))
@@ -43,6 +46,7 @@ async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic) -> bytes:
                                       message="broker is shutting down")
     try:
         name = parse_topic(cmd.topic)
+        await service.namespaces.require_live(name.tenant, name.namespace)
         answer = await service.ownership.resolve(name, authoritative=cmd.authoritative)
     except StrataError as exc:
         return encode_lookup_response(cmd.request_id, server_error=_code(exc), message=str(exc))

@@ -275,7 +275,8 @@ class Ownership:
     # --- lookup --------------------------------------------------------------------------------------
 
     async def resolve(self, name: TopicName, *, authoritative: bool) -> LookupAnswer:
-        """The lookup decision of the module docstring."""
+        """The lookup decision of the module docstring (NamespaceNotFound: never created)."""
+        await self._service.namespaces.require(name.tenant, name.namespace)
         bundle = await self.bundle_of(name)
         path = ownership_path(name.tenant, name.namespace, bundle)
         if not self._astore.lease_valid():   # answer only with other owners; assign nothing

@@ -7,7 +7,9 @@ Layout (every value is JSON):
   {"retentionTimeInMinutes": m, "retentionSizeInMB": s}, "message_ttl_in_seconds": n,
   "offload_threshold": bytes, "offload_threshold_in_seconds": s, "offload_deletion_lag_ms": ms}` —
   namespace policies; an absent field means the broker config's default applies (the offload
-  fields: `broker.offload_policy`).
+  fields: `broker.offload_policy`). The key IS the namespace: it exists from `namespaces create`
+  (`broker.tenancy`) until the namespace is deleted, and setting a policy never creates it
+  (NamespaceNotFound). `/admin/policies/<tenant>` is the tenant's TenantInfo (`broker.tenancy`).
 - `/admin/topic-policies/<tenant>/<ns>/<topic>` = `{"deduplicationEnabled": bool,
   "retention_policies": {...}, "message_ttl_in_seconds": n, "offload_policies": {...}}` — topic
   policies; a field set here overrides the namespace's, which overrides the broker config. A
@@ -22,10 +24,11 @@ What must hold: a partition count, once written, is in 1..broker_partitions_max 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from common import retry
 from common.config import Config
-from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound
+from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound, StrataError
 from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName
 from cursor.retention import RetentionPolicy
 from metadata.api import AsyncStore
@@ -41,6 +44,20 @@ TTL_KEY = "message_ttl_in_seconds"       # int seconds, 0 = off
 _POLICY_CAS_RETRY = retry.Retry("broker.policy_cas", retry_on=(), wait=retry.no_wait(), attempts_max=10)
 
 
+class NamespaceNotFound(NotFound):
+    """The namespace was never created (or was deleted). The binary protocol answers Pulsar's
+    MetadataError "Policies not found for <t>/<ns> namespace"; the admin API 404 `rest_reason`."""
+
+    rest_reason = "Namespace does not exist"
+
+    def __init__(self, tenant: str, namespace: str) -> None:
+        super().__init__(f"Policies not found for {tenant}/{namespace} namespace")
+
+
+def namespace_path(tenant: str, namespace: str) -> str:
+    return f"{POLICIES_ROOT}/{tenant}/{namespace}"
+
+
 def _partitioned_path(name: TopicName) -> str:
     return f"{PARTITIONED_ROOT}/{name.path}"
 
@@ -54,11 +71,14 @@ async def partition_count(astore: AsyncStore, name: TopicName) -> int:
 
 
 async def create_partitioned(astore: AsyncStore, name: TopicName, partitions: int, partitions_max: int) -> None:
-    """Record a partitioned topic; AlreadyExists if it is already partitioned."""
+    """Record a partitioned topic; AlreadyExists if it is already partitioned, NamespaceNotFound
+    if its namespace does not exist."""
     if not 1 <= partitions <= partitions_max:
         raise InvalidArgument("partition count out of range", partitions=partitions, max=partitions_max)
     if name.partition_index >= 0:
         raise InvalidArgument("a partition cannot itself be partitioned", topic=str(name))
+    if await astore.get(namespace_path(name.tenant, name.namespace)) is None:
+        raise NamespaceNotFound(name.tenant, name.namespace)
     await astore.create(_partitioned_path(name), json.dumps({"partitions": partitions}).encode())
 
 
@@ -97,18 +117,30 @@ async def partitioned_topics(astore: AsyncStore, tenant: str, namespace: str) ->
 
 
 async def namespace_policies(astore: AsyncStore, tenant: str, namespace: str) -> dict:
-    found = await astore.get(f"{POLICIES_ROOT}/{tenant}/{namespace}")
+    """The namespace's stored policy fields ({} if it has none, or does not exist)."""
+    found = await astore.get(namespace_path(tenant, namespace))
     return json.loads(found.value) if found is not None else {}
 
 
+async def existing_namespace_policies(astore: AsyncStore, tenant: str, namespace: str) -> dict:
+    """The namespace's stored policy fields; NamespaceNotFound (404) if it does not exist."""
+    found = await astore.get(namespace_path(tenant, namespace))
+    if found is None:
+        raise NamespaceNotFound(tenant, namespace)
+    return json.loads(found.value)
+
+
 async def set_namespace_policy(astore: AsyncStore, tenant: str, namespace: str, key: str, value: object) -> None:
-    """Set one policy field with compare-and-set, retrying if another writer raced us."""
-    await _set_fields(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", {key: value})
+    """Set (None: remove) one policy field with compare-and-set, retrying if another writer
+    raced us; NamespaceNotFound if the namespace does not exist (it is not created)."""
+    await set_namespace_policies(astore, tenant, namespace, {key: value})
 
 
 async def set_namespace_policies(astore: AsyncStore, tenant: str, namespace: str, fields: dict) -> None:
-    """Set (None: remove) several policy fields in one compare-and-set: all or none."""
-    await _set_fields(astore, f"{POLICIES_ROOT}/{tenant}/{namespace}", fields)
+    """Set (None: remove) several policy fields in one compare-and-set: all or none;
+    NamespaceNotFound if the namespace does not exist."""
+    await _set_fields(astore, namespace_path(tenant, namespace), fields,
+                      missing=lambda: NamespaceNotFound(tenant, namespace))
 
 
 async def topic_policies(astore: AsyncStore, name: TopicName) -> dict:
@@ -162,9 +194,14 @@ async def delete_topic_policies(astore: AsyncStore, name: TopicName) -> None:
         pass
 
 
-async def _set_fields(astore: AsyncStore, path: str, updates: dict) -> None:
+async def _set_fields(astore: AsyncStore, path: str, updates: dict,
+                      missing: Callable[[], StrataError] | None = None) -> None:
+    """Apply `updates` to the JSON object at `path` by compare-and-set. An absent key is created,
+    unless `missing` is given: then `missing()` is raised."""
     async def attempt() -> None:
         found = await astore.get(path)
+        if found is None and missing is not None:
+            raise missing()
         fields = json.loads(found.value) if found is not None else {}
         for key, value in updates.items():
             if value is None:

@@ -38,7 +38,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker import dedup, offload_policy, policies, topic_stats
+from broker import dedup, offload_policy, policies, tenancy, topic_stats
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
 from broker.load_report import LoadMeter
@@ -81,6 +81,7 @@ class BrokerService:
         self.connection_count = lambda: 0   # the server's live connections, for the load report
         self.registry = BrokerRegistry(astore, config, "")   # keyed once the admin port is known
         self.ownership = Ownership(self, self.registry)
+        self.namespaces = tenancy.NamespaceCache(astore)   # which namespaces exist (lookups, loads)
         self.lease = LeaseWatch(self)
         self.load_manager = LoadManager(self)
         self._load_meter = LoadMeter()
@@ -121,6 +122,9 @@ class BrokerService:
     async def start_cluster(self, web_url: str, registry_key: str) -> None:
         """Register this broker, start the ownership view and follow the lease (once serving)."""
         self.web_url = web_url
+        await tenancy.ensure_defaults(self.astore, self.config.cluster_name,
+                                      self.config.broker_default_namespace_bundles)
+        await self.namespaces.start()
         self.registry = BrokerRegistry(self.astore, self.config, registry_key)
         self.ownership = Ownership(self, self.registry)
         await self.registry.register(self.load_report())
@@ -158,6 +162,7 @@ class BrokerService:
             raise ServiceNotReady("topic is still loading", topic=key) from None
 
     async def _load(self, name: TopicName) -> PersistentTopic:
+        await self.namespaces.require(name.tenant, name.namespace)   # NamespaceNotFound: not created
         await self.ownership.check_owned(name)
         started_s = self.clock.monotonic_s()
         await policies.register_topic(self.astore, name, self.clock.wall_ms())
@@ -243,9 +248,12 @@ class BrokerService:
             await asyncio.sleep(interval_s)
 
     async def partitions(self, name: TopicName) -> int:
+        """Partitions of `name` (0: not partitioned); NamespaceNotFound if its namespace does not exist."""
+        await self.namespaces.require(name.tenant, name.namespace)
         return await policies.partition_count(self.astore, name)
 
     async def topics_of_namespace(self, tenant: str, namespace: str) -> list[str]:
+        await self.namespaces.require(tenant, namespace)
         names = await policies.topics_of_namespace(self.astore, tenant, namespace)
         return sorted(str(n) for n in names)
 
@@ -274,6 +282,7 @@ class BrokerService:
                 log.warning("closing topic %s: %s", topic.name, exc)
         if self._policy_watch is not None:
             self._policy_watch.cancel()
+        self.namespaces.stop()
         for task in list(self._tasks):
             task.cancel()
 

@@ -93,7 +93,8 @@ def status_of(exc: StrataError) -> int:
 def reason_of(exc: StrataError) -> str:
     if isinstance(exc, OffloadInProgress):
         return "Offload already running"
-    return str(exc)
+    rest_reason = getattr(exc, "rest_reason", None)   # the admin API's words for it (NamespaceNotFound)
+    return rest_reason if isinstance(rest_reason, str) else str(exc)
 
 
 @web.middleware

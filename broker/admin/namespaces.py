@@ -1,14 +1,25 @@
 """Namespace routes of the admin API (Pulsar's paths, JSON and status codes).
 
+A namespace exists from its creation until its deletion (`broker.tenancy`): nothing else creates
+one, and every route below answers 404 "Namespace does not exist" for one that does not (the
+topic routes too: `broker.service`, `broker.ownership`).
+
+- `GET    /admin/v2/namespaces/{t}` → `["t/ns", ...]`; 404 "Tenant does not exist".
 Under `/admin/v2/namespaces/{t}/{ns}`:
-- `PUT    ...` body: none, or Pulsar's Policies `{"bundles": {"numBundles": N}}` or
-  `{"bundles": {"boundaries": ["0x00000000", ..., "0xffffffff"]}}` (other Policies fields are
-  ignored) → 204: the namespace's bundles are stored (`broker_default_namespace_bundles` when none
-  is asked). 409 if the namespace already has bundles (it was created, or a topic of it was looked
-  up or used); 412 a count outside 1..128 (0 included) or boundaries that do not run
-  0x00000000..0xffffffff increasing; 400 a body of the wrong shape.
-- `GET    .../bundles` → BundlesData `{"boundaries": [...], "numBundles": N}`; 404 for a namespace
-  that has none yet: neither created nor used (public/default always has them, as in Pulsar).
+- `PUT    ...` body: none, or Pulsar's Policies (`broker.admin.namespace_policies`: bundles as
+  `{"numBundles": N}` or `{"boundaries": [...]}`, retention, TTL, dedup, offload fields, this
+  cluster in `replication_clusters`) → 204: the namespace is stored with its bundles
+  (`broker_default_namespace_bundles` when none is asked). 404 "Tenant does not exist"; 409
+  "Namespace already exists"; 412 a count outside 1..128, boundaries that do not run
+  0x00000000..0xffffffff increasing, another cluster, an invalid policy value, or a Pulsar policy
+  Strata does not apply set to anything but its default; 400 a body of the wrong shape.
+- `GET    ...` → Pulsar's Policies JSON (every field; unset ones at Pulsar's defaults).
+- `DELETE ...[?force=true]` → 204. 409 "Cannot delete non empty namespace" while it has topics
+  (partitioned or not), unless forced: then every topic is deleted on the broker that serves it
+  (clients told to go), and then its policies, topic policies, partitioned-topic records, bundles
+  (unloaded first) and ownership keys. The policies are marked `deleted` first, so clients'
+  lookups are refused from then on (about a second later on other brokers).
+- `GET    .../bundles` → BundlesData `{"boundaries": [...], "numBundles": N}`.
 - `PUT    .../unload` → 204: every owned bundle is unloaded by its owner (this broker's here, the
   others' by a PUT of `.../{bundle}/unload` to their owner); unowned bundles are skipped.
 - `PUT    .../{bundle}/unload[?destinationBroker=host:webPort]` → 204; 412 a bundle the namespace
@@ -16,96 +27,135 @@ Under `/admin/v2/namespaces/{t}/{ns}`:
   it; 204 and nothing done when nobody owns it; 412 a destination that is not a live broker.
 - `PUT    .../{bundle}/split[?unload=false&splitAlgorithmName=range_equally_divide]` → 204; 307
   to the owner; 412 when nobody owns the bundle, for an unknown bundle, or another algorithm.
-- `POST|GET .../deduplication` body true/false; `POST|GET .../retention` body
-  `{"retentionTimeInMinutes": m, "retentionSizeInMB": s}` (412 if invalid: below -1, or 0 paired
-  with a positive value; GET: the config's default when unset); `POST|GET .../messageTTL` body
-  seconds (int >= 0, 0 = off; 412 if negative). The retention task (`broker.retention_task`)
-  applies retention and TTL on its next pass.
+- `POST|GET|DELETE .../deduplication` body true/false (GET: false when unset);
+  `POST|GET|DELETE .../retention` body `{"retentionTimeInMinutes": m, "retentionSizeInMB": s}`
+  (412 if invalid: below -1, or 0 paired with a positive value; GET: the config's default when
+  unset); `POST|GET|DELETE .../messageTTL` body seconds (int >= 0, 0 = off; 412 if negative;
+  GET: the config's default when unset). DELETE removes the namespace's value (the broker's
+  default applies again). The retention task (`broker.retention_task`) applies retention and TTL
+  on its next pass.
 Offload policies: `broker.admin.offload`. Errors: `broker.admin.http`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from broker import bundles as bundles_mod
-from broker import policies
+from broker import policies, tenancy
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
-from broker.admin.lookup import forward_put, redirect_to
+from broker.admin.lookup import delete_partition, forward_put, redirect_to
+from broker.admin.namespace_policies import policies_from_body, policies_json
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.bundles import BundleRange, NamespaceBundles, parse_bundle
-from broker.ownership import ownership_path
+from broker.ownership import NAMESPACE_ROOT, ownership_path
 from common.errors import (
-    AlreadyExists,
-    BadRequestBody,
     BundleNotOwned,
-    InvalidArgument,
-    InvalidBundle,
+    NotEmpty,
     NotFound,
     OwnedElsewhere,
     ServiceNotReady,
 )
+from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName
 
 if TYPE_CHECKING:
     from broker.ownership import Ownership
     from broker.service import BrokerService
 
 SPLIT_ALGORITHMS = ("range_equally_divide",)
-DEFAULT_NAMESPACE = ("public", "default")   # exists from the start, as in Pulsar's standalone
+DELETES_AT_ONCE = 8       # topics deleted concurrently by a forced namespace delete
 
 
 def register(app: web.Application, service: BrokerService) -> None:
     r = _NamespaceRoutes(service)
     ns = "/admin/v2/namespaces/{tenant}/{ns}"
+    app.router.add_get("/admin/v2/namespaces/{tenant}", r.list_namespaces)
     app.router.add_put(ns, r.create_namespace)
+    app.router.add_get(ns, r.get_policies)
+    app.router.add_delete(ns, r.delete_namespace)
     app.router.add_get(ns + "/bundles", r.get_bundles)
     app.router.add_put(ns + "/unload", r.unload_namespace)
     app.router.add_put(ns + "/{bundle}/unload", r.unload_bundle)
     app.router.add_put(ns + "/{bundle}/split", r.split_bundle)
     app.router.add_post(ns + "/deduplication", r.set_dedup)
     app.router.add_get(ns + "/deduplication", r.get_dedup)
+    app.router.add_delete(ns + "/deduplication", r.remove_dedup)
     app.router.add_post(ns + "/retention", r.set_retention)
     app.router.add_get(ns + "/retention", r.get_retention)
+    app.router.add_delete(ns + "/retention", r.remove_retention)
     app.router.add_post(ns + "/messageTTL", r.set_ttl)
     app.router.add_get(ns + "/messageTTL", r.get_ttl)
+    app.router.add_delete(ns + "/messageTTL", r.remove_ttl)
 
 
-async def _body_bundles(request: web.Request, body_bytes_max: int) -> tuple[int | None, list[int] | None]:
-    """(count, boundaries) asked by a namespace-create body; (None, None): the default."""
-    raw = await request.content.read(body_bytes_max + 1)
-    if len(raw) > body_bytes_max:
-        raise InvalidArgument("request body too large")
+async def _unload_anywhere(service: BrokerService, tenant: str, ns: str, bundle: BundleRange) -> str | None:
+    """Unload one bundle on its owner (nothing if nobody owns it); None, or what went wrong."""
+    owner = await service.ownership.owner_of(ownership_path(tenant, ns, bundle))
+    if owner is None:
+        return None
+    if owner.mine:
+        await service.ownership.unload(tenant, ns, bundle)
+        return None
+    return await forward_put(owner.http_url, f"/admin/v2/namespaces/{tenant}/{ns}/{bundle.key}/unload")
+
+
+async def unload_everywhere(service: BrokerService, tenant: str, ns: str) -> list[str]:
+    """Every bundle of the namespace unloaded by its owner, at once; what failed."""
+    ranges = (await bundles_mod.load_bundles(service.astore, tenant, ns,
+                                             service.config.broker_default_namespace_bundles)).ranges
+    return [f for f in await asyncio.gather(*(_unload_anywhere(service, tenant, ns, b) for b in ranges))
+            if f is not None]
+
+
+async def _delete_topics(service: BrokerService, tenant: str, ns: str) -> None:
+    """Every topic of the namespace (partitions of partitioned ones included), each deleted on
+    the broker that serves it, DELETES_AT_ONCE at a time; then the partitioned-topic records."""
+    astore = service.astore
+    names = {str(n): n for n in await policies.topics_of_namespace(astore, tenant, ns)}
+    partitioned = [TopicName("persistent", tenant, ns, local)
+                   for local in await policies.partitioned_topics(astore, tenant, ns)]
+    for name in partitioned:
+        for i in range(await policies.partition_count(astore, name)):
+            names.setdefault(str(name.partition(i)), name.partition(i))
+    gate = asyncio.Semaphore(DELETES_AT_ONCE)
+
+    async def delete_one(name: TopicName) -> None:
+        async with gate:
+            await delete_partition(service, name, force=True)
+
+    await asyncio.gather(*(delete_one(n) for n in names.values()))
+    for name in partitioned:
+        await policies.delete_partitioned(astore, name)
+
+
+async def delete_namespace(service: BrokerService, tenant: str, ns: str, *, force: bool) -> None:
+    """The namespace and everything under it (see the module docstring); NotEmpty (409) if it
+    has topics and not `force`, NamespaceNotFound (404) if it does not exist."""
+    astore = service.astore
+    await policies.existing_namespace_policies(astore, tenant, ns)
+    has_topics = bool(await policies.topics_of_namespace(astore, tenant, ns)
+                      or await policies.partitioned_topics(astore, tenant, ns))
+    if has_topics and not force:
+        raise NotEmpty("Cannot delete non empty namespace")
+    await policies.set_namespace_policy(astore, tenant, ns, tenancy.DELETED_KEY, True)
+    service.namespaces.forget(tenant, ns)
+    if has_topics:
+        await _delete_topics(service, tenant, ns)
+    failures = await unload_everywhere(service, tenant, ns)
+    if failures:
+        raise ServiceNotReady("unloading the namespace's bundles failed: " + "; ".join(failures))
     try:
-        policies = json.loads(raw.decode() or "null")
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise BadRequestBody("request body is not JSON") from None
-    if policies is None:
-        return None, None
-    if not isinstance(policies, dict):
-        raise BadRequestBody("a namespace's policies are a JSON object")
-    found = policies.get("bundles")
-    if found is None:
-        return None, None
-    if not isinstance(found, dict):
-        raise BadRequestBody('bundles must be {"numBundles": N} or {"boundaries": [...]}')
-    count, boundaries = found.get("numBundles"), found.get("boundaries")
-    if boundaries is None:
-        return (None, None) if count is None else (bundles_mod.check_count(count), None)
-    if not isinstance(boundaries, list) or not all(isinstance(b, str) for b in boundaries):
-        raise BadRequestBody("bundles.boundaries must be a list of hex strings")
-    try:
-        values = [int(b, 16) for b in boundaries]
-    except ValueError:
-        raise InvalidBundle("bundle boundaries are hex numbers, 0x00000000..0xffffffff") from None
-    if count is not None and count != len(values) - 1:
-        raise InvalidBundle("numBundles must be one less than the number of boundaries", numBundles=count)
-    NamespaceBundles("-", "-", tuple(values))      # InvalidBundle unless well formed
-    return len(values) - 1, values
+        await astore.delete(policies.namespace_path(tenant, ns))
+    except NotFound:
+        pass
+    service.namespaces.forget(tenant, ns)
+    for root in (policies.TOPIC_POLICIES_ROOT, PARTITIONED_ROOT, bundles_mod.LOCAL_POLICIES_ROOT,
+                 NAMESPACE_ROOT, TOPICS_ROOT):
+        await astore.delete_recursive(f"{root}/{tenant}/{ns}")
 
 
 class _NamespaceRoutes:
@@ -119,48 +169,48 @@ class _NamespaceRoutes:
         return self.service.ownership
 
     async def _bundles(self, tenant: str, namespace: str) -> NamespaceBundles:
-        """The namespace's bundles as stored now (created with the default count on first use)."""
+        """The namespace's bundles as stored now; NamespaceNotFound (404) if it does not exist."""
         return await bundles_mod.load_bundles(self.service.astore, tenant, namespace,
                                               self.service.config.broker_default_namespace_bundles)
 
+    async def list_namespaces(self, request: web.Request) -> web.Response:
+        tenant = tenancy.check_tenant_name(request.match_info["tenant"])
+        await tenancy.get_tenant(self.service.astore, tenant)       # TenantNotFound (404)
+        return web.json_response(await tenancy.list_namespaces(self.service.astore, tenant))
+
     async def create_namespace(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
-        count, boundaries = await _body_bundles(request, self.service.config.broker_admin_body_bytes_max)
-        try:
-            await bundles_mod.create_bundles(self.service.astore, tenant, ns,
-                                             count or self.service.config.broker_default_namespace_bundles,
-                                             boundaries)
-        except AlreadyExists:
-            raise AlreadyExists("Namespace already exists", namespace=f"{tenant}/{ns}") from None
+        config = self.service.config
+        fields, count, boundaries = policies_from_body(await body_json(request), config.cluster_name)
+        await tenancy.create_namespace(self.service.astore, tenant, ns, fields,
+                                       count or config.broker_default_namespace_bundles, boundaries)
+        return web.Response(status=204)
+
+    async def get_policies(self, request: web.Request) -> web.Response:
+        tenant, ns = namespace_of(request)
+        stored = await policies.existing_namespace_policies(self.service.astore, tenant, ns)
+        answer = policies_json(stored, await self._bundles(tenant, ns), self.service.config.cluster_name)
+        answer[tenancy.DELETED_KEY] = bool(stored.get(tenancy.DELETED_KEY, False))
+        return web.json_response(answer)
+
+    async def delete_namespace(self, request: web.Request) -> web.Response:
+        tenant, ns = namespace_of(request)
+        await delete_namespace(self.service, tenant, ns, force=flag(request, "force"))
         return web.Response(status=204)
 
     async def get_bundles(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
-        if (tenant, ns) == DEFAULT_NAMESPACE:
-            return web.json_response((await self._bundles(tenant, ns)).to_json())
-        found = await self.service.astore.get(bundles_mod.bundles_path(tenant, ns))
-        if found is None:
-            raise NotFound("Namespace does not exist", namespace=f"{tenant}/{ns}")
         return web.json_response((await self._bundles(tenant, ns)).to_json())
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
         """Each owned bundle unloaded by its owner (at once); unowned ones skipped."""
         tenant, ns = namespace_of(request)
-        ranges = (await self._bundles(tenant, ns)).ranges
-        failures = [f for f in await asyncio.gather(*(self._unload_anywhere(tenant, ns, b) for b in ranges))
-                    if f is not None]
+        if not self.service.web_url:
+            raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
+        failures = await unload_everywhere(self.service, tenant, ns)
         if failures:
             return error(500, "unloading failed: " + "; ".join(failures))
         return web.Response(status=204)
-
-    async def _unload_anywhere(self, tenant: str, ns: str, bundle: BundleRange) -> str | None:
-        owner = await self.ownership.owner_of(ownership_path(tenant, ns, bundle))
-        if owner is None:
-            return None
-        if owner.mine:
-            await self.ownership.unload(tenant, ns, bundle)
-            return None
-        return await forward_put(owner.http_url, f"/admin/v2/namespaces/{tenant}/{ns}/{bundle.key}/unload")
 
     async def _known_bundle(self, request: web.Request) -> tuple[str, str, BundleRange]:
         """(tenant, ns, bundle) of a bundle route; InvalidBundle (412) unless the namespace has it."""
@@ -200,16 +250,22 @@ class _NamespaceRoutes:
 
     async def set_dedup(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
-        enabled = await body_bool(request, "deduplication")
+        await self._set_dedup(tenant, ns, await body_bool(request, "deduplication"))
+        return web.Response(status=204)
+
+    async def remove_dedup(self, request: web.Request) -> web.Response:
+        tenant, ns = namespace_of(request)
+        await self._set_dedup(tenant, ns, None)
+        return web.Response(status=204)
+
+    async def _set_dedup(self, tenant: str, ns: str, enabled: bool | None) -> None:
         await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.DEDUP_KEY, enabled)
         await self.service.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns))
         if not enabled:
             await self.service.drop_unloaded_dedup_snapshots(tenant, ns, lambda n: True)
-        return web.Response(status=204)
 
     async def get_dedup(self, request: web.Request) -> web.Response:
-        tenant, ns = namespace_of(request)
-        found = await policies.namespace_policies(self.service.astore, tenant, ns)
+        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
         return web.json_response(bool(found.get(policies.DEDUP_KEY, False)))
 
     async def set_retention(self, request: web.Request) -> web.Response:
@@ -219,11 +275,15 @@ class _NamespaceRoutes:
         return web.Response(status=204)
 
     async def get_retention(self, request: web.Request) -> web.Response:
-        tenant, ns = namespace_of(request)
-        found = await policies.namespace_policies(self.service.astore, tenant, ns)
+        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
         policy = policies.retention_of(found, self.service.config)
         return web.json_response({"retentionTimeInMinutes": policy.time_minutes,
                                   "retentionSizeInMB": policy.size_mb})
+
+    async def remove_retention(self, request: web.Request) -> web.Response:
+        tenant, ns = namespace_of(request)
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY, None)
+        return web.Response(status=204)
 
     async def set_ttl(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
@@ -232,6 +292,10 @@ class _NamespaceRoutes:
         return web.Response(status=204)
 
     async def get_ttl(self, request: web.Request) -> web.Response:
-        tenant, ns = namespace_of(request)
-        found = await policies.namespace_policies(self.service.astore, tenant, ns)
+        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
         return web.json_response(policies.ttl_seconds_of(found, self.service.config))
+
+    async def remove_ttl(self, request: web.Request) -> web.Response:
+        tenant, ns = namespace_of(request)
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.TTL_KEY, None)
+        return web.Response(status=204)

@@ -18,8 +18,9 @@ Topic (`/admin/v2/persistent/{t}/{ns}/{topic}`):
   field names; GET: null if unset, `?applied=true` the effective values).
 
 Namespace (`/admin/v2/namespaces/{t}/{ns}`):
-- `GET|PUT .../offloadThreshold` (bytes) and `.../offloadThresholdInSeconds` (seconds): a JSON
-  integer; GET answers -1 when unset (the broker's default applies).
+- `GET|PUT|DELETE .../offloadThreshold` (bytes) and `.../offloadThresholdInSeconds` (seconds): a
+  JSON integer; GET answers -1 when unset (the broker's default applies); DELETE unsets it.
+- Every namespace route answers 404 "Namespace does not exist" for a namespace never created.
 - `GET|PUT|DELETE .../offloadDeletionLagMs` (ms): GET answers null when unset.
 - `GET|POST|DELETE .../offloadPolicies`: the same three values as one OffloadPolicies object
   (`managedLedgerOffloadThresholdInBytes`, `...ThresholdInSeconds`, `...DeletionLagInMillis`;
@@ -73,6 +74,7 @@ def register(app: web.Application, service: BrokerService) -> None:
                         ("offloadThresholdInSeconds", offload_policy.NS_THRESHOLD_SECONDS_KEY)):
         app.router.add_get(ns + "/" + suffix, functools.partial(r.get_ns_long, key=key, unset=-1))
         app.router.add_put(ns + "/" + suffix, functools.partial(r.set_ns_long, key=key, what=suffix))
+        app.router.add_delete(ns + "/" + suffix, functools.partial(r.remove_ns_key, key=key))
     lag = offload_policy.NS_DELETION_LAG_KEY
     app.router.add_get(ns + "/offloadDeletionLagMs", functools.partial(r.get_ns_long, key=lag, unset=None))
     app.router.add_put(ns + "/offloadDeletionLagMs",
@@ -189,7 +191,7 @@ class _OffloadRoutes:
     # --- namespace --------------------------------------------------------------------------
 
     async def get_ns_long(self, request: web.Request, *, key: str, unset: int | None) -> web.StreamResponse:
-        found = await policies.namespace_policies(self.service.astore, *namespace_of(request))
+        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
         value = found.get(key)
         return web.json_response(unset if value is None else value)
 
@@ -205,7 +207,7 @@ class _OffloadRoutes:
         return web.Response(status=204)
 
     async def get_ns_policies(self, request: web.Request) -> web.StreamResponse:
-        found = await policies.namespace_policies(self.service.astore, *namespace_of(request))
+        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
         return web.json_response(offload_policy.namespace_offload_policies(found))
 
     async def set_ns_policies(self, request: web.Request) -> web.StreamResponse:

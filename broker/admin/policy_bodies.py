@@ -15,7 +15,11 @@ from cursor.retention import RetentionPolicy
 
 async def body_retention(request: web.Request) -> dict:
     """A retention body, checked (400 wrong types, 412 an invalid pair), as stored."""
-    body = await body_json(request)
+    return retention_value(await body_json(request))
+
+
+def retention_value(body: object) -> dict:
+    """A RetentionPolicies value, checked (400 wrong types, 412 an invalid pair), as stored."""
     fields = ("retentionTimeInMinutes", "retentionSizeInMB")
     if not isinstance(body, dict) or not all(k in body for k in fields):
         raise BadRequestBody('retention body must be {"retentionTimeInMinutes": m, "retentionSizeInMB": s}')

@@ -44,6 +44,7 @@ import pulsar
 import pytest
 
 from tests.acceptance.conftest import make_client
+from tests.support.namespaces import ensure_namespace
 from tests.support.offload_checks import (
     Admin,
     BookieSnapshot,
@@ -114,6 +115,7 @@ def world(s3_server: TestSeaweed, tmp_path_factory: pytest.TempPathFactory) -> I
     s3 = S3Access.of(s3_server, bucket, PREFIX)
     env = {**s3_server.standalone_env(bucket, PREFIX), **ENV}
     with StandaloneProcess.start(tmp_path_factory.mktemp("offload") / "data", env=env) as sa:
+        ensure_namespace(sa.admin_url, NS)
         w = World(sa, Admin(sa.admin_url), s3, [])
         client = make_client(sa.service_url)
         w.corpus = in_id_order(produce_corpus(client, TOPIC, MESSAGES, SEED))
@@ -334,8 +336,10 @@ def test_pyarrow_reads_exactly_the_offloaded_messages_from_the_topic_prefix(worl
         assert meta["strata.topic"] == TOPIC
 
 
-def _ns_of_its_own(what: str) -> str:
-    return f"public/offload-{what}-{os.getpid()}"
+def _ns_of_its_own(w: World, what: str) -> str:
+    ns = f"public/offload-{what}-{os.getpid()}"
+    ensure_namespace(w.sa.admin_url, ns)
+    return ns
 
 
 def _closed_with_entries(ledgers: list[dict]) -> set[int]:
@@ -344,7 +348,7 @@ def _closed_with_entries(ledgers: list[dict]) -> set[int]:
 
 def test_threshold_zero_offloads_every_closed_ledger_without_being_asked(world: World) -> None:
     w = world
-    ns = _ns_of_its_own("auto")
+    ns = _ns_of_its_own(w, "auto")
     topic = f"persistent://{ns}/auto"
     assert w.admin.set_ns(ns, "offloadThreshold", 0)[0] == 204
     assert w.admin.get_ns(ns, "offloadThreshold") == 0
@@ -363,7 +367,7 @@ def test_threshold_zero_offloads_every_closed_ledger_without_being_asked(world: 
 
 def test_retention_deletes_an_offloaded_ledger_with_its_object(world: World) -> None:
     w = world
-    ns = _ns_of_its_own("retention")
+    ns = _ns_of_its_own(w, "retention")
     topic = f"persistent://{ns}/trimmed"
     status, body = http("POST", w.admin.ns_url(ns, "retention"), {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
     assert status == 204, (status, body)
@@ -388,7 +392,7 @@ def test_retention_deletes_an_offloaded_ledger_with_its_object(world: World) -> 
 
 def test_a_partitioned_topic_offloads_under_partition_folders_read_as_one_dataset(world: World) -> None:
     w = world
-    ns = _ns_of_its_own("partitioned")
+    ns = _ns_of_its_own(w, "partitioned")
     topic = f"persistent://{ns}/parted"
     assert http("PUT", f"{w.admin.topic_url(topic, 'partitions')}", 2)[0] == 204
     client = make_client(w.sa.service_url)
@@ -423,7 +427,7 @@ def _strata_admin(w: World, *args: str) -> subprocess.CompletedProcess:
 
 def test_strata_admin_offload_commands_as_pulsar_admin(world: World) -> None:
     w = world
-    ns = _ns_of_its_own("cli")
+    ns = _ns_of_its_own(w, "cli")
     topic = f"persistent://{ns}/by-cli"
     client = make_client(w.sa.service_url)
     try:

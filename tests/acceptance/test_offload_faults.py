@@ -37,6 +37,7 @@ import pulsar
 import pytest
 
 from tests.acceptance.conftest import make_client
+from tests.support.namespaces import ensure_namespace, ensure_topic_namespace
 from tests.support.offload_checks import (
     Admin,
     S3Access,
@@ -91,9 +92,11 @@ def s3(s3_server: TestSeaweed) -> S3Access:
 
 
 @pytest.fixture
-def ns() -> str:
+def ns(sa: StandaloneProcess) -> str:
     """A namespace of its own per test (each sets its own lag)."""
-    return f"public/faults-{os.getpid()}-{next(_ids)}"
+    name = f"public/faults-{os.getpid()}-{next(_ids)}"
+    ensure_namespace(sa.admin_url, name)
+    return name
 
 
 def _produce(service_url: str, topic: str, count: int, seed: int, **kwargs: Any) -> list[Sent]:
@@ -229,6 +232,7 @@ class Corrupted:
 def corrupted(sa: StandaloneProcess, s3_server: TestSeaweed) -> Corrupted:
     s3 = S3Access.of(s3_server, BUCKET, PREFIX)
     ns = f"public/faults-corrupt-{os.getpid()}"
+    ensure_namespace(sa.admin_url, ns)
     topic = f"persistent://{ns}/corrupt"
     admin = Admin(sa.admin_url)
     sent = _produce(sa.service_url, topic, 10_000, seed=71)
@@ -336,6 +340,7 @@ def test_an_unusable_cold_tier_is_reported_at_start_and_in_offload_status_and_th
     topic = f"persistent://public/faults-tier-{os.getpid()}-{next(_ids)}/t"
     with StandaloneProcess.start(tmp_path / "data", env=env) as proc:
         assert reason.search(_log_since(proc, 0)), f"no start-up error in the log:\n{proc.log_tail()}"
+        ensure_topic_namespace(proc.admin_url, topic)
         admin = Admin(proc.admin_url)
         sent = _produce(proc.service_url, topic, 2_000, seed=91)
         status, body = admin.offload(topic, int(admin.ledgers(topic)[-1]["ledgerId"]))
@@ -371,6 +376,7 @@ def test_kill9_mid_offload_leaves_no_partial_object_and_the_offload_completes(
     topic = f"persistent://public/faults-crash-{os.getpid()}/big"
     env = {**s3_server.standalone_env(BUCKET, prefix), **CRASH_ENV}
     with StandaloneProcess.start(tmp_path / "data", env=env) as proc:
+        ensure_topic_namespace(proc.admin_url, topic)
         admin = Admin(proc.admin_url)
         sent = _produce(proc.service_url, topic, CRASH_MESSAGES, seed=41, chunk=5_000, payload_bytes=1024)
         ledgers = admin.ledgers(topic)

@@ -29,6 +29,7 @@ from ledger.position import EARLIEST
 from tests.acceptance.conftest import make_client, receive_all
 from tests.acceptance.test_admin import http
 from tests.ledger.conftest import env, run, shutdown  # noqa: F401  (env is a fixture)
+from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import until
 
@@ -54,9 +55,11 @@ def client(sa):
 
 
 @pytest.fixture
-def ns() -> str:
+def ns(sa: StandaloneProcess) -> str:
     """A namespace of its own, so each test sets its own policies."""
-    return f"public/ret-{os.getpid()}-{next(_ids)}"
+    name = f"public/ret-{os.getpid()}-{next(_ids)}"
+    ensure_namespace(sa.admin_url, name)
+    return name
 
 
 def _ns_url(sa: StandaloneProcess, ns: str, what: str) -> str:
@@ -107,6 +110,7 @@ def _sealed_ledgers_passed(sa: StandaloneProcess, client: pulsar.Client, rounds:
     """Return once the retention task has run `rounds` passes that began after this call: each
     round fills and acks one ledger of a probe topic (retention 0, 0) and waits for its trim."""
     ns = f"public/ret-probe-{os.getpid()}-{next(_ids)}"
+    ensure_namespace(sa.admin_url, ns)
     _set_retention(sa, ns, 0, 0)
     topic = f"persistent://{ns}/probe"
     consumer = client.subscribe(topic, "probe")

@@ -39,6 +39,7 @@ import pytest
 
 from offload.message_table import MESSAGE_COLUMNS, MESSAGE_ONLY_SCHEMA
 from tests.acceptance.conftest import make_client
+from tests.support.namespaces import ensure_namespace
 from tests.support.offload_checks import (
     Admin,
     S3Access,
@@ -83,6 +84,7 @@ def world(s3_server: TestSeaweed, tmp_path_factory: pytest.TempPathFactory) -> I
     s3 = S3Access.of(s3_server, bucket, PREFIX)
     env = {**s3_server.standalone_env(bucket, PREFIX), **ENV}
     with StandaloneProcess.start(tmp_path_factory.mktemp("engines") / "data", env=env) as sa:
+        ensure_namespace(sa.admin_url, NS)
         client = make_client(sa.service_url)
         corpus = in_id_order(produce_corpus(client, TOPIC, MESSAGES, SEED, chunk=250, batch_messages_max=5))
         client.close()
@@ -232,6 +234,7 @@ def table_files(w: World, table_name: str) -> set[str]:
 def test_a_partitioned_topic_is_one_table_over_its_partitions(world: World) -> None:
     w = world
     ns = f"public/any-engine-parted-{os.getpid()}"
+    ensure_namespace(w.sa.admin_url, ns)
     topic = f"persistent://{ns}/parted"
     admin = Admin(w.sa.admin_url)
     assert http("PUT", admin.topic_url(topic, "partitions"), 2)[0] == 204
@@ -257,6 +260,7 @@ def test_a_partitioned_topic_is_one_table_over_its_partitions(world: World) -> N
 def test_retention_removes_the_trimmed_ledgers_files_from_the_table(world: World) -> None:
     w = world
     ns = f"public/any-engine-retention-{os.getpid()}"
+    ensure_namespace(w.sa.admin_url, ns)
     topic = f"persistent://{ns}/trimmed"
     admin = Admin(w.sa.admin_url)
     status, body = http("POST", admin.ns_url(ns, "retention"), {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})

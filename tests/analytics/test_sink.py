@@ -38,6 +38,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from analytics.sink import TaskSender, java_string_hash, sink_settings
 from common.errors import BadSourceOption, SinkSendFailed
+from tests.support.namespaces import ensure_namespace
 from tests.support.offload_checks import http
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 
@@ -52,6 +53,7 @@ STREAM_TIMEOUT_S = 120
 @pytest.fixture(scope="module")
 def sa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     with StandaloneProcess.start(tmp_path_factory.mktemp("sink") / "data") as standalone:
+        ensure_namespace(standalone.admin_url, NS)
         status, body = http("POST", f"{standalone.admin_url}/admin/v2/namespaces/{NS}/deduplication", True)
         assert status == 204, (status, body)
         yield standalone

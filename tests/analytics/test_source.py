@@ -33,6 +33,7 @@ import pytest
 from analytics.plan import ColdSlice, HotSlice
 from analytics.source import StrataReader
 from tests.acceptance.conftest import make_client
+from tests.support.namespaces import ensure_namespace
 from tests.support.offload_checks import Admin, S3Access, Sent, id_of, in_id_order, produce_corpus
 from tests.support.seaweed import TestSeaweed
 from tests.support.standalone_proc import StandaloneProcess
@@ -83,6 +84,7 @@ def world(s3_server: TestSeaweed, tmp_path_factory: pytest.TempPathFactory) -> I
     s3 = S3Access.of(s3_server, bucket, PREFIX)
     env = {**s3_server.standalone_env(bucket, PREFIX), **ENV}
     with StandaloneProcess.start(tmp_path_factory.mktemp("spark") / "data", env=env) as sa:
+        ensure_namespace(sa.admin_url, NS)
         admin = Admin(sa.admin_url)
         client = make_client(sa.service_url)
         corpus = in_id_order(produce_corpus(client, TOPIC, MESSAGES, SEED, chunk=300))
@@ -267,6 +269,7 @@ def test_retention_removed_data_fails_the_query_or_is_skipped(spark, world: Worl
     from tests.support.waiting import wait_until
 
     ns = f"public/spark-trim-{os.getpid()}"
+    ensure_namespace(world.sa.admin_url, ns)
     topic = f"persistent://{ns}/trimmed"
     client = make_client(world.sa.service_url)
     sent = in_id_order(produce_corpus(client, topic, 300, SEED + 7, chunk=100, batch_messages_max=5))

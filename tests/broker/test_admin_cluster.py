@@ -31,6 +31,7 @@ from cli.admin.client import request_json
 from metadata import open_store
 from tests.support.admin_cli import run_admin
 from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
 
@@ -267,6 +268,7 @@ def test_brokers_health_leader_clusters_and_load_report(standalone: StandalonePr
 
 def test_topic_routes_are_served_by_the_single_owner(standalone: StandaloneProcess) -> None:
     topic = f"public/{unique('own')}/t"
+    ensure_namespace(standalone.admin_url, topic.rsplit("/", 1)[0])
     retention = {"retentionTimeInMinutes": 30, "retentionSizeInMB": -1}
     base = f"{standalone.admin_url}/admin/v2/persistent/{topic}"
     assert http(base + "/retention", "POST", retention)[0] == 204
@@ -371,6 +373,7 @@ def test_a_call_on_the_wrong_broker_is_redirected_with_its_body(two: LocalCluste
 
 def test_partitioned_and_namespace_routes_are_not_redirected(two: LocalCluster) -> None:
     ns = f"public/{unique('fan')}"
+    ensure_namespace(two.brokers[0].admin_url, ns)
     for broker in two.brokers:
         topic = unique("parted")
         base = f"{broker.admin_url}/admin/v2/persistent/{ns}/{topic}"

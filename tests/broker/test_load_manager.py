@@ -39,6 +39,7 @@ from broker.bundles import BundleRange, equal_boundaries, topic_hash
 from tests.cluster.helpers import Consuming, MetadataView, Producing, http, make_client
 from tests.support.admin_cli import run_admin
 from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.namespaces import ensure_namespace
 from tests.support.waiting import wait_until
 
 LEASE_MS = 3000
@@ -197,6 +198,8 @@ def test_shedding_evens_out_bundles_and_settles(cluster: LocalCluster, view: Met
     b.stop()
     wait_until(lambda: list(view.brokers()) == [a.web_id], 20, what="only A registered")
     namespaces = [f"public/{unique('shed')}" for _ in range(2)]
+    for ns in namespaces:
+        ensure_namespace(a.admin_url, ns, {"bundles": {"numBundles": 4}})
     topics = [t for ns in namespaces for t in one_topic_per_bundle(ns, 4)]
     load = Load(a.service_url, topics)
     try:

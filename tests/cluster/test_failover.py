@@ -34,6 +34,7 @@ from tests.cluster.helpers import (
     percentile,
     topic_path,
 )
+from tests.support.namespaces import ensure_namespace
 from tests.support.waiting import wait_until
 
 PARTITIONS = 4
@@ -52,6 +53,7 @@ def test_kill9_of_an_owner_under_load(new_cluster) -> None:
     cluster = new_cluster()
     a = cluster.brokers[0]
     ns = f"public/{unique('kill')}"
+    ensure_namespace(a.admin_url, ns)
     partitioned = f"persistent://{ns}/{unique('pt')}"
     created = http("PUT", f"{a.admin_url}/admin/v2/{topic_path(partitioned)}/partitions", PARTITIONS, follow=True)
     assert created.status == 204, (created.status, created.body)

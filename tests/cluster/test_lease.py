@@ -49,6 +49,7 @@ from tests.cluster.helpers import (
     read_all,
 )
 from tests.support.cluster_proc import LocalCluster
+from tests.support.namespaces import ensure_namespace, ensure_topic_namespace
 from tests.support.waiting import wait_until
 
 TOPICS = 6
@@ -105,6 +106,7 @@ def test_frozen_broker_past_its_lease_writes_nothing_and_lets_go(new_cluster) ->
     a = cluster.brokers[0]
     tenant, ns_local = "public", unique("freeze")
     ns = f"{tenant}/{ns_local}"
+    ensure_namespace(a.admin_url, ns)
     dedup = http("POST", f"{a.admin_url}/admin/v2/namespaces/{ns}/deduplication", True, follow=True)
     assert dedup.status in (200, 204), (dedup.status, dedup.body)
     topics = [f"persistent://{ns}/{unique('f')}" for _ in range(TOPICS)]
@@ -184,6 +186,8 @@ def test_frozen_broker_past_its_lease_writes_nothing_and_lets_go(new_cluster) ->
 def test_metadata_database_restart(new_cluster) -> None:
     cluster: LocalCluster = new_cluster()
     topics = [f"persistent://public/{unique('db')}/{unique('d')}" for _ in range(4)]
+    for topic in topics:
+        ensure_topic_namespace(cluster.brokers[0].admin_url, topic)
     client = make_client(cluster.service_url)
     producers, consumers = _start_load(client, topics)
     pg = cluster.postgres

@@ -19,6 +19,7 @@ import pulsar
 from tests.cluster.conftest import unique
 from tests.cluster.helpers import MetadataView, http, lookup, make_client, owners_by_lookup, seq_of, topic_path
 from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.namespaces import ensure_namespace
 from tests.support.waiting import wait_until
 
 MESSAGES_PER_TOPIC = 10
@@ -28,6 +29,7 @@ CLI_TIMEOUT_S = 60.0
 def test_client_of_one_broker_reaches_topics_owned_by_both(cluster: LocalCluster, metadata: MetadataView) -> None:
     a, b = cluster.brokers
     namespaces = ["public/default", f"public/{unique('second')}"]
+    ensure_namespace(a.admin_url, namespaces[1])
     topics = [f"persistent://{ns}/{unique('rt')}" for ns in namespaces for _ in range(10)]
     client = make_client(a.service_url)     # knows only A
     try:
@@ -90,6 +92,7 @@ STABLE_STATS = ("msgInCounter", "bytesInCounter", "storageSize")
 def test_admin_call_on_the_wrong_broker_is_redirected(cluster: LocalCluster) -> None:
     a, b = cluster.brokers
     namespace = f"public/{unique('redirect')}"
+    ensure_namespace(a.admin_url, namespace)
     for owner, other in ((b, a), (a, b)):
         topic = _topic_owned_by(cluster, owner, namespace)
         _produce(cluster.service_url, topic, 5)

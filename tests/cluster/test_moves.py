@@ -31,6 +31,7 @@ from tests.cluster.helpers import (
     topic_path,
 )
 from tests.support.cluster_proc import LocalCluster
+from tests.support.namespaces import ensure_namespace
 from tests.support.waiting import wait_until
 
 TOPICS = 4
@@ -63,6 +64,7 @@ def test_unloads_and_sigterm_are_invisible_to_the_application(new_cluster) -> No
     a = cluster.brokers[0]
     tenant, ns_local = "public", unique("moves")
     ns = f"{tenant}/{ns_local}"
+    ensure_namespace(a.admin_url, ns)
     topics = [f"persistent://{ns}/{unique('m')}" for _ in range(TOPICS)]
     view = MetadataView(cluster.metadata_url)
     client = make_client(cluster.service_url)

@@ -1,0 +1,164 @@
+"""A namespace's Policies in Pulsar's JSON: read from a create body, written for `GET .../{t}/{ns}`.
+
+Fields Strata applies, stored as given (`broker.policies`, `broker.offload_policy`):
+`bundles` ({"numBundles": N} or {"boundaries": [...]}), `retention_policies`,
+`message_ttl_in_seconds`, `deduplicationEnabled`, `offload_threshold`,
+`offload_threshold_in_seconds`, `offload_deletion_lag_ms`, `offload_policies` (its three
+thresholds), and `replication_clusters` (this cluster only: Strata does not replicate).
+
+Every other field of Pulsar's Policies is accepted only at its default value (null, an empty
+list or map, or the default `_PULSAR_DEFAULTS` lists), so the JSON a GET answers can be sent
+back as a create body; any other value is refused (412 "... is not supported by Strata"), since
+storing a policy nobody applies would mislead. Fields Pulsar does not know are ignored, as
+Pulsar's JSON reader ignores them.
+
+What must hold: a create body is checked whole before anything is stored (400 wrong types, 412
+invalid values); the GET answer always has every field of `_PULSAR_DEFAULTS` plus Strata's.
+"""
+
+from __future__ import annotations
+
+from broker import bundles as bundles_mod
+from broker import offload_policy, policies
+from broker.admin.policy_bodies import retention_value, ttl_seconds
+from broker.bundles import NamespaceBundles
+from broker.offload_policy import check_long
+from common.errors import BadRequestBody, InvalidBundle, NotAllowed
+
+# Pulsar's Policies fields Strata does not apply, at their defaults (Policies.java)
+_PULSAR_DEFAULTS: dict[str, object] = {
+    "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
+    "allowed_clusters": [],
+    "backlog_quota_map": {},
+    "clusterDispatchRate": {},
+    "topicDispatchRate": {},
+    "subscriptionDispatchRate": {},
+    "replicatorDispatchRate": {},
+    "clusterSubscribeRate": {},
+    "publishMaxMessageRate": {},
+    "latency_stats_sample_rate": {},
+    "persistence": None,
+    "autoTopicCreationOverride": None,
+    "autoSubscriptionCreationOverride": None,
+    "subscription_expiration_time_minutes": 0,
+    "deleted": False,
+    "encryption_required": False,
+    "delayed_delivery_policies": None,
+    "inactive_topic_policies": None,
+    "subscription_auth_mode": "None",
+    "max_producers_per_topic": None,
+    "max_consumers_per_topic": None,
+    "max_consumers_per_subscription": None,
+    "max_unacked_messages_per_consumer": None,
+    "max_unacked_messages_per_subscription": None,
+    "max_subscriptions_per_topic": None,
+    "compaction_threshold": None,
+    "max_topics_per_namespace": None,
+    "schema_auto_update_compatibility_strategy": "Full",
+    "schema_compatibility_strategy": "UNDEFINED",
+    "is_allow_auto_update_schema": None,
+    "schema_validation_enforced": False,
+    "subscription_types_enabled": [],
+    "properties": {},
+    "resource_group_name": None,
+    "entry_filters": None,
+    "migrated": False,
+}
+
+_LONG_FIELDS = (offload_policy.NS_THRESHOLD_KEY, offload_policy.NS_THRESHOLD_SECONDS_KEY,
+                offload_policy.NS_DELETION_LAG_KEY)
+
+
+def _is_default(value: object, default: object) -> bool:
+    """null, the default, or a container holding only such empties (`{"namespace_auth": {}}`)."""
+    if value is None or value == default:
+        return True
+    if isinstance(value, list):
+        return not value
+    return isinstance(value, dict) and all(_is_default(v, None) for v in value.values())
+
+
+def bundles_of_body(found: object) -> tuple[int | None, list[int] | None]:
+    """(count, boundaries) of a Policies `bundles` value; (None, None): the default count."""
+    if found is None:
+        return None, None
+    if not isinstance(found, dict):
+        raise BadRequestBody('bundles must be {"numBundles": N} or {"boundaries": [...]}')
+    count, boundaries = found.get("numBundles"), found.get("boundaries")
+    if boundaries is None:
+        return (None, None) if count is None else (bundles_mod.check_count(count), None)
+    if not isinstance(boundaries, list) or not all(isinstance(b, str) for b in boundaries):
+        raise BadRequestBody("bundles.boundaries must be a list of hex strings")
+    try:
+        values = [int(b, 16) for b in boundaries]
+    except ValueError:
+        raise InvalidBundle("bundle boundaries are hex numbers, 0x00000000..0xffffffff") from None
+    if count is not None and count != len(values) - 1:
+        raise InvalidBundle("numBundles must be one less than the number of boundaries", numBundles=count)
+    NamespaceBundles("-", "-", tuple(values))      # InvalidBundle unless well formed
+    return len(values) - 1, values
+
+
+def _check_clusters(value: object, cluster: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+        raise BadRequestBody("replication_clusters must be a list of cluster names")
+    if any(c != cluster for c in value):
+        raise NotAllowed("Clusters do not exist")
+
+
+def _stored_fields(body: dict) -> dict:
+    """The policy fields Strata stores, checked."""
+    fields: dict[str, object] = {}
+    if body.get(policies.RETENTION_KEY) is not None:
+        fields[policies.RETENTION_KEY] = retention_value(body[policies.RETENTION_KEY])
+    if body.get(policies.TTL_KEY) is not None:
+        fields[policies.TTL_KEY] = ttl_seconds(body[policies.TTL_KEY])
+    dedup = body.get(policies.DEDUP_KEY)
+    if dedup is not None:
+        if not isinstance(dedup, bool):
+            raise BadRequestBody("deduplicationEnabled must be true, false or null")
+        fields[policies.DEDUP_KEY] = dedup
+    for key in _LONG_FIELDS:
+        if body.get(key) is not None:
+            fields[key] = check_long(body[key], key)
+    if body.get(offload_policy.TOPIC_OFFLOAD_KEY) is not None:
+        checked = offload_policy.check_offload_policies(body[offload_policy.TOPIC_OFFLOAD_KEY])
+        fields.update({k: v for k, v in offload_policy.namespace_fields(checked).items() if v is not None})
+    for key in (offload_policy.NS_THRESHOLD_KEY, offload_policy.NS_THRESHOLD_SECONDS_KEY):
+        if fields.get(key) == -1:
+            del fields[key]          # -1 is "unset": nothing stored
+    return fields
+
+
+def policies_from_body(body: object, cluster: str) -> tuple[dict, int | None, list[int] | None]:
+    """A namespace-create body (None: all defaults) → (stored fields, bundle count, boundaries)."""
+    if body is None:
+        return {}, None, None
+    if not isinstance(body, dict):
+        raise BadRequestBody("a namespace's policies are a JSON object")
+    for field, default in _PULSAR_DEFAULTS.items():
+        if field in body and not _is_default(body[field], default):
+            raise NotAllowed(f"the namespace policy {field} is not supported by Strata "
+                             f"(only its default {default!r} is accepted)")
+    _check_clusters(body.get("replication_clusters"), cluster)
+    count, boundaries = bundles_of_body(body.get("bundles"))
+    return _stored_fields(body), count, boundaries
+
+
+def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict:
+    """Pulsar's Policies JSON of a namespace: its stored fields, the rest at their defaults."""
+    out: dict[str, object] = dict(_PULSAR_DEFAULTS)
+    out.update({
+        "replication_clusters": [cluster],
+        "bundles": bundles.to_json(),
+        policies.RETENTION_KEY: stored.get(policies.RETENTION_KEY),
+        policies.TTL_KEY: stored.get(policies.TTL_KEY),
+        policies.DEDUP_KEY: stored.get(policies.DEDUP_KEY),
+        offload_policy.NS_THRESHOLD_KEY: stored.get(offload_policy.NS_THRESHOLD_KEY, -1),
+        offload_policy.NS_THRESHOLD_SECONDS_KEY: stored.get(offload_policy.NS_THRESHOLD_SECONDS_KEY, -1),
+        offload_policy.NS_DELETION_LAG_KEY: stored.get(offload_policy.NS_DELETION_LAG_KEY),
+        offload_policy.TOPIC_OFFLOAD_KEY: offload_policy.namespace_offload_policies(stored),
+    })
+    return out

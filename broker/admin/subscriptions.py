@@ -310,34 +310,43 @@ class _SubscriptionRoutes:
                                  local: Local, body: object = None,
                                  query: dict[str, str] | None = None) -> list[tuple[int, object]]:
         """Run one operation on every partition, each on the broker that serves it: (status,
-        answer or reason) per partition, status 0 when its owner could not be reached."""
+        answer, or the reason for an error status) per partition in order; status 0 when its
+        owner could not be reached."""
         async def one(partition: TopicName) -> tuple[int, object]:
             try:
                 url = await lookup.owner_elsewhere(self.service, partition, assign=True)
                 if url is None:
                     return 200, await local(partition)
             except StrataError as exc:
-                return status_of(exc), f"{partition}: {reason_of(exc)}"
-            return await lookup.peer_call(url, method, f"/admin/v2/persistent/{partition.path}{suffix}",
-                                          query, body)
+                return status_of(exc), reason_of(exc)
+            status, answer = await lookup.peer_call(url, method, f"/admin/v2/persistent/{partition.path}{suffix}",
+                                                    query, body)
+            if 200 <= status < 300:
+                return status, answer
+            marker = f"HTTP {status}: "       # peer_call's "<url>: HTTP <status>: <reason>"
+            text = str(answer)
+            return status, text.split(marker, 1)[1] if marker in text else text
         return list(await asyncio.gather(*(one(name.partition(i)) for i in range(count))))
 
     async def _run(self, request: web.Request, suffix: str, local: Local, *, tolerated: int | None = None,
                    body: object = None, query: dict[str, str] | None = None) -> web.Response:
         """`local` on this topic, or on every partition of a partitioned one. A partition's failure
-        is the answer, except failures with status `tolerated`, which are only when every
-        partition has one (Pulsar's rule for create: 409, and reset: 412)."""
+        is the answer (its reason prefixed with the partition), except failures with status
+        `tolerated`, which count only when every partition has one (Pulsar's rule for create:
+        409, and reset: 412); then the first partition's reason is the answer as it is."""
         name = topic_of(request)
         count = await self._partitions(name)
         if count == 0:
             result = await local(name)
             return web.Response(status=204) if result is None else web.json_response(result)
         results = await self._on_each_partition(name, count, request.method, suffix, local, body, query)
-        failures = [(s, r) for s, r in results if not 200 <= s < 300]
-        serious = [(s, r) for s, r in failures if s != tolerated]
-        if serious or (failures and len(failures) == count):
-            status, reason = (serious or failures)[0]
-            return error(status if status else 503, str(reason))
+        failures = [(i, s, r) for i, (s, r) in enumerate(results) if not 200 <= s < 300]
+        serious = [(i, s, r) for i, s, r in failures if s != tolerated]
+        if serious:
+            index, status, reason = serious[0]
+            return error(status or 503, f"{name.partition(index)}: {reason}")
+        if failures and len(failures) == count:
+            return error(failures[0][1], str(failures[0][2]))
         return web.Response(status=204)
 
     # --- list, create, delete ---------------------------------------------------------------------
@@ -353,9 +362,9 @@ class _SubscriptionRoutes:
             return sorted((await self._topic(partition, create=True)).subscriptions)
         results = await self._on_each_partition(name, count, "GET", "/subscriptions", local)
         names: set[str] = set()
-        for status, answer in results:
+        for index, (status, answer) in enumerate(results):
             if status != 200 or not isinstance(answer, list):
-                return error(status or 503, str(answer))
+                return error(status or 503, f"{name.partition(index)}: {answer}")
             names.update(str(n) for n in answer)
         return web.json_response(sorted(names))
 

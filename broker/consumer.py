@@ -6,6 +6,12 @@ delivered to this consumer and not yet acknowledged to its message count; the di
 to give the entries back (close, redelivery) and Key_Shared uses it to know which hashes this
 consumer still holds.
 
+End of topic: `reached_end_of_topic` sends REACHED_END_OF_TOPIC once (Pulsar's
+Consumer.reachedEndOfTopic), after the SUBSCRIBE's SUCCESS, and only to a client that understands
+it: the connection's `end_of_topic_ok`, false for the C++ client and those built on it (Python,
+Node.js: `Pulsar-CPP-v...`), which drop the connection on that command (PROTOCOL.md §10);
+they see the end as `has_message_available() == False` / GET_LAST_MESSAGE_ID instead.
+
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
 (dispatchers enforce it); `send_entry` is the only way an entry reaches the client;
 `unacked_count == sum(pending.values())`. `msg_out_counter`/`bytes_out_counter` (messages and
@@ -17,8 +23,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from broker.codec import encode_active_consumer_change, encode_close_consumer, encode_message_prefix
+from broker.codec import (
+    CommandType,
+    encode_active_consumer_change,
+    encode_close_consumer,
+    encode_command,
+    encode_message_prefix,
+)
 from ledger.position import Position
+from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.subscription import Subscription
@@ -62,6 +75,8 @@ class Consumer:
         self.closed = False
         self.announced = False            # SUCCESS was sent; before it, notices are held back
         self._held_active: bool | None = None   # ACTIVE_CONSUMER_CHANGE held until announced
+        self.end_of_topic_sent = False    # REACHED_END_OF_TOPIC went out (or was due, unsupported)
+        self._held_end_of_topic = False   # REACHED_END_OF_TOPIC held until announced
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
         self.unacked_count = 0            # messages in `pending` (sum of its values)
@@ -108,6 +123,24 @@ class Consumer:
         if self._held_active is not None:
             held, self._held_active = self._held_active, None
             self.set_active(held)
+        if self._held_end_of_topic:
+            self._held_end_of_topic = False
+            self.end_of_topic_sent = False
+            self.reached_end_of_topic()
+
+    def reached_end_of_topic(self) -> None:
+        """The topic is terminated and this consumer's subscription has everything: tell the
+        client once, if it understands the command (see the module docstring)."""
+        if self.closed or self.end_of_topic_sent:
+            return
+        self.end_of_topic_sent = True
+        if not self.announced:
+            self._held_end_of_topic = True
+            return
+        if getattr(self.link, "end_of_topic_ok", False):
+            self.link.write(encode_command(pb.BaseCommand(
+                type=CommandType.REACHED_END_OF_TOPIC,
+                reachedEndOfTopic=pb.CommandReachedEndOfTopic(consumer_id=self.consumer_id))))
 
     def close_by_broker(self) -> None:
         """Ask the client to re-subscribe (seek, topic unload); the connection forgets us."""

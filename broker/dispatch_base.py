@@ -17,6 +17,11 @@ that completes. While a retry is scheduled, other triggers wait for it (a failin
 hammered by every FLOW and ack). Nothing is dropped on an error: `read_one` raises instead of
 answering "gone", and callers keep the entry for the retry.
 
+End of topic (Pulsar's reachedEndOfTopic): after a pass, when the topic is terminated and the
+subscription has everything up to its last position — acknowledged for a durable one, read for a
+reader's — every consumer is told once (`Consumer.reached_end_of_topic`). Any pass re-checks, and
+acks, FLOW, a new consumer and the termination itself each start one.
+
 What must hold: `read_position` only moves forward except through `rewind()`; a pass never sends
 to a consumer without permits (the last entry may take permits below zero).
 """
@@ -87,6 +92,7 @@ class Dispatcher(abc.ABC):
                 self._retry_delay_s = READ_RETRY_DELAY_MIN_S
                 if not self._again:
                     break
+            self._maybe_end_of_topic()
         except StrataError as exc:
             log.warning("dispatch on %s failed, retrying: %s: %s", self.sub.name, type(exc).__name__, exc)
             self._schedule_retry()
@@ -96,6 +102,18 @@ class Dispatcher(abc.ABC):
         finally:
             self._running = False
             self._task = None        # a finished pass holds nothing: idle subscriptions keep no task
+
+    def _maybe_end_of_topic(self) -> None:
+        last = self.sub.ml.terminated_position
+        if last is None or self._closed or not self.consumers:
+            return
+        if self.sub.durable:
+            everything = self.sub.cursor.mark_delete_position >= last
+        else:
+            everything = not self.has_unread()
+        if everything:
+            for consumer in list(self.consumers):
+                consumer.reached_end_of_topic()
 
     def _schedule_retry(self) -> None:
         if self._closed or self._retry is not None:

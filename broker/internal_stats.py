@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 # ManagedLedger state (ledger.managed_ledger.MLState values) -> Pulsar's ManagedLedgerImpl.State
 _ML_STATE_NAMES = {"ready": "LedgerOpened", "rolling": "ClosingLedger", "no_ledger": "ClosedLedger",
-                   "fenced": "Fenced", "failed": "Fenced", "closed": "Closed"}
+                   "fenced": "Fenced", "failed": "Fenced", "closed": "Closed", "terminated": "Terminated"}
 
 
 def iso_ms(ms: int) -> str:

@@ -33,6 +33,9 @@ resends them after the CLOSE_PRODUCER that follows, to the new owner — while t
 in flight complete and get their receipts. So nothing is stored twice and nothing is refused:
 the application sees neither a duplicate nor an error.
 
+A SEND on a terminated topic gets SEND_ERROR TopicTerminatedError (the topic normally closes its
+producers first, `PersistentTopic.terminate`, so this only meets a SEND already on its way).
+
 What must hold: a SEND_RECEIPT implies its entry is durable (or, for a duplicate, that an entry
 with that sequence id is); replies leave in SEND order.
 """
@@ -56,6 +59,7 @@ from common.errors import (
     PulsarServerError,
     ServiceNotReady,
     StrataError,
+    TopicTerminated,
 )
 from common.invariant import present
 from common.ratelimited_log import RateLimitedLog
@@ -124,6 +128,8 @@ class Producer:
         elif len(entry) > self.entry_bytes_max:
             self._fail(slot, MessageTooLarge("entry exceeds max_message_size", size=len(entry),
                                              max=self.entry_bytes_max))
+        elif self.topic.terminated:
+            self._fail(slot, TopicTerminated("Topic was already terminated", topic=str(self.topic.name)))
         elif self.failed_write is not None:
             self._fail(slot, ServiceNotReady("an earlier write of this producer failed; reconnect",
                                              reason=self.failed_write))

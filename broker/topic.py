@@ -17,6 +17,14 @@ Counters (cumulative, as Pulsar's; `broker.topic_stats` reports them):
   subscriptions since removed (unsubscribed, or a reader's gone with its last consumer) had
   counted (Pulsar's msgOutFromRemovedSubscriptions). In memory: 0 on every load, as Pulsar's.
 
+Terminating (`terminate`, Pulsar's PersistentTopic.terminate): producers are quiesced (SENDs
+arriving now are dropped unanswered: the client resends them after reconnecting, where they fail
+with TopicTerminated), the managed ledger is terminated (appends in flight complete and get their
+receipts), then every producer is closed with CLOSE_PRODUCER: its reconnection is refused with
+TopicTerminated, which the client reports for every pending and later send. New producers are
+refused from the start. The dispatchers are kicked so consumers that have everything learn the
+end of the topic (`broker.dispatch_base`).
+
 What must hold: a producer name is attached at most once per topic (ProducerBusy); a
 subscription name maps to one `Subscription`; once `close()` has begun, nothing new attaches.
 `msg_in_counter == ml.trimmed_totals.messages + sum(ledger messages)` whenever no append is in
@@ -36,7 +44,14 @@ from broker.dedup import Deduplication
 from broker.entry_facts import FactsCache
 from broker.producer import Producer
 from broker.subscription import Subscription
-from common.errors import NotAllowed, ProducerBusy, ServiceNotReady, StrataError, SubscriptionNotFound
+from common.errors import (
+    NotAllowed,
+    ProducerBusy,
+    ServiceNotReady,
+    StrataError,
+    SubscriptionNotFound,
+    TopicTerminated,
+)
 from common.topic_names import TopicName
 from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
@@ -61,6 +76,7 @@ class PersistentTopic:
         self.producers: dict[str, Producer] = {}          # producer name -> producer
         self.subscriptions: dict[str, Subscription] = {}  # subscription name -> subscription
         self.closing = False
+        self.terminating = False      # terminate() is under way: no new producer
         self.dedup = Deduplication(ml, service.astore, service.config, service.clock, service.spawn)
         stored = ml.trimmed_totals + LedgerTotals.of(ml.ledgers())
         self.msg_in_counter = stored.messages      # messages ever stored (trimmed ones included)
@@ -125,6 +141,8 @@ class PersistentTopic:
     def add_producer(self, producer: Producer) -> None:
         if self.closing:
             raise ServiceNotReady("topic is closing", topic=str(self.name))
+        if self.terminating or self.terminated:
+            raise TopicTerminated("Topic was already terminated", topic=str(self.name))
         if producer.name in self.producers:
             raise ProducerBusy("a producer with this name is already connected",
                                topic=str(self.name), producer=producer.name)
@@ -185,6 +203,44 @@ class PersistentTopic:
             sub.closed = True
             if sub.dispatcher is not None:
                 sub.dispatcher.close()
+
+    # --- termination ----------------------------------------------------------------------------------
+
+    @property
+    def terminated(self) -> bool:
+        """terminate() completed (now or by an earlier owner): the last position is final."""
+        return self.ml.terminated_position is not None
+
+    @property
+    def terminated_position(self) -> Position | None:
+        return self.ml.terminated_position
+
+    async def terminate(self) -> Position:
+        """Terminate the topic (see the module docstring); returns its last position. Again on a
+        terminated topic: the same position."""
+        if self.closing:
+            raise ServiceNotReady("topic is closing", topic=str(self.name))
+        if self.terminated:
+            return Position(*self.ml.terminated_position)
+        self.terminating = True
+        producers = list(self.producers.values())
+        for producer in producers:
+            producer.quiesce()
+        try:
+            last = await self.ml.terminate()
+            try:
+                await asyncio.wait_for(asyncio.gather(*(p.settled() for p in producers)), HANDOVER_SETTLE_S)
+            except TimeoutError:
+                log.warning("terminating %s: receipts still pending after %.1f s", self.name, HANDOVER_SETTLE_S)
+        finally:
+            self.terminating = False
+            for producer in list(self.producers.values()):
+                del self.producers[producer.name]
+                producer.close()
+                producer.link.write(encode_close_producer(producer.producer_id, 0))
+        log.info("%s: terminated at %s", self.name, last)
+        self.notify_appended()       # consumers that have everything learn the end of the topic
+        return last
 
     # --- lifecycle ------------------------------------------------------------------------------------
 

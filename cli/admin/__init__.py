@@ -31,7 +31,7 @@ from common.errors import StrataError
 GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats")
 # the modules that declare commands, each with add_parsers(groups)
 _MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain",
-            "cli.admin.subscriptions", "cli.admin.tenants")
+            "cli.admin.subscriptions", "cli.admin.terminate", "cli.admin.tenants")
 
 
 def parser() -> argparse.ArgumentParser:

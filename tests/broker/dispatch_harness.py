@@ -54,6 +54,7 @@ class FakeLedger:
         self.waiting = 0                            # reads now held at a gate
         self._gates: list[asyncio.Event] = []       # the next reads wait for these, in order
         self._fail = 0                              # the next this-many reads fail
+        self.terminated_position: Position | None = None   # never terminated here
 
     # --- what the test does ---
     def append(self, data: bytes, messages: int) -> Position:

@@ -108,7 +108,7 @@ def register(app: web.Application, service: BrokerService) -> None:
 def _integer(text: str, what: str, minimum: int) -> int:
     """A decimal integer path or query value >= minimum; BadRequestBody (400) otherwise."""
     value = text.strip()
-    if not value.lstrip("-").isdigit():
+    if not (value.isascii() and value.lstrip("-").isdigit()):   # "²".isdigit() holds too
         raise BadRequestBody(f"{what} must be an integer, not {text!r}")
     number = int(value)
     if number < minimum or number > I64_MAX:

@@ -66,19 +66,19 @@ def message_id(text: str) -> dict[str, int]:
     if value == "latest":
         return {"ledgerId": I64_MAX, "entryId": I64_MAX, "partitionIndex": -1}
     ledger, sep, entry = value.partition(":")
-    if not sep or not ledger.isdigit() or not entry.isdigit():
+    if not sep or not (ledger + entry).isascii() or not ledger.isdigit() or not entry.isdigit():
         raise argparse.ArgumentTypeError(f"bad message id {text!r}: use earliest, latest or LEDGER:ENTRY")
     return {"ledgerId": int(ledger), "entryId": int(entry), "partitionIndex": -1}
 
 
 def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"bad count {text!r}: a whole number >= 1")
     return int(text)
 
 
 def _natural(text: str) -> int:
-    if not text.strip().isdigit():
+    if not (text.strip().isascii() and text.strip().isdigit()):
         raise argparse.ArgumentTypeError(f"bad id {text!r}: a whole number >= 0")
     return int(text)
 

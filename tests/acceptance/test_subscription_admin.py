@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pulsar
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from entries.batch import parse_batch
 from tests.acceptance.conftest import assert_no_more, receive_all
@@ -340,3 +343,66 @@ def test_unknown_topic_is_404(standalone, topic: str, suffix: str) -> None:
     method = "POST" if "skip" in suffix else "GET"
     status, body = call(method, base_url(standalone, topic) + suffix)
     assert status == 404 and body == {"reason": f"Topic {topic} not found"}
+
+
+# --- bad input, generated --------------------------------------------------------------------------
+
+_NOT_A_NUMBER = st.text(alphabet="abcxyz-+_~²٣ ", min_size=1, max_size=8).filter(
+    lambda t: not (t.strip().isascii() and t.strip().lstrip("-").isdigit()))
+_BAD_COUNT = st.one_of(_NOT_A_NUMBER, st.integers(max_value=0).map(str), st.integers(min_value=2**63).map(str))
+_BAD_TIME = st.one_of(_NOT_A_NUMBER, st.integers(max_value=-1).map(str))
+_BAD_ID_FIELD = st.one_of(st.text(max_size=5), st.booleans(), st.floats(allow_nan=False), st.none(),
+                          st.lists(st.integers(), max_size=2))
+_BAD_BODY = st.one_of(
+    st.integers(), st.text(max_size=10), st.lists(st.integers(), max_size=3), st.booleans(),
+    st.fixed_dictionaries({"ledgerId": _BAD_ID_FIELD, "entryId": st.integers(min_value=0, max_value=10)}),
+    st.fixed_dictionaries({"ledgerId": st.integers(max_value=-2), "entryId": st.integers()}),
+    st.fixed_dictionaries({"ledgerId": st.integers(min_value=0, max_value=2**62),
+                           "entryId": st.integers(max_value=-1)}),
+    st.fixed_dictionaries({"ledgerId": st.just(1), "entryId": st.just(0), "isExcluded": st.text(max_size=3)}),
+    st.fixed_dictionaries({"entryId": st.integers()}))
+
+
+def _quoted(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+_BAD_CALLS = st.one_of(
+    _BAD_COUNT.map(lambda n: ("POST", f"/subscription/s/skip/{_quoted(n)}", None)),
+    _BAD_COUNT.map(lambda n: ("GET", f"/subscription/s/position/{_quoted(n)}", None)),
+    _BAD_TIME.map(lambda t: ("POST", f"/subscription/s/resetcursor/{_quoted(t)}", None)),
+    _BAD_TIME.map(lambda t: ("POST", f"/subscription/s/expireMessages/{_quoted(t)}", None)),
+    _BAD_TIME.map(lambda t: ("POST", f"/all_subscription/expireMessages/{_quoted(t)}", None)),
+    _BAD_BODY.map(lambda b: ("POST", "/subscription/s/resetcursor", b)),
+    _BAD_BODY.map(lambda b: ("POST", "/subscription/s/expireMessages", b)),
+    _BAD_BODY.map(lambda b: ("PUT", "/subscription/other", b)),
+    _BAD_COUNT.map(lambda n: ("GET", f"/examinemessage?initialPosition=earliest&messagePosition={_quoted(n)}", None)),
+    _NOT_A_NUMBER.map(lambda p: ("GET", f"/examinemessage?initialPosition={_quoted(p)}", None)),
+    _BAD_TIME.map(lambda n: ("GET", f"/ledger/{_quoted(n)}/entry/0", None)),
+    _BAD_TIME.map(lambda n: ("GET", f"/ledger/1/entry/{_quoted(n)}", None)),
+)
+
+
+def test_generated_bad_inputs_are_refused_and_change_nothing(standalone, client: pulsar.Client, topic: str) -> None:
+    url = base_url(standalone, topic)
+    produce(client, topic, 3)
+    assert call("PUT", url + "/subscription/s", {"ledgerId": -1, "entryId": -1})[0] == 204
+    assert call("POST", url + "/subscription/s/skip/1")[0] == 204
+    before = sub_stats(standalone, topic, "s")
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(_BAD_CALLS)
+    def refused(bad: tuple[str, str, object]) -> None:
+        method, suffix, body = bad
+        status, _headers, answer = call_raw(method, url + suffix, body)
+        assert status in (400, 404, 412), (method, suffix, body, status, answer)
+        reason = json.loads(answer)["reason"]
+        assert isinstance(reason, str) and reason, (method, suffix, body, answer)
+
+    refused()
+    after = sub_stats(standalone, topic, "s")
+    assert (after["msgBacklog"], after["backlogSize"]) == (before["msgBacklog"], before["backlogSize"]) == \
+        (2, before["backlogSize"])
+    assert call("GET", url + "/subscriptions") == (200, ["s"])
+    log = standalone.log_path.read_text(errors="replace")
+    assert "Traceback" not in log, log[-3000:]

@@ -89,8 +89,7 @@ def sub_path(topic: str, sub: str) -> str:
 
 def add_parsers(groups: Groups) -> None:
     topics = groups["topics"]
-    command(topics, "subscriptions", routed(lambda a: ("GET", topic_path(a.topic) + "/subscriptions", None)),
-            "list the subscriptions of a topic").add_argument("topic")
+    command(topics, "subscriptions", _list, "list the subscriptions of a topic").add_argument("topic")
     create = _with_sub(command(topics, "create-subscription", routed(
         lambda a: ("PUT", sub_path(a.topic, a.subscription), a.message_id)), "create a subscription"))
     create.add_argument("-m", "--messageId", dest="message_id", type=message_id, default=message_id("latest"),
@@ -140,6 +139,11 @@ def _reset_and_expire(topics: argparse._SubParsersAction) -> None:
     everyone.add_argument("topic")
     everyone.add_argument("-t", "--expireTime", dest="time", type=positive_time_seconds, required=True,
                           help="older than this (seconds, or 10m/3h/2d)")
+
+
+def _list(args: argparse.Namespace, client: AdminClient) -> int:
+    client.show(client.call("GET", topic_path(args.topic) + "/subscriptions"), title="subscription")
+    return 0
 
 
 # --- commands that move a cursor ------------------------------------------------------------------

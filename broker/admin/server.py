@@ -23,7 +23,18 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker import metrics
-from broker.admin import brokers, explain, lookup, namespaces, offload, subscriptions, tenants, terminate, topics
+from broker.admin import (
+    broker_stats,
+    brokers,
+    explain,
+    lookup,
+    namespaces,
+    offload,
+    subscriptions,
+    tenants,
+    terminate,
+    topics,
+)
 from broker.admin.http import BODY_BYTES_MAX, errors
 
 if TYPE_CHECKING:
@@ -32,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
-_RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, explain, subscriptions, terminate)
+_RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate)
 
 
 class AdminServer:

@@ -7,7 +7,9 @@ protocol client that introduces itself as the Java client.
   is refused the same way; terminating again answers the same id; an unknown topic is a 404.
 - Consumers read everything stored before the termination. A client that understands
   REACHED_END_OF_TOPIC (a Java-like CONNECT) gets it, for every subscription type, once it has
-  acknowledged everything, not before; a subscription made afterwards at the end gets it at once.
+  acknowledged everything, not before; a subscription made afterwards at the end gets it at once;
+  a reader's (non-durable) subscription gets it once it has read everything. A raw producer gets
+  CLOSE_PRODUCER and its new PRODUCER is refused with TopicTerminatedError.
   The official client (C++ underneath) is never sent it (it drops the connection on it,
   PROTOCOL.md §10): its consumer stays connected and its reader's `has_message_available()` is
   False at the end.
@@ -116,12 +118,18 @@ class _JavaLikeClient(RawClient):
         assert self.next_command().type == T.CONNECTED
         self.request_id = 0
 
-    def subscribe(self, topic: str, sub: str, sub_type: int, consumer_id: int, *, earliest: bool) -> None:
+    def subscribe(self, topic: str, sub: str, sub_type: int, consumer_id: int, *, earliest: bool,
+                  reader: bool = False) -> None:
+        """A durable subscription, or with `reader` a reader's non-durable one from the earliest
+        message (PROTOCOL.md §8.9); then FLOW."""
         self.request_id += 1
         position = pb.CommandSubscribe.Earliest if earliest else pb.CommandSubscribe.Latest
-        self.send(pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
-            topic=topic, subscription=sub, subType=sub_type, consumer_id=consumer_id,
-            request_id=self.request_id, initialPosition=position)))
+        subscribe = pb.CommandSubscribe(topic=topic, subscription=sub, subType=sub_type, consumer_id=consumer_id,
+                                        request_id=self.request_id, initialPosition=position)
+        if reader:
+            subscribe.durable = False
+            subscribe.start_message_id.CopyFrom(pb.MessageIdData(ledgerId=2**64 - 1, entryId=2**64 - 1))
+        self.send(pb.BaseCommand(type=T.SUBSCRIBE, subscribe=subscribe))
         reply = self.next_command()
         assert reply.type == T.SUCCESS, reply
         self.send(pb.BaseCommand(type=T.FLOW, flow=pb.CommandFlow(consumer_id=consumer_id, messagePermits=100)))
@@ -173,6 +181,40 @@ def test_end_of_topic_reaches_a_client_that_understands_it_once_everything_is_ac
         ends = [c for c in raw.commands_within(3.0) if c.type == T.REACHED_END_OF_TOPIC]
         assert [c.reachedEndOfTopic.consumer_id for c in ends] == [2]
         assert (last["ledgerId"], last["entryId"]) == ids[-1]
+    finally:
+        raw.close()
+
+
+def test_end_of_topic_reaches_a_reader_once_it_has_read_everything(standalone, client: pulsar.Client,
+                                                                   topic: str) -> None:
+    ids = [_as_id(i) for i in _produce(client, topic, 3)]
+    _terminate(standalone.admin_url, topic)
+    raw = _JavaLikeClient(standalone.port)
+    try:
+        raw.subscribe(topic, "reader-raw", pb.CommandSubscribe.Exclusive, 1, earliest=True, reader=True)
+        got = raw.commands_within(3.0)
+        assert [(c.message.message_id.ledgerId, c.message.message_id.entryId)
+                for c in got if c.type == T.MESSAGE] == ids
+        ends = [c for c in got if c.type == T.REACHED_END_OF_TOPIC]   # a reader's acks are not needed
+        assert len(ends) == 1 and got[-1].type == T.REACHED_END_OF_TOPIC
+    finally:
+        raw.close()
+
+
+def test_a_raw_producer_is_closed_and_its_reconnection_refused(standalone, client: pulsar.Client,
+                                                               topic: str) -> None:
+    raw = _JavaLikeClient(standalone.port)
+    try:
+        raw.request_id += 1
+        assert raw.producer(topic, producer_id=1, request_id=raw.request_id).type == T.PRODUCER_SUCCESS
+        raw.send_message(1, 0, b"before")
+        assert raw.next_command().type == T.SEND_RECEIPT
+        _terminate(standalone.admin_url, topic)
+        closed = raw.commands_within(2.0)
+        assert [c.type for c in closed] == [T.CLOSE_PRODUCER] and closed[0].close_producer.producer_id == 1
+        raw.request_id += 1
+        refused = raw.producer(topic, producer_id=1, request_id=raw.request_id)
+        assert refused.type == T.ERROR and refused.error.error == pb.TopicTerminatedError
     finally:
         raw.close()
 

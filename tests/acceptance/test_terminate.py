@@ -28,6 +28,7 @@ import pulsar
 import pytest
 
 from broker.codec import CommandType as T
+from cli import admin
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.acceptance.test_admin import http
@@ -242,7 +243,8 @@ def test_terminated_state_survives_a_restart(tmp_path) -> None:
             client.close()
 
 
-def test_partitioned_topic_terminates_every_partition(standalone, client: pulsar.Client, topic: str) -> None:
+def test_partitioned_topic_terminates_every_partition(standalone, client: pulsar.Client, topic: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert http("PUT", _base(standalone.admin_url, topic) + "/partitions", 2)[0] == 204
     producer = client.create_producer(topic, batching_enabled=False,
                                       message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
@@ -257,12 +259,18 @@ def test_partitioned_topic_terminates_every_partition(standalone, client: pulsar
         assert (mid["ledgerId"], mid["entryId"], mid["partitionIndex"]) == (*_as_id(mine[-1]), int(index))
     with pytest.raises(pulsar.TopicTerminated):
         client.create_producer(topic)
+    capsys.readouterr()
+    # the table of `partitioned-terminate` (again: the same ids)
+    assert admin.main(["--admin-url", standalone.admin_url, "-y", "topics", "partitioned-terminate", topic]) == 0
+    table = capsys.readouterr().out
+    for mid in per_partition.values():
+        assert str(mid["ledgerId"]) in table and str(mid["entryId"]) in table
+    assert "partitionIndex" in table
 
 
 def test_cli_asks_first_then_terminates(standalone, client: pulsar.Client, topic: str) -> None:
     producer = client.create_producer(topic, batching_enabled=False)
     sent = producer.send(b"one")
-    from cli import admin
     assert admin.main(["--admin-url", standalone.admin_url, "-o", "json", "topics", "terminate", topic]) != 0
     producer.send(b"two")                           # not confirmed: nothing was terminated
     assert run_admin(["--admin-url", standalone.admin_url, "topics", "terminate", topic]) == 0

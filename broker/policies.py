@@ -113,6 +113,9 @@ async def delete_partitioned(astore: AsyncStore, name: TopicName) -> None:
 
 
 async def partitioned_topics(astore: AsyncStore, tenant: str, namespace: str) -> list[str]:
+    """Local names of the namespace's partitioned topics; NamespaceNotFound if it does not exist."""
+    if await astore.get(namespace_path(tenant, namespace)) is None:
+        raise NamespaceNotFound(tenant, namespace)
     return await astore.children(f"{PARTITIONED_ROOT}/{tenant}/{namespace}")
 
 

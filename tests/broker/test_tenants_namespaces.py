@@ -18,10 +18,15 @@ import pulsar
 import pytest
 
 from broker.codec import CommandType as T
+from cli.admin.client import request_json
 from common.errors import PulsarServerError
+from ledger.ml_metadata import ml_path
+from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
+from tests.support.cluster_proc import LocalCluster
 from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
 
 HTTP_TIMEOUT_S = 30
 CLUSTER = "standalone"
@@ -356,3 +361,57 @@ def test_unknown_namespace_over_the_binary_protocol_is_pulsars_metadata_error(st
         assert (reply.error.error, reply.error.message) == (PulsarServerError.MetadataError, reason)
     finally:
         client.close()
+
+
+# --- two brokers ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster.start(tmp_path_factory.mktemp("tenancy-two") / "c", brokers=2, bookies=2, e=2, qw=2, qa=2,
+                            lease_ms=4000) as cluster:
+        yield cluster
+
+
+def _owner(cluster: LocalCluster, topic: str) -> str:
+    data = request_json(f"{cluster.brokers[0].admin_url}/lookup/v2/topic/persistent/{topic}")
+    assert isinstance(data, dict)
+    return str(data["brokerUrl"])
+
+
+def test_force_delete_reaches_every_owner_and_every_broker_refuses_after(two: LocalCluster) -> None:
+    """A namespace created through one broker is used through the other at once; a forced delete
+    through the first deletes the topics the second serves; then both refuse its topics (the
+    other broker's cached "it exists" dropped by the store's watch within a second or so)."""
+    a, b = two.brokers
+    ns = f"public/{unique('two')}"
+    assert http(f"{a.admin_url}/admin/v2/namespaces/{ns}", "PUT", {"bundles": {"numBundles": 8}}) == (204, None)
+    owners: dict[str, list[str]] = {a.service_url: [], b.service_url: []}
+    for i in range(64):
+        owners[_owner(two, f"{ns}/t{i}")].append(f"{ns}/t{i}")
+        if all(owners.values()):
+            break
+    assert all(owners.values()), owners
+    topics = [names[0] for names in owners.values()]
+    client = pulsar.Client(b.service_url, operation_timeout_seconds=10,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    with closing(client):
+        for topic in topics:
+            client.create_producer(f"persistent://{topic}").send(b"x")
+    listed = http(f"{b.admin_url}/admin/v2/persistent/{ns}")[1]
+    assert sorted(listed) == sorted(f"persistent://{t}" for t in topics)
+    assert http(f"{a.admin_url}/admin/v2/namespaces/{ns}", "DELETE")[0] == 409
+    assert http(f"{a.admin_url}/admin/v2/namespaces/{ns}?force=true", "DELETE") == (204, None)
+    for broker in (a, b):
+        wait_until(lambda broker=broker: http(f"{broker.admin_url}/lookup/v2/topic/persistent/{topics[0]}")[0] == 404,
+                   10, what=f"{broker.name} to refuse the deleted namespace's topics")
+        assert http(f"{broker.admin_url}/admin/v2/namespaces/{ns}") == (404, {"reason": "Namespace does not exist"})
+    view = open_store(two.metadata_url)
+    try:
+        left = [path for root in ("/admin/policies", "/admin/local-policies", "/admin/partitioned-topics",
+                                  "/admin/topic-policies", "/topics", "/namespace")
+                for path, _ in view.list_prefix(f"{root}/{ns}")]
+        left += [path for t in topics for path, _ in view.list_prefix(ml_path(f"{t.rsplit('/', 1)[0]}/persistent/"
+                                                                             f"{t.rsplit('/', 1)[1]}"))]
+    finally:
+        view.close()
+    assert left == [], left

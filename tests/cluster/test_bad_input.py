@@ -30,7 +30,6 @@ from tests.support.cluster_proc import LocalCluster
 
 IMPOSTER_EXIT_TIMEOUT_S = 30.0
 IMPOSTER_BIND_HOST = "127.0.0.2"   # its own address, so only the advertised one clashes
-DEFAULT_BUNDLES = 4                # broker_default_namespace_bundles
 
 
 def _create_namespace(admin_url: str, namespace: str, policies: object = None) -> object:
@@ -44,11 +43,9 @@ def test_bundle_count_out_of_range_is_refused(cluster: LocalCluster, count: int)
     answer = http("PUT", f"{a.admin_url}/admin/v2/namespaces/{namespace}", {"bundles": {"numBundles": count}})
     assert answer.status == 412, (answer.status, answer.body)
     assert answer.reason, f"412 without a reason: {answer.body!r}"
-    # namespaces also come into being on first use (with the default count): a refused create
-    # leaves none, or the default one, never the refused count
+    # a refused create leaves no namespace (nothing else creates one)
     bundles = http("GET", f"{a.admin_url}/admin/v2/namespaces/{namespace}/bundles")
-    assert bundles.status == 404 or (bundles.status == 200 and bundles.json()["numBundles"] == DEFAULT_BUNDLES), (
-        "a refused create left bundles behind", bundles.status, bundles.body)
+    assert bundles.status == 404, ("a refused create left bundles behind", bundles.status, bundles.body)
 
 
 def test_namespace_create_in_range_and_twice(cluster: LocalCluster) -> None:

@@ -3,7 +3,9 @@
 Topics are loaded lazily, the first time a PRODUCER, SUBSCRIBE or admin call names them, and only
 while this broker owns the topic's namespace bundle (`broker.ownership`: an unowned bundle is
 acquired then; one owned elsewhere raises OwnedElsewhere, which the client answers with a fresh
-lookup and the admin API with a 307). Loading records the topic in the topic list, opens its
+lookup and the admin API with a 307). A topic of a namespace that was never created is not loaded
+(NamespaceNotFound; `broker.tenancy`, whose `ensure_defaults` creates `public/default` at
+`start_cluster`). Loading records the topic in the topic list, opens its
 managed ledger (which fences any previous writer) and loads its cursors. Concurrent callers share
 one load; each waits at most `broker_topic_load_timeout_ms` and then gets ServiceNotReady, which
 the client retries.

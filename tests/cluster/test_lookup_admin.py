@@ -119,7 +119,7 @@ def test_admin_call_on_the_wrong_broker_is_redirected(cluster: LocalCluster) -> 
 
 
 def _cli(admin_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", "admin", "--admin-url", admin_url, *args],
+    return subprocess.run([sys.executable, "-m", "cli.main", "admin", "-o", "json", "--admin-url", admin_url, *args],
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
 
 

@@ -220,18 +220,9 @@ class _LookupRoutes:
         return self.service.ownership
 
     async def _bundles(self, tenant: str, namespace: str) -> NamespaceBundles:
-        """The namespace's bundles as stored now (created with the default count on first use)."""
+        """The namespace's bundles as stored (NamespaceNotFound, 404, for a namespace never created)."""
         return await bundles_mod.load_bundles(self.service.astore, tenant, namespace,
                                               self.service.config.broker_default_namespace_bundles)
-
-    # --- namespaces --------------------------------------------------------------------------------
-
-
-
-
-
-
-
 
     # --- lookup ------------------------------------------------------------------------------------
 

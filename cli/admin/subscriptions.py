@@ -19,7 +19,8 @@ Times are pulsar-admin 3.x's (`cli.admin.units`): a bare `-t 100` is seconds, or
 `peek-messages` asks for one message position per REST call (`.../position/1`, `/2`, ...), as
 pulsar-admin does, and splits a batch entry into its messages (each counts towards `-n`), until
 `-n` messages are shown or the subscription has no more. Each message is printed with its id
-(`L:E`, or `L:E:i` inside a batch), its `X-Pulsar-*` headers, properties and payload (text when it
+(`L:E`, or `L:E:i` inside a batch), its `X-Pulsar-*` headers (a batch member's are the entry's with
+its own partition key and sequence id), properties and payload (text when it
 is UTF-8, else a hex dump); `-o json` prints a list of `{"messageId", "headers", "properties",
 "payload" (text or null), "payloadBase64"}`.
 
@@ -49,13 +50,14 @@ from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, routed, topic_path
 from cli.admin.units import positive_time_seconds
 from common.errors import MalformedPayload
-from entries.batch import parse_batch
+from entries.batch import BatchMessage, parse_batch
 
 PROGRESS_BACKLOG_MIN = 10_000      # entries: smaller backlogs are cleared before a bar could draw
 PROGRESS_POLL_INTERVAL_S = 0.2
 PEEK_COUNT_MAX = 100_000           # messages one peek-messages may ask for
 I64_MAX = 2**63 - 1
 _HEX_LINE_BYTES = 16
+_KEY_HEADER, _SEQUENCE_HEADER = "X-Pulsar-partition-key", "X-Pulsar-sequence-id"
 
 
 def message_id(text: str) -> dict[str, int]:
@@ -284,7 +286,18 @@ def split_entry(raw: bytes, headers: dict[str, str]) -> list[dict[str, Any]]:
         members = parse_batch(raw, int(batch))
     except (MalformedPayload, ValueError):
         return [_message(entry_id, pulsar, properties, raw)]    # shown whole rather than not at all
-    return [_message(f"{entry_id}:{i}", pulsar, dict(m.properties), m.payload) for i, m in enumerate(members)]
+    return [_message(f"{entry_id}:{i}", _member_headers(pulsar, m), dict(m.properties), m.payload)
+            for i, m in enumerate(members)]
+
+
+def _member_headers(headers: dict[str, str], member: BatchMessage) -> dict[str, str]:
+    """A batch member's headers: the entry's, but its own key and sequence id (the entry's headers
+    carry the first member's, which a later member shown under them would wrongly claim)."""
+    own = {_KEY_HEADER: member.partition_key,
+           _SEQUENCE_HEADER: None if member.sequence_id is None else str(member.sequence_id)}
+    out = {k: v for k, v in headers.items() if k.lower() not in {name.lower() for name in own}}
+    out.update({name: value for name, value in own.items() if value is not None})
+    return out
 
 
 def _header(headers: dict[str, str], name: str) -> str | None:

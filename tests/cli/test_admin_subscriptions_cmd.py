@@ -178,3 +178,17 @@ def test_hex_dump() -> None:
     assert subs_cmd.hex_dump(b"\x00ab" + bytes(range(14)) + b"z") == (
         "00000000  00 61 62 00 01 02 03 04 05 06 07 08 09 0a 0b 0c  |.ab.............|\n"
         "00000010  0d 7a" + " " * 44 + "|.z|")
+
+
+def test_a_batch_member_shows_its_own_key_and_sequence_id() -> None:
+    from entries.batch import BatchMessage, serialize_batch
+    raw = serialize_batch([BatchMessage(b"a", {"i": "0"}, partition_key="k6", sequence_id=300),
+                           BatchMessage(b"b", {"i": "1"}, partition_key="k0", sequence_id=301),
+                           BatchMessage(b"c", {"i": "2"}, sequence_id=302)])
+    headers = {"X-Pulsar-Message-ID": "6:3", "X-Pulsar-num-batch-message": "3", "X-Pulsar-partition-key": "k6",
+               "X-Pulsar-sequence-id": "300", "X-Pulsar-producer-name": "p"}     # the entry's: its first member's
+    members = subs_cmd.split_entry(raw, headers)
+    assert [m["messageId"] for m in members] == ["6:3:0", "6:3:1", "6:3:2"]
+    assert [m["headers"].get("X-Pulsar-partition-key") for m in members] == ["k6", "k0", None]
+    assert [m["headers"]["X-Pulsar-sequence-id"] for m in members] == ["300", "301", "302"]
+    assert all(m["headers"]["X-Pulsar-producer-name"] == "p" for m in members)

@@ -44,6 +44,7 @@ from pyroaring import BitMap64
 
 from broker.offload_policy import OffloadPolicy
 from common.errors import InvalidPosition
+from common.human import human_bytes
 from common.invariant import invariant
 from cursor.retention import MIB, MS_PER_MINUTE, RetentionPolicy, ledgers_to_trim, passes
 from cursor.stats import backlog, storage_size_bytes
@@ -544,16 +545,6 @@ def _n(count: int, noun: str) -> str:
         return f"1 {noun}"
     plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
     return f"{count} {plural}"
-
-
-def human_bytes(size: int) -> str:
-    """1536 -> "1.5 KiB" (powers of 1024)."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
 
 
 _DURATION_UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))

@@ -209,20 +209,29 @@ async def delete_partition(service: BrokerService, name: TopicName, *, force: bo
         raise ServiceNotReady(f"deleting {name} on its owner: {body}")
 
 
+def ownership_of(service: BrokerService) -> Ownership:
+    """The broker's ownership once it is registered; ServiceNotReady (503) while it starts."""
+    if not service.web_url:
+        raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
+    return service.ownership
+
+
+async def namespace_bundles(service: BrokerService, tenant: str, namespace: str) -> NamespaceBundles:
+    """The namespace's bundles as stored (NamespaceNotFound, 404, for a namespace never created)."""
+    return await bundles_mod.load_bundles(service.astore, tenant, namespace,
+                                          service.config.broker_default_namespace_bundles)
+
+
 class _LookupRoutes:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 
     @property
     def ownership(self) -> Ownership:
-        if not self.service.web_url:
-            raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
-        return self.service.ownership
+        return ownership_of(self.service)
 
     async def _bundles(self, tenant: str, namespace: str) -> NamespaceBundles:
-        """The namespace's bundles as stored (NamespaceNotFound, 404, for a namespace never created)."""
-        return await bundles_mod.load_bundles(self.service.astore, tenant, namespace,
-                                              self.service.config.broker_default_namespace_bundles)
+        return await namespace_bundles(self.service, tenant, namespace)
 
     # --- lookup ------------------------------------------------------------------------------------
 

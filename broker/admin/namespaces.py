@@ -48,7 +48,7 @@ from broker import bundles as bundles_mod
 from broker import policies, tenancy
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
-from broker.admin.lookup import delete_partition, forward_put, redirect_to
+from broker.admin.lookup import delete_partition, forward_put, namespace_bundles, ownership_of, redirect_to
 from broker.admin.namespace_policies import policies_from_body, policies_json
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.bundles import BundleRange, NamespaceBundles, parse_bundle
@@ -164,14 +164,10 @@ class _NamespaceRoutes:
 
     @property
     def ownership(self) -> Ownership:
-        if not self.service.web_url:
-            raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
-        return self.service.ownership
+        return ownership_of(self.service)
 
     async def _bundles(self, tenant: str, namespace: str) -> NamespaceBundles:
-        """The namespace's bundles as stored now; NamespaceNotFound (404) if it does not exist."""
-        return await bundles_mod.load_bundles(self.service.astore, tenant, namespace,
-                                              self.service.config.broker_default_namespace_bundles)
+        return await namespace_bundles(self.service, tenant, namespace)
 
     async def list_namespaces(self, request: web.Request) -> web.Response:
         tenant = tenancy.check_tenant_name(request.match_info["tenant"])

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, topic_path
-from cli.admin.tables import human_bytes
+from common.human import human_bytes
 
 _console = Console(soft_wrap=False)
 

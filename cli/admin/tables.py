@@ -24,16 +24,6 @@ _NAME = "name"              # the key given to a map of objects' keys when shown
 _FIELD_WIDTH_MAX = 40       # a field name is shown whole up to this many characters
 
 
-def human_bytes(size: float) -> str:
-    """1536 → "1.5 KiB" (powers of 1024), as people read storage."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
-
-
 def _cell(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

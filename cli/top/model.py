@@ -207,16 +207,6 @@ def sparkline(values: Iterable[int], width: int = SPARK_SAMPLES) -> str:
     return bars.rjust(width)
 
 
-def human_bytes(size_bytes: int) -> str:
-    """1536 → "1.5 KiB"; whole bytes below 1 KiB."""
-    value = float(size_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
 def human_rate(msgs_s: float) -> str:
     """Messages per second, short: 0, 12.5, 1.2k, 3.4M."""
     if msgs_s < 1000:

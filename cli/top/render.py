@@ -21,13 +21,13 @@ from cli.top.model import (
     History,
     Snapshot,
     TopicRow,
-    human_bytes,
     human_rate,
     sorted_subscriptions,
     sorted_topics,
     sparkline,
     subscription_key,
 )
+from common.human import human_bytes
 
 KEYS_LINE = "r rate  b backlog  s storage  ↑↓/j k select  Enter subscriptions  Esc back  q quit"
 _SORT_COLUMN = {"rate": "MSG/S IN", "backlog": "BACKLOG", "storage": "STORAGE"}

@@ -24,7 +24,6 @@ from cli.top.model import (
     SPARK_BARS,
     History,
     Snapshot,
-    human_bytes,
     in_namespace,
     merge,
     sorted_topics,
@@ -34,6 +33,7 @@ from cli.top.model import (
 from cli.top.render import KEYS_LINE, frame, to_text, window
 from cli.top.source import gather
 from cli.top.terminal import Keyboard
+from common.human import human_bytes
 
 B1, B2, B3 = "http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.0.0.3:8080"
 

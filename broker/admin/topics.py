@@ -1,7 +1,8 @@
 """Topic routes of the admin API (Pulsar's paths, JSON field names and status codes).
 
 Under `/admin/v2/persistent/{t}/{ns}` (`{topic}` = local name):
-- `PUT    .../{topic}/partitions` body N → 204; 409 if it exists.
+- `PUT    .../{topic}/partitions` body N → 204; 409 "Partitioned topic already exists", or "This
+  topic already exists" when a non-partitioned topic has that name (its data would be hidden).
 - `POST   .../{topic}/partitions` body N → 204: raise the count (409 if not larger, 404 if not
   partitioned).
 - `GET    .../{topic}/partitions` → `{"partitions": N}`.
@@ -101,8 +102,13 @@ class _TopicRoutes:
     async def create_partitions(self, request: web.Request) -> web.Response:
         name = topic_of(request)
         count = await _body_partitions(request)
-        await policies.create_partitioned(self.service.astore, name, count,
-                                          self.service.config.broker_partitions_max)
+        partitions_max = self.service.config.broker_partitions_max
+        if name.partition_index < 0 and 1 <= count <= partitions_max:   # a bad count is refused first, below
+            if await self.service.partitions(name) > 0:
+                raise AlreadyExists("Partitioned topic already exists", topic=str(name))
+            if await self._existing(name):
+                raise AlreadyExists("This topic already exists", topic=str(name))
+        await policies.create_partitioned(self.service.astore, name, count, partitions_max)
         return web.Response(status=204)
 
     async def update_partitions(self, request: web.Request) -> web.Response:

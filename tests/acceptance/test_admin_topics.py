@@ -31,6 +31,20 @@ def test_create_a_non_partitioned_topic(standalone, client: pulsar.Client, topic
     assert http("PUT", _base(standalone, partitioned) + "/partitions", 2)[0] == 204
     status, body = http("PUT", _base(standalone, partitioned))
     assert status == 409 and "partitioned" in body["reason"]
+    status, body = http("PUT", _base(standalone, partitioned) + "/partitions", 3)
+    assert status == 409 and body["reason"].startswith("Partitioned topic already exists")
+    assert http("GET", _base(standalone, partitioned) + "/partitions")[1] == {"partitions": 2}
+
+
+def test_a_partitioned_topic_cannot_hide_an_existing_topic(standalone, client: pulsar.Client, topic: str) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"kept")
+    producer.close()
+    status, body = http("PUT", _base(standalone, topic) + "/partitions", 2)
+    assert status == 409 and body["reason"].startswith("This topic already exists")
+    assert http("GET", _base(standalone, topic) + "/partitions")[1] == {"partitions": 0}    # nothing changed
+    assert client.get_topic_partitions(topic) == [topic]
+    assert http("GET", _base(standalone, topic) + "/stats")[1]["msgInCounter"] == 1
 
 
 def test_last_message_id_is_the_last_stored_entry(standalone, client: pulsar.Client, topic: str) -> None:

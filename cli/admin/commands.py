@@ -27,11 +27,13 @@ def command(group: argparse._SubParsersAction, name: str, run: Run, help: str | 
 
 
 def routed(route: Route, *, columns: tuple[str, ...] | None = None) -> Run:
-    """The `run` of a one-call command: send `route(args)`, show the answer (if any)."""
+    """The `run` of a one-call command: send `route(args)`, show the answer (if any). A GET
+    answered with nothing (a policy that is not set) prints `null`, as pulsar-admin does, so
+    `-o json` output is always JSON."""
     def run(args: argparse.Namespace, client: AdminClient) -> int:
         method, path, body = route(args)
         result = client.call(method, path, body)
-        if result is not None:
+        if result is not None or method == "GET":
             client.show(result, columns=columns)
         return 0
     return run

@@ -82,7 +82,7 @@ def print_value(value: object, *, columns: Sequence[str] | None = None, title: s
     elif isinstance(value, dict):
         _print_object(value, title)
     else:
-        _console.print(_cell(value), highlight=False)
+        _console.print("null" if value is None else _cell(value), highlight=False)
 
 
 def _print_object(value: dict, title: str | None) -> None:

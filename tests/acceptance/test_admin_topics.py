@@ -133,3 +133,19 @@ def test_internal_stats_carry_pulsars_fields(standalone, client: pulsar.Client, 
     assert stats["waitingCursorsCount"] >= 1
     assert stats["cursors"]["waiting"]["pendingReadOps"] in (0, 1)
     waiting.close()
+
+
+def test_cli_get_of_an_unset_policy_prints_null(standalone, topic: str, capsys) -> None:
+    from cli import admin
+    url = ["--admin-url", standalone.admin_url]
+    assert run_admin(url + ["topics", "create", topic]) == 0
+    assert run_admin(url + ["topics", "set-retention", topic, "-t", "1h", "-s", "1G"]) == 0
+    assert run_admin(url + ["topics", "get-retention", topic]) == 0
+    assert json.loads(capsys.readouterr().out) == {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1024}
+    assert run_admin(url + ["topics", "remove-retention", topic]) == 0
+    capsys.readouterr()
+    for getter in ("get-retention", "get-deduplication", "get-message-ttl"):   # as pulsar-admin: null
+        assert run_admin(url + ["topics", getter, topic]) == 0
+        assert json.loads(capsys.readouterr().out) is None                      # -o json: still JSON
+        assert admin.main(url + ["topics", getter, topic]) == 0
+        assert capsys.readouterr().out.strip() == "null"

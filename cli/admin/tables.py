@@ -3,10 +3,11 @@
 A JSON answer becomes: an object → a two-column Field/Value table (nested objects and lists of
 scalars inline as compact JSON, lists of objects and maps of objects as their own tables after
 it); a list of objects → one row per object; a list of scalars → one column; a scalar → printed as
-is. A list of objects wider than ROW_TABLE_COLUMNS_MAX columns, or holding objects of its own (a
-topic's subscriptions with their consumers, internal stats' cursors), is printed one Field/Value
-table per object instead, titled by its path (`subscriptions sub-a`, `subscriptions sub-a consumers[0]`): squeezed into
-one row table its cells were cut to `…`. Booleans read `true`/`false`, as in the JSON. Nothing is
+is. A list of objects whose row table would be wider than the terminal (every header and cell
+whole), or holding objects of its own (a topic's subscriptions with their consumers, internal
+stats' cursors), is printed one Field/Value table per object instead, titled by its path
+(`subscriptions sub-a`, `subscriptions sub-a consumers[0]`): squeezed into one row table its
+headers and cells were cut to `…`. Booleans read `true`/`false`, as in the JSON. Nothing is
 dropped: every field of the answer appears somewhere.
 """
 
@@ -19,7 +20,6 @@ from rich.console import Console
 from rich.table import Table
 
 _console = Console(soft_wrap=False)
-ROW_TABLE_COLUMNS_MAX = 8   # a list of objects with more fields is shown one object table each
 _NAME = "name"              # the key given to a map of objects' keys when shown as rows
 _FIELD_WIDTH_MAX = 40       # a field name is shown whole up to this many characters
 
@@ -34,12 +34,22 @@ def _cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _columns(rows: list[dict]) -> list[str]:
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
+
+
+def _fits(rows: list[dict]) -> bool:
+    """The rows' table, every header and cell whole, is no wider than the terminal."""
+    widths = [max(len(column), *(len(_cell(row.get(column))) for row in rows)) for column in _columns(rows)]
+    return sum(widths) + 3 * len(widths) + 1 <= _console.width
+
+
 def _rows_table(rows: list[dict], columns: Sequence[str] | None, title: str | None) -> Table:
     if columns is None:
-        seen: dict[str, None] = {}
-        for row in rows:
-            seen.update(dict.fromkeys(row))
-        columns = list(seen)
+        columns = _columns(rows)
     table = Table(title=title)
     for column in columns:
         table.add_column(column)
@@ -58,9 +68,8 @@ def _objects(value: object) -> bool:
 
 def _print_rows(rows: list[dict], columns: Sequence[str] | None, title: str | None) -> None:
     """Rows of one table, or one Field/Value table per row when they would not fit one."""
-    fields = {key for row in rows for key in row}
     nested = any(_objects(v) for row in rows for v in row.values())
-    if columns is not None or (len(fields) <= ROW_TABLE_COLUMNS_MAX and not nested):
+    if columns is not None or (not nested and _fits(rows)):
         _console.print(_rows_table(rows, columns, title))
         return
     for index, row in enumerate(rows):

@@ -51,3 +51,14 @@ def test_narrow_lists_of_objects_stay_one_row_table(capsys) -> None:
 @pytest.mark.parametrize(("value", "text"), [(True, "true"), (False, "false"), (None, ""), (1.5, "1.500")])
 def test_cells(value: object, text: str) -> None:
     assert tables._cell(value) == text
+
+
+def test_a_list_wider_than_the_terminal_is_one_table_per_object(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(tables, "_console", tables.Console(soft_wrap=False))
+    publisher = {"producerName": "my-prod", "producerId": 0, "msgRateIn": 0.5, "msgThroughputIn": 14.489,
+                 "msgInCounter": 1, "bytesInCounter": 29, "averageMsgSize": 29.0}
+    tables.print_value({"publishers": [publisher]})
+    out = capsys.readouterr().out
+    assert "publishers[0]" in out and "…" not in out
+    assert all(field in out for field in publisher)

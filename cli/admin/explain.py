@@ -5,6 +5,12 @@ A thin client of `GET /admin/v2/persistent/{t}/{ns}/{topic}/explain-storage`
 (per partition for a partitioned topic): a table of the ledgers (entries, size, state, where it
 lives, publish span, what keeps it, when it goes), the decomposition of storageSize (sizes
 human-readable, percent) and the advice lines.
+
+Consecutive ledgers with the same story (state, bookies, in S3 or not, `keptBy` lines equal but for
+times, `goes` equal but for times and positions) are one row, `8-14 (7)`, with their entries and
+bytes summed, the first publish time to the last, and what keeps and when goes the first and the
+last of them: a topic of thousands of ledgers held by one subscription reads in a few rows, not
+thousands. `--all-ledgers` shows a row per ledger.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 
 from rich.console import Console
 from rich.table import Table
@@ -27,6 +34,8 @@ def add_parsers(groups: Groups) -> None:
     parser = command(groups["topics"], "explain-storage", run,
                      help="why storage is bigger than backlog: every ledger, what keeps it, when it goes")
     parser.add_argument("topic")
+    parser.add_argument("--all-ledgers", action="store_true",
+                        help="a row per ledger (by default runs of ledgers with the same story are one row)")
 
 
 def run(args: argparse.Namespace, client: AdminClient) -> int:
@@ -36,17 +45,17 @@ def run(args: argparse.Namespace, client: AdminClient) -> int:
         return 0
     if isinstance(answer, dict) and "partitions" in answer:
         for explanation in answer["partitions"].values():
-            print_explanation(explanation)
+            print_explanation(explanation, group=not args.all_ledgers)
     else:
-        print_explanation(answer)
+        print_explanation(answer, group=not args.all_ledgers)
     return 0
 
 
-def print_explanation(e: dict) -> None:
+def print_explanation(e: dict, *, group: bool = True) -> None:
     """The tables and advice of one topic's (or partition's) explanation."""
     _console.print(f"[bold]{e['topic']}[/bold]: storage {human_bytes(e['storageSize'])}, "
                    f"backlog {human_bytes(e['backlogSize'])}")
-    _console.print(_ledgers_table(e))
+    _console.print(_ledgers_table(e, group))
     _console.print(_decomposition_table(e))
     for line in e["advice"]:
         _console.print(f"- {line}", highlight=False)
@@ -68,15 +77,50 @@ def _where(ledger: dict) -> str:
     return "\n".join(places)
 
 
-def _ledgers_table(e: dict) -> Table:
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+_POSITION_OR_TIME = re.compile(r"-?\d+:-?\d+|" + _TIME.pattern)
+
+
+def _story(ledger: dict) -> tuple:
+    """What a ledger shares with its neighbours when one row can tell them all."""
+    location = ledger["location"]
+    return (ledger["state"], tuple(location["bookies"]) if location["bookieCopy"] else None,
+            location["s3"] is None, _TIME.sub("#", _kept(ledger)), _POSITION_OR_TIME.sub("#", ledger["goes"]))
+
+
+def _kept(ledger: dict) -> str:
+    return "\n".join(keeper["detail"] for keeper in ledger["keptBy"])
+
+
+def _first_last(first: str, last: str) -> str:
+    return f"each:\n{first}" if first == last else f"first: {first}\nlast: {last}"
+
+
+def _runs(ledgers: list[dict], group: bool) -> list[list[dict]]:
+    """Consecutive ledgers with the same story (each ledger alone when not grouping)."""
+    runs: list[list[dict]] = []
+    for ledger in ledgers:
+        if group and runs and _story(runs[-1][-1]) == _story(ledger):
+            runs[-1].append(ledger)
+        else:
+            runs.append([ledger])
+    return runs
+
+
+def _ledgers_table(e: dict, group: bool = True) -> Table:
     table = Table(title="ledgers, oldest first")
     for column in ("ledger", "entries", "size", "state", "where", "published", "kept by", "goes"):
         table.add_column(column, overflow="fold")
-    for ledger in e["ledgers"]:
-        span = f"{_time(ledger['firstPublishMs'])}\n{_time(ledger['lastPublishMs'])}"
-        kept = "\n".join(keeper["detail"] for keeper in ledger["keptBy"])
-        table.add_row(str(ledger["ledgerId"]), str(ledger["entries"]), human_bytes(ledger["size"]),
-                      ledger["state"], _where(ledger), span, kept, ledger["goes"])
+    for run in _runs(e["ledgers"], group):
+        first, last = run[0], run[-1]
+        name = str(first["ledgerId"]) if len(run) == 1 else f"{first['ledgerId']}-{last['ledgerId']} ({len(run)})"
+        span = f"{_time(first['firstPublishMs'])}\n{_time(last['lastPublishMs'])}"
+        kept = _kept(first) if len(run) == 1 else _first_last(_kept(first), _kept(last))
+        goes = first["goes"] if len(run) == 1 else f"first: {first['goes']}\nlast: {last['goes']}"
+        where = _where(first) if len(run) == 1 or first["location"]["s3"] is None else \
+            _where(first) + f"\n... ({len(run)} objects)"
+        table.add_row(name, str(sum(ledger["entries"] for ledger in run)),
+                      human_bytes(sum(ledger["size"] for ledger in run)), first["state"], where, span, kept, goes)
     return table
 
 

@@ -39,7 +39,7 @@ from aiohttp import web
 
 from broker import policies
 from broker.admin import lookup
-from broker.admin.http import body_bool, body_json, flag, namespace_of, topic_of
+from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.topic_stats import partitioned_stats, topic_stats
 from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound
@@ -88,6 +88,15 @@ def precise_backlog(topic: PersistentTopic, stats: dict) -> None:
     stats["msgBacklog"] = max(durable, default=0)
 
 
+def _check_count(count: int, partitions_max: int) -> int:
+    """A partition count Pulsar accepts; 406 (Pulsar's NOT_ACCEPTABLE) otherwise."""
+    if count <= 0:
+        raise Refused(406, "Number of partitions should be more than 0")
+    if count > partitions_max:
+        raise Refused(406, f"Number of partitions should be less than or equal to {partitions_max}")
+    return count
+
+
 async def _body_partitions(request: web.Request) -> int:
     count = await body_json(request)
     if isinstance(count, bool) or not isinstance(count, int):
@@ -101,21 +110,34 @@ class _TopicRoutes:
 
     async def create_partitions(self, request: web.Request) -> web.Response:
         name = topic_of(request)
-        count = await _body_partitions(request)
+        count = _check_count(await _body_partitions(request), self.service.config.broker_partitions_max)
         partitions_max = self.service.config.broker_partitions_max
-        if name.partition_index < 0 and 1 <= count <= partitions_max:   # a bad count is refused first, below
+        if name.partition_index < 0:
             if await self.service.partitions(name) > 0:
                 raise AlreadyExists("Partitioned topic already exists", topic=str(name))
             if await self._existing(name):
                 raise AlreadyExists("This topic already exists", topic=str(name))
         await policies.create_partitioned(self.service.astore, name, count, partitions_max)
+        await self._register_partitions(name, 0, count)
         return web.Response(status=204)
+
+    async def _register_partitions(self, name: TopicName, first: int, end: int) -> None:
+        """List partitions first..end-1 as topics at once (as Pulsar creates them up front), so
+        `topics list` shows them before anything uses them; their storage is made on first use."""
+        now_ms = self.service.clock.wall_ms()
+        for i in range(first, end):
+            await policies.register_topic(self.service.astore, name.partition(i), now_ms)
 
     async def update_partitions(self, request: web.Request) -> web.Response:
         name = topic_of(request)
-        count = await _body_partitions(request)
-        await policies.update_partitioned(self.service.astore, name, count,
-                                          self.service.config.broker_partitions_max)
+        count = _check_count(await _body_partitions(request), self.service.config.broker_partitions_max)
+        try:
+            old_count = await policies.update_partitioned(self.service.astore, name, count,
+                                                          self.service.config.broker_partitions_max)
+        except AlreadyExists as exc:
+            raise Refused(422, "Number of new partitions must be greater than existing number of partitions "
+                               f"({exc.details.get('current')} now, {count} asked)") from None
+        await self._register_partitions(name, old_count, count)
         return web.Response(status=204)
 
     async def get_partitions(self, request: web.Request) -> web.Response:

@@ -88,9 +88,9 @@ TOO_BIG = b"[" + b"1," * 40_000 + b"1]"
 # (method, path, body bytes or None, status, a word of the reason)
 CASES = [
     ("PUT", REF + "-p/partitions", _json("three"), 400, "integer"),
-    ("PUT", REF + "-p/partitions", _json(0), 412, "partition"),
-    ("PUT", REF + "-p/partitions", _json(-1), 412, "partition"),
-    ("PUT", REF + "-p/partitions", _json(10**9), 412, "partition"),
+    ("PUT", REF + "-p/partitions", _json(0), 406, "partitions"),
+    ("PUT", REF + "-p/partitions", _json(-1), 406, "partitions"),
+    ("PUT", REF + "-p/partitions", _json(10**9), 406, "partitions"),
     ("PUT", REF + "-p/partitions", b"{not json", 400, "JSON"),
     ("PUT", REF + "-p/partitions", TOO_BIG, 400, "too large"),
     ("POST", REF + "-never/partitions", _json(4), 404, "not found"),

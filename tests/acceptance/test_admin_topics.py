@@ -149,3 +149,20 @@ def test_cli_get_of_an_unset_policy_prints_null(standalone, topic: str, capsys) 
         assert json.loads(capsys.readouterr().out) is None                      # -o json: still JSON
         assert admin.main(url + ["topics", getter, topic]) == 0
         assert capsys.readouterr().out.strip() == "null"
+
+
+def test_partitions_are_listed_from_creation_and_counts_are_pulsars(standalone, topic: str) -> None:
+    base = _base(standalone, topic) + "/partitions"
+    listing = f"{standalone.admin_url}/admin/v2/persistent/public/default"
+    assert http("PUT", base, 3)[0] == 204
+    assert {f"{topic}-partition-{i}" for i in range(3)} <= set(http("GET", listing)[1])
+    assert http("POST", base, 5)[0] == 204
+    assert {f"{topic}-partition-{i}" for i in range(5)} <= set(http("GET", listing)[1])
+    status, stats = http("GET", _base(standalone, topic + "-partition-4") + "/stats")
+    assert status == 200 and stats["msgInCounter"] == 0           # a partition nothing used yet
+    status, body = http("POST", base, 5)
+    assert status == 422 and "greater than existing" in body["reason"]
+    status, body = http("PUT", _base(standalone, topic + "-other") + "/partitions", 0)
+    assert status == 406 and body["reason"] == "Number of partitions should be more than 0"
+    assert http("DELETE", base + "?force=true")[0] == 204
+    assert not {f"{topic}-partition-{i}" for i in range(5)} & set(http("GET", listing)[1])

@@ -125,9 +125,10 @@ def test_raise_partition_count(sa, client, topic: str) -> None:
     for i in range(8):
         producer.send(f"m{i}".encode())
     assert {m.message_id().partition() for m in receive_all(consumer, 8)} == {0, 1, 2, 3}
-    status, body = http("POST", base, 3)                  # never lowered
-    assert status == 409 and "reason" in body
-    assert http("POST", base, 0)[0] == 412
+    status, body = http("POST", base, 3)                  # never lowered (Pulsar: 422)
+    assert status == 422 and "greater than existing" in body["reason"]
+    assert http("POST", base, 4)[0] == 422                # nor left as it is
+    assert http("POST", base, 0)[0] == 406                # Pulsar's NOT_ACCEPTABLE
     assert http("POST", base, "4")[0] == 400
     assert http("POST", _base(sa, topic + "-never") + "/partitions", 4)[0] == 404
     assert http("GET", base) == (200, {"partitions": 4})
@@ -154,7 +155,7 @@ def test_delete_partitioned_topic(sa, client, topic: str) -> None:
     reader_client.close()
 
 
-@pytest.mark.parametrize("count,status", [(0, 412), (-1, 412), (9, 412), ("x", 400), (1.5, 400), (None, 400)])
+@pytest.mark.parametrize("count,status", [(0, 406), (-1, 406), (9, 406), ("x", 400), (1.5, 400), (None, 400)])
 def test_bad_partition_counts_change_nothing(sa, client, topic: str, count: object, status: int) -> None:
     _create(sa, topic, 2)
     producer = client.create_producer(topic)

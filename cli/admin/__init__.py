@@ -1,6 +1,8 @@
 """`strata admin`: pulsar-admin's command tree over the broker's admin REST API (thin clients).
 
-    strata admin [--admin-url http://127.0.0.1:8080] [-o table|json] [-y] GROUP ACTION ...
+    strata admin [--admin-url http://127.0.0.1:8080] [-o table|json] [-y] GROUP ACTION ... [-o json] [-y]
+
+The admin URL defaults to `$STRATA_ADMIN_URL`, else http://127.0.0.1:8080.
 
 Groups: `tenants`, `namespaces`, `topics` (subscription operations included, as pulsar-admin's),
 `brokers`, `clusters`, `broker-stats`. One module per resource declares its commands
@@ -22,12 +24,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import urllib.error
 
 from cli.admin.client import OUTPUTS, AdminClient
 from common.errors import StrataError
 
+ADMIN_URL_ENV = "STRATA_ADMIN_URL"
 GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats")
 # the modules that declare commands, each with add_parsers(groups)
 _MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain",
@@ -36,20 +40,26 @@ _MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cl
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="strata admin", description="administer a Strata cluster")
-    p.add_argument("--admin-url", "--url", dest="admin_url", default="http://127.0.0.1:8080",
-                   help="broker admin HTTP URL (any broker of the cluster)")
+    p.add_argument("--admin-url", "--url", dest="admin_url",
+                   default=os.environ.get(ADMIN_URL_ENV) or "http://127.0.0.1:8080",
+                   help=f"broker admin HTTP URL, any broker of the cluster (default: ${ADMIN_URL_ENV} or "
+                        "http://127.0.0.1:8080)")
     p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default) or json")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before destructive commands")
     subparsers = p.add_subparsers(dest="group", required=True)
     groups = {name: subparsers.add_parser(name).add_subparsers(dest="action", required=True) for name in GROUPS}
     for module in _MODULES:
         importlib.import_module(module).add_parsers(groups)
+    for group in groups.values():          # -o and -y after the command too, as people type them
+        for leaf in set(group.choices.values()):
+            leaf.add_argument("-o", "--output", choices=OUTPUTS, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            leaf.add_argument("-y", "--yes", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    client = AdminClient(args.admin_url, output=args.output, yes=args.yes or getattr(args, "yes_here", False))
+    client = AdminClient(args.admin_url, output=args.output, yes=args.yes)
     try:
         return int(args.run(args, client))
     except StrataError as exc:

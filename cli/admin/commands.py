@@ -2,8 +2,9 @@
 
 `command(group, name, run)` adds a leaf; `routed(route)` makes the `run` of a command that is one
 REST call: `route(args) -> (method, path, body)`, the answer shown (table or `-o json`);
-`destructive(parser)` adds `-y/--yes`. Names are checked by `topic_path` / `namespace_path`
-(InvalidTopicName, exit status 2) before anything is sent.
+`destructive(parser)` marks a command that asks before it runs (every command takes `-y/--yes`
+and `-o/--output`, after its group as well as before it). Names are checked by `topic_path` /
+`namespace_path` (InvalidTopicName, exit status 2) before anything is sent.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def routed(route: Route, *, columns: tuple[str, ...] | None = None) -> Run:
 
 
 def destructive(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`-y/--yes`: do it without asking."""
-    parser.add_argument("-y", "--yes", dest="yes_here", action="store_true", help="do not ask for confirmation")
+    """Mark a command that asks for confirmation (`client.confirm`) unless `-y/--yes`."""
+    parser.set_defaults(destructive=True)
     return parser
 
 

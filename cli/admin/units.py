@@ -7,8 +7,9 @@
 - `-1` means unlimited / unset where pulsar-admin takes it; other negatives are refused unless the
   option allows them.
 Retention is stored in minutes and MB (Pulsar's RetentionPolicies): `retention_minutes` and
-`retention_mb` convert as pulsar-admin does (seconds // 60, bytes // MiB; -1 stays -1), so a bare
-`--size 4096` is 4096 bytes, which is 0 MB.
+`retention_mb` convert as pulsar-admin does (seconds // 60, bytes // MiB; -1 stays -1), except
+that a value under one unit (a bare `--size 4096`: 4096 bytes; `--time 30`: 30 seconds) is refused
+with a reason instead of silently becoming 0, which would turn retention off.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def retention_minutes(text: str) -> int:
     seconds = time_seconds(text)
     if seconds < -1:
         raise argparse.ArgumentTypeError(f"bad retention time {text!r}: -1 (unlimited) or >= 0")
+    if 0 < seconds < 60:
+        raise argparse.ArgumentTypeError(f"retention time {text!r} is under a minute, and retention is kept in "
+                                         "minutes: it would be 0 (none); use 0, -1 (unlimited) or at least 1m")
     return -1 if seconds == -1 else seconds // 60
 
 
@@ -59,4 +63,7 @@ def retention_mb(text: str) -> int:
     size = size_bytes(text)
     if size < -1:
         raise argparse.ArgumentTypeError(f"bad retention size {text!r}: -1 (unlimited) or >= 0")
+    if 0 < size < MIB:
+        raise argparse.ArgumentTypeError(f"retention size {text!r} is under 1 MiB, and retention is kept in MB: "
+                                         "it would be 0 (none); use 0, -1 (unlimited) or at least 1M")
     return -1 if size == -1 else size // MIB

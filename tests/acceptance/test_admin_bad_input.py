@@ -135,6 +135,8 @@ CLI_CASES = [
     ["topics", "set-retention", "t", "--time", "3x", "--size", "1G"],
     ["topics", "set-retention", "t", "--time", "-2", "--size", "1G"],
     ["topics", "set-retention", "t", "--time", "1h", "--size", "1.5G"],
+    ["topics", "set-retention", "t", "--time", "1h", "--size", "4096"],      # 4096 bytes: under 1 MB
+    ["topics", "set-retention", "t", "--time", "30", "--size", "1G"],        # 30 s: under a minute
     ["topics", "set-message-ttl", "t", "--ttl", "-5"],
     ["topics", "set-message-ttl", "t", "--ttl", "soon"],
     ["topics", "offload", "t", "-s", "10Q"],

@@ -25,8 +25,8 @@ import json
 import zlib
 from dataclasses import dataclass
 
-from broker.policies import NamespaceNotFound, namespace_path
-from common.errors import AlreadyExists, InvalidBundle, NotFound
+from broker.policies import namespace_path
+from common.errors import AlreadyExists, InvalidBundle, NamespaceNotFound, NotFound
 from metadata.api import AsyncStore
 
 LOCAL_POLICIES_ROOT = "/admin/local-policies"

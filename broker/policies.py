@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from common import retry
 from common.config import Config
-from common.errors import AlreadyExists, BadVersion, InvalidArgument, NotFound, StrataError
+from common.errors import AlreadyExists, BadVersion, InvalidArgument, NamespaceNotFound, NotFound, StrataError
 from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName
 from cursor.retention import RetentionPolicy
 from metadata.api import AsyncStore
@@ -42,16 +42,6 @@ TTL_KEY = "message_ttl_in_seconds"       # int seconds, 0 = off
 # A compare-and-set of a policy or partition-count key lost to another writer: read again, at
 # once, ten times in all, then InvalidArgument.
 _POLICY_CAS_RETRY = retry.Retry("broker.policy_cas", retry_on=(), wait=retry.no_wait(), attempts_max=10)
-
-
-class NamespaceNotFound(NotFound):
-    """The namespace was never created (or was deleted). The binary protocol answers Pulsar's
-    MetadataError "Policies not found for <t>/<ns> namespace"; the admin API 404 `rest_reason`."""
-
-    rest_reason = "Namespace does not exist"
-
-    def __init__(self, tenant: str, namespace: str) -> None:
-        super().__init__(f"Policies not found for {tenant}/{namespace} namespace")
 
 
 def namespace_path(tenant: str, namespace: str) -> str:

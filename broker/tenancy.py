@@ -34,8 +34,16 @@ import json
 import logging
 
 from broker import bundles as bundles_mod
-from broker.policies import POLICIES_ROOT, NamespaceNotFound, namespace_path
-from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotEmpty, NotFound
+from broker.policies import POLICIES_ROOT, namespace_path
+from common.errors import (
+    AlreadyExists,
+    BadRequestBody,
+    NamespaceNotFound,
+    NotAllowed,
+    NotEmpty,
+    NotFound,
+    TenantNotFound,
+)
 from common.topic_names import TOPICS_ROOT, parse_namespace
 from metadata.api import AsyncStore, Watch, WatchEvent
 
@@ -44,13 +52,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TENANT = "public"
 DELETED_KEY = "deleted"     # Pulsar's Policies.deleted: set first when a namespace is deleted
 DEFAULT_NAMESPACE = ("public", "default")
-
-
-class TenantNotFound(NotFound):
-    rest_reason = "Tenant does not exist"
-
-    def __init__(self, tenant: str) -> None:
-        super().__init__("Tenant does not exist", tenant=tenant)
 
 
 def tenant_path(tenant: str) -> str:

@@ -105,6 +105,11 @@ class BadRequestBody(InvalidArgument):
     code = 8
 
 
+class ConfirmationRefused(InvalidArgument):
+    """A destructive command (`strata admin`) was not confirmed: no `--yes`, and no terminal to ask."""
+    code = 9
+
+
 class TimeoutExpired(StrataError):
     """A bounded wait ran out."""
     code = 6
@@ -170,6 +175,24 @@ class LeaseLost(MetadataError):
 class NotEmpty(MetadataError):
     """Delete of a path that still has children."""
     code = 108
+
+
+class NamespaceNotFound(NotFound):
+    """The namespace was never created (or was deleted). The binary protocol answers Pulsar's
+    MetadataError "Policies not found for <t>/<ns> namespace"; the admin API 404 `rest_reason`."""
+    code = 110
+    rest_reason = "Namespace does not exist"
+
+    def __init__(self, tenant: str, namespace: str) -> None:
+        super().__init__(f"Policies not found for {tenant}/{namespace} namespace")
+
+
+class TenantNotFound(NotFound):
+    code = 111
+    rest_reason = "Tenant does not exist"
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__("Tenant does not exist", tenant=tenant)
 
 
 # --- bookie (200-299) -----------------------------------------------------------------------

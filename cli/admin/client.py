@@ -26,15 +26,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
-from common.errors import InvalidArgument
+from common.errors import ConfirmationRefused
 
 TIMEOUT_S = 30.0
 REDIRECTS_MAX = 5
 OUTPUTS = ("table", "json")
-
-
-class ConfirmationRefused(InvalidArgument):
-    """A destructive command was not confirmed."""
 
 
 class _RedirectEveryMethod(urllib.request.HTTPRedirectHandler):

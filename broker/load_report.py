@@ -1,7 +1,14 @@
 """This broker's load report: what it registers for placement and shedding (Pulsar's LocalBrokerData).
 
 `LoadMeter.report(service)` returns the JSON fields Pulsar's modular load manager publishes under
-`/loadbalance/brokers/<host>:<webPort>`: message and byte rates in and out (summed over the
+`/loadbalance/brokers/<host>:<webPort>`. Identity: Pulsar's LocalBrokerData is identified by its
+four URLs (`webServiceUrl`, `webServiceUrlTls`, `pulsarServiceUrl`, `pulsarServiceUrlTls`: its
+equals/hashCode), and Pulsar 3.x names a broker by its brokerId `<advertisedAddress>:<webPort>`,
+the registry key. So `brokerId` here is that key, the same string `brokers list` lists and the
+leader's `brokerId` (`broker.load_manager`) names: never the binary port. Also Pulsar's
+`loadReportType` "LocalBrokerData", `brokerVersionString`, `persistentTopicsEnabled` true and
+`nonPersistentTopicsEnabled` false (Strata refuses non-persistent topics). Load: message and
+byte rates in and out (summed over the
 loaded topics' sampled rates, `broker.topic_stats.rates`), topic, bundle, producer, consumer and
 connection counts, and CPU as the process's CPU time over wall time since the previous report
 (percent of one core; `limit` is 100 × the cores it may use).
@@ -17,6 +24,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from broker.connection import SERVER_VERSION
 from broker.topic_stats import out_rates, rates
 
 if TYPE_CHECKING:
@@ -51,7 +59,11 @@ class LoadMeter:
             "webServiceUrlTls": "",
             "pulsarServiceUrl": service.advertised_url,
             "pulsarServiceUrlTls": "",
-            "brokerId": service.broker_id,
+            "brokerId": service.registry.key,        # host:webPort, as `brokers list` names it
+            "loadReportType": "LocalBrokerData",
+            "brokerVersionString": SERVER_VERSION,
+            "persistentTopicsEnabled": True,
+            "nonPersistentTopicsEnabled": False,
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "startTimestamp": self.started_ms,

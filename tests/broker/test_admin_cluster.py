@@ -261,6 +261,10 @@ def test_brokers_health_leader_clusters_and_load_report(standalone: StandalonePr
     status, report, _ = http(f"{admin}/admin/v2/broker-stats/load-report")
     assert status == 200
     assert report["webServiceUrl"] == admin and report["pulsarServiceUrl"] == standalone.service_url
+    # one identity everywhere (Pulsar 3.x brokerId = advertisedAddress:webPort): the load report,
+    # `brokers list` and the leader name the broker alike, never by its binary port
+    assert report["brokerId"] == me == leader["brokerId"], (report["brokerId"], me, leader)
+    assert report["loadReportType"] == "LocalBrokerData" and report["persistentTopicsEnabled"] is True
     for field in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "numTopics",
                   "numBundles", "numConsumers", "numProducers", "cpu", "lastUpdate", "bundles"):
         assert field in report, field

@@ -186,7 +186,7 @@ def test_s3_down_during_offload_is_an_error_and_the_ledgers_stay_on_the_bookies(
         sa: StandaloneProcess, s3_server: TestSeaweed, s3: S3Access, ns: str) -> None:
     topic = f"persistent://{ns}/offload-during-outage"
     admin = Admin(sa.admin_url)
-    sent = _produce(sa.service_url, topic, 5_000, seed=61)
+    sent = _produce(sa.service_url, topic, 5_000, seed=61, batch_messages_max=20)   # >= 250 entries: 5+ ledgers
     ledgers = admin.ledgers(topic)
     closed = [int(x["ledgerId"]) for x in ledgers[:-1] if x["entries"] > 0]
     assert len(closed) >= 2, ledgers

@@ -38,6 +38,7 @@ from broker.policies import POLICIES_ROOT, namespace_path
 from common.errors import (
     AlreadyExists,
     BadRequestBody,
+    InvalidTopicName,
     NamespaceNotFound,
     NotAllowed,
     NotEmpty,
@@ -59,8 +60,15 @@ def tenant_path(tenant: str) -> str:
 
 
 def check_tenant_name(tenant: str) -> str:
-    """`tenant` if it is a valid name part (InvalidTopicName, 400, otherwise)."""
-    parse_namespace(f"{tenant}/x")
+    """`tenant` if it is a valid tenant name: one name part, non-empty, of `[A-Za-z0-9_.:=%-]`
+    and not `.` or `..` (the rule of every part of a topic name, `common.topic_names`).
+    InvalidTopicName (400; the CLI's exit status 2) otherwise, saying it is the tenant name
+    that is wrong (Pulsar's "Tenant name is not valid")."""
+    try:
+        parse_namespace(f"{tenant}/x")
+    except InvalidTopicName:
+        raise InvalidTopicName(f"Tenant name is not valid: {str(tenant)[:80]!r} (a tenant name is one part "
+                               "made of letters, digits and _.:=%-, without '/')") from None
     return tenant
 
 

@@ -27,13 +27,19 @@ Under `/admin/v2/namespaces/{t}/{ns}`:
   it; 204 and nothing done when nobody owns it; 412 a destination that is not a live broker.
 - `PUT    .../{bundle}/split[?unload=false&splitAlgorithmName=range_equally_divide]` → 204; 307
   to the owner; 412 when nobody owns the bundle, for an unknown bundle, or another algorithm.
-- `POST|GET|DELETE .../deduplication` body true/false (GET: false when unset);
+- `GET    .../topics[?mode=PERSISTENT|NON_PERSISTENT|ALL]` → every topic of the namespace as
+  Pulsar lists them: `["persistent://t/ns/x", "persistent://t/ns/p-partition-0", ...]`, sorted;
+  the topics ever created plus every partition of its partitioned topics (a partitioned topic's
+  own name is not listed, as Pulsar lists managed ledgers). NON_PERSISTENT answers [] (Strata has
+  none); `includeSystemTopic` is accepted and changes nothing (Strata has no system topics); 400
+  another mode; 404 "Namespace does not exist".
+- `POST|GET|DELETE .../deduplication` body true/false;
   `POST|GET|DELETE .../retention` body `{"retentionTimeInMinutes": m, "retentionSizeInMB": s}`
-  (412 if invalid: below -1, or 0 paired with a positive value; GET: the config's default when
-  unset); `POST|GET|DELETE .../messageTTL` body seconds (int >= 0, 0 = off; 412 if negative;
-  GET: the config's default when unset). DELETE removes the namespace's value (the broker's
-  default applies again). The retention task (`broker.retention_task`) applies retention and TTL
-  on its next pass.
+  (412 if invalid: below -1, or 0 paired with a positive value); `POST|GET|DELETE .../messageTTL`
+  body seconds (int >= 0, 0 = off; 412 if negative). GET answers the namespace's own value, null
+  when it has none (as Pulsar's Namespaces v2: no `applied` form; the topic getters have one);
+  DELETE removes the namespace's value (the broker's default applies again). The retention task
+  (`broker.retention_task`) applies retention and TTL on its next pass.
 Offload policies: `broker.admin.offload`. Errors: `broker.admin.http`.
 """
 
@@ -54,6 +60,7 @@ from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.bundles import BundleRange, NamespaceBundles, parse_bundle
 from broker.ownership import NAMESPACE_ROOT, ownership_path
 from common.errors import (
+    BadRequestBody,
     BundleNotOwned,
     NotEmpty,
     NotFound,
@@ -65,8 +72,10 @@ from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName
 if TYPE_CHECKING:
     from broker.ownership import Ownership
     from broker.service import BrokerService
+    from metadata.api import AsyncStore
 
 SPLIT_ALGORITHMS = ("range_equally_divide",)
+TOPIC_MODES = ("PERSISTENT", "NON_PERSISTENT", "ALL")     # Pulsar's Mode of `GET .../topics`
 DELETES_AT_ONCE = 8       # topics deleted concurrently by a forced namespace delete
 
 
@@ -78,6 +87,7 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get(ns, r.get_policies)
     app.router.add_delete(ns, r.delete_namespace)
     app.router.add_get(ns + "/bundles", r.get_bundles)
+    app.router.add_get(ns + "/topics", r.list_topics)
     app.router.add_put(ns + "/unload", r.unload_namespace)
     app.router.add_put(ns + "/{bundle}/unload", r.unload_bundle)
     app.router.add_put(ns + "/{bundle}/split", r.split_bundle)
@@ -111,16 +121,23 @@ async def unload_everywhere(service: BrokerService, tenant: str, ns: str) -> lis
             if f is not None]
 
 
+async def namespace_topics(astore: AsyncStore, tenant: str, ns: str) -> tuple[dict[str, TopicName], list[TopicName]]:
+    """({full name: name} of every topic of the namespace: those ever created and every partition
+    of its partitioned topics, the namespace's partitioned topics); NamespaceNotFound (404)."""
+    partitioned = [TopicName("persistent", tenant, ns, local)
+                   for local in await policies.partitioned_topics(astore, tenant, ns)]
+    names = {str(n): n for n in await policies.topics_of_namespace(astore, tenant, ns)}
+    counts = await asyncio.gather(*(policies.partition_count(astore, name) for name in partitioned))
+    for name, count in zip(partitioned, counts, strict=True):
+        for i in range(count):
+            names.setdefault(str(name.partition(i)), name.partition(i))
+    return names, partitioned
+
+
 async def _delete_topics(service: BrokerService, tenant: str, ns: str) -> None:
     """Every topic of the namespace (partitions of partitioned ones included), each deleted on
     the broker that serves it, DELETES_AT_ONCE at a time; then the partitioned-topic records."""
-    astore = service.astore
-    names = {str(n): n for n in await policies.topics_of_namespace(astore, tenant, ns)}
-    partitioned = [TopicName("persistent", tenant, ns, local)
-                   for local in await policies.partitioned_topics(astore, tenant, ns)]
-    for name in partitioned:
-        for i in range(await policies.partition_count(astore, name)):
-            names.setdefault(str(name.partition(i)), name.partition(i))
+    names, partitioned = await namespace_topics(service.astore, tenant, ns)
     gate = asyncio.Semaphore(DELETES_AT_ONCE)
 
     async def delete_one(name: TopicName) -> None:
@@ -129,7 +146,7 @@ async def _delete_topics(service: BrokerService, tenant: str, ns: str) -> None:
 
     await asyncio.gather(*(delete_one(n) for n in names.values()))
     for name in partitioned:
-        await policies.delete_partitioned(astore, name)
+        await policies.delete_partitioned(service.astore, name)
 
 
 async def delete_namespace(service: BrokerService, tenant: str, ns: str, *, force: bool) -> None:
@@ -198,6 +215,14 @@ class _NamespaceRoutes:
         tenant, ns = namespace_of(request)
         return web.json_response((await self._bundles(tenant, ns)).to_json())
 
+    async def list_topics(self, request: web.Request) -> web.Response:
+        tenant, ns = namespace_of(request)
+        mode = request.query.get("mode", "PERSISTENT").upper()
+        if mode not in TOPIC_MODES:
+            raise BadRequestBody(f"mode must be one of {', '.join(TOPIC_MODES)}", mode=request.query["mode"][:40])
+        names, _ = await namespace_topics(self.service.astore, tenant, ns)
+        return web.json_response([] if mode == "NON_PERSISTENT" else sorted(names))
+
     async def unload_namespace(self, request: web.Request) -> web.Response:
         """Each owned bundle unloaded by its owner (at once); unowned ones skipped."""
         tenant, ns = namespace_of(request)
@@ -260,9 +285,13 @@ class _NamespaceRoutes:
         if not enabled:
             await self.service.drop_unloaded_dedup_snapshots(tenant, ns, lambda n: True)
 
-    async def get_dedup(self, request: web.Request) -> web.Response:
+    async def _own_policy(self, request: web.Request, key: str) -> web.Response:
+        """The namespace's own value of one policy field (null when unset), as Pulsar answers it."""
         found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
-        return web.json_response(bool(found.get(policies.DEDUP_KEY, False)))
+        return web.json_response(found.get(key))
+
+    async def get_dedup(self, request: web.Request) -> web.Response:
+        return await self._own_policy(request, policies.DEDUP_KEY)
 
     async def set_retention(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
@@ -271,10 +300,7 @@ class _NamespaceRoutes:
         return web.Response(status=204)
 
     async def get_retention(self, request: web.Request) -> web.Response:
-        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
-        policy = policies.retention_of(found, self.service.config)
-        return web.json_response({"retentionTimeInMinutes": policy.time_minutes,
-                                  "retentionSizeInMB": policy.size_mb})
+        return await self._own_policy(request, policies.RETENTION_KEY)
 
     async def remove_retention(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
@@ -288,8 +314,7 @@ class _NamespaceRoutes:
         return web.Response(status=204)
 
     async def get_ttl(self, request: web.Request) -> web.Response:
-        found = await policies.existing_namespace_policies(self.service.astore, *namespace_of(request))
-        return web.json_response(policies.ttl_seconds_of(found, self.service.config))
+        return await self._own_policy(request, policies.TTL_KEY)
 
     async def remove_ttl(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)

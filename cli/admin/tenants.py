@@ -6,10 +6,12 @@
     strata admin tenants update TENANT [-r ...] [-c ...]
     strata admin tenants delete TENANT [-f] [-y]
 
-As pulsar-admin: `create` without `-c` allows every cluster the broker knows (`GET /admin/v2/clusters`);
-`update` keeps what `-r`/`-c` do not give. `delete -f` also deletes every namespace of the tenant
-and every topic in them (with their messages), so it asks first unless `--yes`. A bad tenant name
-is refused before anything is sent (exit status 2).
+Flags are pulsar-admin's (`-r/--admin-roles`, `-c/--allowed-clusters`, comma-separated, and may
+be repeated; `-f/--force`). As pulsar-admin: `create` without `-c` (or with an empty one) allows
+every cluster the broker knows (`GET /admin/v2/clusters`); `update` keeps what `-r`/`-c` do not
+give. `delete -f` also deletes every namespace of the tenant and every topic in them (with their
+messages), so it asks first unless `--yes`. A bad tenant name is refused before anything is sent
+(exit status 2, "Tenant name is not valid: ...", the broker's words: `broker.tenancy`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,25 @@ import argparse
 
 from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, routed
+from common.errors import InvalidTopicName
 from common.topic_names import parse_namespace
+
+
+def check_tenant(tenant: str) -> str:
+    """`tenant` if it is a valid tenant name; InvalidTopicName (exit status 2) saying so otherwise
+    (the rule and words of `broker.tenancy.check_tenant_name`, not imported: the broker package
+    would pull the metadata store's libraries into every CLI start)."""
+    try:
+        parse_namespace(f"{tenant}/x")
+    except InvalidTopicName:
+        raise InvalidTopicName(f"Tenant name is not valid: {tenant[:80]!r} (a tenant name is one part "
+                               "made of letters, digits and _.:=%-, without '/')") from None
+    return tenant
 
 
 def tenant_path(tenant: str) -> str:
     """`/admin/v2/tenants/t`; InvalidTopicName (exit status 2) for a name that is not valid."""
-    parse_namespace(f"{tenant}/x")
-    return f"/admin/v2/tenants/{tenant}"
+    return f"/admin/v2/tenants/{check_tenant(tenant)}"
 
 
 def _names(text: str) -> list[str]:
@@ -40,9 +54,9 @@ def add_parsers(groups: Groups) -> None:
         parser = command(tenants, action, run, what)
         parser.add_argument("tenant")
         parser.add_argument("-r", "--admin-roles", dest="admin_roles", type=_names, default=None,
-                            help="comma-separated admin roles")
+                            action="extend", help="comma-separated admin roles")
         parser.add_argument("-c", "--allowed-clusters", dest="allowed_clusters", type=_names, default=None,
-                            help="comma-separated clusters (default: every cluster)")
+                            action="extend", help="comma-separated clusters (default: every cluster)")
     delete = destructive(command(tenants, "delete", _delete, "delete a tenant"))
     delete.add_argument("tenant")
     delete.add_argument("-f", "--force", action="store_true",
@@ -51,8 +65,7 @@ def add_parsers(groups: Groups) -> None:
 
 def _create(args: argparse.Namespace, client: AdminClient) -> int:
     path = tenant_path(args.tenant)
-    clusters = args.allowed_clusters if args.allowed_clusters is not None else client.call(
-        "GET", "/admin/v2/clusters")
+    clusters = args.allowed_clusters or client.call("GET", "/admin/v2/clusters")
     client.call("PUT", path, {"adminRoles": args.admin_roles or [], "allowedClusters": clusters})
     return 0
 

@@ -1,8 +1,10 @@
 """Tenants and namespaces as entities (broker.admin.tenants, broker.admin.namespaces, broker.tenancy)
 against a real `strata standalone`: Pulsar's statuses and `{"reason"}` bodies, Policies JSON,
-policy get/set/remove round trips, plain and forced deletes, and a topic in a namespace that does
-not exist refused over REST and with the official client (pulsar-client 3.13 raises
-BrokerMetadataError for the broker's MetadataError "Policies not found for <t>/<ns> namespace").
+policy get/set/remove round trips (a getter answers the namespace's own value, null when unset),
+`namespaces/{t}/{ns}/topics`, tenant-name errors of their own, plain and forced deletes, and a
+topic in a namespace that does not exist refused over REST and with the official client
+(pulsar-client 3.13 raises BrokerMetadataError for the broker's MetadataError "Policies not found
+for <t>/<ns> namespace").
 """
 
 from __future__ import annotations
@@ -124,9 +126,13 @@ def test_tenant_bad_bodies_are_refused_and_store_nothing(admin: str, body: objec
 
 
 def test_tenant_bad_name_is_400(admin: str) -> None:
-    for raw_name in ("sp%20ace", "a%3Fb", "%C3%A9"):
+    for raw_name in ("sp%20ace", "a%3Fb", "%C3%A9", "bad%2Fname"):
         status, answer = http(f"{admin}/tenants/{raw_name}", "PUT", {"adminRoles": [], "allowedClusters": [CLUSTER]})
-        assert status == 400 and answer["reason"], raw_name
+        assert status == 400, raw_name
+        assert answer["reason"].startswith("Tenant name is not valid: "), answer   # not a namespace's words
+        assert "namespace" not in answer["reason"], answer
+    status, answer = http(f"{admin}/namespaces/bad%2Fname")
+    assert status == 400 and answer["reason"].startswith("Tenant name is not valid: 'bad/name'"), answer
 
 
 def test_tenant_with_namespaces_is_deleted_only_by_force(admin: str, standalone: StandaloneProcess) -> None:
@@ -237,9 +243,13 @@ def test_namespace_bad_body_bytes_are_400(admin: str) -> None:
 
 
 @pytest.mark.parametrize(("suffix", "method", "value", "unset"), [
+    # unset: what Pulsar's Namespaces v2 answers for a namespace without its own value
     ("retention", "POST", {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5}, None),
+    ("retention", "POST", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}, None),
     ("messageTTL", "POST", 120, None),
-    ("deduplication", "POST", True, False),
+    ("messageTTL", "POST", 0, None),
+    ("deduplication", "POST", True, None),
+    ("deduplication", "POST", False, None),
     ("offloadThreshold", "PUT", 4096, -1),
     ("offloadThresholdInSeconds", "PUT", 60, -1),
     ("offloadDeletionLagMs", "PUT", 1000, None),
@@ -252,9 +262,7 @@ def test_namespace_policy_get_set_remove(admin: str, suffix: str, method: str, v
     ns = new_namespace(admin)
     url = f"{admin}/namespaces/{ns}/{suffix}"
     before = http(url)
-    assert before[0] == 200
-    if unset is not None:
-        assert before[1] == unset
+    assert before == (200, unset)
     assert http(url, method, value) == (204, None)
     assert http(url) == (200, value)
     assert http(url, "DELETE") == (204, None)
@@ -264,6 +272,49 @@ def test_namespace_policy_get_set_remove(admin: str, suffix: str, method: str, v
     for verb, body in (("GET", None), (method, value), ("DELETE", None)):
         assert http(missing, verb, body) == (404, {"reason": "Namespace does not exist"}), verb
     assert http(f"{admin}/namespaces/{ns}-missing")[0] == 404
+
+
+def test_namespace_getters_answer_its_own_value_not_the_effective_one(admin: str) -> None:
+    """`public/default` has no policy of its own: Pulsar answers null for each (pulsar-admin prints
+    null), not the broker's defaults (0, {0, 0}, false); the topic getters' `?applied=true` is
+    where the effective value is. A value equal to the default is still the namespace's own."""
+    base = f"{admin}/namespaces/public/default"
+    for suffix in ("messageTTL", "retention", "deduplication"):
+        assert http(f"{base}/{suffix}") == (200, None), suffix
+    ns = new_namespace(admin)
+    topic = f"{admin}/persistent/{ns}/t"
+    assert http(f"{topic}/messageTTL?applied=true") == (200, 0)
+    assert http(f"{topic}/retention?applied=true") == (200, {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+    assert http(f"{topic}/deduplicationEnabled?applied=true") == (200, False)
+    assert http(f"{admin}/namespaces/{ns}/messageTTL", "POST", 0) == (204, None)
+    assert http(f"{admin}/namespaces/{ns}/messageTTL") == (200, 0)
+    assert http(f"{admin}/namespaces/{ns}")[1]["message_ttl_in_seconds"] == 0
+
+
+def test_namespace_topics_lists_every_topic_and_partition(admin: str, standalone: StandaloneProcess) -> None:
+    """Pulsar's `GET .../namespaces/{t}/{ns}/topics`: the namespace's topics as managed ledgers,
+    so a partitioned topic is its partitions (created or not yet used), never its own name."""
+    ns = new_namespace(admin)
+    url = f"{admin}/namespaces/{ns}/topics"
+    assert http(url) == (200, [])
+    assert http(f"{admin}/persistent/{ns}/parted/partitions", "PUT", 3) == (204, None)
+    with closing(quiet_client(standalone)) as client:
+        client.create_producer(f"persistent://{ns}/plain").send(b"x")
+        client.create_producer(f"persistent://{ns}/parted").send(b"y")
+    expected = sorted([f"persistent://{ns}/plain"] + [f"persistent://{ns}/parted-partition-{i}" for i in range(3)])
+    assert http(url) == (200, expected)
+    assert http(url + "?mode=PERSISTENT") == (200, expected)
+    assert http(url + "?mode=ALL&includeSystemTopic=true") == (200, expected)
+    assert http(url + "?mode=NON_PERSISTENT") == (200, [])       # Strata has no non-persistent topics
+    status, answer = http(url + "?mode=SOME")
+    assert status == 400 and answer["reason"].startswith("mode must be one of PERSISTENT"), answer
+    # partitions added later are listed at once; an unknown namespace is 404
+    assert http(f"{admin}/persistent/{ns}/parted/partitions", "POST", 4) == (204, None)
+    assert f"persistent://{ns}/parted-partition-3" in http(url)[1]
+    assert http(f"{admin}/namespaces/{ns}-missing/topics") == (404, {"reason": "Namespace does not exist"})
+    assert http(f"{admin}/namespaces/{ns}-missing")[0] == 404
+    assert http(f"{admin}/namespaces/{ns}?force=true", "DELETE") == (204, None)
+    assert http(url) == (404, {"reason": "Namespace does not exist"})
 
 
 def test_namespace_with_topics_is_deleted_only_by_force(admin: str, standalone: StandaloneProcess) -> None:

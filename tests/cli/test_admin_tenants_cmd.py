@@ -1,7 +1,9 @@
-"""`strata admin tenants ...` and the namespace entity commands (`namespaces list|policies|create -c|
-delete [-f]|remove-*`) end to end against a real `strata standalone`: the JSON they print, the
-broker's reason on a refusal (exit status 1), a bad name refused before anything is sent (exit
-status 2), and destructive commands that do nothing without confirmation.
+"""`strata admin tenants ...` and the namespace entity commands (`namespaces list|topics|policies|
+create -b -c|delete [-f]|split-bundle -san|set-*|get-*|remove-*`) end to end against a real
+`strata standalone`: pulsar-admin's flag spellings (`-ttl`, `-t/-s`, `-e/-d`, ...), the JSON they
+print (a namespace getter prints null when the namespace has no value of its own), the broker's
+reason on a refusal (exit status 1), a bad name refused before anything is sent with words of its
+own (exit status 2), and destructive commands that do nothing without confirmation.
 """
 
 from __future__ import annotations
@@ -57,10 +59,14 @@ def test_tenants_create_get_update_list_delete(cli) -> None:
 
 
 def test_bad_tenant_names_are_refused_before_sending(cli) -> None:
-    for action in ("get", "create", "delete"):
-        code, _, err = cli("tenants", action, "sp ace")
-        assert code == 2 and err, action
-    assert cli("namespaces", "list", "a?b")[0] == 2
+    for action in ("get", "create", "update", "delete"):
+        for name in ("sp ace", "bad/name", ""):
+            code, _, err = cli("tenants", action, name)
+            assert code == 2 and f"Tenant name is not valid: {name!r}" in err, (action, name, err)
+            assert "namespace" not in err, err
+    code, _, err = cli("namespaces", "list", "a?b")
+    assert code == 2 and "Tenant name is not valid: 'a?b'" in err
+    assert "bad" not in cli("tenants", "list")[1]
 
 
 def test_namespaces_list_create_policies_delete(cli) -> None:
@@ -118,16 +124,16 @@ def test_destructive_commands_need_confirmation(standalone: StandaloneProcess, c
 
 
 @pytest.mark.parametrize(("setter", "getter", "remover", "unset"), [
-    (["set-retention", "--time", "3h", "--size", "2G"], "get-retention", "remove-retention",
-     {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}),
-    (["set-message-ttl", "--ttl", "60"], "get-message-ttl", "remove-message-ttl", 0),
-    (["set-deduplication", "--enable"], "get-deduplication", "remove-deduplication", False),
+    # unset: a namespace without a value of its own prints null, as pulsar-admin
+    (["set-retention", "--time", "3h", "--size", "2G"], "get-retention", "remove-retention", None),
+    (["set-message-ttl", "--ttl", "60"], "get-message-ttl", "remove-message-ttl", None),
+    (["set-deduplication", "--enable"], "get-deduplication", "remove-deduplication", None),
 ])
 def test_namespace_policy_remove_commands(cli, setter: list[str], getter: str, remover: str, unset: object) -> None:
     ns = f"public/{unique('pol')}"
     assert cli("namespaces", "create", ns)[0] == 0
-    before = cli("namespaces", getter, ns)[1]
-    assert before == unset
+    code, before, _ = cli("namespaces", getter, ns)
+    assert (code, before) == (0, unset)
     assert cli("namespaces", setter[0], ns, *setter[1:])[0] == 0
     assert cli("namespaces", getter, ns)[1] != before
     assert cli("namespaces", remover, ns)[:2] == (0, None)
@@ -145,3 +151,69 @@ def test_offload_removes(cli) -> None:
     policies = cli("namespaces", "policies", ns)[1]
     assert (policies["offload_threshold"], policies["offload_threshold_in_seconds"]) == (-1, -1)
     assert cli("namespaces", "remove-offload-policies", ns)[0] == 0
+
+
+@pytest.mark.parametrize(("setter", "getter", "expected"), [
+    (["set-message-ttl", "-ttl", "120"], "get-message-ttl", 120),
+    (["set-message-ttl", "-ttl", "2m"], "get-message-ttl", 120),
+    (["set-message-ttl", "--messageTTL", "1h"], "get-message-ttl", 3600),
+    (["set-message-ttl", "-ttl", "0"], "get-message-ttl", 0),
+    (["set-retention", "-t", "3h", "-s", "2G"], "get-retention", {"retentionTimeInMinutes": 180,
+                                                                   "retentionSizeInMB": 2048}),
+    (["set-retention", "--time", "-1", "--size", "-1"], "get-retention", {"retentionTimeInMinutes": -1,
+                                                                           "retentionSizeInMB": -1}),
+    (["set-deduplication", "-e"], "get-deduplication", True),
+    (["set-deduplication", "-d"], "get-deduplication", False),
+    (["set-deduplication", "--disable"], "get-deduplication", False),
+])
+def test_namespace_setters_take_pulsar_admins_flags(cli, setter: list[str], getter: str, expected: object) -> None:
+    """`namespaces set-message-ttl public/x -ttl 120` as pulsar-admin spells it (argparse alone
+    reads `-ttl` as `-t tl`: 'bad time'); the getter prints exactly what was set."""
+    ns = f"public/{unique('flags')}"
+    assert cli("namespaces", "create", ns)[0] == 0
+    code, _, err = cli("namespaces", setter[0], ns, *setter[1:])
+    assert code == 0, err
+    assert cli("namespaces", getter, ns)[:2] == (0, expected)
+
+
+def test_public_default_getters_print_null(cli) -> None:
+    for getter in ("get-message-ttl", "get-retention", "get-deduplication"):
+        assert cli("namespaces", getter, "public/default")[:2] == (0, None), getter
+
+
+def test_namespaces_topics(cli, standalone: StandaloneProcess) -> None:
+    tenant = unique("t")
+    assert cli("tenants", "create", tenant)[0] == 0
+    ns = f"{tenant}/{unique('ns')}"
+    assert cli("namespaces", "create", ns)[0] == 0
+    assert cli("namespaces", "topics", ns)[:2] == (0, [])
+    assert cli("topics", "create-partitioned-topic", f"persistent://{ns}/p", "-p", "2")[0] == 0
+    with closing(pulsar.Client(standalone.service_url)) as client:
+        client.create_producer(f"persistent://{ns}/x").send(b"m")
+    expected = [f"persistent://{ns}/p-partition-0", f"persistent://{ns}/p-partition-1", f"persistent://{ns}/x"]
+    assert cli("namespaces", "topics", ns)[:2] == (0, expected)
+    assert cli("namespaces", "topics", ns, "-m", "all", "-ist")[:2] == (0, expected)
+    assert cli("namespaces", "topics", ns, "--mode", "NON_PERSISTENT")[:2] == (0, [])
+    code, _, err = cli("namespaces", "topics", f"{ns}-missing")
+    assert code == 1 and "HTTP 404: Namespace does not exist" in err
+    assert cli("namespaces", "topics", "no-slash")[0] == 2
+
+
+def test_namespace_create_and_split_take_pulsar_admins_flags(cli) -> None:
+    tenant = unique("t")
+    created = cli("tenants", "create", tenant, "--admin-roles", "a", "-r", "b,c", "--allowed-clusters", "standalone")
+    assert created[0] == 0
+    assert cli("tenants", "get", tenant)[1] == {"adminRoles": ["a", "b", "c"], "allowedClusters": ["standalone"]}
+    ns = f"{tenant}/{unique('ns')}"
+    # -b 0 is pulsar-admin's "the broker's default" (4 here); --clusters/-c this cluster
+    assert cli("namespaces", "create", ns, "--bundles", "0", "--clusters", "standalone")[0] == 0
+    assert cli("namespaces", "bundles", ns)[1]["numBundles"] == 4
+    with pytest.raises(SystemExit):
+        cli("namespaces", "create", f"{tenant}/{unique('ns')}", "-b", "-1")
+    bundle = "_".join(cli("namespaces", "bundles", ns)[1]["boundaries"][:2])
+    code, _, err = cli("namespaces", "split-bundle", ns, "-b", bundle, "-san", "topic_count_equally_divide")
+    assert code == 1 and "HTTP 412: Unsupported namespace bundle split algorithm" in err
+    code, _, err = cli("namespaces", "split-bundle", ns, "--bundle", bundle, "--split-algorithm-name",
+                       "range_equally_divide", "-u")
+    assert code == 1 and "HTTP 412" in err and "not owned by any broker" in err   # nothing looked up yet
+    assert cli("namespaces", "bundles", ns)[1]["numBundles"] == 4

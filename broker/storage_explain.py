@@ -8,13 +8,29 @@ it to a loaded `PersistentTopic`; `to_json` gives the REST answer
 
 Per ledger, oldest first: entries, bytes, state, where it lives (the bookies of its ensembles,
 and for an offloaded ledger its object `s3://bucket/key`), its publish-time span, what keeps it
-(`keptBy`: the open ledger, the last ledger, each durable subscription whose mark-delete sits in
-or before it with its unacked entries there and its ack-hole count, the retention policy, the
+(`keptBy`: the open ledger ("open ledger (empty)" when it has no entry: no subscription has
+anything to ack there), the last ledger, each durable subscription whose mark-delete sits in or
+before it with its unacked entries there and its ack-hole count, the retention policy, the
 offload deletion lag for the bookie copy of an offloaded ledger, or nothing: trimmed at the next
 retention pass), and when it goes if nothing changes (`goesAtMs`, null = not by itself: it waits
 for an ack, a rollover, or never; `goes` says which). Ledgers go only as a prefix, so a ledger
 goes no earlier than the one before it. Times are the earliest moment the condition holds; the
 deletion happens at the retention pass after it (every `broker_retention_check_interval_ms`).
+
+Per durable subscription: its backlog (exact, as its stats), its ack holes and oldest unacked
+entry, the closed ledgers it pins and, to say what acting on it would do, what its acking
+(skipping, expiring) every entry it has not acked would release and free at the next retention
+pass with every other subscription and the policies as they are (`freeableSize`: 0 when another
+subscription also keeps those ledgers), the other subscriptions keeping ledgers it pins
+(`coKeepers`) and what it and they acting together would free. These ask `cursor.retention`
+itself, with a cursor at the last confirmed entry standing for the subscription that acted.
+
+Two backlogs, two definitions, and the words say which: `backlogSize` is Pulsar's, the LARGEST
+durable subscription's exact backlog bytes (the header reads "largest subscription backlog 56 B
+(sub-x)"); the decomposition's unconsumedBacklog is what SOME subscription has not acked, the
+union over subscriptions, apportioned by entries (labelled "unconsumed by some subscription").
+With several subscriptions behind at different places the union exceeds the largest one; with
+one they differ only by the apportioning (entries of unequal sizes).
 
 The decomposition splits `storageSize` (the bytes of every kept ledger, offloaded ones
 included; `cursor.stats.storage_size_bytes`) into six parts, ledger by ledger:
@@ -31,151 +47,50 @@ entries // entries; the other part gets the remainder), so no entry is read back
 What must hold: for every ledger its parts sum to its size_bytes, hence the decomposition sums
 exactly to storage_size_bytes (checked by `invariant`); the analysis reads nothing, awaits
 nothing and changes nothing, so one call sees one consistent state of the topic.
+
+The values are in `broker.storage_model`; the advice lines and the words in `broker.storage_advice`.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
 
-from broker.offload_policy import OffloadPolicy
+from broker.storage_advice import advice, count, duration, iso, retention_text, retention_words, rollover_text
+from broker.storage_model import (
+    AWAITING_TRIM,
+    CATEGORIES,
+    OFFLOADED,
+    OPEN,
+    PINNED,
+    RETAINED,
+    UNCONSUMED,
+    CoKeeper,
+    Keeper,
+    LedgerExplanation,
+    Part,
+    Settings,
+    StorageExplanation,
+    StorageFacts,
+    SubscriptionExplanation,
+)
 from common.errors import InvalidPosition
-from common.human import human_bytes
 from common.invariant import invariant
-from cursor.retention import MIB, MS_PER_MINUTE, RetentionPolicy, ledgers_to_trim, passes
+from cursor.managed_cursor import ManagedCursor
+from cursor.retention import MIB, MS_PER_MINUTE, ledgers_to_trim, passes, trim_candidates
 from cursor.stats import backlog, storage_size_bytes
-from ledger.ml_metadata import LedgerRecord
 from ledger.position import Position
 from ledger.types import LedgerInfo, LedgerState, LedgerView
 
 if TYPE_CHECKING:
     from broker.topic import PersistentTopic
-    from cursor.managed_cursor import ManagedCursor
 
-# The decomposition's parts, in the order they are shown (JSON name, label for people).
-UNCONSUMED = "unconsumedBacklog"
-PINNED = "ackedButPinned"
-RETAINED = "retainedByPolicy"
-OPEN = "openLedger"
-OFFLOADED = "offloaded"
-AWAITING_TRIM = "awaitingTrim"
-CATEGORIES: tuple[tuple[str, str], ...] = (
-    (UNCONSUMED, "unconsumed backlog"),
-    (PINNED, "acked but pinned (ack holes, partly consumed ledgers)"),
-    (RETAINED, "retained by policy"),
-    (OPEN, "open ledger"),
-    (OFFLOADED, "offloaded"),
-    (AWAITING_TRIM, "awaiting the next retention pass"),
-)
-
-
-# --- inputs ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Settings:
-    """The broker settings the explanation quotes (from `common.config.Config`)."""
-    rollover_entries: int            # managed_ledger_rollover_entries
-    rollover_bytes: int              # managed_ledger_rollover_bytes
-    rollover_age_ms: int             # managed_ledger_rollover_age_ms
-    rollover_min_age_ms: int         # managed_ledger_rollover_min_age_ms
-    retention_check_interval_ms: int  # broker_retention_check_interval_ms
-    s3_bucket: str                   # offload_s3_bucket ("" when there is no cold tier)
-
-    @classmethod
-    def of(cls, config) -> Settings:
-        return cls(config.managed_ledger_rollover_entries, config.managed_ledger_rollover_bytes,
-                   config.managed_ledger_rollover_age_ms, config.managed_ledger_rollover_min_age_ms,
-                   config.broker_retention_check_interval_ms,
-                   config.offload_s3_bucket if config.offload_driver else "")
-
-
-@dataclass(frozen=True)
-class StorageFacts:
-    """What the admin handler read for the analysis (effective policies, records, ensembles)."""
-    retention: RetentionPolicy
-    ttl_seconds: int                                  # effective message TTL; 0 = off
-    offload: OffloadPolicy
-    settings: Settings
-    records: Mapping[int, LedgerRecord] = field(default_factory=dict)   # ledger id -> its ML record
-    bookies: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # ledger id -> its bookies
-
-
-# --- outputs ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Keeper:
-    """One reason a ledger (or, for "offloadDeletionLag", its bookie copy) is kept."""
-    kind: str                  # open | lastLedger | subscription | retention | offloadDeletionLag | nothing
-    detail: str                # one line for people
-    subscription: str | None = None   # kind "subscription": its name
-    unacked_entries: int = 0   # kind "subscription": its unacked entries in this ledger
-    ack_holes: int = 0         # kind "subscription": its ack holes over the whole topic
-
-
-@dataclass(frozen=True)
-class LedgerExplanation:
-    ledger_id: int
-    entries: int
-    size_bytes: int
-    state: str                         # open | closed | offloaded
-    created_ms: int
-    first_publish_ms: int              # 0 when empty
-    last_publish_ms: int               # 0 when empty
-    bookies: tuple[str, ...]           # bookies of its ensembles; () when the bookie copy is gone
-    bookie_copy: bool                  # False once the deletion lag removed it (read from S3)
-    s3_key: str | None                 # offloaded: the object's key; None otherwise
-    offloaded_ms: int | None           # offloaded: when the upload completed
-    unacked_entries: int               # entries some durable subscription has not acked
-    kept_by: tuple[Keeper, ...]
-    goes_at_ms: int | None             # earliest time it can go; None: waits for an ack/rollover/never
-    goes: str                          # when it goes, for people
-    bookie_copy_goes_at_ms: int | None  # offloaded, bookie copy still there, lag >= 0: when it goes
-    parts: Mapping[str, int]           # category -> bytes; sums to size_bytes
-
-
-@dataclass(frozen=True)
-class SubscriptionExplanation:
-    name: str
-    mark_delete: Position
-    backlog_entries: int               # msgBacklog (exact)
-    backlog_messages: int              # messages of those entries (batch members acked on their own excluded)
-    backlog_bytes: int                 # backlogSize (exact)
-    ack_holes: int                     # unacked entries below its highest individually acked one
-    oldest_unacked: Position | None    # the entry after its mark-delete; None: nothing unacked
-    oldest_unacked_publish_ms: int | None
-    pinned_ledgers: int                # closed ledgers it has not passed (its mark-delete is before their end)
-    pinned_bytes: int                  # their bytes
-    pinned_acked_bytes: int            # the part of them it has acked (apportioned by entries)
-
-
-@dataclass(frozen=True)
-class Part:
-    category: str
-    label: str
-    size_bytes: int
-    percent: float                     # of storage_size_bytes, rounded to 0.01
-    ledgers: int                       # ledgers with bytes in this part
-
-
-@dataclass(frozen=True)
-class StorageExplanation:
-    topic: str
-    now_ms: int
-    storage_size_bytes: int
-    backlog_size_bytes: int            # the topic's backlogSize: the largest durable subscription's
-    retention: RetentionPolicy
-    ttl_seconds: int
-    offload_deletion_lag_ms: int
-    settings: Settings
-    ledgers: tuple[LedgerExplanation, ...]
-    subscriptions: tuple[SubscriptionExplanation, ...]
-    decomposition: tuple[Part, ...]
-    advice: tuple[str, ...]
-
+__all__ = ["AWAITING_TRIM", "CATEGORIES", "OFFLOADED", "OPEN", "PINNED", "RETAINED", "UNCONSUMED", "Keeper",
+           "LedgerExplanation", "Part", "Settings", "StorageExplanation", "StorageFacts", "SubscriptionExplanation",
+           "advice", "duration", "explain", "explain_topic", "iso", "retention_text", "to_json"]
 
 # --- the analysis ----------------------------------------------------------------------------------
 
@@ -218,13 +133,15 @@ def explain(topic_name: str, view: LedgerView, cursors: Sequence[ManagedCursor],
         previous = ledger
     subscriptions = tuple(_explain_subscription(walk, c, infos) for c in cursors)
     decomposition = decompose(ledgers, walk.total_bytes)
+    largest = max(subscriptions, key=lambda s: s.backlog_bytes, default=None)
     explanation = StorageExplanation(
         topic=topic_name, now_ms=now_ms, storage_size_bytes=walk.total_bytes,
-        backlog_size_bytes=max((s.backlog_bytes for s in subscriptions), default=0),
+        backlog_size_bytes=largest.backlog_bytes if largest is not None else 0,
+        backlog_subscription=largest.name if largest is not None else None,
         retention=facts.retention, ttl_seconds=facts.ttl_seconds,
         offload_deletion_lag_ms=facts.offload.deletion_lag_ms, settings=facts.settings,
         ledgers=tuple(ledgers), subscriptions=subscriptions, decomposition=decomposition, advice=())
-    return _with_advice(explanation)
+    return replace(explanation, advice=tuple(advice(explanation)))
 
 
 def unacked_by_ledger(cursor: ManagedCursor, infos: Sequence[LedgerInfo], lac: Position) -> dict[int, BitMap64]:
@@ -318,31 +235,41 @@ def _keepers(walk: _Walk, info: LedgerInfo, is_last: bool, blocking: Sequence[Ma
              copy_goes_ms: int | None, has_bookie_and_cold: bool) -> list[Keeper]:
     out: list[Keeper] = []
     if info.state is LedgerState.OPEN:
-        out.append(Keeper("open", "the open ledger takes appends: never trimmed"))
+        out.append(Keeper("open", "open ledger (empty): it takes appends, never trimmed" if not info.entries
+                          else "the open ledger takes appends: never trimmed"))
     elif is_last:
         out.append(Keeper("lastLedger", "the last ledger is never trimmed (a position after it must stay defined)"))
-    for cursor in blocking:
-        bitmap = walk.unacked[cursor.name].get(info.ledger_id)
-        unacked = len(bitmap) if bitmap is not None else 0
-        holes = walk.holes[cursor.name]
-        md = cursor.mark_delete_position
-        if unacked:
-            detail = f"{cursor.name} has not acked {unacked} of its entries (mark-delete {md})"
-        else:
-            detail = (f"acked by {cursor.name}, but its mark-delete {md} is before it "
-                      f"({holes} ack hole{_s(holes)})")
-        out.append(Keeper("subscription", detail, cursor.name, unacked, holes))
+    if not (info.state is LedgerState.OPEN and not info.entries):     # nothing to ack in an empty open ledger
+        out += [_subscription_keeper(walk, info, cursor) for cursor in blocking]
     if not out:
         if info.ledger_id in walk.trimmable:
             out.append(Keeper("nothing", "nothing keeps it: the next retention pass trims it"))
         else:
-            out.append(Keeper("retention", f"retention ({retention_text(walk.facts.retention)}) keeps it"))
+            out.append(Keeper("retention", f"{retention_words(walk.facts.retention)} keeps it"))
     if has_bookie_and_cold:
         lag_ms = walk.facts.offload.deletion_lag_ms
         detail = (f"its bookie copy stays until {iso(copy_goes_ms)} (offloadDeletionLagMs {duration(lag_ms)})"
                   if copy_goes_ms is not None else "its bookie copy stays: offloadDeletionLagMs is -1 (never)")
         out.append(Keeper("offloadDeletionLag", detail))
     return out
+
+
+def _subscription_keeper(walk: _Walk, info: LedgerInfo, cursor: ManagedCursor) -> Keeper:
+    """A subscription whose mark-delete is before the ledger's end: what it has not acked there."""
+    bitmap = walk.unacked[cursor.name].get(info.ledger_id)
+    unacked = len(bitmap) if bitmap is not None else 0
+    holes = walk.holes[cursor.name]
+    md = cursor.mark_delete_position
+    if not info.entries:
+        detail = f"empty; {cursor.name}'s mark-delete {md} passes it once {cursor.name} acks an entry after it"
+    elif unacked == info.entries:
+        detail = (f"{cursor.name} has not acked its only entry (mark-delete {md})" if unacked == 1
+                  else f"{cursor.name} has not acked any of its {unacked} entries (mark-delete {md})")
+    elif unacked:
+        detail = f"{cursor.name} has not acked {unacked} of its {info.entries} entries (mark-delete {md})"
+    else:
+        detail = f"acked by {cursor.name}, but its mark-delete {md} is before it ({count(holes, 'ack hole')})"
+    return Keeper("subscription", detail, cursor.name, unacked, holes)
 
 
 # --- when a ledger goes ------------------------------------------------------------------------------
@@ -395,10 +322,12 @@ def _retention_goes(walk: _Walk, info: LedgerInfo, bytes_before: int) -> Goes:
         at_ms.append(walk.now_ms)
     if at_ms:
         when = min(at_ms)
-        return when, f"when retention ({retention_text(policy)}) lets it go, at {iso(when)}"
+        if policy.time_minutes == 0 and policy.size_mb == 0:
+            return when, "as soon as nothing else keeps it (there is no retention: time 0, size 0)"
+        return when, f"when {retention_words(policy)} lets it go, at {iso(when)}"
     if policy.size_mb >= 0:
         return None, f"when the topic grows past the retention size ({policy.size_mb} MB)"
-    return None, f"never: retention ({retention_text(policy)}) keeps consumed data forever"
+    return None, f"never: {retention_words(policy)} keeps it forever"
 
 
 def _after_previous(own: Goes, previous: LedgerExplanation | None) -> Goes:
@@ -432,12 +361,36 @@ def _explain_subscription(walk: _Walk, cursor: ManagedCursor, infos: Sequence[Le
     for info in pinned:
         bitmap = unacked.get(info.ledger_id)
         pinned_acked += info.size_bytes - apportion(info.size_bytes, len(bitmap) if bitmap else 0, info.entries)
+    co_keepers = [other for other in walk.cursors if other is not cursor
+                  and any(not passes(other, info) for info in pinned)]
+    released, freeable = _release(walk, [cursor])
     return SubscriptionExplanation(
         name=cursor.name, mark_delete=cursor.mark_delete_position, backlog_entries=entries, backlog_messages=messages,
         backlog_bytes=size,
         ack_holes=walk.holes[cursor.name], oldest_unacked=oldest, oldest_unacked_publish_ms=oldest_ms,
         pinned_ledgers=len(pinned), pinned_bytes=sum(info.size_bytes for info in pinned),
-        pinned_acked_bytes=pinned_acked)
+        pinned_acked_bytes=pinned_acked, released_bytes=released, freeable_bytes=freeable,
+        co_keepers=tuple(CoKeeper(other.name, sum(len(b) for b in walk.unacked[other.name].values()),
+                                  walk.holes[other.name]) for other in co_keepers),
+        freeable_with_co_keepers_bytes=_release(walk, [cursor, *co_keepers])[1] if co_keepers else freeable)
+
+
+def _release(walk: _Walk, acting: Sequence[ManagedCursor]) -> tuple[int, int]:
+    """If the `acting` subscriptions acked every entry they have not acked (every other one and
+    the policies as they are): (bytes of the ledgers no subscription would keep any more, the
+    bytes of those the next retention pass would trim), beyond what is released and trimmed now.
+    Asks the retention rule itself (`cursor.retention`), with a cursor at the last confirmed
+    entry (not durable: it changes nothing) standing for each acting subscription."""
+    view = walk.view
+    caught_up = [ManagedCursor(c.name, view, mark_delete_position=view.last_confirmed, durable=False)
+                 for c in acting]
+    cursors = [c for c in walk.cursors if all(c is not a for a in acting)] + caught_up
+    sizes = {info.ledger_id: info.size_bytes for info in view.ledgers()}
+    released_now = sum(info.size_bytes for info in trim_candidates(view, walk.cursors))
+    released = sum(info.size_bytes for info in trim_candidates(view, cursors)) - released_now
+    trimmed = ledgers_to_trim(view, cursors, walk.facts.retention, walk.now_ms)
+    freeable = sum(sizes[ledger_id] for ledger_id in trimmed if ledger_id not in walk.trimmable)
+    return released, freeable
 
 
 def decompose(ledgers: Sequence[LedgerExplanation], storage_bytes: int) -> tuple[Part, ...]:
@@ -454,142 +407,6 @@ def decompose(ledgers: Sequence[LedgerExplanation], storage_bytes: int) -> tuple
     return tuple(out)
 
 
-# --- advice --------------------------------------------------------------------------------------------
-
-def _with_advice(explanation: StorageExplanation) -> StorageExplanation:
-    return replace(explanation, advice=tuple(advice(explanation)))
-
-
-def advice(e: StorageExplanation) -> list[str]:
-    """One line per culprit, biggest first within its kind."""
-    parts = {part.category: part for part in e.decomposition}
-    out = _subscription_advice(e)
-    retained = [ledger for ledger in e.ledgers if RETAINED in ledger.parts]
-    if retained:
-        out.append(f"retention {retention_text(e.retention)} keeps {human_bytes(parts[RETAINED].size_bytes)} "
-                   f"of consumed data in {_n(len(retained), 'ledger')}; the oldest goes {retained[0].goes}")
-    out += _offload_advice(e, parts[OFFLOADED])
-    if parts[OPEN].size_bytes:
-        last = e.ledgers[-1]
-        out.append(f"the {'open' if last.state == 'open' else 'last'} ledger {last.ledger_id} holds "
-                   f"{human_bytes(parts[OPEN].size_bytes)} of consumed data ({_n(last.entries, 'entry')} in all); "
-                   f"it goes {last.goes}")
-    awaiting = parts[AWAITING_TRIM]
-    if awaiting.size_bytes:
-        who = "no subscription" if not e.subscriptions else "every subscription has passed them"
-        out.append(f"{who}: {_n(awaiting.ledgers, 'ledger')} ({human_bytes(awaiting.size_bytes)}) of consumed "
-                   f"data are trimmed at the next retention pass (every "
-                   f"{duration(e.settings.retention_check_interval_ms)})")
-    if not out:
-        out.append("nothing is stored" if not e.storage_size_bytes else "storage is the backlog: nothing else is kept")
-    return out
-
-
-def _subscription_advice(e: StorageExplanation) -> list[str]:
-    out = []
-    for sub in sorted(e.subscriptions, key=lambda s: (s.pinned_acked_bytes, s.backlog_bytes), reverse=True):
-        oldest = ""
-        if sub.oldest_unacked is not None:
-            oldest = f", the oldest {sub.oldest_unacked}"
-            if sub.oldest_unacked_publish_ms:
-                oldest += (f" from {duration(e.now_ms - sub.oldest_unacked_publish_ms)} ago "
-                           f"({iso(sub.oldest_unacked_publish_ms)})")
-        if sub.pinned_acked_bytes:
-            out.append(f"subscription {sub.name} has {_n(sub.backlog_messages, 'unacked message')}{oldest} pinning "
-                       f"{human_bytes(sub.pinned_acked_bytes)} of acknowledged data in "
-                       f"{_n(sub.pinned_ledgers, 'ledger')} ({_n(sub.ack_holes, 'ack hole')}): ack, skip or "
-                       f"expire {'it' if sub.backlog_messages == 1 else 'them'} to free it{_ttl_words(e, sub)}")
-        elif sub.backlog_entries:
-            out.append(f"subscription {sub.name} has a backlog of {_n(sub.backlog_entries, 'entry')} "
-                       f"({human_bytes(sub.backlog_bytes)}){oldest}: it goes as {sub.name} consumes")
-    return out
-
-
-def _ttl_words(e: StorageExplanation, sub: SubscriptionExplanation) -> str:
-    """When the message TTL acks the subscription's oldest unacked entry ("" without a TTL)."""
-    if e.ttl_seconds <= 0 or not sub.oldest_unacked_publish_ms:
-        return ""
-    at_ms = sub.oldest_unacked_publish_ms + e.ttl_seconds * 1000
-    when = "at the next retention pass" if at_ms <= e.now_ms else f"at {iso(at_ms)}"
-    return f" (the message TTL, {duration(e.ttl_seconds * 1000)}, expires it {when})"
-
-
-def _offload_advice(e: StorageExplanation, part: Part) -> list[str]:
-    offloaded = [ledger for ledger in e.ledgers if ledger.state == LedgerState.OFFLOADED.value]
-    if not offloaded:
-        return []
-    size = human_bytes(sum(ledger.size_bytes for ledger in offloaded))
-    with_copy = [ledger for ledger in offloaded if ledger.bookie_copy]
-    where = f"s3://{e.settings.s3_bucket}" if e.settings.s3_bucket else "the cold tier"
-    if not with_copy:
-        return [f"{_n(len(offloaded), 'offloaded ledger')} ({size}) live only in {where}; "
-                f"{human_bytes(part.size_bytes)} of them is consumed data kept until they are trimmed"]
-    if e.offload_deletion_lag_ms < 0:
-        return [f"{_n(len(with_copy), 'offloaded ledger')} keep a bookie copy forever "
-                f"(offloadDeletionLagMs -1) besides their object in {where}"]
-    next_ms = min(ledger.bookie_copy_goes_at_ms or 0 for ledger in with_copy)
-    return [f"{_n(len(with_copy), 'offloaded ledger')} ({size}) keep a bookie copy for offloadDeletionLagMs "
-            f"({duration(e.offload_deletion_lag_ms)}) besides their object in {where}; the next copy goes "
-            f"{'at the next retention pass' if next_ms <= e.now_ms else 'at ' + iso(next_ms)}"]
-
-
-# --- words for people ------------------------------------------------------------------------------------
-
-def _s(count: int) -> str:
-    return "" if count == 1 else "s"
-
-
-def _n(count: int, noun: str) -> str:
-    """"1 ledger", "2 ledgers", "1 entry", "3 entries"."""
-    if count == 1:
-        return f"1 {noun}"
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
-    return f"{count} {plural}"
-
-
-_DURATION_UNITS_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
-
-
-def duration(ms: int) -> str:
-    """14_400_000 -> "4h", 93_600_000 -> "1d 2h" (two largest units), 250 -> "250ms"."""
-    ms = max(0, int(ms))
-    if ms < 1_000:
-        return f"{ms}ms"
-    words = []
-    for unit, unit_ms in _DURATION_UNITS_MS:
-        if ms >= unit_ms:
-            words.append(f"{ms // unit_ms}{unit}")
-            ms %= unit_ms
-        if len(words) == 2 or (words and not ms):
-            break
-    return " ".join(words)
-
-
-def iso(ms: int | None) -> str:
-    """Wall time in ms -> "2026-11-24T08:00:00Z" (UTC)."""
-    if ms is None:
-        return "never"
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def retention_text(policy: RetentionPolicy) -> str:
-    """(10080, -1) -> "7d"; (-1, 10) -> "10 MB"; (60, 10) -> "1h or 10 MB"; (-1, -1) -> "unlimited"."""
-    if policy.time_minutes == 0 and policy.size_mb == 0:
-        return "none (0, 0)"
-    words = []
-    if policy.time_minutes >= 0:
-        words.append(duration(policy.time_minutes * MS_PER_MINUTE))
-    if policy.size_mb >= 0:
-        words.append(f"{policy.size_mb} MB")
-    return " or ".join(words) if words else "unlimited (-1, -1)"
-
-
-def rollover_text(settings: Settings) -> str:
-    return (f"after {settings.rollover_entries} entries, {human_bytes(settings.rollover_bytes)} or "
-            f"{duration(settings.rollover_age_ms)}, not before {duration(settings.rollover_min_age_ms)}")
-
-
 # --- JSON ------------------------------------------------------------------------------------------------
 
 def to_json(e: StorageExplanation) -> dict:
@@ -599,6 +416,7 @@ def to_json(e: StorageExplanation) -> dict:
         "nowMs": e.now_ms,
         "storageSize": e.storage_size_bytes,
         "backlogSize": e.backlog_size_bytes,
+        "backlogSubscription": e.backlog_subscription,
         "policies": {
             "retentionTimeInMinutes": e.retention.time_minutes,
             "retentionSizeInMB": e.retention.size_mb,
@@ -660,4 +478,9 @@ def _subscription_json(sub: SubscriptionExplanation) -> dict:
         "pinnedLedgers": sub.pinned_ledgers,
         "pinnedSize": sub.pinned_bytes,
         "pinnedAckedSize": sub.pinned_acked_bytes,
+        "releasedSize": sub.released_bytes,
+        "freeableSize": sub.freeable_bytes,
+        "coKeepers": [{"subscription": k.name, "unackedEntries": k.unacked_entries, "ackHoles": k.ack_holes}
+                      for k in sub.co_keepers],
+        "freeableWithCoKeepersSize": sub.freeable_with_co_keepers_bytes,
     }

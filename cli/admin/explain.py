@@ -2,7 +2,10 @@
 
 A thin client of `GET /admin/v2/persistent/{t}/{ns}/{topic}/explain-storage`
 (`broker.admin.explain`). With `-o json` it prints the broker's JSON as is; otherwise, per topic
-(per partition for a partitioned topic): a table of the ledgers (entries, size, state, where it
+(per partition for a partitioned topic): a header with storageSize and both backlogs, each named
+for what it is (backlogSize is the largest subscription's, "unconsumed by some subscription" the
+union over subscriptions from the decomposition; they differ when subscriptions are behind at
+different places), a table of the ledgers (entries, size, state, where it
 lives, publish span, what keeps it, when it goes), the decomposition of storageSize (sizes
 human-readable, percent) and the advice lines.
 
@@ -53,12 +56,28 @@ def run(args: argparse.Namespace, client: AdminClient) -> int:
 
 def print_explanation(e: dict, *, group: bool = True) -> None:
     """The tables and advice of one topic's (or partition's) explanation."""
-    _console.print(f"[bold]{e['topic']}[/bold]: storage {human_bytes(e['storageSize'])}, "
-                   f"backlog {human_bytes(e['backlogSize'])}")
+    _console.print(f"[bold]{e['topic']}[/bold]: {header(e)}", highlight=False)
     _console.print(_ledgers_table(e, group))
     _console.print(_decomposition_table(e))
     for line in e["advice"]:
         _console.print(f"- {line}", highlight=False)
+
+
+def header(e: dict) -> str:
+    """"storage 20 KiB; largest subscription backlog 56 B (sub-x); unconsumed by some subscription
+    535 B": both backlogs, each named for what it is (they differ when subscriptions are behind at
+    different places; see `broker.storage_explain`)."""
+    subscriptions = e.get("subscriptions") or {}
+    text = f"storage {human_bytes(e['storageSize'])}; "
+    if not subscriptions:
+        return text + f"no subscription (backlog {human_bytes(e['backlogSize'])})"
+    name = e.get("backlogSubscription")
+    if name is None:      # a broker from before backlogSubscription: the largest one, as it picks
+        name = max(subscriptions, key=lambda sub: subscriptions[sub]["backlogSize"])
+    largest = "subscription backlog" if len(subscriptions) == 1 else "largest subscription backlog"
+    text += f"{largest} {human_bytes(e['backlogSize'])} ({name})"
+    unconsumed = sum(part["size"] for part in e["decomposition"] if part["category"] == "unconsumedBacklog")
+    return text + f"; unconsumed by some subscription {human_bytes(unconsumed)}"
 
 
 def _time(ms: int | None) -> str:

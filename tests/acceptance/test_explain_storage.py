@@ -225,7 +225,8 @@ def test_no_subscription_leaves_ledgers_to_the_next_retention_pass(sa, client, t
     for ledger in closed(doc):
         assert [keeper["kind"] for keeper in ledger["keptBy"]] == ["nothing"]
         assert ledger["goes"].startswith("at the next retention pass")
-    assert any(line.startswith("no subscription: 2 ledgers") and "every 1h" in line for line in doc["advice"])
+    assert any(line.startswith("no subscription: nothing reads the topic; 2 ledgers") and "are trimmed" in line
+               and "every 1h" in line for line in doc["advice"])
 
 
 # --- the REST edges and the CLI ---------------------------------------------------------------------
@@ -256,4 +257,5 @@ def test_cli_prints_json_and_tables(sa, client, topic, capsys) -> None:
     assert cli.admin.main(["--admin-url", sa.admin_url, "topics", "explain-storage", topic]) == 0
     out = capsys.readouterr().out
     assert "ledgers, oldest first" in out and "acked but pinned" in out and "- subscription cli has 1" in out
+    assert "subscription backlog " in out and "(cli)" in out and "unconsumed by some subscription" in out
     consumer.close()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from broker.admin.explain import ledger_bookies, ledger_records
 from broker.offload_policy import OffloadPolicy
+from broker.storage_advice import count, retention_words
 from broker.storage_explain import (
     AWAITING_TRIM,
     OPEN,
@@ -27,6 +28,7 @@ from broker.storage_explain import (
     retention_text,
     to_json,
 )
+from common.human import human_bytes
 from cursor.managed_cursor import ManagedCursor
 from cursor.retention import MIB, RetentionPolicy
 from cursor.stats import storage_size_bytes
@@ -126,7 +128,11 @@ def test_ttl_says_when_a_pinned_ledger_goes() -> None:
     assert first.goes.startswith("at the next retention pass (when sub acks up to 1:3 (its oldest unacked "
                                  "entry is 1:0), or when the TTL (1h) expires it")
     assert e.ledgers[1].goes_at_ms == e.ledgers[1].last_publish_ms + 3_600_000
-    assert e.advice[0].endswith("to free it (the message TTL, 1h, expires it at the next retention pass)")
+    [s] = e.subscriptions
+    freed = e.ledgers[0].size_bytes + e.ledgers[1].size_bytes      # acking 1:0 releases both closed ledgers
+    assert (s.released_bytes, s.freeable_bytes, s.co_keepers) == (freed, freed, ())
+    assert e.advice[0].endswith(f"ack, skip or expire it to free {human_bytes(freed)} "
+                                "(the message TTL, 1h, expires it at the next retention pass)")
 
 
 def test_retention_by_time_keeps_consumed_ledgers_until_it_expires() -> None:
@@ -162,7 +168,9 @@ def test_no_subscription_leaves_closed_ledgers_to_the_next_retention_pass() -> N
     assert parts(e)[AWAITING_TRIM] == e.ledgers[0].size_bytes + e.ledgers[1].size_bytes
     assert [k.kind for k in e.ledgers[0].kept_by] == ["nothing"]
     assert e.backlog_size_bytes == 0 and parts(e)[UNCONSUMED] == 0
-    assert any(line.startswith("no subscription: 2 ledgers") and "every 1m" in line for line in e.advice)
+    assert any(line.startswith("no subscription: nothing reads the topic; 2 ledgers") and "are trimmed" in line
+               and "every 1m" in line for line in e.advice)
+    assert not any("consumed" in line for line in e.advice)             # nothing consumed anything
 
 
 def test_ledgers_go_oldest_first() -> None:
@@ -189,12 +197,109 @@ def test_two_subscriptions_backlog_is_the_union() -> None:
     assert any(line.startswith("subscription slow has a backlog of 8 entries") for line in e.advice)
 
 
+def test_a_culprit_co_pinned_by_another_subscription_frees_nothing_alone() -> None:
+    # the trial: sub-excl has consumed nothing (its backlog holds every ledger); sub-shared acked all
+    # but one old message. Acking that message alone frees 0 B: sub-excl still holds the ledgers.
+    view = view_of(4)
+    excl, shared = cursor(view, "sub-excl"), cursor(view, "sub-shared")
+    shared.ack([p for p in view.all_positions() if p != P(1, 0)])
+    e = explain("t", view, [excl, shared], facts(), NOW_MS)
+    assert_sums(e, view)
+    closed = sum(ledger.size_bytes for ledger in e.ledgers[:3])
+    subs = {s.name: s for s in e.subscriptions}
+    assert subs["sub-shared"].pinned_acked_bytes > 0
+    for name, other in (("sub-shared", "sub-excl"), ("sub-excl", "sub-shared")):
+        s = subs[name]
+        assert (s.released_bytes, s.freeable_bytes, s.freeable_with_co_keepers_bytes) == (0, 0, closed)
+        assert [k.name for k in s.co_keepers] == [other]
+    assert subs["sub-shared"].co_keepers[0].ack_holes == 0 and subs["sub-excl"].co_keepers[0].ack_holes == 1
+    shared_line = next(line for line in e.advice if line.startswith("subscription sub-shared"))
+    assert shared_line.endswith(f"; also held by sub-excl's backlog: acking, skipping or expiring it alone frees 0 B "
+                                f"({human_bytes(closed)} once sub-excl lets go too)")
+    assert "to free" not in shared_line
+    excl_line = next(line for line in e.advice if line.startswith("subscription sub-excl"))
+    assert "also held by sub-shared's 1 ack hole: consuming it alone frees 0 B" in excl_line
+    doc = to_json(e)["subscriptions"]["sub-shared"]
+    assert (doc["freeableSize"], doc["freeableWithCoKeepersSize"]) == (0, closed)
+    assert doc["coKeepers"] == [{"subscription": "sub-excl", "unackedEntries": 16, "ackHoles": 0}]
+
+
+def test_advice_is_ordered_by_the_bytes_acting_alone_frees() -> None:
+    # b has consumed nothing; a acked all but 3:0. Acting on a alone frees nothing (b holds every
+    # ledger); b consuming alone frees ledgers 1-2 (a has passed them), though a pins more acked data.
+    view = view_of(5)
+    a, b = cursor(view, "a"), cursor(view, "b")
+    a.ack([p for p in view.all_positions() if p != P(3, 0)])
+    e = explain("t", view, [a, b], facts(), NOW_MS)
+    assert_sums(e, view)
+    sizes = [ledger.size_bytes for ledger in e.ledgers]
+    subs = {s.name: s for s in e.subscriptions}
+    assert subs["a"].pinned_acked_bytes > 0 == subs["b"].pinned_acked_bytes
+    assert (subs["a"].freeable_bytes, subs["b"].freeable_bytes) == (0, sizes[0] + sizes[1])
+    assert subs["a"].freeable_with_co_keepers_bytes == subs["b"].freeable_with_co_keepers_bytes == sum(sizes[:4])
+    assert e.advice[0].startswith("subscription b has a backlog of 20 entries")
+    assert f"also held by a's 1 ack hole: consuming it alone frees {human_bytes(sizes[0] + sizes[1])}" in e.advice[0]
+    assert e.advice[1].startswith("subscription a has 1 unacked message")
+    assert "also held by b's backlog: acking, skipping or expiring it alone frees 0 B" in e.advice[1]
+
+
+def test_freed_ledgers_retention_keeps_are_not_said_to_be_freed() -> None:
+    view = view_of(4, start_ms=NOW_MS - 30 * MINUTE_MS)
+    sub = cursor(view)
+    sub.ack([p for p in view.all_positions() if p != P(1, 0)])
+    e = explain("t", view, [sub], facts(time_minutes=60, size_mb=-1), NOW_MS)
+    [s] = e.subscriptions
+    closed = sum(ledger.size_bytes for ledger in e.ledgers[:3])
+    assert (s.released_bytes, s.freeable_bytes) == (closed, 0)
+    assert e.advice[0].endswith(f"ack, skip or expire it to free 0 B now (retention 1h keeps the "
+                                f"{human_bytes(closed)} that releases)")
+
+
+def test_an_empty_open_ledger_reads_open_ledger_empty() -> None:
+    view = MemoryLedgerView([[(100, 1, NOW_MS - 50 * MINUTE_MS)] * 2, [(100, 1, NOW_MS - 40 * MINUTE_MS)], []])
+    a, b = cursor(view, "a"), cursor(view, "b")
+    a.ack(view.all_positions())
+    b.ack(view.all_positions())
+    e = explain("t", view, [a, b], facts(), NOW_MS)
+    assert_sums(e, view)
+    empty = e.ledgers[-1]
+    assert (empty.state, empty.entries) == ("open", 0)
+    assert [(k.kind, k.detail) for k in empty.kept_by] == [("open", "open ledger (empty): it takes appends, "
+                                                                    "never trimmed")]
+    assert not any("acked by" in k.detail for ledger in e.ledgers for k in ledger.kept_by)
+
+
+def test_counts_agree_with_their_words() -> None:
+    view = view_of(3)
+    sub = cursor(view)
+    sub.ack([p for p in view.all_positions() if p[0] <= 2])
+    e = explain("t", view, [sub], facts(), NOW_MS)           # ledgers 1-2 passed, 3 the open one
+    assert e.ledgers[0].kept_by[0].kind == "nothing"
+    assert any(line.startswith("every subscription has passed them; 2 ledgers (") and ") are trimmed" in line
+               for line in e.advice)
+    view = view_of(2)
+    sub = cursor(view)
+    sub.ack([p for p in view.all_positions() if p[0] == 1])
+    e = explain("t", view, [sub], facts(), NOW_MS)
+    assert any(line.startswith("every subscription has passed it; 1 ledger (") and ") is trimmed" in line
+               for line in e.advice)
+    assert e.ledgers[1].kept_by[1].detail == "sub has not acked any of its 4 entries (mark-delete 1:3)"
+    e = explain("t", view, [], facts(time_minutes=-1, size_mb=-1), NOW_MS)
+    assert e.advice[0] == (f"unlimited retention (time -1, size -1) keeps {human_bytes(e.ledgers[0].size_bytes)} "
+                           "of data no subscription reads in 1 ledger, forever")
+    assert [k.detail for k in e.ledgers[0].kept_by] == ["unlimited retention (time -1, size -1) keeps it"]
+    e = explain("t", view, [], facts(), NOW_MS)
+    assert "none (0, 0)" not in " ".join([*e.advice, *(ledger.goes for ledger in e.ledgers)])
+    assert e.ledgers[1].goes.endswith("then as soon as nothing else keeps it (there is no retention: time 0, size 0)")
+
+
 def test_json_shape() -> None:
     view = view_of(2)
     sub = cursor(view)
     doc = to_json(explain("persistent://t/ns/x", view, [sub], facts(), NOW_MS))
-    assert set(doc) == {"topic", "nowMs", "storageSize", "backlogSize", "policies", "ledgers", "subscriptions",
-                        "decomposition", "advice"}
+    assert set(doc) == {"topic", "nowMs", "storageSize", "backlogSize", "backlogSubscription", "policies",
+                        "ledgers", "subscriptions", "decomposition", "advice"}
+    assert doc["backlogSubscription"] == "sub"
     assert [p["category"] for p in doc["decomposition"]] == [UNCONSUMED, PINNED, RETAINED, OPEN, "offloaded",
                                                              AWAITING_TRIM]
     ledger = doc["ledgers"][0]
@@ -202,6 +307,9 @@ def test_json_shape() -> None:
                            "location", "unackedEntries", "keptBy", "goesAtMs", "goes", "bookieCopyGoesAtMs",
                            "parts"}
     assert doc["subscriptions"]["sub"]["oldestUnacked"] == "1:0"
+    assert set(doc["subscriptions"]["sub"]) >= {"releasedSize", "freeableSize", "coKeepers",
+                                                "freeableWithCoKeepersSize"}
+    assert doc["subscriptions"]["sub"]["coKeepers"] == []
 
 
 def test_words() -> None:
@@ -209,6 +317,11 @@ def test_words() -> None:
     assert retention_text(RetentionPolicy(10_080, -1)) == "7d"
     assert retention_text(RetentionPolicy(-1, 10)) == "10 MB"
     assert retention_text(RetentionPolicy(-1, -1)) == "unlimited (-1, -1)"
+    assert retention_words(RetentionPolicy(0, 0)) == "no retention (time 0, size 0)"
+    assert retention_words(RetentionPolicy(-1, -1)) == "unlimited retention (time -1, size -1)"
+    assert retention_words(RetentionPolicy(60, 10)) == "retention 1h or 10 MB"
+    assert [count(n, "entry") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]
+    assert count(1, "ack hole") == "1 ack hole" and count(0, "ledger") == "0 ledgers"
 
 
 @settings(max_examples=150, deadline=None)
@@ -231,6 +344,9 @@ def test_decomposition_always_sums_to_storage_size(ledgers, acks, subscriptions,
     assert_sums(e, view)
     assert all(0.0 <= p.percent <= 100.0 for p in e.decomposition)
     assert e.advice
+    for sub in e.subscriptions:      # acting alone frees no more than it releases, nor than acting with the others
+        assert 0 <= sub.freeable_bytes <= min(sub.released_bytes, sub.freeable_with_co_keepers_bytes)
+        assert sub.freeable_with_co_keepers_bytes <= e.storage_size_bytes
 
 
 def test_over_a_real_managed_ledger_with_its_bookies(env: LedgerEnv) -> None:

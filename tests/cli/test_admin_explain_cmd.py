@@ -1,7 +1,8 @@
 """`strata admin topics explain-storage`'s ledger table (`cli.admin.explain`): consecutive ledgers
 with the same story are one row (entries and bytes summed, the first and the last one's `goes`),
 so a topic of hundreds of ledgers held by one old unacked message reads in a few rows;
-`--all-ledgers` keeps a row per ledger. The broker's JSON (`-o json`) is not touched."""
+`--all-ledgers` keeps a row per ledger; the header names both backlogs for what they are. The
+broker's JSON (`-o json`) is not touched."""
 
 from __future__ import annotations
 
@@ -64,3 +65,22 @@ def test_ledgers_with_different_stories_are_not_grouped() -> None:
     assert [len(run) for run in explain._runs(copies, True)] == [3]           # times apart, one story
     assert explain._first_last(explain._kept(copies[0]), explain._kept(copies[-1])) == (
         "first: " + lag.format(5) + "\nlast: " + lag.format(7))
+
+
+def _decomposition(unconsumed: int) -> list[dict]:
+    return [{"category": "unconsumedBacklog", "label": "unconsumed by some subscription", "size": unconsumed,
+             "percent": 0.0, "ledgers": 1}]
+
+
+def test_the_header_names_both_backlogs_for_what_they_are() -> None:
+    subs = {"sub-x": {"backlogSize": 56}, "sub-y": {"backlogSize": 40}}
+    e = {"storageSize": 20_480, "backlogSize": 56, "backlogSubscription": "sub-x", "subscriptions": subs,
+         "decomposition": _decomposition(535)}
+    assert explain.header(e) == ("storage 20.0 KiB; largest subscription backlog 56 B (sub-x); "
+                                 "unconsumed by some subscription 535 B")
+    del e["backlogSubscription"]                        # a broker from before the field: the largest one
+    assert "largest subscription backlog 56 B (sub-x)" in explain.header(e)
+    one = {**e, "subscriptions": {"sub-x": {"backlogSize": 56}}}
+    assert explain.header(one).startswith("storage 20.0 KiB; subscription backlog 56 B (sub-x); ")
+    none = {"storageSize": 100, "backlogSize": 0, "subscriptions": {}, "decomposition": _decomposition(0)}
+    assert explain.header(none) == "storage 100 B; no subscription (backlog 0 B)"

@@ -2,7 +2,7 @@
 
 `advice(e)` gives one line per culprit of a `StorageExplanation`, ordered by the bytes acting on
 that culprit would free (`advice_items` gives each line with those bytes):
-- a subscription: what it holds (its unacked messages, the acknowledged data they pin, its ack
+- a subscription: what it holds (its unacked messages, the data it acknowledged they pin, its ack
   holes) and what acting on it ALONE frees at the next retention pass (`freeable_bytes`): when
   another subscription also keeps those ledgers, the line names it ("also held by sub-b's
   backlog") and says what acting on both frees; when retention would keep what it releases, the
@@ -11,7 +11,7 @@ that culprit would free (`advice_items` gives each line with those bytes):
 - offloaded ledgers and their bookie copies (they free nothing of storageSize: 0);
 - the open (or last) ledger (never trimmed: 0);
 - ledgers nothing keeps: the next retention pass trims them by itself (their bytes).
-Ties keep that order (subscriptions among themselves by the acknowledged data they pin, then
+Ties keep that order (subscriptions among themselves by the acknowledged bytes they pin, then
 their backlog).
 
 The words: counts agree with their nouns and verbs ("1 ledger is", "2 ledgers are"); a policy of
@@ -74,7 +74,7 @@ def _subscription_advice(e: StorageExplanation) -> list[tuple[int, str]]:
         if sub.pinned_acked_bytes:
             holes = f"{count(sub.ack_holes, 'ack hole')}" if sub.ack_holes else "no ack hole: a partly consumed ledger"
             line = (f"subscription {sub.name} has {count(sub.backlog_messages, 'unacked message')}{oldest} pinning "
-                    f"{human_bytes(sub.pinned_acked_bytes)} of acknowledged data in "
+                    f"{human_bytes(sub.pinned_acked_bytes)} it has acknowledged in "
                     f"{count(sub.pinned_ledgers, 'ledger')} ({holes})")
             line += _frees(e, sub, f": ack, skip or expire {them} to free", f"acking, skipping or expiring {them}")
         elif sub.backlog_entries:

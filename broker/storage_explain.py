@@ -25,12 +25,13 @@ subscription also keeps those ledgers), the other subscriptions keeping ledgers 
 (`coKeepers`) and what it and they acting together would free. These ask `cursor.retention`
 itself, with a cursor at the last confirmed entry standing for the subscription that acted.
 
-Two backlogs, two definitions, and the words say which: `backlogSize` is Pulsar's, the LARGEST
-durable subscription's exact backlog bytes (the header reads "largest subscription backlog 56 B
-(sub-x)"); the decomposition's unconsumedBacklog is what SOME subscription has not acked, the
-union over subscriptions, apportioned by entries (labelled "unconsumed by some subscription").
-With several subscriptions behind at different places the union exceeds the largest one; with
-one they differ only by the apportioning (entries of unequal sizes).
+Two backlogs, and the words say which: `backlogSize` is Pulsar's, the LARGEST durable
+subscription's backlog bytes (the CLI header reads "largest subscription backlog 56 B (sub-x)");
+the decomposition's unconsumedBacklog is what SOME subscription has not acked, the union over
+subscriptions (labelled "unconsumed by some subscription"). Both count the exact stored bytes of
+the entries (the entry index's sizes, as `cursor.stats`), so with one subscription they are
+equal, and with several the union is at least the largest, more when subscriptions are behind
+at different places.
 
 The decomposition splits `storageSize` (the bytes of every kept ledger, offloaded ones
 included; `cursor.stats.storage_size_bytes`) into six parts, ledger by ledger:
@@ -41,8 +42,9 @@ included; `cursor.stats.storage_size_bytes`) into six parts, ledger by ledger:
   offloaded), ackedButPinned (a subscription's mark-delete is before the ledger's end: an ack
   hole, or a partly consumed ledger, since ledgers are deleted whole), retainedByPolicy (the
   retention policy keeps it), awaitingTrim (nothing keeps it: the next retention pass trims it).
-A ledger split between the backlog and another part is apportioned BY ENTRIES (bytes * unacked
-entries // entries; the other part gets the remainder), so no entry is read back.
+A ledger split between the backlog and another part gives the backlog the exact bytes of its
+unacked entries (from the ledger's entry index: no entry is read back) and the other part the
+remainder.
 
 What must hold: for every ledger its parts sum to its size_bytes, hence the decomposition sums
 exactly to storage_size_bytes (checked by `invariant`); the analysis reads nothing, awaits
@@ -178,19 +180,29 @@ def ack_holes(cursor: ManagedCursor, unacked: Mapping[int, BitMap64]) -> int:
     return holes + (in_top.rank(top_entry) if in_top is not None else 0)
 
 
-def apportion(size_bytes: int, part_entries: int, entries: int) -> int:
-    """The bytes of `part_entries` of a ledger's `entries`, by entries (floor; the whole size
-    when the part is the whole ledger)."""
-    return size_bytes * part_entries // entries if entries else 0
+def entries_bytes(view: LedgerView, info: LedgerInfo, entry_ids: BitMap64 | None) -> int:
+    """The exact stored bytes of some entries of one ledger, from the ledger's entry index (no
+    entry is read): the sizes of the entries, or the ledger's size minus the sizes of the others,
+    whichever asks the index less (at most half the ledger's entries)."""
+    if not entry_ids:
+        return 0
+    if len(entry_ids) <= info.entries - len(entry_ids):
+        return sum(view.entry_meta(Position(info.ledger_id, entry_id)).size_bytes for entry_id in entry_ids)
+    others = BitMap64()
+    others.add_range(0, info.entries)
+    others -= entry_ids
+    return info.size_bytes - sum(view.entry_meta(Position(info.ledger_id, entry_id)).size_bytes
+                                 for entry_id in others)
 
 
-def _union_unacked(walk: _Walk, ledger_id: int) -> int:
+def _union_unacked(walk: _Walk, ledger_id: int) -> BitMap64:
+    """The entries of the ledger some subscription has not acked."""
     union = BitMap64()
     for maps in walk.unacked.values():
         bitmap = maps.get(ledger_id)
         if bitmap is not None:
             union |= bitmap
-    return len(union)
+    return union
 
 
 def _rest_category(info: LedgerInfo, is_last: bool, blocking: Sequence[ManagedCursor], trimmable: bool) -> str:
@@ -208,7 +220,7 @@ def _explain_ledger(walk: _Walk, info: LedgerInfo, is_last: bool, bytes_before: 
                     previous: LedgerExplanation | None) -> LedgerExplanation:
     blocking = [c for c in walk.cursors if not passes(c, info)]
     union = _union_unacked(walk, info.ledger_id)
-    backlog_bytes = apportion(info.size_bytes, union, info.entries)
+    backlog_bytes = entries_bytes(walk.view, info, union)
     parts = {UNCONSUMED: backlog_bytes,
              _rest_category(info, is_last, blocking, info.ledger_id in walk.trimmable): info.size_bytes - backlog_bytes}
     parts = {category: size for category, size in parts.items() if size}
@@ -226,7 +238,7 @@ def _explain_ledger(walk: _Walk, info: LedgerInfo, is_last: bool, bytes_before: 
         created_ms=info.created_ms, first_publish_ms=info.first_publish_ms, last_publish_ms=info.last_publish_ms,
         bookies=tuple(sorted(walk.facts.bookies.get(info.ledger_id, ()))) if bookie_copy else (),
         bookie_copy=bookie_copy, s3_key=cold.key if cold is not None else None,
-        offloaded_ms=cold.completed_ms if cold is not None else None, unacked_entries=union,
+        offloaded_ms=cold.completed_ms if cold is not None else None, unacked_entries=len(union),
         kept_by=tuple(_keepers(walk, info, is_last, blocking, copy_goes, bookie_copy and cold is not None)),
         goes_at_ms=goes_at, goes=goes, bookie_copy_goes_at_ms=copy_goes, parts=parts)
 
@@ -359,8 +371,7 @@ def _explain_subscription(walk: _Walk, cursor: ManagedCursor, infos: Sequence[Le
     pinned = [info for info in infos[:-1] if info.state is not LedgerState.OPEN and not passes(cursor, info)]
     pinned_acked = 0
     for info in pinned:
-        bitmap = unacked.get(info.ledger_id)
-        pinned_acked += info.size_bytes - apportion(info.size_bytes, len(bitmap) if bitmap else 0, info.entries)
+        pinned_acked += info.size_bytes - entries_bytes(walk.view, info, unacked.get(info.ledger_id))
     co_keepers = [other for other in walk.cursors if other is not cursor
                   and any(not passes(other, info) for info in pinned)]
     released, freeable = _release(walk, [cursor])

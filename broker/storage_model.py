@@ -122,7 +122,7 @@ class SubscriptionExplanation:
     oldest_unacked_publish_ms: int | None
     pinned_ledgers: int                # closed ledgers it has not passed (its mark-delete is before their end)
     pinned_bytes: int                  # their bytes
-    pinned_acked_bytes: int            # the part of them it has acked (apportioned by entries)
+    pinned_acked_bytes: int            # the bytes of them it has acked (exact)
     # What acting on it alone would do: it acks (skips, expires) every entry it has not acked,
     # every other subscription and the policies as they are.
     released_bytes: int                # ledgers no subscription would keep any more (retention may)

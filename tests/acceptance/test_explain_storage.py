@@ -2,7 +2,8 @@
 the official pulsar client: each test builds one culprit and checks the diagnosis, and that the
 decomposition sums exactly to the topic's storageSize (as `/stats` reports it).
 
-Culprits: (a) one old unacked message pinning later consumed ledgers, (b) ack holes, (c)
+Culprits: (a) one old unacked message pinning later consumed ledgers (alone, and co-pinned by
+another subscription's backlog: acting on it alone frees nothing), (b) ack holes, (c)
 retention by time and by size keeping consumed ledgers, (d) offloaded ledgers keeping a bookie
 copy for the deletion lag, (e) the open ledger, and no subscription at all (awaiting the next
 retention pass). Ledgers roll every 5 entries; the retention pass runs once an hour, so nothing
@@ -128,7 +129,7 @@ def test_one_old_unacked_message_pins_later_consumed_ledgers(sa, client, topic) 
     first = doc["ledgers"][0]
     assert sub["oldestUnackedPublishMs"] == first["firstPublishMs"] > 0
     assert sub["pinnedLedgers"] == 4 and sub["pinnedAckedSize"] == parts(doc)["ackedButPinned"] > 0
-    assert parts(doc)["unconsumedBacklog"] == first["size"] // ROLLOVER_ENTRIES   # 1 of 5 entries
+    assert 0 < parts(doc)["unconsumedBacklog"] == sub["backlogSize"] == doc["backlogSize"]   # the one entry, exact
     for ledger in closed(doc):
         assert ledger["state"] == "closed" and ledger["location"]["bookies"] and ledger["location"]["s3"] is None
         [keeper] = ledger["keptBy"]
@@ -155,6 +156,26 @@ def test_ack_holes_pin_acked_entries(sa, client, topic) -> None:
         assert set(ledger["parts"]) == {"unconsumedBacklog", "ackedButPinned"}
     assert any(line.startswith("subscription holes has 12 unacked messages") and "(10 ack holes)" in line
                for line in doc["advice"])
+    consumer.close()
+
+
+def test_a_culprit_co_pinned_by_another_subscription_frees_nothing_alone(sa, client, topic) -> None:
+    # sub-excl has read nothing; sub-shared acked all but the first message. Acking that one alone
+    # frees nothing (sub-excl's backlog holds the same ledgers); the advice says so and names it.
+    ids = produce(client, topic, 3 * ROLLOVER_ENTRIES + 2)
+    client.subscribe(topic, "sub-excl", initial_position=pulsar.InitialPosition.Earliest).close()
+    consumer = consume(client, topic, "sub-shared", len(ids), ack=lambda i: i > 0)
+    wait_backlog(sa, topic, "sub-shared", 1)
+    doc = explain(sa, topic)
+    closed_bytes = sum(ledger["size"] for ledger in closed(doc))
+    shared, excl = doc["subscriptions"]["sub-shared"], doc["subscriptions"]["sub-excl"]
+    assert (shared["freeableSize"], shared["freeableWithCoKeepersSize"]) == (0, closed_bytes)
+    assert [k["subscription"] for k in shared["coKeepers"]] == ["sub-excl"]
+    assert [k["subscription"] for k in excl["coKeepers"]] == ["sub-shared"] and excl["freeableSize"] == 0
+    assert doc["backlogSize"] == excl["backlogSize"] and doc["backlogSubscription"] == "sub-excl"
+    [line] = [line for line in doc["advice"] if line.startswith("subscription sub-shared ")]
+    assert "also held by sub-excl's backlog: acking, skipping or expiring it alone frees 0 B" in line
+    assert "to free" not in line
     consumer.close()
 
 

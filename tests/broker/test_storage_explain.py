@@ -54,7 +54,7 @@ def facts(time_minutes: int = 0, size_mb: int = 0, ttl_seconds: int = 0) -> Stor
 
 def view_of(ledgers: int, entries: int = 4, size: int = 1000, start_ms: int = 3 * DAY_MS) -> MemoryLedgerView:
     """`ledgers` ledgers of `entries` entries (the last one open), published a minute apart
-    from `start_ms` on, entry k of the topic `size + k` bytes (so apportioning is visible)."""
+    from `start_ms` on, entry k of the topic `size + k` bytes (so exact bytes differ from a share by entries)."""
     spec = []
     k = 0
     for _ in range(ledgers):
@@ -91,8 +91,8 @@ def test_one_unacked_old_message_pins_the_consumed_ledgers_after_it() -> None:
     assert (s.backlog_entries, s.ack_holes, s.oldest_unacked) == (1, 1, P(1, 0))
     assert s.oldest_unacked_publish_ms == 3 * DAY_MS
     sizes = [ledger.size_bytes for ledger in e.ledgers]
-    assert parts(e)[UNCONSUMED] == sizes[0] * 1 // 4          # apportioned by entries
-    assert parts(e)[PINNED] == sizes[0] - sizes[0] // 4 + sizes[1] + sizes[2]
+    assert parts(e)[UNCONSUMED] == 1000 == s.backlog_bytes     # entry 1:0's exact bytes (not 4006 // 4)
+    assert parts(e)[PINNED] == sizes[0] - 1000 + sizes[1] + sizes[2]
     assert parts(e)[OPEN] == sizes[3]
     assert s.pinned_ledgers == 3 and s.pinned_bytes == sum(sizes[:3])
     assert s.pinned_acked_bytes == parts(e)[PINNED]
@@ -344,6 +344,10 @@ def test_decomposition_always_sums_to_storage_size(ledgers, acks, subscriptions,
     assert_sums(e, view)
     assert all(0.0 <= p.percent <= 100.0 for p in e.decomposition)
     assert e.advice
+    # the union of the backlogs: the one backlog exactly, or at least the largest
+    if len(cursors) == 1:
+        assert parts(e)[UNCONSUMED] == e.backlog_size_bytes == e.subscriptions[0].backlog_bytes
+    assert parts(e)[UNCONSUMED] >= e.backlog_size_bytes
     for sub in e.subscriptions:      # acting alone frees no more than it releases, nor than acting with the others
         assert 0 <= sub.freeable_bytes <= min(sub.released_bytes, sub.freeable_with_co_keepers_bytes)
         assert sub.freeable_with_co_keepers_bytes <= e.storage_size_bytes
@@ -376,7 +380,7 @@ def test_over_a_real_managed_ledger_with_its_bookies(env: LedgerEnv) -> None:
         assert all(ledger.bookies == tuple(bookies) and ledger.bookie_copy for ledger in e.ledgers)
         sizes = [100 + 101 + 102, 103 + 104 + 105, 106 + 107]
         assert [ledger.size_bytes for ledger in e.ledgers] == sizes
-        assert parts(e)[UNCONSUMED] == sizes[0] // 3 and parts(e)[PINNED] == sizes[0] - sizes[0] // 3 + sizes[1]
+        assert parts(e)[UNCONSUMED] == 100 and parts(e)[PINNED] == sizes[0] - 100 + sizes[1]   # entry 0: 100 B
         assert parts(e)[OPEN] == sizes[2]
         [s] = e.subscriptions
         assert (s.oldest_unacked, s.ack_holes, s.oldest_unacked_publish_ms) == (positions[0], 1, NOW_MS - 9 * MINUTE_MS)

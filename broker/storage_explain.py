@@ -113,6 +113,7 @@ class _Walk:
     unacked: Mapping[str, Mapping[int, BitMap64]]   # subscription -> ledger id -> unacked entry ids
     holes: Mapping[str, int]                        # subscription -> its ack holes
     trimmable: frozenset[int]                       # ledgers the next retention pass trims
+    released_bytes: int                             # of the ledgers every subscription has passed
     total_bytes: int
 
 
@@ -124,7 +125,8 @@ def explain(topic_name: str, view: LedgerView, cursors: Sequence[ManagedCursor],
     unacked = {c.name: unacked_by_ledger(c, infos, lac) for c in cursors}
     walk = _Walk(view, cursors, facts, now_ms, unacked,
                  {c.name: ack_holes(c, unacked[c.name]) for c in cursors},
-                 frozenset(ledgers_to_trim(view, cursors, facts.retention, now_ms)), storage_size_bytes(view))
+                 frozenset(ledgers_to_trim(view, cursors, facts.retention, now_ms)),
+                 sum(info.size_bytes for info in trim_candidates(view, cursors)), storage_size_bytes(view))
     ledgers: list[LedgerExplanation] = []
     bytes_before = 0
     previous: LedgerExplanation | None = None
@@ -367,19 +369,22 @@ def _explain_subscription(walk: _Walk, cursor: ManagedCursor, infos: Sequence[Le
             oldest_ms = None
     else:
         oldest = None
-    unacked = walk.unacked[cursor.name]
     pinned = [info for info in infos[:-1] if info.state is not LedgerState.OPEN and not passes(cursor, info)]
-    pinned_acked = 0
-    for info in pinned:
-        pinned_acked += info.size_bytes - entries_bytes(walk.view, info, unacked.get(info.ledger_id))
-    co_keepers = [other for other in walk.cursors if other is not cursor
-                  and any(not passes(other, info) for info in pinned)]
+    # its unacked entries lie in the ledgers it has not passed: the pinned ones and the last one
+    in_last = entries_bytes(walk.view, infos[-1], walk.unacked[cursor.name].get(infos[-1].ledger_id)) if infos else 0
+    pinned_bytes = sum(info.size_bytes for info in pinned)
+    pinned_acked = pinned_bytes - (size - in_last)
+    invariant(0 <= pinned_acked <= pinned_bytes, "a subscription's acked bytes in the ledgers it pins",
+              subscription=cursor.name, pinned=pinned_bytes, backlog=size, in_last=in_last)
+    # another subscription keeps some ledger this one pins iff it has not passed the newest of them
+    # (a subscription that passed a ledger passed every older one)
+    co_keepers = [other for other in walk.cursors if other is not cursor and pinned and not passes(other, pinned[-1])]
     released, freeable = _release(walk, [cursor])
     return SubscriptionExplanation(
         name=cursor.name, mark_delete=cursor.mark_delete_position, backlog_entries=entries, backlog_messages=messages,
         backlog_bytes=size,
         ack_holes=walk.holes[cursor.name], oldest_unacked=oldest, oldest_unacked_publish_ms=oldest_ms,
-        pinned_ledgers=len(pinned), pinned_bytes=sum(info.size_bytes for info in pinned),
+        pinned_ledgers=len(pinned), pinned_bytes=pinned_bytes,
         pinned_acked_bytes=pinned_acked, released_bytes=released, freeable_bytes=freeable,
         co_keepers=tuple(CoKeeper(other.name, sum(len(b) for b in walk.unacked[other.name].values()),
                                   walk.holes[other.name]) for other in co_keepers),
@@ -396,9 +401,9 @@ def _release(walk: _Walk, acting: Sequence[ManagedCursor]) -> tuple[int, int]:
     caught_up = [ManagedCursor(c.name, view, mark_delete_position=view.last_confirmed, durable=False)
                  for c in acting]
     cursors = [c for c in walk.cursors if all(c is not a for a in acting)] + caught_up
-    sizes = {info.ledger_id: info.size_bytes for info in view.ledgers()}
-    released_now = sum(info.size_bytes for info in trim_candidates(view, walk.cursors))
-    released = sum(info.size_bytes for info in trim_candidates(view, cursors)) - released_now
+    candidates = trim_candidates(view, cursors)
+    released = sum(info.size_bytes for info in candidates) - walk.released_bytes
+    sizes = {info.ledger_id: info.size_bytes for info in candidates}
     trimmed = ledgers_to_trim(view, cursors, walk.facts.retention, walk.now_ms)
     freeable = sum(sizes[ledger_id] for ledger_id in trimmed if ledger_id not in walk.trimmable)
     return released, freeable

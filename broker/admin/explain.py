@@ -1,8 +1,11 @@
 """`GET /admin/v2/persistent/{tenant}/{ns}/{topic}/explain-storage`: why storage exceeds backlog.
 
 Strata's own route (Pulsar has none). It answers `broker.storage_explain.to_json` for the topic:
-every kept ledger with what keeps it and when it goes, the subscriptions, the decomposition of
-`storageSize` (its parts sum exactly to it) and one line of advice per culprit.
+every kept ledger with what keeps it and when it goes, the subscriptions (each with what acting
+on it alone would free, `freeableSize`, and the other subscriptions keeping the same ledgers,
+`coKeepers`), `backlogSize` with the subscription it is (`backlogSubscription`), the
+decomposition of `storageSize` (its parts sum exactly to it) and one line of advice per culprit,
+the one whose acting frees the most bytes first.
 
 - Unknown topic (never created, not a partition of an existing partitioned topic): 404
   `{"reason": "Topic not found"}`.

@@ -103,6 +103,7 @@ class ServerConnection(asyncio.Protocol):
         self.decoder = FrameDecoder(self.config.broker_frame_bytes_max)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_version = ""      # CONNECT's client_version, e.g. "Pulsar-CPP-v3.5.1" (stats)
         # the client handles REACHED_END_OF_TOPIC (Pulsar: protocol >= v9); the C++ client and
         # those built on it ("Pulsar-CPP-v...") drop the connection on it (PROTOCOL.md §10)
         self.end_of_topic_ok = False
@@ -373,6 +374,7 @@ class ServerConnection(asyncio.Protocol):
 
     def _connect(self, connect: pb.CommandConnect) -> None:
         version = negotiate_protocol_version(connect.protocol_version)
+        self.client_version = connect.client_version
         self.end_of_topic_ok = version >= 9 and not connect.client_version.startswith("Pulsar-CPP")
         self.write(encode_connected(SERVER_VERSION, version, self.config.broker_max_message_bytes))
         self._set_state(ConnState.READY)

@@ -14,13 +14,15 @@ they see the end as `has_message_available() == False` / GET_LAST_MESSAGE_ID ins
 
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
 (dispatchers enforce it); `send_entry` is the only way an entry reaches the client;
-`unacked_count == sum(pending.values())`. `msg_out_counter`/`bytes_out_counter` (messages and
+`unacked_count == sum(pending.values())`. `msg_redeliver_counter` (messages of pending entries
+the client asked to have redelivered) only grows. `msg_out_counter`/`bytes_out_counter` (messages and
 entry bytes sent, redeliveries included) only grow; when the consumer leaves, its subscription
 keeps them (`Subscription._detach`), so the subscription's counters never go down.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Protocol
 
 from broker.codec import (
@@ -82,6 +84,8 @@ class Consumer:
         self.unacked_count = 0            # messages in `pending` (sum of its values)
         self.unacked_messages_max = 0     # block at this many unacked messages; 0: no limit
         self.blocked_on_unacked = False   # at the limit; cleared at half of it
+        self.msg_redeliver_counter = 0    # messages this consumer asked to have redelivered
+        self.connected_since_ms = int(time.time() * 1000)   # wall time it subscribed (stats)
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id})"
@@ -178,6 +182,14 @@ class Consumer:
         # flip between blocked and unblocked on every ack.
         if self.blocked_on_unacked and self.unacked_count <= self.unacked_messages_max // 2:
             self.blocked_on_unacked = False
+
+    def count_redelivery(self, positions: list[Position] | None) -> None:
+        """The client asked for these (None: all) of its pending entries again: count their
+        messages (Pulsar's msgRedeliver counts at the request, before the entries go back)."""
+        if positions is None:
+            self.msg_redeliver_counter += self.unacked_count
+        else:
+            self.msg_redeliver_counter += sum(self.pending.get(p, 0) for p in positions)
 
     def unacked_messages(self) -> int:
         return self.unacked_count

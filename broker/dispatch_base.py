@@ -197,6 +197,13 @@ class Dispatcher(abc.ABC):
         consumer.send_entry(position, data, facts.messages, self.sub.cursor.redelivery_count(position),
                             ack_set or None)
 
+    def count_redelivery(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """The client asked for some (None: all) of its pending entries again: count them
+        (the consumer's msgRateRedeliver) before they go back."""
+        topic = self.sub.topic
+        topic.service.stats.touch(topic)     # before the consumer's counter moves (rates)
+        consumer.count_redelivery(positions)
+
     def any_can_take(self) -> bool:
         return any(c.can_take() for c in self.consumers)
 

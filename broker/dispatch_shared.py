@@ -98,6 +98,7 @@ class SharedDispatcher(Dispatcher):
         self.kick()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        self.count_redelivery(consumer, positions)
         targets = sorted(consumer.pending) if positions is None else positions
         for position in targets:
             if not consumer.forget(position):

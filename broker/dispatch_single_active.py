@@ -124,6 +124,7 @@ class SingleActiveDispatcher(Dispatcher):
         """Single-active redelivery rewinds to mark-delete (ids or not): Pulsar's behaviour."""
         if consumer is not self.active:
             return
+        self.count_redelivery(consumer, None)    # all of them go back, as Pulsar counts it
         consumer.forget_all()
         self.rewind()
         self.kick()

@@ -36,7 +36,8 @@ Families (labels `cluster`, `namespace`, `topic`; per subscription also `subscri
 - the process: `process_*` (CPU seconds, resident memory, open fds), `python_info`, `python_gc_*`.
 
 What must hold: every value equals what the admin stats of the same moment say
-(`pulsar_msg_backlog` = the topic's `msgBacklog`, `pulsar_storage_size` = `storageSize`, ...);
+(`pulsar_msg_backlog` = the topic's `msgBacklog` = the sum of its subscriptions' `msgBacklog`,
+`pulsar_storage_size` = `storageSize`, ...);
 a counter named `_total` only goes up while its topic stays loaded (Pulsar's counters also
 restart with the topic); a scrape never changes broker state.
 

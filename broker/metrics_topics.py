@@ -8,7 +8,10 @@ no subscription families.
 
 What must hold: each sample is the stats field it names, unchanged (`pulsar_msg_backlog` =
 `msgBacklog`, `pulsar_storage_size` = `storageSize`, ...); a namespace sample is the sum of its
-topics' samples.
+topics' samples. `pulsar_msg_backlog` is Pulsar's: the topic's total backlog, the sum over its
+subscriptions of their `msgBacklog` (which the topic's `msgBacklog` is, `broker.topic_stats`);
+`pulsar_storage_backlog_size` is the largest durable subscription's backlog bytes (`backlogSize`,
+Pulsar's estimated backlog size).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ TOPIC_METRICS: tuple[tuple[str, str, str, Getter], ...] = (
     ("pulsar_producers_count", "gauge", "connected producers", lambda s: len(s["publishers"])),
     ("pulsar_subscriptions_count", "gauge", "subscriptions", lambda s: len(s["subscriptions"])),
     ("pulsar_consumers_count", "gauge", "connected consumers", _consumers),
-    ("pulsar_msg_backlog", "gauge", "largest durable subscription backlog in entries (msgBacklog)",
+    ("pulsar_msg_backlog", "gauge", "the topic's backlog in entries: the sum of its subscriptions' (msgBacklog)",
      lambda s: s["msgBacklog"]),
     ("pulsar_storage_size", "gauge", "bytes of every ledger the topic keeps, offloaded ones included (storageSize)",
      lambda s: s["storageSize"]),

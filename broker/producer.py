@@ -46,6 +46,7 @@ import asyncio
 import collections
 import functools
 import logging
+import time
 from typing import TYPE_CHECKING, Protocol
 
 from broker.chunk_check import ChunkCheck
@@ -117,6 +118,7 @@ class Producer:
         self.chunks = ChunkCheck()   # the chunked message under way (broker.chunk_check)
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
+        self.connected_since_ms = int(time.time() * 1000)   # wall time it was created (stats)
 
     def send(self, sequence_id: int, entry: bytes, checksum_ok: bool) -> None:
         if self.quiesced:

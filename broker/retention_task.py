@@ -6,7 +6,9 @@ next, so passes never overlap) each topic loaded on this broker is checked once,
 1. TTL (`policies.TTL_KEY` of the topic, else of the namespace, else config `ttl_seconds`;
    0 = off): every durable
    subscription's cursor acks what was published more than TTL ago (`ManagedCursor.expire`). Its
-   dispatcher forgets those entries. TTL deletes nothing.
+   dispatcher forgets those entries. TTL deletes nothing. The entries it acks are counted in
+   the subscription's stats (`totalMsgExpired`, `msgRateExpired`, `lastExpireTimestamp`:
+   `broker.topic_stats.expire_counted`).
 2. Retention (`policies.RETENTION_KEY` of the topic, else of the namespace, else config
    `retention_time_minutes`/`retention_size_mb`):
    `cursor.retention.apply_retention` with the DURABLE subscriptions' cursors only (a reader's
@@ -29,10 +31,12 @@ logged and counted in `errors` and the pass goes on; nothing but cancellation en
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
 from broker import offload_policy, policies
+from broker.topic_stats import expire_counted
 from cursor.retention import RetentionPolicy, apply_retention, trim_position
 from ledger.position import Position
 
@@ -122,7 +126,7 @@ class RetentionTask:
         ttl_seconds = policies.ttl_seconds_of(ns_policies, config, topic_policies)
         if ttl_seconds > 0:
             for sub in [s for s in list(topic.subscriptions.values()) if s.durable and not s.closed]:
-                if sub.cursor.expire(ttl_seconds, now_ms):
+                if expire_counted(sub, functools.partial(sub.cursor.expire, ttl_seconds, now_ms), now_ms):
                     self.expired_cursors += 1
                     if sub.dispatcher is not None:
                         sub.dispatcher.on_acked_upto(sub.cursor.mark_delete_position)

@@ -11,6 +11,34 @@ the cursor arithmetic (`cursor.stats`). Strata adds, per subscription, the curso
 `cursor_state_bytes_max`) and `cursorPersistError` (the last persist failure, e.g. fenced);
 the errors are null when all is well.
 
+Read and backlog positions, Pulsar's meanings:
+- a subscription's `readPosition` is the next entry its dispatcher reads (as internalStats'
+  cursor `readPosition`), the cursor's own read position only while it has no dispatcher;
+- a subscription's `msgBacklog` counts entries after its mark-delete not acked (cursor.stats);
+- the topic's `msgBacklog` (Strata's: Pulsar's TopicStats has none) is the SUM of all its
+  subscriptions' `msgBacklog`, durable or not: what Pulsar exports as `pulsar_msg_backlog`
+  (NamespaceStatsAggregator adds every subscription's backlog), so the metric is this field
+  unchanged. The slowest subscription is in `backlogSize` instead: the bytes of the largest
+  durable subscription backlog (Pulsar's estimated backlog size, `pulsar_storage_backlog_size`).
+
+Fields Pulsar has that Strata fills from what it knows (all cheap: no entry is read):
+- topic `averageMsgSize` = msgThroughputIn / msgRateIn (0.0 without traffic), per publisher
+  the same of its own rates; `earliestMsgPublishTimeInBacklogs` = the earliest non-zero
+  `earliestMsgPublishTimeInBacklog` of its subscriptions (0: no backlog anywhere);
+- subscription `earliestMsgPublishTimeInBacklog`: publish time (ms) of the first entry after the
+  mark-delete (from the managed ledger's entry index; 0 with no backlog; Pulsar fills it only
+  with ?getEarliestTimeInBacklog=true, Strata always); `nonContiguousDeletedMessagesRanges`: its
+  ack ranges above the mark-delete (internalStats' `totalNonContiguousDeletedMessagesRange`);
+  `msgRateRedeliver`: the sum of its consumers'; `totalMsgExpired` (entries expiry acked: TTL,
+  through `expire_counted`), `msgRateExpired` (their rate), `lastExpireTimestamp` (ms, 0 never),
+  kept in memory since the topic was loaded, as Pulsar's;
+- consumer `msgRateRedeliver`: messages/s of the pending entries its client asked to have
+  redelivered (counted at the request, as Pulsar's; an exclusive/failover consumer's request
+  gives back all its pending entries, so counts them all);
+- consumer and publisher `address` ("/host:port", Pulsar's format), `connectedSince` (ISO 8601
+  with offset, as Pulsar's DateFormatter: when the consumer subscribed / the producer was
+  created on this broker), `clientVersion` (the CONNECT's client_version).
+
 Counters are cumulative, as Pulsar's (what must hold, at any instant the event loop is between
 callbacks):
 - a consumer's `msgOutCounter`/`bytesOutCounter`: messages and entry bytes sent to it
@@ -37,7 +65,9 @@ cumulative counter (topic, producer, subscription, consumer) every
 counter's growth over the last `broker_stats_rate_window_ms` of samples (`RateWindow`). No
 counter goes down (a consumer that leaves keeps its counts in its subscription's, a removed
 subscription in its topic's), so no rate is negative and none spikes when a consumer leaves.
-Objects without samples yet report 0.0.
+Objects without samples yet report 0.0. `msgRateRedeliver` and `msgRateExpired` are rates of a
+consumer's redelivery counter and a subscription's expiry counter, sampled alike (the
+subscription's redelivery rate is its present consumers' sum, as Pulsar's).
 
 Idle topics cost nothing (`StatsSampler`): only topics in its `active` set are sampled. A topic
 joins it through `touch()` (called before its counters move: on publish and on every delivery),
@@ -51,14 +81,20 @@ from __future__ import annotations
 
 import weakref
 from array import array
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from pyroaring import BitMap64
+
+from broker.internal_stats import iso_ms
 from broker.subscription import SUB_TYPE_NAMES, SubType
+from common.errors import InvalidPosition
 from cursor.stats import storage_size_bytes, subscription_stats
 
 if TYPE_CHECKING:
     from broker.subscription import Subscription
     from broker.topic import PersistentTopic
+    from ledger.position import Position
 
 
 class RateWindow:
@@ -100,30 +136,34 @@ class RateWindow:
 
 
 class TrafficMeter:
-    """Message and byte rates of one object's counters."""
+    """Message and byte rates of one object's counters, and for consumers and subscriptions the
+    rate of one event counter (a consumer's redeliveries, a subscription's expiries)."""
 
-    __slots__ = ("__weakref__", "bytes", "messages")
+    __slots__ = ("__weakref__", "bytes", "events", "messages")
 
-    def __init__(self, window_s: float, samples_max: int) -> None:
+    def __init__(self, window_s: float, samples_max: int, with_events: bool) -> None:
         self.messages = RateWindow(window_s, samples_max)
         self.bytes = RateWindow(window_s, samples_max)
+        self.events = RateWindow(window_s, samples_max) if with_events else None
 
-    def sample(self, now_s: float, messages: int, size: int) -> None:
+    def sample(self, now_s: float, messages: int, size: int, events: int | None) -> None:
         self.messages.sample(now_s, messages)
         self.bytes.sample(now_s, size)
+        if self.events is not None and events is not None:
+            self.events.sample(now_s, events)
 
 
 # object (topic, producer, subscription, consumer) -> its meter; gone with the object.
 _meters: weakref.WeakKeyDictionary[object, TrafficMeter] = weakref.WeakKeyDictionary()
 
 
-def _sample(obj: object, config, now_s: float, messages: int, size: int) -> None:
+def _sample(obj: object, config, now_s: float, messages: int, size: int, events: int | None = None) -> None:
     meter = _meters.get(obj)
     if meter is None:
         window_s = config.broker_stats_rate_window_ms / 1000
         samples_max = config.broker_stats_rate_window_ms // config.broker_stats_sample_interval_ms + 2
-        meter = _meters[obj] = TrafficMeter(window_s, samples_max)
-    meter.sample(now_s, messages, size)
+        meter = _meters[obj] = TrafficMeter(window_s, samples_max, events is not None)
+    meter.sample(now_s, messages, size, events)
 
 
 def rates(obj: object) -> tuple[float, float]:
@@ -134,6 +174,51 @@ def rates(obj: object) -> tuple[float, float]:
     return meter.messages.rate(), meter.bytes.rate()
 
 
+def event_rate(obj: object) -> float:
+    """Events/s of `obj`'s event counter (redeliveries of a consumer, expiries of a
+    subscription); 0.0 until it has been sampled twice."""
+    meter = _meters.get(obj)
+    return meter.events.rate() if meter is not None and meter.events is not None else 0.0
+
+
+class Expiry:
+    """What message expiry (TTL, the admin expireMessages) did to one subscription since its
+    topic was loaded: entries it acked (`totalMsgExpired`) and when it last acked any."""
+
+    __slots__ = ("__weakref__", "entries", "last_ms")
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.last_ms = 0
+
+
+# subscription -> its Expiry; gone with the subscription (Pulsar's counts live in memory too).
+_expiries: weakref.WeakKeyDictionary[object, Expiry] = weakref.WeakKeyDictionary()
+
+
+def expiry_of(sub: object) -> Expiry | None:
+    return _expiries.get(sub)
+
+
+def expire_counted(sub: Subscription, expire: Callable[[], bool], now_ms: int) -> bool:
+    """Run `expire` (a call of the subscription's cursor's expire/expire_before) and count the
+    entries it acked: those between the old and new mark-delete that were not acked already.
+    Returns what `expire` returned (True if the mark-delete moved)."""
+    cursor, topic = sub.cursor, sub.topic
+    md_before, acked_before = cursor.mark_delete_position, cursor.individually_acked_count()
+    if not expire():
+        return False
+    expired = (sub.ml.entries_between(md_before, cursor.mark_delete_position)
+               - (acked_before - cursor.individually_acked_count()))
+    topic.service.stats.touch(topic)        # before the counter moves (msgRateExpired)
+    expiry = _expiries.get(sub)
+    if expiry is None:
+        expiry = _expiries[sub] = Expiry()
+    expiry.entries += max(0, expired)
+    expiry.last_ms = now_ms
+    return True
+
+
 def sample_topic(topic: PersistentTopic, now_s: float) -> tuple[int, int]:
     """Sample every counter of `topic`; returns (messages in, messages out) as sampled."""
     c = topic.config
@@ -142,8 +227,11 @@ def sample_topic(topic: PersistentTopic, now_s: float) -> tuple[int, int]:
         _sample(p, c, now_s, p.msg_in_counter, p.bytes_in_counter)
     for sub in list(topic.subscriptions.values()):
         for consumer in list(sub.consumers):
-            _sample(consumer, c, now_s, consumer.msg_out_counter, consumer.bytes_out_counter)
-        _sample(sub, c, now_s, sub.msg_out_counter, sub.bytes_out_counter)
+            _sample(consumer, c, now_s, consumer.msg_out_counter, consumer.bytes_out_counter,
+                    consumer.msg_redeliver_counter)
+        expiry = _expiries.get(sub)
+        _sample(sub, c, now_s, sub.msg_out_counter, sub.bytes_out_counter,
+                expiry.entries if expiry is not None else 0)
     out_msgs = topic.msg_out_counter
     _sample(_OutKey.of(topic), c, now_s, out_msgs, topic.bytes_out_counter)
     return topic.msg_in_counter, out_msgs
@@ -231,7 +319,14 @@ def out_rates(topic: object) -> tuple[float, float]:
     return rates(_OutKey.of(topic))
 
 
+def _address(link: object) -> str:
+    """The client's address as Pulsar prints it ("/127.0.0.1:50362"); "" when unknown."""
+    peer = getattr(link, "peer", "")
+    return f"/{peer}" if peer and peer != "?" else ""
+
+
 def _consumer_stats(consumer) -> dict:
+    rate_out, throughput_out = rates(consumer)
     return {
         "consumerName": consumer.name,
         "availablePermits": consumer.permits,
@@ -240,16 +335,46 @@ def _consumer_stats(consumer) -> dict:
         "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
         "msgOutCounter": consumer.msg_out_counter,
         "bytesOutCounter": consumer.bytes_out_counter,
-        "msgRateOut": rates(consumer)[0],
-        "msgThroughputOut": rates(consumer)[1],
+        "msgRateOut": rate_out,
+        "msgThroughputOut": throughput_out,
+        "msgRateRedeliver": event_rate(consumer),
         "priorityLevel": consumer.priority,
+        "address": _address(consumer.link),
+        "connectedSince": iso_ms(consumer.connected_since_ms),
+        "clientVersion": getattr(consumer.link, "client_version", ""),
     }
+
+
+def _ack_range_count(acked_ledgers: Mapping[int, BitMap64]) -> int:
+    """How many runs of consecutive acked entries there are (per ledger, as `ack_ranges` lists
+    them), counted in C: a run starts at every acked entry whose predecessor is not acked."""
+    return sum(len(acked) - acked.intersection_cardinality(acked.shift(1))
+               for acked in acked_ledgers.values() if acked)
+
+
+def _earliest_publish_ms(sub: Subscription, mark_delete: Position) -> int:
+    """Publish time (ms) of the first entry after the mark-delete position (the oldest in the
+    backlog: it is never acked, else the mark-delete would have moved past it); 0 with no
+    backlog. Read from the managed ledger's entry index, no entry is read."""
+    ml = sub.ml
+    first = ml.next_position(mark_delete)
+    if first > ml.last_confirmed:
+        return 0
+    try:
+        return ml.entry_meta(first).publish_time_ms
+    except InvalidPosition:                   # trimmed meanwhile: nothing older is kept
+        return 0
 
 
 def subscription_json(sub: Subscription) -> dict:
     stats = subscription_stats(sub.cursor, sub.ml)
     consumers = sub.consumers
+    consumer_stats = [_consumer_stats(c) for c in consumers]
     sub_type = SUB_TYPE_NAMES[sub.sub_type] if sub.sub_type is not None else SUB_TYPE_NAMES[SubType.EXCLUSIVE]
+    dispatcher = sub.dispatcher
+    read_position = dispatcher.read_position if dispatcher is not None else stats.read_position
+    expiry = _expiries.get(sub)
+    rate_out, throughput_out = rates(sub)
     return {
         "msgBacklog": stats.backlog_entries,
         "msgBacklogNoDelayed": stats.backlog_entries,
@@ -257,25 +382,35 @@ def subscription_json(sub: Subscription) -> dict:
         "unackedMessages": sum(c.unacked_messages() for c in consumers),
         "type": sub_type,
         "isDurable": sub.durable,
-        "msgRateOut": rates(sub)[0],
-        "msgThroughputOut": rates(sub)[1],
+        "msgRateOut": rate_out,
+        "msgThroughputOut": throughput_out,
         "msgOutCounter": sub.msg_out_counter,
         "bytesOutCounter": sub.bytes_out_counter,
+        "msgRateRedeliver": sum(c["msgRateRedeliver"] for c in consumer_stats),
+        "msgRateExpired": event_rate(sub),
+        "totalMsgExpired": expiry.entries if expiry is not None else 0,
+        "lastExpireTimestamp": expiry.last_ms if expiry is not None else 0,
+        "earliestMsgPublishTimeInBacklog": _earliest_publish_ms(sub, stats.mark_delete_position),
+        "nonContiguousDeletedMessagesRanges": _ack_range_count(sub.cursor.acked_ledgers),
         "markDeletePosition": str(stats.mark_delete_position),
-        "readPosition": str(stats.read_position),
+        "readPosition": str(read_position),
         "cursorStateBytes": stats.state_bytes,
         "cursorPersistedBytes": stats.persisted_bytes,
         "cursorStateBytesMax": sub.cursor.state_bytes_max,
         "cursorStateError": stats.state_error,
         "cursorPersistError": stats.persist_error,
-        "consumers": [_consumer_stats(c) for c in consumers],
+        "consumers": consumer_stats,
     }
+
+
+def _earliest(times_ms: Iterable[int]) -> int:
+    """The earliest of the non-zero times (0 means none); 0 if there is none."""
+    return min((t for t in times_ms if t > 0), default=0)
 
 
 def topic_stats(topic: PersistentTopic) -> dict:
     subs = {name: subscription_json(sub) for name, sub in topic.subscriptions.items()}
     durable = [s for s in topic.subscriptions.values() if s.durable]
-    backlog = max((subs[s.name]["msgBacklog"] for s in durable), default=0)
     rate_in, throughput_in = rates(topic)
     rate_out, throughput_out = rates(_OutKey.of(topic))
     return {
@@ -283,12 +418,14 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "msgThroughputIn": throughput_in,
         "msgRateOut": rate_out,
         "msgThroughputOut": throughput_out,
+        "averageMsgSize": throughput_in / rate_in if rate_in > 0 else 0.0,
         "msgInCounter": topic.msg_in_counter,
         "bytesInCounter": topic.bytes_in_counter,
         "msgOutCounter": topic.msg_out_counter,
         "bytesOutCounter": topic.bytes_out_counter,
-        "msgBacklog": backlog,
+        "msgBacklog": sum(sub["msgBacklog"] for sub in subs.values()),
         "backlogSize": max((subs[s.name]["backlogSize"] for s in durable), default=0),
+        "earliestMsgPublishTimeInBacklogs": _earliest(sub["earliestMsgPublishTimeInBacklog"] for sub in subs.values()),
         "storageSize": storage_size_bytes(topic.ml),
         **_offload_stats(topic.ml),
         "publishers": [_publisher_stats(p) for p in topic.producers.values()],
@@ -309,8 +446,11 @@ def _offload_stats(ml) -> dict:
 def _publisher_stats(p) -> dict:
     rate_in, throughput_in = rates(p)
     return {"producerName": p.name, "producerId": p.producer_id, "msgRateIn": rate_in,
-            "msgThroughputIn": throughput_in, "msgInCounter": p.msg_in_counter,
-            "bytesInCounter": p.bytes_in_counter}
+            "msgThroughputIn": throughput_in,
+            "averageMsgSize": throughput_in / rate_in if rate_in > 0 else 0.0,
+            "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter,
+            "address": _address(p.link), "connectedSince": iso_ms(p.connected_since_ms),
+            "clientVersion": getattr(p.link, "client_version", "")}
 
 
 # Topic fields that add up across partitions (the rest are merged or taken per partition).
@@ -318,7 +458,8 @@ _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "ms
            "bytesInCounter", "msgOutCounter", "bytesOutCounter", "msgBacklog", "backlogSize",
            "storageSize", "offloadedStorageSize")
 _SUB_SUMMED = ("msgBacklog", "msgBacklogNoDelayed", "backlogSize", "unackedMessages", "msgRateOut",
-               "msgThroughputOut", "msgOutCounter", "bytesOutCounter")
+               "msgThroughputOut", "msgOutCounter", "bytesOutCounter", "msgRateRedeliver", "msgRateExpired",
+               "totalMsgExpired", "nonContiguousDeletedMessagesRanges")
 
 
 def partitioned_stats(partitions: int, per_partition: dict[str, dict], include_partitions: bool) -> dict:
@@ -337,10 +478,17 @@ def partitioned_stats(partitions: int, per_partition: dict[str, dict], include_p
             merged = subs.setdefault(name, {**{k: 0 for k in _SUB_SUMMED}, "type": sub["type"],
                                             "isDurable": sub["isDurable"], "consumers": []})
             for key in _SUB_SUMMED:
-                merged[key] += sub[key]
+                merged[key] += sub.get(key, 0)     # .get: a peer broker's older stats may lack some
+            merged["lastExpireTimestamp"] = max(merged.get("lastExpireTimestamp", 0),
+                                                sub.get("lastExpireTimestamp", 0))
+            merged["earliestMsgPublishTimeInBacklog"] = _earliest(
+                (merged.get("earliestMsgPublishTimeInBacklog", 0), sub.get("earliestMsgPublishTimeInBacklog", 0)))
             merged["consumers"] += sub["consumers"]
     for key in ("lastOffloadLedgerId", "lastOffloadSuccessTimeStamp", "lastOffloadFailureTimeStamp"):
         out[key] = max((stats[key] for stats in per_partition.values()), default=0)
+    out["averageMsgSize"] = out["msgThroughputIn"] / out["msgRateIn"] if out["msgRateIn"] > 0 else 0.0
+    out["earliestMsgPublishTimeInBacklogs"] = _earliest(
+        stats.get("earliestMsgPublishTimeInBacklogs", 0) for stats in per_partition.values())
     out["subscriptions"] = subs
     out["metadata"] = {"partitions": partitions}
     out["partitions"] = per_partition if include_partitions else {}

@@ -79,13 +79,11 @@ def register(app: web.Application, service: BrokerService) -> None:
 
 def precise_backlog(topic: PersistentTopic, stats: dict) -> None:
     """`?getPreciseBacklog=true`: each subscription's msgBacklog counts messages (batch members,
-    less those acked one by one) instead of entries; the topic's is the largest durable one."""
+    less those acked one by one) instead of entries; the topic's is their sum (broker.topic_stats)."""
     for name, sub in list(topic.subscriptions.items()):
         if name in stats["subscriptions"]:
             stats["subscriptions"][name]["msgBacklog"] = subscription_stats(sub.cursor, sub.ml).backlog_messages
-    durable = [stats["subscriptions"][n]["msgBacklog"] for n, sub in topic.subscriptions.items()
-               if sub.durable and n in stats["subscriptions"]]
-    stats["msgBacklog"] = max(durable, default=0)
+    stats["msgBacklog"] = sum(s["msgBacklog"] for s in stats["subscriptions"].values())
 
 
 def _check_count(count: int, partitions_max: int) -> int:

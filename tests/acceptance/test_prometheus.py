@@ -1,9 +1,11 @@
 """A real Prometheus (the Debian package's binary) scrapes a standalone's broker and bookie.
 
-A topic is left with a backlog; Prometheus scrapes the broker's `/metrics` and the bookie's
-(`bookie_metrics_ports` in the standalone's state file) every second, and its HTTP API must
-answer `pulsar_msg_backlog` and `pulsar_storage_size` for the topic with exactly the admin
-stats' `msgBacklog` and `storageSize`, and bookie metrics (journal fsyncs, disk use) too.
+A topic is left with a backlog on two subscriptions (25 and 15 entries); Prometheus scrapes the
+broker's `/metrics` and the bookie's (`bookie_metrics_ports` in the standalone's state file) every
+second, and its HTTP API must answer `pulsar_msg_backlog` for the topic with exactly the sum of
+the admin stats' subscriptions' `msgBacklog` (Pulsar's: the topic's total backlog, not its
+largest), `pulsar_subscription_back_log` with each one's, `pulsar_storage_size` with
+`storageSize`, and bookie metrics (journal fsyncs, disk use) too.
 
 The Grafana dashboard (monitoring/grafana/strata.json) is checked against the same live
 exporters: every metric its PromQL names is one a broker or a bookie exports, and Prometheus
@@ -34,6 +36,7 @@ pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary
 
 TOPIC = "persistent://public/default/prometheus-backlog"
 MESSAGES = 25
+CONSUMED = 10               # acked on subscription `half`, so its backlog is MESSAGES - CONSUMED
 READY_BOUND_S = 30.0        # prometheus answering /-/ready
 SCRAPED_BOUND_S = 60.0      # the first scrapes carrying our topic have landed
 DASHBOARD = REPO_ROOT / "monitoring" / "grafana" / "strata.json"
@@ -101,18 +104,29 @@ def bookie_metrics_target(sa: StandaloneProcess) -> str:
 
 @pytest.fixture(scope="module")
 def backlog(standalone: StandaloneProcess) -> dict:
-    """TOPIC with MESSAGES unconsumed on subscription `idle`; returns its admin stats."""
+    """TOPIC with MESSAGES unconsumed on subscription `idle` and MESSAGES - CONSUMED on `half`;
+    returns its admin stats once both backlogs are settled."""
     client = make_client(standalone.service_url)
     try:
         client.subscribe(TOPIC, "idle").close()
+        half = client.subscribe(TOPIC, "half")
         producer = client.create_producer(TOPIC, batching_enabled=False)
         for i in range(MESSAGES):
             producer.send(f"message {i}".encode() * 20)
         producer.close()
+        for _ in range(CONSUMED):
+            half.acknowledge(half.receive(10_000))
+        half.close()
     finally:
         client.close()
     local = TOPIC.split("://", 1)[1]
-    return json.loads(_get(f"{standalone.admin_url}/admin/v2/persistent/{local}/stats"))
+    deadline = time.monotonic() + SCRAPED_BOUND_S
+    while True:
+        stats = json.loads(_get(f"{standalone.admin_url}/admin/v2/persistent/{local}/stats"))
+        if stats["subscriptions"]["half"]["msgBacklog"] == MESSAGES - CONSUMED:
+            return stats
+        assert time.monotonic() < deadline, f"the acks never showed in the stats: {stats}"
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -138,13 +152,17 @@ def _wait_value(prom: Prometheus, expr: str) -> float:
 
 
 def test_backlog_and_storage_through_prometheus_match_admin_stats(prometheus: Prometheus, backlog: dict) -> None:
-    assert backlog["msgBacklog"] == MESSAGES and backlog["storageSize"] > 0
+    subs = backlog["subscriptions"]
+    assert subs["idle"]["msgBacklog"] == MESSAGES and backlog["storageSize"] > 0
+    total = sum(sub["msgBacklog"] for sub in subs.values())
+    assert total == 2 * MESSAGES - CONSUMED and backlog["msgBacklog"] == total
     selector = f'{{topic="{TOPIC}"}}'
-    assert _wait_value(prometheus, "pulsar_msg_backlog" + selector) == backlog["msgBacklog"]
+    assert _wait_value(prometheus, "pulsar_msg_backlog" + selector) == total
     assert _wait_value(prometheus, "pulsar_storage_size" + selector) == backlog["storageSize"]
     assert _wait_value(prometheus, "pulsar_storage_backlog_size" + selector) == backlog["backlogSize"]
-    sub = f'{{topic="{TOPIC}",subscription="idle"}}'
-    assert _wait_value(prometheus, "pulsar_subscription_back_log" + sub) == MESSAGES
+    for name, sub in subs.items():
+        labels = f'{{topic="{TOPIC}",subscription="{name}"}}'
+        assert _wait_value(prometheus, "pulsar_subscription_back_log" + labels) == sub["msgBacklog"]
     assert _wait_value(prometheus, "pulsar_in_messages_total" + selector) == backlog["msgInCounter"]
 
 

@@ -19,6 +19,7 @@ class FakeCounters:
     def __init__(self) -> None:
         self.msg_in_counter = self.bytes_in_counter = 0
         self.msg_out_counter = self.bytes_out_counter = 0
+        self.msg_redeliver_counter = 0      # a consumer's (broker.consumer.Consumer)
 
 
 class FakeSub:

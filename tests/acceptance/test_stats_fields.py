@@ -197,3 +197,31 @@ def test_ttl_expiry_is_counted(sa: StandaloneProcess, client) -> None:
     assert before_ms - 1000 <= sub["lastExpireTimestamp"] <= time.time() * 1000 + 1000
     assert sub["earliestMsgPublishTimeInBacklog"] == 0
     _until("an expiry rate", lambda: _get(sa, topic, "stats")["subscriptions"]["s"]["msgRateExpired"] > 0)
+
+
+def test_partitioned_stats_merge_the_new_fields() -> None:
+    """Pulsar's PartitionedTopicStats: counts and rates summed, the earliest non-zero publish
+    time, the latest expiry; averageMsgSize of the summed rates (pure function, no broker)."""
+    from broker.topic_stats import _SUMMED, partitioned_stats
+
+    def partition(backlog: int, earliest_ms: int, expired: int, expired_at_ms: int, rate_in: float) -> dict:
+        sub = {"msgBacklog": backlog, "msgBacklogNoDelayed": backlog, "backlogSize": 10 * backlog,
+               "unackedMessages": 0, "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgOutCounter": 0,
+               "bytesOutCounter": 0, "msgRateRedeliver": 1.5, "msgRateExpired": 0.5, "totalMsgExpired": expired,
+               "lastExpireTimestamp": expired_at_ms, "earliestMsgPublishTimeInBacklog": earliest_ms,
+               "nonContiguousDeletedMessagesRanges": 2, "type": "Shared", "isDurable": True, "consumers": []}
+        stats = {key: 0 for key in _SUMMED}
+        stats.update({"msgRateIn": rate_in, "msgThroughputIn": 100 * rate_in, "msgBacklog": backlog,
+                      "earliestMsgPublishTimeInBacklogs": earliest_ms, "lastOffloadLedgerId": -1,
+                      "lastOffloadSuccessTimeStamp": 0, "lastOffloadFailureTimeStamp": 0,
+                      "publishers": [], "subscriptions": {"s": sub}})
+        return stats
+
+    out = partitioned_stats(3, {"p0": partition(4, 0, 1, 500, 2.0), "p1": partition(5, 2000, 0, 0, 0.0),
+                                "p2": partition(6, 1000, 3, 900, 6.0)}, include_partitions=False)
+    sub = out["subscriptions"]["s"]
+    assert out["msgBacklog"] == sub["msgBacklog"] == 15
+    assert out["earliestMsgPublishTimeInBacklogs"] == sub["earliestMsgPublishTimeInBacklog"] == 1000
+    assert out["averageMsgSize"] == 100.0
+    assert (sub["totalMsgExpired"], sub["lastExpireTimestamp"]) == (4, 900)
+    assert sub["msgRateRedeliver"] == 4.5 and sub["nonContiguousDeletedMessagesRanges"] == 6

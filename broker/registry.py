@@ -43,7 +43,7 @@ class BrokerInfo:
     key: str                       # host:webPort, the registry key's last segment
     web_url: str
     service_url: str
-    broker_id: str                 # host:pulsarPort
+    broker_id: str                 # the report's brokerId: host:webPort, as `brokers list` names it
     report: dict = field(default_factory=dict, compare=False)
 
     @property

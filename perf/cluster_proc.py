@@ -250,7 +250,7 @@ class BrokerNode(NodeProcess):
 
     @property
     def broker_id(self) -> str:
-        """host:pulsarPort, the registry's brokerId."""
+        """host:pulsarPort, the address its binary protocol listens on."""
         return f"{HOST}:{self.port}"
 
     @property

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import urllib.parse
@@ -55,6 +56,7 @@ from aiohttp import web
 from broker import policies
 from broker.admin import lookup
 from broker.admin.http import body_json, error, flag, reason_of, status_of, topic_of
+from broker.topic_stats import expire_counted
 from common.errors import (
     AlreadyExists,
     BadRequestBody,
@@ -463,7 +465,9 @@ class _SubscriptionRoutes:
         return await self._run(request, f"/all_subscription/expireMessages/{seconds}", local)
 
     async def _expire_sub(self, sub: Subscription, seconds: int) -> None:
-        if sub.cursor.expire_before(self.service.clock.wall_ms() - seconds * 1000):
+        now_ms = self.service.clock.wall_ms()
+        expire = functools.partial(sub.cursor.expire_before, now_ms - seconds * 1000)
+        if expire_counted(sub, expire, now_ms):           # counted in totalMsgExpired, as Pulsar's
             sub.on_cursor_moved()
             await self._persist(sub)
 

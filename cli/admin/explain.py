@@ -13,7 +13,9 @@ Consecutive ledgers with the same story (state, bookies, in S3 or not, `keptBy` 
 times, `goes` equal but for times and positions) are one row, `8-14 (7)`, with their entries and
 bytes summed, the first publish time to the last, and what keeps and when goes the first and the
 last of them: a topic of thousands of ledgers held by one subscription reads in a few rows, not
-thousands. `--all-ledgers` shows a row per ledger.
+thousands. `--all-ledgers` shows a row per ledger. On a terminal narrower than TABLE_WIDTH_MIN
+columns the ledgers print as indented blocks (`ledger_blocks`) instead of a table whose eight
+columns would wrap every cell.
 """
 
 from __future__ import annotations
@@ -54,10 +56,18 @@ def run(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
+# Below this terminal width the eight-column ledger table wraps every cell: ledgers print as blocks.
+TABLE_WIDTH_MIN = 120
+
+
 def print_explanation(e: dict, *, group: bool = True) -> None:
     """The tables and advice of one topic's (or partition's) explanation."""
     _console.print(f"[bold]{e['topic']}[/bold]: {header(e)}", highlight=False)
-    _console.print(_ledgers_table(e, group))
+    if _console.width >= TABLE_WIDTH_MIN:
+        _console.print(_ledgers_table(e, group))
+    else:
+        for line in ledger_blocks(e, group):
+            _console.print(line, highlight=False)
     _console.print(_decomposition_table(e))
     for line in e["advice"]:
         _console.print(f"- {line}", highlight=False)
@@ -141,6 +151,32 @@ def _ledgers_table(e: dict, group: bool = True) -> Table:
         table.add_row(name, str(sum(ledger["entries"] for ledger in run)),
                       human_bytes(sum(ledger["size"] for ledger in run)), first["state"], where, span, kept, goes)
     return table
+
+
+def ledger_blocks(e: dict, group: bool = True) -> list[str]:
+    """The ledger table's rows as text blocks, for terminals too narrow for the table: a title line
+    per run of ledgers, then what keeps it, when it goes, and where it lives, indented."""
+    lines = ["ledgers, oldest first:"]
+    for run in _runs(e["ledgers"], group):
+        first, last = run[0], run[-1]
+        name = f"ledger {first['ledgerId']}" if len(run) == 1 else \
+            f"ledgers {first['ledgerId']}-{last['ledgerId']} ({len(run)})"
+        entries = sum(ledger["entries"] for ledger in run)
+        size = human_bytes(sum(ledger["size"] for ledger in run))
+        start, end = _time(first["firstPublishMs"]), _time(last["lastPublishMs"])
+        if start[:10] == end[:10]:
+            end = end[11:]                       # the same day: the time is enough
+        lines.append(f"[bold]{name}[/bold]: {first['state']}, {entries} entries, {size}, published "
+                     f"{start} .. {end}")
+        for label, first_text, last_text in (("kept by", _kept(first), _kept(last)),
+                                             ("goes", first["goes"], last["goes"])):
+            if first_text == last_text:
+                lines += [f"    {label}: {line}" for line in first_text.splitlines()]
+            else:
+                lines += [f"    {label} (first): {line}" for line in first_text.splitlines()]
+                lines += [f"    {label} (last): {line}" for line in last_text.splitlines()]
+        lines += [f"    where: {place}" for place in _where(first).splitlines()]
+    return lines
 
 
 def _decomposition_table(e: dict) -> Table:

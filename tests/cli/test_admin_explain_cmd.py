@@ -84,3 +84,15 @@ def test_the_header_names_both_backlogs_for_what_they_are() -> None:
     assert explain.header(one).startswith("storage 20.0 KiB; subscription backlog 56 B (sub-x); ")
     none = {"storageSize": 100, "backlogSize": 0, "subscriptions": {}, "decomposition": _decomposition(0)}
     assert explain.header(none) == "storage 100 B; no subscription (backlog 0 B)"
+
+
+def test_a_narrow_terminal_gets_blocks_not_a_wrapped_table(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(explain, "_console", explain.Console(soft_wrap=False))
+    explain.print_explanation(_explanation())
+    out = capsys.readouterr().out
+    assert "┏" not in out.split("storageSize")[0]               # no ledger table before the decomposition
+    assert "ledger 7: closed, 50 entries" in out
+    assert "ledgers 8-207 (200): closed, 10000 entries" in out
+    assert "    kept by: sub-old has not acked 1 of its entries (mark-delete 7:-1)" in out
+    assert "ledger 208: open" in out and "    goes: at rollover" in out

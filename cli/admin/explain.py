@@ -166,8 +166,8 @@ def ledger_blocks(e: dict, group: bool = True) -> list[str]:
         start, end = _time(first["firstPublishMs"]), _time(last["lastPublishMs"])
         if start[:10] == end[:10]:
             end = end[11:]                       # the same day: the time is enough
-        lines.append(f"[bold]{name}[/bold]: {first['state']}, {entries} entries, {size}, published "
-                     f"{start} .. {end}")
+        published = "nothing published yet" if start == "-" else f"published {start} .. {end}"
+        lines.append(f"[bold]{name}[/bold]: {first['state']}, {entries} entries, {size}, {published}")
         for label, first_text, last_text in (("kept by", _kept(first), _kept(last)),
                                              ("goes", first["goes"], last["goes"])):
             if first_text == last_text:

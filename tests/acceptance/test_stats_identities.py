@@ -20,18 +20,16 @@ Ledgers roll every 5 entries; the topic keeps retention -1 until the trim step s
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pulsar
 import pytest
 
+from tests.support.admin_http import admin_call, topic_get
 from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
 
 ROLLOVER_ENTRIES = 5
 WAIT_S = 60.0
@@ -52,32 +50,16 @@ def _client(sa: StandaloneProcess) -> pulsar.Client:
 
 
 def _http(sa: StandaloneProcess, method: str, path: str, body: object = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(sa.admin_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+    return admin_call(sa.admin_url, method, path, body)
 
 
 def _get(sa: StandaloneProcess, topic: str, what: str) -> dict:
-    code, body = _http(sa, "GET", "/admin/v2/persistent/" + topic.split("://", 1)[1] + "/" + what)
-    assert code == 200, (what, code, body)
-    return body
+    return topic_get(sa.admin_url, topic, what)
 
 
-def _until(what: str, probe) -> Any:
+def _until(what: str, probe: Callable[[], Any]) -> Any:
     """Poll `probe` until it returns something truthy (bounded by WAIT_S)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        got = probe()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    return wait_until(probe, WAIT_S, what=what, interval_s=0.1)
 
 
 def _position(text: str) -> tuple[int, int]:

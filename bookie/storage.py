@@ -467,13 +467,17 @@ class Storage:
         return st.f_bavail * st.f_frsize
 
     def disk_used_bytes(self) -> int:
-        """Bytes of every file of this bookie, from the file system (not from the index)."""
+        """Bytes of every file of this bookie, from the file system (not from the index). A file
+        the GC deletes while it is counted (listed, then gone before its stat) counts 0."""
         total = 0
         for directory in (self.data_dir, self.segments_dir):
             with os.scandir(directory) as it:
                 for entry in it:
-                    if entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_size
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        continue
         return total
 
     def info(self) -> BookieInfo:

@@ -272,3 +272,38 @@ def test_a_crash_leaves_reserved_zeros_that_replay_cuts_and_close_gives_back(tmp
             data = seg.read_bytes()
             assert records_end(data) == len(data)
     run(go())
+
+
+def test_disk_use_counts_a_file_deleted_while_it_is_listed_as_zero(tmp_path, monkeypatch):
+    """The GC may delete a segment between the directory listing and its stat (GetInfo and the
+    metrics ask at any time): that file counts 0, nothing fails."""
+    async def go():
+        s = await opened(tmp_path)
+        assert await add(s, [entry(1, i, b"x" * 100) for i in range(5)]) == [0] * 5
+        before = s.disk_used_bytes()
+        real_scandir = os.scandir
+
+        class Listed:
+            """A listing read to the end, then one of its files deleted before anyone stats it."""
+
+            def __init__(self, path):
+                gone = tmp_path / "deleted-by-gc.seg"
+                gone.write_bytes(b"z" * 4096)
+                with real_scandir(path) as it:
+                    self.entries = list(it)     # it is listed...
+                gone.unlink()                   # ...and gone before its stat
+
+            def __enter__(self):
+                return iter(self.entries)
+
+            def __exit__(self, *exc):
+                return False
+
+        def scandir_then_delete(path):
+            return Listed(path) if str(path) == str(tmp_path) else real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir_then_delete)
+        assert s.disk_used_bytes() == before
+        monkeypatch.setattr(os, "scandir", real_scandir)
+        await s.close()
+    run(go())

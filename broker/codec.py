@@ -357,9 +357,12 @@ def encode_error_for(request_id: int, exc: StrataError) -> bytes:
 
 
 def encode_producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1,
-                            producer_ready: bool = True, topic_epoch: int | None = None) -> bytes:
+                            producer_ready: bool = True, topic_epoch: int | None = None,
+                            schema_version: bytes = b"") -> bytes:
+    """PRODUCER_SUCCESS; `schema_version` is empty for a topic without a schema (PROTOCOL.md §4.3)."""
     ps = pb.CommandProducerSuccess(request_id=request_id, producer_name=producer_name,
-                                   last_sequence_id=last_sequence_id, producer_ready=producer_ready)
+                                   last_sequence_id=last_sequence_id, producer_ready=producer_ready,
+                                   schema_version=schema_version)
     if topic_epoch is not None:
         ps.topic_epoch = topic_epoch
     return _cmd(T.PRODUCER_SUCCESS, "producer_success", ps)

@@ -38,7 +38,10 @@ process, since some of them crash it):
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import pulsar
@@ -231,8 +234,44 @@ def _send_raw_entry(wire: _Wire, seq: int, metadata: bytes, payload: bytes, mess
     return wire.wait_for(lambda c: c.type in (T.SEND_RECEIPT, T.SEND_ERROR))
 
 
+# The consumer that meets the garbage runs in a child process: the official client (C++ 3.13.0)
+# has been seen, rarely, to crash the whole process while it decompresses garbage, which took the
+# pytest run down with it. A child killed by a signal is run once more on the same subscription
+# (nothing it received was acked, so the good messages are all still there); a second crash fails.
+_GARBAGE_CONSUMER = """
+import json, sys
+import pulsar
+url, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+client = pulsar.Client(url, operation_timeout_seconds=20,
+                       logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+got = []
+while len(got) < count:
+    message = consumer.receive(timeout_millis=10_000)
+    got.append(message.data().decode())
+    consumer.acknowledge(message)
+try:
+    extra = consumer.receive(timeout_millis=500).data().decode()
+except pulsar.Timeout:
+    extra = None
+print(json.dumps({"got": got, "extra": extra}))
+client.close()
+"""
+
+
+def _consume_in_child(url: str, topic: str, count: int) -> dict:
+    for attempt in (1, 2):
+        done = subprocess.run([sys.executable, "-c", _GARBAGE_CONSUMER, url, topic, str(count)],
+                              capture_output=True, text=True, timeout=60)
+        if done.returncode >= 0 or attempt == 2:
+            assert done.returncode == 0, done.stderr[-2000:]
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"the official consumer died with signal {-done.returncode}; running it once more")
+    raise AssertionError("unreachable")
+
+
 def test_garbage_under_a_codec_is_stored_and_skipped_by_the_consumer(standalone, client, topic) -> None:
-    consumer = client.subscribe(topic, "sub", consumer_type=Shared)
+    client.subscribe(topic, "sub", consumer_type=Shared).close()   # the subscription starts here
     wire = _Wire(standalone.port)
     try:
         wire.producer(topic)
@@ -258,8 +297,8 @@ def test_garbage_under_a_codec_is_stored_and_skipped_by_the_consumer(standalone,
     for i in range(10):
         producer.send_async(f"good-{i}".encode(), None)
     producer.flush()
-    assert [m.data() for m in receive_all(consumer, 10)] == [f"good-{i}".encode() for i in range(10)]
-    assert_no_more(consumer)
+    seen = _consume_in_child(standalone.service_url, topic, 10)
+    assert seen == {"got": [f"good-{i}" for i in range(10)], "extra": None}
     assert _stats(standalone, topic)["msgInCounter"] == 4 * (1 + 3) + 10
     _poll(lambda: _backlog(standalone, topic), 0)   # the garbage was acked as corrupt by the client
 

@@ -329,11 +329,14 @@ def _message_id(ledger_id: int, entry_id: int, partition: int | None = None,
     return mid
 
 
-def encode_connected(server_version: str, protocol_version: int, max_message_size: int) -> bytes:
+def encode_connected(server_version: str, protocol_version: int, max_message_size: int, *,
+                     supports_topic_watchers: bool = False) -> bytes:
     """CONNECTED; protocol_version should be min(client's, PROTOCOL_VERSION_MAX)."""
-    return _cmd(T.CONNECTED, "connected", pb.CommandConnected(
-        server_version=server_version, protocol_version=protocol_version,
-        max_message_size=max_message_size))
+    connected = pb.CommandConnected(server_version=server_version, protocol_version=protocol_version,
+                                    max_message_size=max_message_size)
+    if supports_topic_watchers:
+        connected.feature_flags.supports_topic_watchers = True
+    return _cmd(T.CONNECTED, "connected", connected)
 
 
 def negotiate_protocol_version(client_version: int) -> int:
@@ -465,9 +468,12 @@ def encode_pong() -> bytes:
     return _PONG
 
 
-def encode_get_topics_of_namespace_response(request_id: int, topics: Iterable[str]) -> bytes:
+def encode_get_topics_of_namespace_response(request_id: int, topics: Iterable[str], *, filtered: bool = False,
+                                            topics_hash: str | None = None, changed: bool = True) -> bytes:
     r = pb.CommandGetTopicsOfNamespaceResponse(request_id=request_id, topics=list(topics),
-                                               filtered=False, changed=True)
+                                               filtered=filtered, changed=changed)
+    if topics_hash is not None:
+        r.topics_hash = topics_hash
     return _cmd(T.GET_TOPICS_OF_NAMESPACE_RESPONSE, "getTopicsOfNamespaceResponse", r)
 
 
@@ -488,3 +494,17 @@ def encode_send(producer_id: int, sequence_id: int, num_messages: int,
     if metadata.HasField("num_messages_in_batch"):
         send.num_messages = num_messages
     return encode_payload_command(cmd, build_entry(metadata, payload))
+
+
+def encode_watch_topic_list_success(request_id: int, watcher_id: int, topics: Iterable[str],
+                                    topics_hash: str) -> bytes:
+    r = pb.CommandWatchTopicListSuccess(request_id=request_id, watcher_id=watcher_id, topic=list(topics),
+                                        topics_hash=topics_hash)
+    return _cmd(T.WATCH_TOPIC_LIST_SUCCESS, "watchTopicListSuccess", r)
+
+
+def encode_watch_topic_update(watcher_id: int, new_topics: Iterable[str], deleted_topics: Iterable[str],
+                              topics_hash: str) -> bytes:
+    r = pb.CommandWatchTopicUpdate(watcher_id=watcher_id, new_topics=list(new_topics),
+                                   deleted_topics=list(deleted_topics), topics_hash=topics_hash)
+    return _cmd(T.WATCH_TOPIC_UPDATE, "watchTopicUpdate", r)

@@ -51,7 +51,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from broker import consumer_commands, lookup
+from broker import consumer_commands, lookup, topic_lists
 from broker.codec import CommandType as T
 from broker.codec import (
     FrameDecoder,
@@ -59,7 +59,6 @@ from broker.codec import (
     encode_error,
     encode_error_for,
     encode_get_schema_response,
-    encode_get_topics_of_namespace_response,
     encode_ping,
     encode_pong,
     encode_producer_success,
@@ -70,7 +69,7 @@ from broker.codec import (
 from broker.consumer import Consumer
 from broker.producer import Producer
 from common.errors import IllegalTransition, PulsarServerError, StrataError
-from common.topic_names import parse_namespace, parse_topic
+from common.topic_names import parse_topic
 from ledger.position import LATEST
 from proto import pulsar_api_pb2 as pb
 
@@ -189,6 +188,7 @@ class ServerConnection(asyncio.Protocol):
         for consumer in list(self.consumers.values()):
             consumer_commands.detach(self, consumer)
         self.consumers.clear()
+        topic_lists.release(self)
         for task in list(self._tasks):
             task.cancel()
 
@@ -338,7 +338,11 @@ class ServerConnection(asyncio.Protocol):
             T.SEEK: lambda cmd: self._request(cmd.seek.request_id, c.seek(self, cmd.seek)),
             T.GET_LAST_MESSAGE_ID: lambda cmd: c.get_last_message_id(self, cmd.getLastMessageId),
             T.GET_TOPICS_OF_NAMESPACE: lambda cmd: self._request(
-                cmd.getTopicsOfNamespace.request_id, self._topics_of_namespace(cmd.getTopicsOfNamespace)),
+                cmd.getTopicsOfNamespace.request_id,
+                topic_lists.get_topics_of_namespace(self, cmd.getTopicsOfNamespace)),
+            T.WATCH_TOPIC_LIST: lambda cmd: self._request(
+                cmd.watchTopicList.request_id, topic_lists.watch_topic_list(self, cmd.watchTopicList)),
+            T.WATCH_TOPIC_LIST_CLOSE: lambda cmd: topic_lists.close_watcher(self, cmd.watchTopicListClose),
             T.GET_SCHEMA: lambda cmd: self.write(encode_get_schema_response(cmd.getSchema.request_id)),
         }
 
@@ -376,7 +380,8 @@ class ServerConnection(asyncio.Protocol):
         version = negotiate_protocol_version(connect.protocol_version)
         self.client_version = connect.client_version
         self.end_of_topic_ok = version >= 9 and not connect.client_version.startswith("Pulsar-CPP")
-        self.write(encode_connected(SERVER_VERSION, version, self.config.broker_max_message_bytes))
+        self.write(encode_connected(SERVER_VERSION, version, self.config.broker_max_message_bytes,
+                                    supports_topic_watchers=True))
         self._set_state(ConnState.READY)
 
     # --- request helpers -----------------------------------------------------------------------------
@@ -449,8 +454,3 @@ class ServerConnection(asyncio.Protocol):
         elif ("p", cmd.producer_id) in self.creating:
             self.cancelled.add(("p", cmd.producer_id))
         self.write(encode_success(cmd.request_id))
-
-    async def _topics_of_namespace(self, cmd: pb.CommandGetTopicsOfNamespace) -> None:
-        tenant, namespace = parse_namespace(cmd.namespace)
-        topics = await self.service.topics_of_namespace(tenant, namespace)
-        self.write(encode_get_topics_of_namespace_response(cmd.request_id, topics))

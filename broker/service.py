@@ -40,7 +40,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker import dedup, offload_policy, policies, tenancy, topic_stats
+from broker import dedup, offload_policy, policies, tenancy, topic_lists, topic_stats
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
 from broker.load_report import LoadMeter
@@ -94,6 +94,7 @@ class BrokerService:
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
         self.stats = topic_stats.StatsSampler(config, clock)  # rates of topics with traffic
+        self.topic_list_watchers = topic_lists.TopicListRegistry(self)   # WATCH_TOPIC_LIST watchers
         self.closing = False
         self.draining = False               # stopping: bundles are being handed to other brokers
 
@@ -284,6 +285,7 @@ class BrokerService:
                 log.warning("closing topic %s: %s", topic.name, exc)
         if self._policy_watch is not None:
             self._policy_watch.cancel()
+        self.topic_list_watchers.stop()
         self.namespaces.stop()
         for task in list(self._tasks):
             task.cancel()

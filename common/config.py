@@ -207,6 +207,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Shared/Key_Shared: a consumer holding this many unacked messages gets no more until acks bring it to "
             "half (Pulsar's maxUnackedMessagesPerConsumer; 0: no limit)"),
     Setting("broker_partitions_max", int, 1_000, 1, 100_000, "most partitions a partitioned topic may have"),
+    Setting("broker_subscription_pattern_length_max", int, 50, 0, 100_000,
+            "longest topics pattern the broker applies to GET_TOPICS_OF_NAMESPACE; a longer one is not applied "
+            "and the client filters (Pulsar's subscriptionPatternMaxLength)"),
+    Setting("broker_topic_list_watchers_per_connection_max", int, 100, 1, 100_000,
+            "most topic-list watchers (WATCH_TOPIC_LIST) one connection may hold"),
     Setting("broker_delayed_delivery_tick_ms", int, 200, 10, 10_000, "how often due delayed messages are checked"),
     Setting("broker_delayed_delivery_entries_max", int, 100_000, 1, 10_000_000,
             "delayed entries a subscription keeps in memory; more are found again by re-scanning storage"),

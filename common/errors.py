@@ -441,6 +441,19 @@ class MalformedPayload(BrokerError):
     code = 540
 
 
+class InvalidTopicsPattern(BrokerError):
+    """A topics pattern (GET_TOPICS_OF_NAMESPACE, WATCH_TOPIC_LIST) that does not compile or names
+    an unknown domain; Pulsar answers a failed listing as MetadataError."""
+    code = 590
+    server_error = PulsarServerError.MetadataError
+
+
+class TooManyTopicListWatchers(BrokerError):
+    """A connection asked for more topic-list watchers than `broker_topic_list_watchers_per_connection_max`."""
+    code = 591
+    server_error = PulsarServerError.NotAllowedError
+
+
 # --- cold tier (600-699) ----------------------------------------------------------------------
 # botocore's errors are translated into these in `offload/`, never deeper.
 

@@ -28,6 +28,7 @@ watch on `/topics` per broker (`TopicListRegistry`), so a watcher on any broker 
 topics created through any other, within the store's watch delay (about 0.1 s). A watcher is
 registered before its initial list is read and buffers events until then, so no change between
 the read and the subscription is lost; applying them after the read is idempotent (add/remove).
+Past `_BUFFERED_CHANGES_MAX` buffered changes the request fails with ServiceNotReady (retried).
 WATCH_TOPIC_LIST_CLOSE answers SUCCESS (as Pulsar); a connection's watchers go when it closes.
 At most `broker_topic_list_watchers_per_connection_max` watchers per connection
 (TooManyTopicListWatchers beyond).
@@ -53,7 +54,7 @@ from broker.codec import (
     encode_watch_topic_list_success,
     encode_watch_topic_update,
 )
-from common.errors import InvalidTopicsPattern, TooManyTopicListWatchers
+from common.errors import InvalidTopicsPattern, ServiceNotReady, TooManyTopicListWatchers
 from common.topic_names import TOPICS_ROOT, parse_namespace
 from metadata.api import EventKind, Watch, WatchEvent
 from proto import pulsar_api_pb2 as pb
@@ -67,6 +68,7 @@ log = logging.getLogger(__name__)
 _MODE = pb.CommandGetTopicsOfNamespace
 _PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
 _DOMAINS = ("non-persistent", "persistent")   # longest first: "persistent" ends "non-persistent"
+_BUFFERED_CHANGES_MAX = 10_000   # changes a new watcher holds while its list is read; more: retry
 
 
 # --- names, patterns, hashes ----------------------------------------------------------------------
@@ -164,12 +166,16 @@ class TopicListWatcher:
         self.topics: set[str] = set()
         self.live = False                                   # SUCCESS was sent; updates flow
         self._buffered: list[tuple[str, bool]] = []         # (topic, created) before live
+        self.overflowed = False                             # more than _BUFFERED_CHANGES_MAX came
 
     def on_change(self, topic: str, created: bool) -> None:
         if not matches(self.compiled, topic):
             return
         if not self.live:
-            self._buffered.append((topic, created))
+            if len(self._buffered) < _BUFFERED_CHANGES_MAX:
+                self._buffered.append((topic, created))
+            else:
+                self.overflowed = True
             return
         if self._apply(topic, created):
             new, deleted = ([topic], []) if created else ([], [topic])
@@ -288,6 +294,10 @@ async def watch_topic_list(conn: ServerConnection, cmd: pb.CommandWatchTopicList
         return
     if registry.watchers_of(conn).get(cmd.watcher_id) is not watcher:
         return   # the client closed it meanwhile
+    if watcher.overflowed:
+        registry.remove(watcher)
+        raise ServiceNotReady("the topic list changed too often while the watcher was being created",
+                              namespace=cmd.namespace)
     watcher.go_live([str(n) for n in names])
     _write_success(conn, cmd, sorted(watcher.topics))
 

@@ -51,7 +51,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from broker import consumer_commands, lookup, topic_lists
+from broker import consumer_commands, lookup, non_persistent, topic_lists
 from broker.codec import CommandType as T
 from broker.codec import (
     FrameDecoder,
@@ -421,6 +421,10 @@ class ServerConnection(asyncio.Protocol):
         self.creating.add(key)
         try:
             name = parse_topic(cmd.topic)
+            if not name.persistent:   # in-memory fan-out, nothing stored
+                await non_persistent.attach_producer(self, cmd, name, wanted=lambda: not (
+                    key in self.cancelled or self.state is ConnState.CLOSED))
+                return
             topic = await self.service.get_topic(name)
             if cmd.initial_subscription_name:
                 await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)

@@ -21,6 +21,7 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
+from broker import non_persistent
 from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.consumer import Consumer
 from broker.entry_facts import entry_facts
@@ -73,7 +74,8 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
     conn.creating.add(key)
     try:
         name = parse_topic(cmd.topic)
-        topic = await conn.service.get_topic(name)
+        topic = (await conn.service.get_topic(name) if name.persistent
+                 else await non_persistent.topic_for(conn, cmd, name))
         sub = await topic.subscription(cmd.subscription, durable=cmd.durable, start=_start_of(cmd))
         if key in conn.cancelled or conn.consumers.get(cmd.consumer_id) is not None:
             return
@@ -177,7 +179,11 @@ def get_last_message_id(conn: ServerConnection, cmd: pb.CommandGetLastMessageId)
         conn.write(encode_error_for(cmd.request_id, ConsumerNotFound("no such consumer", consumer_id=cmd.consumer_id)))
         return
     sub = _subscription_of(consumer)
-    last = sub.ml.last_confirmed
+    try:
+        last = sub.ml.last_confirmed
+    except StrataError as exc:   # NotOnNonPersistent: a non-persistent topic stores nothing
+        conn.write(encode_error_for(cmd.request_id, exc))
+        return
     md = sub.cursor.mark_delete_position
 
     async def answer() -> None:

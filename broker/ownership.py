@@ -403,6 +403,8 @@ class Ownership:
             version = await self._disable(path, version)
             await self._leave_hint(tenant, namespace, bundle, destination)
             await self._close_topics(self.topics_in(tenant, namespace, bundle))
+            await self._service.non_persistent.close_where(lambda n: (n.tenant, n.namespace) == (tenant, namespace)
+                                                           and bundle.holds(bundle_math.topic_hash(str(n))))
             try:
                 await self._astore.delete(path, expected_version=version)
             except (NotFound, BadVersion):
@@ -484,6 +486,7 @@ class Ownership:
         self._mine.clear()
         self._view.clear()
         await self._close_topics(list(self._service.topics.values()))
+        await self._service.non_persistent.close_where(lambda _name: True)
 
     async def split(self, tenant: str, namespace: str, bundle: BundleRange, *,
                     unload: bool) -> tuple[BundleRange, BundleRange]:

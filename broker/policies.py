@@ -3,6 +3,8 @@
 Layout (every value is JSON):
 - `/admin/partitioned-topics/<tenant>/<ns>/<topic>` = `{"partitions": N}` — PARTITIONED_METADATA
   answers N; absent means "not partitioned" (0).
+  `/admin/partitioned-non-persistent-topics/<tenant>/<ns>/<topic>` the same for a
+  `non-persistent://` topic (`broker.non_persistent`).
 - `/admin/policies/<tenant>/<ns>` = `{"deduplicationEnabled": bool, "retention_policies":
   {"retentionTimeInMinutes": m, "retentionSizeInMB": s}, "message_ttl_in_seconds": n,
   "offload_threshold": bytes, "offload_threshold_in_seconds": s, "offload_deletion_lag_ms": ms}` —
@@ -35,6 +37,7 @@ from metadata.api import AsyncStore
 
 POLICIES_ROOT = "/admin/policies"
 TOPIC_POLICIES_ROOT = "/admin/topic-policies"
+NON_PERSISTENT_PARTITIONED_ROOT = "/admin/partitioned-non-persistent-topics"   # as PARTITIONED_ROOT
 DEDUP_KEY = "deduplicationEnabled"
 RETENTION_KEY = "retention_policies"     # {"retentionTimeInMinutes": m, "retentionSizeInMB": s}
 TTL_KEY = "message_ttl_in_seconds"       # int seconds, 0 = off
@@ -49,6 +52,8 @@ def namespace_path(tenant: str, namespace: str) -> str:
 
 
 def _partitioned_path(name: TopicName) -> str:
+    if not name.persistent:   # Pulsar keeps the domains apart: non-persistent://t/ns/x is another topic
+        return f"{NON_PERSISTENT_PARTITIONED_ROOT}/{name.path}"
     return f"{PARTITIONED_ROOT}/{name.path}"
 
 

@@ -44,6 +44,7 @@ from broker import dedup, offload_policy, policies, tenancy, topic_lists, topic_
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
 from broker.load_report import LoadMeter
+from broker.non_persistent import NonPersistentTopics
 from broker.ownership import Ownership
 from broker.registry import BrokerRegistry
 from broker.retention_task import RetentionTask
@@ -88,6 +89,7 @@ class BrokerService:
         self.load_manager = LoadManager(self)
         self._load_meter = LoadMeter()
         self.topics: dict[str, PersistentTopic] = {}
+        self.non_persistent = NonPersistentTopics(self)   # live non-persistent topics (in memory only)
         self._loading: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
         self._background_started = False   # policy watch and stats sampler (started lazily)
@@ -255,6 +257,10 @@ class BrokerService:
         await self.namespaces.require(name.tenant, name.namespace)
         return await policies.partition_count(self.astore, name)
 
+    def non_persistent_topics(self, tenant: str, namespace: str) -> list[str]:
+        """The namespace's live non-persistent topics on this broker (`broker.non_persistent`)."""
+        return self.non_persistent.names(tenant, namespace)
+
     async def topics_of_namespace(self, tenant: str, namespace: str) -> list[str]:
         await self.namespaces.require(tenant, namespace)
         names = await policies.topics_of_namespace(self.astore, tenant, namespace)
@@ -273,6 +279,7 @@ class BrokerService:
         self.load_manager.stop()
         self.registry.stop_view()
         await self.retention.stop()
+        await self.non_persistent.stop()
         for task in list(self._loading.values()):
             try:
                 await asyncio.wait_for(asyncio.shield(task), self.config.broker_topic_load_timeout_ms / 1000)

@@ -229,6 +229,8 @@ SETTINGS: tuple[Setting, ...] = (
             "producer names whose dedup marks a topic keeps; the least recently used go first"),
     Setting("broker_stats_sample_interval_ms", int, 1_000, 10, 600_000,
             "how often message/byte counters are sampled for rates"),
+    Setting("broker_non_persistent_idle_ms", int, 60_000, 100, 86_400_000,
+            "a non-persistent topic without producers or consumers is forgotten after this long"),
     Setting("broker_retention_check_interval_ms", int, 60_000, 10, 86_400_000,
             "how often each loaded topic's TTL and retention are applied"),
     Setting("broker_stats_rate_window_ms", int, 10_000, 100, 3_600_000,

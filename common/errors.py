@@ -435,6 +435,12 @@ class MessageTooLarge(BrokerError):
     server_error = PulsarServerError.NotAllowedError
 
 
+class NotOnNonPersistent(NotAllowed):
+    """An operation that needs stored messages (seek, last message id, read_compacted, terminate,
+    offload, compaction, cursor moves) on a `non-persistent://` topic, which stores none."""
+    code = 595
+
+
 class MalformedPayload(BrokerError):
     """A message payload that cannot be decoded (batch layout, compression); only clients and
     tools open payloads, the broker never does."""

@@ -1,8 +1,10 @@
 """Topic names: parsing, validation and the metadata paths derived from them.
 
-A topic is `persistent://tenant/namespace/local`. Clients normalise short names before they send
+A topic is `persistent://tenant/namespace/local` or `non-persistent://tenant/namespace/local` (an
+in-memory fan-out topic, `broker.non_persistent`). Clients normalise short names before they send
 them, but admin paths and tools may not, so `parse_topic` also expands `local` to
-`persistent://public/default/local` and `tenant/ns/local` to `persistent://tenant/ns/local`.
+`persistent://public/default/local` and `tenant/ns/local` to `persistent://tenant/ns/local` (a
+short name is always persistent, as in Pulsar).
 Partition i of a partitioned topic is the ordinary topic `<local>-partition-<i>`.
 
 Where topics are recorded in the metadata store (written by the broker, read by `analytics/` too):
@@ -25,6 +27,9 @@ DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
 NAME_BYTES_MAX = 512
 PARTITIONED_ROOT = "/admin/partitioned-topics"
+PERSISTENT = "persistent"
+NON_PERSISTENT = "non-persistent"
+DOMAINS = (PERSISTENT, NON_PERSISTENT)
 TOPICS_ROOT = "/topics"
 
 _PART = re.compile(r"^[A-Za-z0-9_.:=%-]+$")
@@ -33,13 +38,18 @@ _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d{1,6})$")
 
 @dataclass(frozen=True)
 class TopicName:
-    domain: str       # "persistent" (non-persistent topics are refused)
+    domain: str       # PERSISTENT or NON_PERSISTENT
     tenant: str
     namespace: str
     local: str        # includes the -partition-N suffix for a partition
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
+
+    @property
+    def persistent(self) -> bool:
+        """False for a `non-persistent://` topic (nothing stored: `broker.non_persistent`)."""
+        return self.domain == PERSISTENT
 
     @property
     def partition_index(self) -> int:
@@ -78,15 +88,15 @@ def parse_topic(text: str) -> TopicName:
     """Parse and validate a topic name; raise InvalidTopicName if it is not one."""
     if not isinstance(text, str) or not text or len(text.encode()) > NAME_BYTES_MAX:
         raise InvalidTopicName("empty or overlong topic name", topic=str(text)[:80])
-    domain = "persistent"
+    domain = PERSISTENT
     rest = text
     if "://" in text:
         domain, _, rest = text.partition("://")
-        if domain != "persistent":
-            raise InvalidTopicName("only persistent:// topics are supported", topic=text)
+        if domain not in DOMAINS:
+            raise InvalidTopicName("only persistent:// and non-persistent:// topics exist", topic=text)
         parts = rest.split("/")
         if len(parts) != 3:
-            raise InvalidTopicName("expected persistent://tenant/namespace/topic", topic=text)
+            raise InvalidTopicName(f"expected {domain}://tenant/namespace/topic", topic=text)
     else:
         parts = rest.split("/")
         if len(parts) == 1:

@@ -29,6 +29,7 @@ from broker.admin import (
     explain,
     lookup,
     namespaces,
+    non_persistent,
     offload,
     subscriptions,
     tenants,
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
-_RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate)
+_RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
+              non_persistent)
 
 
 class AdminServer:

@@ -106,7 +106,7 @@ def test_command_without_body_we_do_not_serve_closes(standalone: StandaloneProce
 
 
 @pytest.mark.parametrize("bad_name", ["persistent://only/two", "persistent://t/ns/sp ace",
-                                      "non-persistent://public/default/x", "a/b", ""])
+                                      "non-persistent://only/two", "other://public/default/x", "a/b", ""])
 def test_bad_topic_name(standalone: StandaloneProcess, bad_name: str) -> None:
     client = RawClient(standalone.port)
     client.connect()

@@ -26,7 +26,8 @@ def test_partition_suffix() -> None:
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "persistent://a/b", "persistent://a/b/c/d", "x://a/b/c",
-                                 "non-persistent://a/b/c", "persistent://a//c", "sp ace", "a/b/c?",
+                                 "non-persistent://a/b", "non-persistent://a/b/c d", "persistent://a//c",
+                                 "sp ace", "a/b/c?",
                                  "x" * 600])
 def test_invalid_names_are_typed_errors(bad: str) -> None:
     with pytest.raises(InvalidTopicName):

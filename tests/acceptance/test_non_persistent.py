@@ -1,0 +1,183 @@
+"""Non-persistent topics (`non-persistent://`) against a real standalone with the official client.
+
+- Every subscription type receives what is published while it is connected, each message once
+  per subscription; receipts carry Pulsar's (0, 0) message id; acks are accepted.
+- Nothing is stored: no message published before a consumer subscribed reaches it, the
+  standalone's data directory does not name the topic, and after a restart the topic is gone
+  (stats 404) while clients carry on with a fresh one.
+- A consumer that does not keep up loses messages, and the loss is counted (`msgDropCount`,
+  `msgDropRate` in the subscription's and the topic's stats).
+- Admin: stats / internalStats / the namespace list; what needs stored messages answers 405.
+- Bad input: a malformed non-persistent name is refused (InvalidTopicName / 400) like a
+  persistent one; seek and read_compacted are refused.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pulsar
+import pytest
+
+from broker.codec import CommandType as T
+from common.errors import PulsarServerError
+from proto import pulsar_api_pb2 as pb
+from tests.acceptance.conftest import assert_no_more, make_client, receive_all
+from tests.broker.raw_client import RawClient
+from tests.support.admin_http import admin_call
+from tests.support.standalone_proc import StandaloneProcess
+from tests.support.waiting import wait_until
+
+SUB_TYPES = {"Exclusive": pulsar.ConsumerType.Exclusive, "Shared": pulsar.ConsumerType.Shared,
+             "Failover": pulsar.ConsumerType.Failover, "KeyShared": pulsar.ConsumerType.KeyShared}
+
+
+@pytest.fixture
+def np_topic(topic: str) -> str:
+    return topic.replace("persistent://", "non-persistent://", 1)
+
+
+def _path(topic: str) -> str:
+    return "/admin/v2/non-persistent/" + topic.split("://", 1)[1]
+
+
+def _stats(admin_url: str, topic: str) -> dict:
+    status, body = admin_call(admin_url, "GET", _path(topic) + "/stats")
+    assert status == 200, body
+    return body
+
+
+@pytest.mark.parametrize("sub_type", list(SUB_TYPES))
+def test_each_subscription_type_receives_what_is_published_while_connected(
+        standalone: StandaloneProcess, client: pulsar.Client, np_topic: str, sub_type: str) -> None:
+    producer = client.create_producer(np_topic, batching_enabled=False)
+    early = producer.send(b"before anyone subscribed")
+    assert (early.ledger_id(), early.entry_id()) == (0, 0)         # Pulsar's receipt for it
+    consumer = client.subscribe(np_topic, "s", consumer_type=SUB_TYPES[sub_type])
+    other = client.subscribe(np_topic, "other", consumer_type=pulsar.ConsumerType.Shared)
+    sent = [f"m{i}".encode() for i in range(50)]
+    for i, data in enumerate(sent):
+        producer.send(data, partition_key=f"k{i % 7}")
+    for sub in (consumer, other):
+        got = [m.data() for m in receive_all(sub, len(sent))]
+        assert got == sent
+        assert_no_more(sub)
+    stats = _stats(standalone.admin_url, np_topic)
+    assert stats["msgInCounter"] == 51 and stats["msgOutCounter"] == 100
+    assert stats["subscriptions"]["s"]["type"] == sub_type.replace("KeyShared", "Key_Shared")
+    assert stats["subscriptions"]["s"]["msgBacklog"] == 0 and stats["storageSize"] == 0
+    assert stats["msgDropCount"] == 0
+    internal = admin_call(standalone.admin_url, "GET", _path(np_topic) + "/internalStats")[1]
+    assert internal["entriesAddedCounter"] == 51 and set(internal["cursors"]) == {"s", "other"}
+
+
+def test_shared_consumers_split_the_messages(client: pulsar.Client, np_topic: str) -> None:
+    consumers = [client.subscribe(np_topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                  consumer_name=f"c{i}") for i in range(2)]
+    producer = client.create_producer(np_topic, batching_enabled=False)
+    for i in range(40):
+        producer.send(f"m{i}".encode())
+    got: list[bytes] = []
+    for c in consumers:
+        while True:
+            try:
+                msg = c.receive(1000)
+            except pulsar.Timeout:
+                break
+            c.acknowledge(msg)
+            got.append(msg.data())
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(40))
+
+
+def test_a_slow_consumer_drops_and_the_drop_is_counted(standalone: StandaloneProcess, client: pulsar.Client,
+                                                       np_topic: str) -> None:
+    slow = client.subscribe(np_topic, "slow", receiver_queue_size=10)     # 10 permits, never refilled
+    fast = client.subscribe(np_topic, "fast", receiver_queue_size=1000)
+    producer = client.create_producer(np_topic, batching_enabled=False)
+    count = 200
+    for i in range(count):
+        producer.send(f"m{i}".encode())
+    assert len(receive_all(fast, count)) == count
+    got = []
+    while True:
+        try:
+            got.append(slow.receive(1000).data())
+        except pulsar.Timeout:
+            break
+    assert 0 < len(got) < count
+    stats = _stats(standalone.admin_url, np_topic)
+    slow_stats = stats["subscriptions"]["slow"]
+    # every message the slow subscription did not get was dropped and counted
+    assert slow_stats["msgDropCount"] == count - slow_stats["msgOutCounter"] > 0
+    assert stats["subscriptions"]["fast"]["msgDropCount"] == 0
+    assert stats["msgDropCount"] == slow_stats["msgDropCount"]
+    wait_until(lambda: _stats(standalone.admin_url, np_topic)["subscriptions"]["slow"]["msgDropRate"] > 0,
+               timeout_s=10, what="msgDropRate of the slow subscription")
+    assert stats["publishers"][0]["msgDropRate"] == 0.0
+
+
+def test_nothing_is_stored_and_a_restart_forgets_the_topic(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    local = f"np-restart-{os.getpid()}"
+    name = f"non-persistent://public/default/{local}"
+    with StandaloneProcess.start(data_dir) as sa:
+        client = make_client(sa.service_url)
+        consumer = client.subscribe(name, "s")
+        producer = client.create_producer(name, batching_enabled=False)
+        marker = f"np-payload-{os.getpid()}-".encode()
+        for _ in range(20):
+            producer.send(marker * 50)
+        assert len(receive_all(consumer, 20)) == 20
+        assert _stats(sa.admin_url, name)["msgInCounter"] == 20
+        client.close()
+        # no file of the standalone (segments, metadata store, cursors) holds a payload or the name
+        files = [p for p in data_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
+        assert files
+        assert [p for p in files if marker in p.read_bytes() or local.encode() in p.read_bytes()] == []
+        status, listed = admin_call(sa.admin_url, "GET", "/admin/v2/persistent/public/default")
+        assert status == 200 and not any(local in t for t in listed)
+    with StandaloneProcess.start(data_dir) as sa:
+        assert admin_call(sa.admin_url, "GET", _path(name) + "/stats")[0] == 404
+        client = make_client(sa.service_url)
+        consumer = client.subscribe(name, "s")
+        client.create_producer(name).send(b"after")
+        assert consumer.receive(10_000).data() == b"after"
+        assert _stats(sa.admin_url, name)["msgInCounter"] == 1
+        client.close()
+
+
+def test_admin_list_and_not_allowed_operations(standalone: StandaloneProcess, client: pulsar.Client,
+                                               np_topic: str) -> None:
+    client.subscribe(np_topic, "s")
+    status, listed = admin_call(standalone.admin_url, "GET", "/admin/v2/non-persistent/public/default")
+    assert status == 200 and np_topic in listed
+    for method, suffix, operation in (("POST", "/terminate", "Termination"), ("PUT", "/compaction", "Compaction"),
+                                      ("PUT", "/offload", "Offload"),
+                                      ("POST", "/subscription/s/skip/1", "Skip messages"),
+                                      ("GET", "/lastMessageId", "GetLastMessageId")):
+        status, body = admin_call(standalone.admin_url, method, _path(np_topic) + suffix)
+        assert status == 405, (suffix, body)
+        assert body["reason"] == f"{operation} on a non-persistent topic is not allowed"
+
+
+def test_bad_names_seek_and_read_compacted_are_refused(standalone: StandaloneProcess, client: pulsar.Client,
+                                                       np_topic: str) -> None:
+    raw = RawClient(standalone.port)
+    raw.connect()
+    for request_id, bad in enumerate(("non-persistent://public/default/sp ace", "non-persistent://only/two")):
+        raw.send(pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=bad, request_id=request_id)))
+        assert raw.next_command().lookupTopicResponse.error == PulsarServerError.InvalidTopicName
+        reply = raw.producer(bad, producer_id=request_id, request_id=100 + request_id)
+        assert reply.type == T.ERROR and reply.error.error == PulsarServerError.InvalidTopicName
+    status, body = admin_call(standalone.admin_url, "GET", "/admin/v2/non-persistent/public/default/a%20b/stats")
+    assert status == 400, body
+    with pytest.raises(pulsar.PulsarException):
+        client.subscribe(np_topic, "c", is_read_compacted=True)
+    consumer = client.subscribe(np_topic, "s")
+    with pytest.raises(pulsar.PulsarException):
+        consumer.seek(0)
+    time.sleep(0.1)
+    producer = client.create_producer(np_topic)
+    producer.send(b"still works")
+    assert consumer.receive(10_000).data() == b"still works"

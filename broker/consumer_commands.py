@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from broker import non_persistent
 from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
+from broker.compaction import reading as compaction_reading
 from broker.consumer import Consumer
 from broker.entry_facts import entry_facts
 from broker.subscription import Subscription, start_position
@@ -76,6 +77,9 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         name = parse_topic(cmd.topic)
         topic = (await conn.service.get_topic(name) if name.persistent
                  else await non_persistent.topic_for(conn, cmd, name))
+        compacted = name.persistent and cmd.read_compacted     # broker.compaction.reading
+        compaction_reading.check_subscribe(cmd.subType, compacted)
+        from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST
         sub = await topic.subscription(cmd.subscription, durable=cmd.durable, start=_start_of(cmd))
         if key in conn.cancelled or conn.consumers.get(cmd.consumer_id) is not None:
             return
@@ -84,6 +88,7 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         consumer.subscription = sub
         meta = cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None
         sub.add_consumer(consumer, meta)
+        compaction_reading.attach(sub, compacted, from_earliest)
         conn.consumers[cmd.consumer_id] = consumer
     finally:
         conn.creating.discard(key)
@@ -190,8 +195,12 @@ def get_last_message_id(conn: ServerConnection, cmd: pb.CommandGetLastMessageId)
         # Pulsar answers a batch's last member (batch size - 1): a reader inside the last batch
         # would otherwise think it has read everything (has_message_available() false too early)
         batch_index = await _last_batch_index(sub, last)
+        answered = last
+        compacted = await compaction_reading.last_message_id(sub, last)   # read_compacted, nothing after the view
+        if compacted is not None:
+            answered, batch_index = compacted
         conn.write(encode_get_last_message_id_response(
-            cmd.request_id, last.ledger_id, last.entry_id, partition=consumer.partition,
+            cmd.request_id, answered.ledger_id, answered.entry_id, partition=consumer.partition,
             batch_index=batch_index, mark_delete=(md.ledger_id, md.entry_id)))
 
     conn.spawn(answer())

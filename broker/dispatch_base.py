@@ -39,6 +39,7 @@ from common.errors import StrataError
 from ledger.position import Position
 
 if TYPE_CHECKING:
+    from broker.compaction.reading import CompactedReads
     from broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class Dispatcher(abc.ABC):
         self._event_loop: asyncio.AbstractEventLoop | None = None   # set on the first kick
         self._retry: asyncio.TimerHandle | None = None   # pending retry after a failed pass
         self._retry_delay_s = READ_RETRY_DELAY_MIN_S       # wait before the next retry
+        self.compacted: CompactedReads | None = None       # read_compacted: view first (broker.compaction)
 
     @property
     def reading(self) -> bool:
@@ -144,6 +146,10 @@ class Dispatcher(abc.ABC):
 
     async def read_new(self, max_entries: int) -> list | None:
         """Entries from `read_position` on; [] at the end; None if rewound while reading."""
+        if self.compacted is not None:
+            from_view = await self.compacted.read(max_entries)
+            if from_view is None or from_view:
+                return from_view
         if not self.has_unread():
             return []
         epoch = self._epoch
@@ -171,6 +177,19 @@ class Dispatcher(abc.ABC):
         self._epoch += 1
         cursor = self.sub.cursor
         self.read_position = cursor.next_unacked_from(self.sub.ml.next_position(cursor.mark_delete_position))
+        if self.compacted is not None:
+            self.read_position = self.compacted.rewind_position(self.read_position)
+
+    def next_after(self, position: Position) -> Position:
+        """The read position once the entry at `position` has been read."""
+        if self.compacted is not None:
+            return self.compacted.next_after(position)
+        return self.sub.ml.next_position(position)
+
+    def is_acked(self, position: Position) -> bool:
+        if self.compacted is not None:
+            return self.compacted.is_acked(position)
+        return self.sub.cursor.is_acked(position)
 
     def seek(self, position: Position) -> None:
         """Restart reading at `position` exactly."""
@@ -194,6 +213,8 @@ class Dispatcher(abc.ABC):
         topic = self.sub.topic
         topic.service.stats.touch(topic)     # before the consumer's counters move (rates)
         ack_set = self.sub.cursor.batch_ack_set(position) if facts.is_batch else None
+        if self.compacted is not None and facts.is_batch:
+            ack_set = self.compacted.ack_set(position, ack_set)
         consumer.send_entry(position, data, facts.messages, self.sub.cursor.redelivery_count(position),
                             ack_set or None)
 

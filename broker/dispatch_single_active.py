@@ -144,11 +144,10 @@ class SingleActiveDispatcher(Dispatcher):
             self._send_run(consumer, entries)
 
     def _send_run(self, consumer: Consumer, entries: list) -> None:
-        cursor = self.sub.cursor
         for entry in entries:
             if not consumer.can_take():
                 return
-            self.read_position = self.sub.ml.next_position(entry.position)
-            if cursor.is_acked(entry.position):
+            self.read_position = self.next_after(entry.position)
+            if self.is_acked(entry.position):
                 continue
             self.deliver(consumer, entry.position, entry.data, self.facts(entry.position, entry.data))

@@ -25,7 +25,8 @@ Fields, each filled from the managed ledger and the cursors as they are now (Pul
   prints its ack ranges, "[(L:E..L:E], ...]", each open below and closed above, one range per
   run of consecutive acked entries of a ledger ("[]" when none); the members acked inside a
   partially acked batch are not in it (Pulsar lists them separately, Strata does not report them);
-- `schemaLedgers` [] and `compactedLedger` {-1, -1, -1, false} (no schema storage, no compaction).
+- `schemaLedgers` [] and `compactedLedger` `{ledgerId, entries, size, offloaded}` of the topic's
+  compacted view (`broker.compaction`; -1s and false when it has none).
 
 - `pendingAddEntriesCount`: appends accepted and not yet confirmed (on the ledger or waiting for
   a rollover); `waitingCursorsCount`: subscriptions whose dispatcher has read everything stored
@@ -131,6 +132,13 @@ def _cursor_json(sub: Subscription) -> dict:
     }
 
 
+def compacted_ledger_json(record) -> dict:
+    """Pulsar's compactedLedger of a `broker.compaction.record.CompactionRecord` (None: -1s)."""
+    if record is None or record.ledger_id < 0:
+        return {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False}
+    return {"ledgerId": record.ledger_id, "entries": record.entries, "size": record.size_bytes, "offloaded": False}
+
+
 def internal_stats(topic: PersistentTopic) -> dict:
     ml = topic.ml
     infos = ml.ledgers()
@@ -160,5 +168,5 @@ def internal_stats(topic: PersistentTopic) -> dict:
         "underReplicated": any(entry["underReplicated"] for entry in ledgers),
         "cursors": {name: _cursor_json(sub) for name, sub in list(topic.subscriptions.items())},
         "schemaLedgers": [],
-        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False},
+        "compactedLedger": compacted_ledger_json(topic.compaction.record),
     }

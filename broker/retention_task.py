@@ -16,6 +16,8 @@ next, so passes never overlap) each topic loaded on this broker is checked once,
 3. Offload (`broker.offload_policy.retention_pass`, only with a usable cold tier): the effective
    offloadThreshold / offloadThresholdInSeconds start an automatic offload if due, and bookie
    copies of ledgers offloaded more than offloadDeletionLagMs ago are deleted.
+4. Compaction (`broker.compaction.threshold`): a compactionThreshold in force starts a run once
+   the `__compaction` subscription's backlog exceeds it. TTL never expires that subscription.
 
 Trimming is re-checked under the managed ledger's metadata lock (`ManagedLedger.trim(recheck=)`):
 the trim point is recomputed from the durable cursors as they are then, and the earlier of the two
@@ -36,6 +38,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from broker import offload_policy, policies
+from broker.compaction import threshold as compaction_threshold
+from broker.compaction.topic_compaction import COMPACTION_SUBSCRIPTION
 from broker.topic_stats import expire_counted
 from cursor.retention import RetentionPolicy, apply_retention, trim_position
 from ledger.position import Position
@@ -125,7 +129,8 @@ class RetentionTask:
         now_ms = self.service.clock.wall_ms()
         ttl_seconds = policies.ttl_seconds_of(ns_policies, config, topic_policies)
         if ttl_seconds > 0:
-            for sub in [s for s in list(topic.subscriptions.values()) if s.durable and not s.closed]:
+            for sub in [s for s in list(topic.subscriptions.values())
+                        if s.durable and not s.closed and s.name != COMPACTION_SUBSCRIPTION]:   # as Pulsar
                 if expire_counted(sub, functools.partial(sub.cursor.expire, ttl_seconds, now_ms), now_ms):
                     self.expired_cursors += 1
                     if sub.dispatcher is not None:
@@ -138,4 +143,5 @@ class RetentionTask:
         self.trimmed_ledgers += len(ledger.trimmed)
         deleted = await offload_policy.retention_pass(self.service, topic, ns_policies, topic_policies)
         self.bookie_copies_deleted += len(deleted)
+        await compaction_threshold.retention_pass(self.service, topic, ns_policies, topic_policies)
         return ledger.trimmed

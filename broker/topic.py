@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from broker import policies
 from broker.codec import encode_close_producer
+from broker.compaction.topic_compaction import TopicCompaction
 from broker.dedup import Deduplication
 from broker.entry_facts import FactsCache
 from broker.producer import Producer
@@ -84,6 +85,7 @@ class PersistentTopic:
         self.msg_out_from_removed_subscriptions = 0     # out counts of subscriptions since removed
         self.bytes_out_from_removed_subscriptions = 0
         self.entry_facts = FactsCache()   # parsed once, shared by every subscription
+        self.compaction = TopicCompaction(self)   # compacted view, runs, status (broker.compaction)
 
     @classmethod
     async def open(cls, service: BrokerService, name: TopicName, ml) -> PersistentTopic:
@@ -93,6 +95,7 @@ class PersistentTopic:
         for cursor_name, cursor in cursors.items():
             topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
         await topic.dedup.load(await policies.dedup_enabled(service.astore, name))
+        await topic.compaction.load()
         return topic
 
     # --- append path ----------------------------------------------------------------------------
@@ -250,6 +253,7 @@ class PersistentTopic:
         `HANDOVER_SETTLE_S`), later SENDs are resent by the client to the next owner."""
         self.closing = True
         self.service.stats.discard(self)
+        await self.compaction.close()      # a run in progress stops (its new ledger is deleted)
         producers = list(self.producers.values())
         for producer in producers:
             producer.quiesce()
@@ -277,4 +281,5 @@ class PersistentTopic:
         managed ledger's metadata)."""
         if not self.closing:
             await self.close()
+        await self.compaction.delete()
         await self.ml.delete()

@@ -26,6 +26,7 @@ from broker import metrics
 from broker.admin import (
     broker_stats,
     brokers,
+    compaction,
     explain,
     lookup,
     namespaces,
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
 _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
-              non_persistent)
+              non_persistent, compaction)
 
 
 class AdminServer:

@@ -290,6 +290,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("offload_retry_backoff_max_ms", int, 60_000, 10, 3_600_000,
             "failed offloads and cold reads are retried with backoff doubling up to this"),
     Setting("offload_attempts_max", int, 5, 1, 1_000, "attempts of one ledger's upload before status ERROR"),
+    # --- topic compaction (broker.compaction) ---
+    Setting("compaction_threshold_bytes", int, 0, 0, 2**62,
+            "broker default of compactionThreshold: compact once the __compaction backlog exceeds it (0 off)"),
+    Setting("compaction_keys_max", int, 5_000_000, 1, 1_000_000_000,
+            "distinct keys one compaction keeps in memory; more: the compaction fails (ERROR)"),
+    Setting("compaction_entries_in_flight_max", int, 256, 1, 100_000,
+            "entries of the compacted ledger written at once (adds not yet confirmed)"),
     Setting("offload_iceberg_enabled", bool, True,
             doc="register offloaded ledgers as data files of their topic's Iceberg table (offload.iceberg)"),
     Setting("offload_iceberg_catalog_uri", str, "",

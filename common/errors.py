@@ -447,6 +447,23 @@ class MalformedPayload(BrokerError):
     code = 540
 
 
+class CompactionError(BrokerError):
+    """Topic compaction failed (`broker.compaction`); the previous compacted view stays."""
+    code = 570
+    retriable = True
+
+
+class CompactionInProgress(CompactionError):
+    """A compaction of this topic is already running (admin API: 409)."""
+    code = 571
+
+
+class CompactionTooManyKeys(CompactionError):
+    """The topic holds more distinct keys than `compaction_keys_max`: not compacted."""
+    code = 572
+    retriable = False
+
+
 class InvalidTopicsPattern(BrokerError):
     """A topics pattern (GET_TOPICS_OF_NAMESPACE, WATCH_TOPIC_LIST) that does not compile or names
     an unknown domain; Pulsar answers a failed listing as MetadataError."""

@@ -51,7 +51,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from broker import consumer_commands, lookup, non_persistent, topic_lists
+from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists
 from broker.codec import CommandType as T
 from broker.codec import (
     FrameDecoder,
@@ -431,15 +431,17 @@ class ServerConnection(asyncio.Protocol):
             producer_name = cmd.producer_name or await self.service.next_producer_name()
             producer = Producer(self, topic, cmd.producer_id, producer_name,
                                 self.config.broker_pending_sends_max, self.config.broker_max_message_bytes)
-            if key in self.cancelled or self.state is ConnState.CLOSED:
+            await backlog_quota.refuse_producer(self.service, topic)
+            admitted = await access_modes.admit(self, topic, producer, cmd, wanted=lambda: not (
+                key in self.cancelled or self.state is ConnState.CLOSED))
+            if admitted is None:
                 return
-            topic.add_producer(producer)
             self.producers[cmd.producer_id] = producer
         finally:
             self.creating.discard(key)
             self.cancelled.discard(key)
         self.write(encode_producer_success(cmd.request_id, producer_name,
-                                           topic.last_sequence_id(producer_name)))
+                                           topic.last_sequence_id(producer_name), topic_epoch=admitted.epoch))
 
     def _send(self, send: pb.CommandSend, frame: Any) -> None:
         producer = self.producers.get(send.producer_id)

@@ -54,6 +54,12 @@ TOPIC_METRICS: tuple[tuple[str, str, str, Getter], ...] = (
      lambda s: s["backlogSize"]),
     ("pulsar_storage_offloaded_size", "gauge", "bytes of the topic's ledgers offloaded to the cold tier",
      lambda s: s["offloadedStorageSize"]),
+    ("pulsar_storage_backlog_quota_limit", "gauge", "destination_storage backlog quota in bytes, -1 none "
+     "(backlogQuotaLimitSize)", lambda s: s["backlogQuotaLimitSize"]),
+    ("pulsar_storage_backlog_quota_limit_time", "gauge", "message_age backlog quota in seconds, -1 none "
+     "(backlogQuotaLimitTime)", lambda s: s["backlogQuotaLimitTime"]),
+    ("pulsar_storage_backlog_age_seconds", "gauge", "age of the oldest unacked message of the topic's durable "
+     "subscriptions (oldestBacklogMessageAgeSeconds)", lambda s: s["oldestBacklogMessageAgeSeconds"]),
 )
 
 # (name, help, value from one subscription's stats); all gauges
@@ -92,6 +98,7 @@ def families(stats: dict[str, Stats], cluster: str, topic_level: bool) -> Iterat
     if topic_level:
         yield from _topic_families(stats, cluster)
         yield from _subscription_families(stats, cluster)
+        yield _evictions_family(stats, cluster)
     else:
         yield from _namespace_families(stats, cluster)
 
@@ -121,6 +128,18 @@ def _subscription_families(stats: dict[str, Stats], cluster: str) -> Iterator[Me
         for label_values, sub in keys:
             add(metric, label_values, get(sub))
         yield family
+
+
+def _evictions_family(stats: dict[str, Stats], cluster: str) -> Metric:
+    """pulsar_storage_backlog_quota_exceeded_evictions_total{quota_type="size"|"time"}, from
+    `backlogQuotaEvictions` (`broker.backlog_quota`)."""
+    family = CounterMetricFamily("pulsar_storage_backlog_quota_exceeded_evictions",
+                                 "backlog evictions since the topic was loaded (consumer_backlog_eviction)",
+                                 labels=["cluster", "namespace", "topic", "quota_type"])
+    for name, topic in stats.items():
+        for kind, count in topic["backlogQuotaEvictions"].items():
+            family.add_metric([cluster, namespace_of(name), name, kind], count)
+    return family
 
 
 def _namespace_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:

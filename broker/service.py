@@ -41,6 +41,7 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from broker import dedup, offload_policy, policies, tenancy, topic_lists, topic_stats
+from broker.backlog_quota import BacklogQuotaChecker
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
 from broker.load_report import LoadMeter
@@ -95,6 +96,7 @@ class BrokerService:
         self._background_started = False   # policy watch and stats sampler (started lazily)
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
+        self.backlog_quotas = BacklogQuotaChecker(self)   # periodic backlog quota check, likewise
         self.stats = topic_stats.StatsSampler(config, clock)  # rates of topics with traffic
         self.topic_list_watchers = topic_lists.TopicListRegistry(self)   # WATCH_TOPIC_LIST watchers
         self.closing = False
@@ -235,6 +237,7 @@ class BrokerService:
     async def _start_background(self) -> None:
         self.spawn(self._sample_stats())
         self.retention.start()
+        self.backlog_quotas.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)
 
     def _policy_changed(self, event: WatchEvent) -> None:
@@ -279,6 +282,7 @@ class BrokerService:
         self.load_manager.stop()
         self.registry.stop_view()
         await self.retention.stop()
+        await self.backlog_quotas.stop()
         await self.non_persistent.stop()
         for task in list(self._loading.values()):
             try:

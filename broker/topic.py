@@ -38,7 +38,8 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
-from broker import policies
+from broker import backlog_quota, policies
+from broker.access_modes import ProducerAccess
 from broker.codec import encode_close_producer
 from broker.compaction.topic_compaction import TopicCompaction
 from broker.dedup import Deduplication
@@ -85,6 +86,7 @@ class PersistentTopic:
         self.msg_out_from_removed_subscriptions = 0     # out counts of subscriptions since removed
         self.bytes_out_from_removed_subscriptions = 0
         self.entry_facts = FactsCache()   # parsed once, shared by every subscription
+        self.access = ProducerAccess(self)   # exclusive producer, its waiters, the topic epoch
         self.compaction = TopicCompaction(self)   # compacted view, runs, status (broker.compaction)
 
     @classmethod
@@ -95,6 +97,7 @@ class PersistentTopic:
         for cursor_name, cursor in cursors.items():
             topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
         await topic.dedup.load(await policies.dedup_enabled(service.astore, name))
+        await backlog_quota.load(service, topic)     # its quotas, for stats from the start
         await topic.compaction.load()
         return topic
 
@@ -154,6 +157,7 @@ class PersistentTopic:
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
+            self.access.on_removed(producer)      # the next WaitForExclusive producer may take it
         producer.close()
 
     def last_sequence_id(self, producer_name: str) -> int:
@@ -253,6 +257,7 @@ class PersistentTopic:
         `HANDOVER_SETTLE_S`), later SENDs are resent by the client to the next owner."""
         self.closing = True
         self.service.stats.discard(self)
+        self.access.close()               # WaitForExclusive producers retry with the next owner
         await self.compaction.close()      # a run in progress stops (its new ledger is deleted)
         producers = list(self.producers.values())
         for producer in producers:

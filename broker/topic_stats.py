@@ -53,6 +53,10 @@ callbacks):
 Out counters live in memory and start at 0 when the topic is loaded (restart, unload), as
 Pulsar's do; in counters survive it (Pulsar's restart at 0: Strata keeps the identity above).
 
+Backlog quotas (`broker.backlog_quota.stats_fields`): `backlogQuotaLimitSize`,
+`backlogQuotaLimitTime`, `oldestBacklogMessageAgeSeconds`, `oldestBacklogMessageSubscriptionName`,
+and per durable subscription `backlogQuotaRemainingSize` / `backlogQuotaRemainingTimeSeconds`.
+
 Offload (Pulsar's names): `storageSize` counts every kept
 ledger, offloaded ones included; `offloadedStorageSize` the offloaded ledgers' bytes;
 `lastOffloadLedgerId`, `lastOffloadSuccessTimeStamp`, `lastOffloadFailureTimeStamp` (ms; 0 if
@@ -86,6 +90,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyroaring import BitMap64
 
+from broker import backlog_quota
 from broker.internal_stats import iso_ms
 from broker.subscription import SUB_TYPE_NAMES, SubType
 from common.errors import InvalidPosition
@@ -419,6 +424,7 @@ def _earliest(times_ms: Iterable[int]) -> int:
 def topic_stats(topic: PersistentTopic) -> dict:
     subs = {name: subscription_json(sub) for name, sub in topic.subscriptions.items()}
     durable = [s for s in topic.subscriptions.values() if s.durable]
+    quota_fields = backlog_quota.stats_fields(topic, subs, topic.service.clock.wall_ms())
     rate_in, throughput_in = rates(topic)
     rate_out, throughput_out = rates(_OutKey.of(topic))
     return {
@@ -436,6 +442,7 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "earliestMsgPublishTimeInBacklogs": _earliest(sub["earliestMsgPublishTimeInBacklog"] for sub in subs.values()),
         "storageSize": storage_size_bytes(topic.ml),
         **_offload_stats(topic.ml),
+        **quota_fields,
         "publishers": [_publisher_stats(p) for p in topic.producers.values()],
         "subscriptions": subs,
     }

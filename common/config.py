@@ -258,6 +258,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),
     Setting("ttl_seconds", int, 0, 0, 10_000_000, "messages older than this are acked by TTL (0: off)"),
+    # --- backlog quotas (broker.backlog_quota; Pulsar's backlogQuota* settings) ---
+    Setting("backlog_quota_check_enabled", bool, True,
+            doc="check loaded topics' backlog quotas periodically and apply their policies"),
+    Setting("backlog_quota_check_interval_ms", int, 60_000, 10, 86_400_000,
+            "how often each loaded topic's backlog is checked against its quotas"),
+    Setting("backlog_quota_default_limit_bytes", int, -1, -1, 2**62,
+            "broker default destination_storage quota: backlog bytes allowed per topic (-1 none)"),
+    Setting("backlog_quota_default_limit_seconds", int, -1, -1, 2**62,
+            "broker default message_age quota: age of the oldest unacked message allowed (-1 none)"),
+    Setting("backlog_quota_default_policy", str, "producer_request_hold",
+            doc="broker default quota policy: producer_request_hold, producer_exception or "
+                "consumer_backlog_eviction"),
+    Setting("broker_exclusive_producer_waiters_max", int, 1_000, 1, 1_000_000,
+            "WaitForExclusive producers one topic queues; past it a new one is refused (ProducerBusy)"),
     # --- cold tier: offload of closed ledgers to S3 (Pulsar's managedLedgerOffload* settings) ---
     Setting("offload_driver", str, "",
             doc="cold tier: \"s3\" (any S3 API: AWS, MinIO, SeaweedFS) or \"\" for none (offload refused)"),
@@ -417,6 +431,10 @@ def _check_relations(v: Mapping[str, Any]) -> None:
     if v["offload_read_priority"] not in ("tiered-storage-first", "bookkeeper-first"):
         raise ConfigError("offload_read_priority must be tiered-storage-first or bookkeeper-first",
                           offload_read_priority=v["offload_read_priority"])
+    if v["backlog_quota_default_policy"] not in ("producer_request_hold", "producer_exception",
+                                                 "consumer_backlog_eviction"):
+        raise ConfigError("backlog_quota_default_policy must be producer_request_hold, producer_exception "
+                          "or consumer_backlog_eviction", policy=v["backlog_quota_default_policy"])
     if v["offload_driver"] and not v["offload_s3_bucket"]:
         raise ConfigError("offload_s3_bucket must be set when offload_driver is set")
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]

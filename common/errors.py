@@ -477,6 +477,30 @@ class TooManyTopicListWatchers(BrokerError):
     server_error = PulsarServerError.NotAllowedError
 
 
+class ProducerFenced(BrokerError):
+    """An exclusive producer (`broker.access_modes`) cannot have the topic: another one holds it,
+    or the topic epoch moved past the producer's; the client stops retrying."""
+    code = 580
+    server_error = PulsarServerError.ProducerFenced
+
+
+class BacklogQuotaExceeded(BrokerError):
+    """The topic's backlog is over its quota (`broker.backlog_quota`): no producer is created."""
+    code = 581
+
+
+class ProducerBlockedQuotaExceededError(BacklogQuotaExceeded):
+    """Quota policy producer_request_hold: the client keeps its sends pending and retries."""
+    code = 582
+    server_error = PulsarServerError.ProducerBlockedQuotaExceededError
+
+
+class ProducerBlockedQuotaExceededException(BacklogQuotaExceeded):
+    """Quota policy producer_exception: the client fails its pending sends."""
+    code = 583
+    server_error = PulsarServerError.ProducerBlockedQuotaExceededException
+
+
 # --- cold tier (600-699) ----------------------------------------------------------------------
 # botocore's errors are translated into these in `offload/`, never deeper.
 

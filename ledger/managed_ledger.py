@@ -636,6 +636,21 @@ class ManagedLedger:
         """Wait for the running offload and background object deletions (tests, tools)."""
         await self._offloader.wait_idle(timeout_s)
 
+    # --- properties ------------------------------------------------------------------------------
+
+    def get_property(self, key: str) -> str | None:
+        """One property of the managed ledger's record (None: unset)."""
+        return self._meta.properties.get(key)
+
+    async def set_property(self, key: str, value: str) -> None:
+        """Set one property in the record by compare-and-set (ManagedLedgerFenced if another
+        owner took over: a stale owner can never overwrite it)."""
+        self._check_live()
+        async with self._meta_lock:
+            if self._meta.properties.get(key) == value:
+                return
+            await self._cas(self._meta.with_properties({**self._meta.properties, key: value}))
+
     # --- terminating -----------------------------------------------------------------------------
 
     @property

@@ -4,7 +4,8 @@ Fields Strata applies, stored as given (`broker.policies`, `broker.offload_polic
 `bundles` ({"numBundles": N} or {"boundaries": [...]}), `retention_policies`,
 `message_ttl_in_seconds`, `deduplicationEnabled`, `offload_threshold`,
 `offload_threshold_in_seconds`, `offload_deletion_lag_ms`, `offload_policies` (its three
-thresholds), and `replication_clusters` (this cluster only: Strata does not replicate).
+thresholds), `backlog_quota_map` (`broker.backlog_quota`), and `replication_clusters` (this
+cluster only: Strata does not replicate).
 
 Every other field of Pulsar's Policies is accepted only at its default value (null, an empty
 list or map, or the default `_PULSAR_DEFAULTS` lists), so the JSON a GET answers can be sent
@@ -18,8 +19,8 @@ invalid values); the GET answer always has every field of `_PULSAR_DEFAULTS` plu
 
 from __future__ import annotations
 
+from broker import backlog_quota, offload_policy, policies
 from broker import bundles as bundles_mod
-from broker import offload_policy, policies
 from broker.admin.policy_bodies import retention_value, ttl_seconds
 from broker.bundles import NamespaceBundles
 from broker.offload_policy import check_long
@@ -29,7 +30,6 @@ from common.errors import BadRequestBody, InvalidBundle, NotAllowed
 _PULSAR_DEFAULTS: dict[str, object] = {
     "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
     "allowed_clusters": [],
-    "backlog_quota_map": {},
     "clusterDispatchRate": {},
     "topicDispatchRate": {},
     "subscriptionDispatchRate": {},
@@ -126,6 +126,12 @@ def _stored_fields(body: dict) -> dict:
     if body.get(offload_policy.TOPIC_OFFLOAD_KEY) is not None:
         checked = offload_policy.check_offload_policies(body[offload_policy.TOPIC_OFFLOAD_KEY])
         fields.update({k: v for k, v in offload_policy.namespace_fields(checked).items() if v is not None})
+    quotas = body.get(backlog_quota.QUOTA_KEY)
+    if quotas:
+        if not isinstance(quotas, dict):
+            raise BadRequestBody("backlog_quota_map must map a quota type to a quota")
+        fields[backlog_quota.QUOTA_KEY] = {backlog_quota.quota_type(kind): backlog_quota.quota_from_body(q).to_json()
+                                           for kind, q in quotas.items()}
     for key in (offload_policy.NS_THRESHOLD_KEY, offload_policy.NS_THRESHOLD_SECONDS_KEY):
         if fields.get(key) == -1:
             del fields[key]          # -1 is "unset": nothing stored
@@ -160,5 +166,6 @@ def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict
         offload_policy.NS_THRESHOLD_SECONDS_KEY: stored.get(offload_policy.NS_THRESHOLD_SECONDS_KEY, -1),
         offload_policy.NS_DELETION_LAG_KEY: stored.get(offload_policy.NS_DELETION_LAG_KEY),
         offload_policy.TOPIC_OFFLOAD_KEY: offload_policy.namespace_offload_policies(stored),
+        backlog_quota.QUOTA_KEY: stored.get(backlog_quota.QUOTA_KEY, {}),
     })
     return out

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from broker import metrics
 from broker.admin import (
+    backlog_quota,
     broker_stats,
     brokers,
     compaction,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
-_RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
+_RESOURCES = (backlog_quota, topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
               non_persistent, compaction)
 
 

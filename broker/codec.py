@@ -478,9 +478,14 @@ def encode_get_topics_of_namespace_response(request_id: int, topics: Iterable[st
 
 
 def encode_get_schema_response(request_id: int, server_error: int = PulsarServerError.TopicNotFound,
-                               message: str = "schema not found") -> bytes:
-    """GET_SCHEMA_RESPONSE; Strata keeps no schemas, so the answer is "no schema" (TopicNotFound)."""
-    r = pb.CommandGetSchemaResponse(request_id=request_id, error_code=server_error, error_message=message)  # type: ignore[arg-type]
+                               message: str = "schema not found", *, schema: pb.Schema | None = None,
+                               schema_version: bytes = b"") -> bytes:
+    """GET_SCHEMA_RESPONSE: the schema and its version when `schema` is given, else the error
+    (TopicNotFound is the client's "no schema")."""
+    if schema is not None:
+        r = pb.CommandGetSchemaResponse(request_id=request_id, schema=schema, schema_version=schema_version)
+    else:
+        r = pb.CommandGetSchemaResponse(request_id=request_id, error_code=server_error, error_message=message)  # type: ignore[arg-type]
     return _cmd(T.GET_SCHEMA_RESPONSE, "getSchemaResponse", r)
 
 
@@ -508,3 +513,16 @@ def encode_watch_topic_update(watcher_id: int, new_topics: Iterable[str], delete
     r = pb.CommandWatchTopicUpdate(watcher_id=watcher_id, new_topics=list(new_topics),
                                    deleted_topics=list(deleted_topics), topics_hash=topics_hash)
     return _cmd(T.WATCH_TOPIC_UPDATE, "watchTopicUpdate", r)
+
+
+def encode_get_or_create_schema_response(request_id: int, schema_version: bytes = b"", *,
+                                         server_error: int | None = None, message: str | None = None) -> bytes:
+    """GET_OR_CREATE_SCHEMA_RESPONSE: the schema's version on the topic, or the error
+    (IncompatibleSchema with the reason)."""
+    r = pb.CommandGetOrCreateSchemaResponse(request_id=request_id)
+    if server_error is not None:
+        r.error_code = server_error  # type: ignore[assignment]
+        r.error_message = message or ""
+    else:
+        r.schema_version = schema_version
+    return _cmd(T.GET_OR_CREATE_SCHEMA_RESPONSE, "getOrCreateSchemaResponse", r)

@@ -58,7 +58,6 @@ from broker.codec import (
     encode_connected,
     encode_error,
     encode_error_for,
-    encode_get_schema_response,
     encode_ping,
     encode_pong,
     encode_producer_success,
@@ -67,6 +66,7 @@ from broker.codec import (
     negotiate_protocol_version,
 )
 from broker.consumer import Consumer
+from broker.schemas import wire as schemas_wire
 from broker.producer import Producer
 from common.errors import IllegalTransition, PulsarServerError, StrataError
 from common.topic_names import parse_topic
@@ -343,7 +343,9 @@ class ServerConnection(asyncio.Protocol):
             T.WATCH_TOPIC_LIST: lambda cmd: self._request(
                 cmd.watchTopicList.request_id, topic_lists.watch_topic_list(self, cmd.watchTopicList)),
             T.WATCH_TOPIC_LIST_CLOSE: lambda cmd: topic_lists.close_watcher(self, cmd.watchTopicListClose),
-            T.GET_SCHEMA: lambda cmd: self.write(encode_get_schema_response(cmd.getSchema.request_id)),
+            T.GET_SCHEMA: lambda cmd: self._request(cmd.getSchema.request_id, schemas_wire.get_schema(self, cmd.getSchema)),
+            T.GET_OR_CREATE_SCHEMA: lambda cmd: self._request(
+                cmd.getOrCreateSchema.request_id, schemas_wire.get_or_create_schema(self, cmd.getOrCreateSchema)),
         }
 
     def _route(self, frame: Any) -> None:
@@ -426,6 +428,7 @@ class ServerConnection(asyncio.Protocol):
                     key in self.cancelled or self.state is ConnState.CLOSED))
                 return
             topic = await self.service.get_topic(name)
+            schema_version = await schemas_wire.producer_schema_version(self.service, topic, cmd)
             if cmd.initial_subscription_name:
                 await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)
             producer_name = cmd.producer_name or await self.service.next_producer_name()
@@ -441,7 +444,8 @@ class ServerConnection(asyncio.Protocol):
             self.creating.discard(key)
             self.cancelled.discard(key)
         self.write(encode_producer_success(cmd.request_id, producer_name,
-                                           topic.last_sequence_id(producer_name), topic_epoch=admitted.epoch))
+                                           topic.last_sequence_id(producer_name), topic_epoch=admitted.epoch,
+                                           schema_version=schema_version))
 
     def _send(self, send: pb.CommandSend, frame: Any) -> None:
         producer = self.producers.get(send.producer_id)

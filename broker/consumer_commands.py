@@ -26,6 +26,7 @@ from broker.codec import encode_ack_response, encode_error_for, encode_get_last_
 from broker.compaction import reading as compaction_reading
 from broker.consumer import Consumer
 from broker.entry_facts import entry_facts
+from broker.schemas import wire as schemas_wire
 from broker.subscription import Subscription, start_position
 from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
 from common.invariant import present
@@ -77,6 +78,8 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         name = parse_topic(cmd.topic)
         topic = (await conn.service.get_topic(name) if name.persistent
                  else await non_persistent.topic_for(conn, cmd, name))
+        if name.persistent:
+            await schemas_wire.check_consumer(conn.service, topic, cmd)   # before the subscription exists
         compacted = name.persistent and cmd.read_compacted     # broker.compaction.reading
         compaction_reading.check_subscribe(cmd.subType, compacted)
         from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST

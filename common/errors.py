@@ -447,6 +447,29 @@ class MalformedPayload(BrokerError):
     code = 540
 
 
+class SchemaError(BrokerError):
+    """The schema registry (`broker.schemas`) refused a schema."""
+    code = 560
+    server_error = PulsarServerError.IncompatibleSchema
+
+
+class IncompatibleSchema(SchemaError):
+    """A schema the topic's compatibility strategy refuses (or a producer without a schema on a
+    topic that enforces one); nothing was changed. Admin: 409."""
+    code = 561
+
+
+class InvalidSchemaData(SchemaError):
+    """A schema definition that does not parse (a malformed Avro/JSON record, a broken KeyValue
+    or Protobuf-native descriptor) or is too large. Admin: 422."""
+    code = 562
+
+
+class UnknownSchemaType(SchemaError):
+    """A schema type Pulsar does not define. Admin: 400."""
+    code = 563
+
+
 class CompactionError(BrokerError):
     """Topic compaction failed (`broker.compaction`); the previous compacted view stays."""
     code = 570

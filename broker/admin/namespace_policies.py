@@ -24,6 +24,7 @@ from broker import bundles as bundles_mod
 from broker.admin.policy_bodies import retention_value, ttl_seconds
 from broker.bundles import NamespaceBundles
 from broker.offload_policy import check_long
+from broker.schemas import policy as schema_policy
 from common.errors import BadRequestBody, InvalidBundle, NotAllowed
 
 # Pulsar's Policies fields Strata does not apply, at their defaults (Policies.java)
@@ -55,9 +56,6 @@ _PULSAR_DEFAULTS: dict[str, object] = {
     "compaction_threshold": None,
     "max_topics_per_namespace": None,
     "schema_auto_update_compatibility_strategy": "Full",
-    "schema_compatibility_strategy": "UNDEFINED",
-    "is_allow_auto_update_schema": None,
-    "schema_validation_enforced": False,
     "subscription_types_enabled": [],
     "properties": {},
     "resource_group_name": None,
@@ -120,6 +118,7 @@ def _stored_fields(body: dict) -> dict:
         if not isinstance(dedup, bool):
             raise BadRequestBody("deduplicationEnabled must be true, false or null")
         fields[policies.DEDUP_KEY] = dedup
+    fields.update(schema_policy.stored_fields(body))
     for key in _LONG_FIELDS:
         if body.get(key) is not None:
             fields[key] = check_long(body[key], key)
@@ -168,4 +167,5 @@ def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict
         offload_policy.TOPIC_OFFLOAD_KEY: offload_policy.namespace_offload_policies(stored),
         backlog_quota.QUOTA_KEY: stored.get(backlog_quota.QUOTA_KEY, {}),
     })
+    out.update(schema_policy.json_fields(stored))
     return out

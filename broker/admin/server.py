@@ -33,6 +33,7 @@ from broker.admin import (
     namespaces,
     non_persistent,
     offload,
+    schemas,
     subscriptions,
     tenants,
     terminate,
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
 _RESOURCES = (backlog_quota, topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
-              non_persistent, compaction)
+              non_persistent, compaction, schemas)
 
 
 class AdminServer:

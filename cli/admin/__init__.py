@@ -35,7 +35,7 @@ ADMIN_URL_ENV = "STRATA_ADMIN_URL"
 GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats")
 # the modules that declare commands, each with add_parsers(groups)
 _MODULES = ("cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain",
-            "cli.admin.subscriptions", "cli.admin.terminate", "cli.admin.tenants")
+            "cli.admin.subscriptions", "cli.admin.terminate", "cli.admin.tenants", "cli.admin.compaction")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -4,8 +4,8 @@ GET_TOPICS_OF_NAMESPACE (`get_topics_of_namespace`) answers the topics of a name
 named `<topic>-partition-N` (the client strips the suffix):
 - `mode` PERSISTENT (default) lists the persistent topics recorded under `/topics` (every topic
   and partition ever created, `broker.policies.register_topic`); NON_PERSISTENT lists the live
-  non-persistent topics (`service.non_persistent_topics(tenant, ns)` from `broker.non_persistent`;
-  none while the broker has no such function); ALL lists both.
+  non-persistent topics this broker serves (`service.non_persistent_topics(tenant, ns)`,
+  `broker.non_persistent`: they live in memory only); ALL lists both.
 - `topics_pattern` filters on the broker, as Pulsar's `TopicList.filterTopics`: the pattern loses
   its domain prefix (`persistent://`, `non-persistent://`, as `removeTopicDomainScheme`) and must
   match ALL of the topic's name without its domain and without the partition suffix
@@ -40,10 +40,9 @@ its connection.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
@@ -125,14 +124,8 @@ async def namespace_topics(service: BrokerService, tenant: str, namespace: str, 
 
 
 async def _non_persistent_topics(service: BrokerService, tenant: str, namespace: str) -> list[str]:
-    """The live non-persistent topics, from `broker.non_persistent` (none if it is not there)."""
-    lister = getattr(service, "non_persistent_topics", None)
-    if lister is None:
-        return []
-    found: Any = lister(tenant, namespace)
-    if inspect.isawaitable(found):
-        found = await found
-    return [str(name) for name in found]
+    """The live non-persistent topics this broker serves (`broker.non_persistent`)."""
+    return [str(name) for name in service.non_persistent_topics(tenant, namespace)]
 
 
 async def get_topics_of_namespace(conn: ServerConnection, cmd: pb.CommandGetTopicsOfNamespace) -> None:

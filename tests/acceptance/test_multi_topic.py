@@ -8,7 +8,9 @@ real standalone.
   sets it on the C++ configuration: apache/pulsar-client-python#171), so its pattern consumers
   always poll every 60 s. The fast test therefore sets the period on the client's own C++
   configuration (`pattern_consumer`); the `slow` test subscribes exactly as a user would and
-  sees the new topic after the wrapper's 60 s.
+  sees the new topic after the wrapper's 60 s. `regex_subscription_mode` AllTopics and
+  NonPersistentOnly bring in live non-persistent topics (GET_TOPICS_OF_NAMESPACE mode ALL /
+  NON_PERSISTENT); the default, PersistentOnly, does not.
 - A consumer over a list of topics works with every subscription type: it gets every message of
   every topic, a negatively acknowledged one comes again, and acknowledgements stick (a new
   consumer on the subscription gets nothing more). A partitioned topic may be in the list.
@@ -75,11 +77,14 @@ def receive_payloads(consumer: pulsar.Consumer, count: int, timeout_ms: int = 10
     return out
 
 
-def pattern_consumer(client: pulsar.Client, pattern: str, subscription: str, period_s: int) -> pulsar.Consumer:
+def pattern_consumer(client: pulsar.Client, pattern: str, subscription: str, period_s: int,
+                     mode: pulsar.RegexSubscriptionMode = pulsar.RegexSubscriptionMode.PersistentOnly,
+                     ) -> pulsar.Consumer:
     """`client.subscribe(re.compile(pattern), ...)` (Shared, from the earliest message) with the
     discovery period really applied: the same C++ calls the wrapper makes, plus the one it forgets."""
     conf = _pulsar.ConsumerConfiguration()
     conf.consumer_type(pulsar.ConsumerType.Shared)
+    conf.regex_subscription_mode(mode)
     conf.subscription_initial_position(pulsar.InitialPosition.Earliest)
     conf.pattern_auto_discovery_period(period_s)
     conf.schema(pulsar.schema.BytesSchema().schema_info())
@@ -116,6 +121,45 @@ def test_pattern_consumer_gets_existing_and_later_topics(standalone, client, ns)
     make_topics(standalone, client, ns)
     consumer = pattern_consumer(client, f"persistent://{ns}/orders-.*", "sub", DISCOVERY_S)
     check_picks_up_later_topic(client, consumer, ns, PICK_UP_S)
+    # PersistentOnly (the default): a live non-persistent topic that matches is not taken
+    live = client.create_producer(f"non-persistent://{ns}/orders-live", batching_enabled=False)
+    deadline = time.monotonic() + 2 * DISCOVERY_S + 0.5
+    while time.monotonic() < deadline:
+        live.send(b"live")
+        assert_no_more(consumer, timeout_ms=200)
+    live.close()
+    consumer.close()
+
+
+def receive_non_persistent(producer: pulsar.Producer, consumer: pulsar.Consumer, payload: bytes,
+                           within_s: float) -> pulsar.Message:
+    """Send `payload` until the consumer gets it: a non-persistent message reaches only consumers
+    attached when it is sent, and the consumer attaches at its next discovery."""
+    deadline = time.monotonic() + within_s
+    while True:
+        producer.send(payload)
+        try:
+            return consumer.receive(300)
+        except pulsar.Timeout:
+            assert time.monotonic() < deadline, f"{payload!r} never arrived within {within_s} s"
+
+
+@pytest.mark.parametrize("mode", ["AllTopics", "NonPersistentOnly"])
+def test_pattern_consumer_chooses_non_persistent_topics(standalone, client, ns, mode: str) -> None:
+    send(client, f"persistent://{ns}/mixed-stored", [b"stored"])
+    live = client.create_producer(f"non-persistent://{ns}/mixed-live", batching_enabled=False)
+    consumer = pattern_consumer(client, f"persistent://{ns}/mixed-.*", "sub", DISCOVERY_S,
+                                getattr(pulsar.RegexSubscriptionMode, mode))
+    if mode == "AllTopics":
+        assert consumer.receive(10_000).data() == b"stored"
+    msg = receive_non_persistent(live, consumer, b"live", PICK_UP_S + 5)
+    assert msg.data() == b"live" and msg.topic_name() == f"non-persistent://{ns}/mixed-live"
+    while True:   # the copies sent before it attached and while it did; nothing stored with them
+        try:
+            assert consumer.receive(500).data() == b"live"
+        except pulsar.Timeout:
+            break
+    live.close()
     consumer.close()
 
 

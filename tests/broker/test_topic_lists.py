@@ -116,7 +116,7 @@ def get_topics(raw: RawClient, ns: str, mode: int | None = None, pattern: str | 
     return reply
 
 
-def test_modes_list_persistent_topics_and_partitions(standalone, raw, ns) -> None:
+def test_modes_list_persistent_non_persistent_and_partitions(standalone, raw, ns) -> None:
     create_topic(standalone, f"persistent://{ns}/plain")
     create_topic(standalone, f"persistent://{ns}/parted", partitions=2)
     expected = [f"persistent://{ns}/parted-partition-0", f"persistent://{ns}/parted-partition-1",
@@ -125,9 +125,19 @@ def test_modes_list_persistent_topics_and_partitions(standalone, raw, ns) -> Non
         r = get_topics(raw, ns, mode).getTopicsOfNamespaceResponse
         assert sorted(r.topics) == expected and not r.filtered and r.changed
         assert r.topics_hash == topic_lists.calculate_hash(expected)
-    # non-persistent topics live in memory only; none were made here
+    # non-persistent topics live in memory only; none were made yet
     r = get_topics(raw, ns, MODE.NON_PERSISTENT).getTopicsOfNamespaceResponse
     assert list(r.topics) == [] and r.topics_hash == "00000000"
+    # one lives while its producer is connected
+    live = f"non-persistent://{ns}/live"
+    assert raw.producer(live, producer_id=1, request_id=next(_ids)).type == T.PRODUCER_SUCCESS
+    r = get_topics(raw, ns, MODE.NON_PERSISTENT).getTopicsOfNamespaceResponse
+    assert list(r.topics) == [live] and r.topics_hash == topic_lists.calculate_hash([live])
+    r = get_topics(raw, ns, MODE.ALL).getTopicsOfNamespaceResponse
+    assert sorted(r.topics) == sorted([*expected, live])
+    assert sorted(get_topics(raw, ns).getTopicsOfNamespaceResponse.topics) == expected
+    r = get_topics(raw, ns, MODE.ALL, pattern=f"{ns}/(live|plain)").getTopicsOfNamespaceResponse
+    assert sorted(r.topics) == sorted([live, f"persistent://{ns}/plain"]) and r.filtered
 
 
 def test_pattern_filters_on_the_broker_and_hash_says_unchanged(standalone, raw, ns) -> None:

@@ -385,7 +385,7 @@ LOOKUP_FAILED = pb.CommandLookupTopicResponse.Failed
 def encode_lookup_response(request_id: int, broker_service_url: str = "", *,
                            response: int = LOOKUP_CONNECT, authoritative: bool = True,
                            server_error: int | None = None, message: str | None = None,
-                           proxy_through_service_url: bool = False) -> bytes:
+                           proxy_through_service_url: bool = False, broker_service_url_tls: str = "") -> bytes:
     """LOOKUP_RESPONSE: Connect (default) / Redirect to a URL, or Failed with server_error."""
     r = pb.CommandLookupTopicResponse(request_id=request_id, response=response,  # type: ignore[arg-type]
                                       authoritative=authoritative,
@@ -396,6 +396,8 @@ def encode_lookup_response(request_id: int, broker_service_url: str = "", *,
         r.message = message or ""
     else:
         r.brokerServiceUrl = broker_service_url
+        if broker_service_url_tls:
+            r.brokerServiceUrlTls = broker_service_url_tls
     return _cmd(T.LOOKUP_RESPONSE, "lookupTopicResponse", r)
 
 

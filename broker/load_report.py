@@ -59,6 +59,7 @@ class LoadMeter:
             "webServiceUrlTls": "",
             "pulsarServiceUrl": service.advertised_url,
             "pulsarServiceUrlTls": "",
+            "advertisedListeners": service.listeners.to_json(),
             "brokerId": service.registry.key,        # host:webPort, as `brokers list` names it
             "loadReportType": "LocalBrokerData",
             "brokerVersionString": SERVER_VERSION,

@@ -10,14 +10,23 @@ count of a partitioned topic, 0 otherwise. Both validate the name first: a bad n
 with a Failed response carrying InvalidTopicName, never with a dropped connection. A topic of a
 namespace that does not exist (or is being deleted) is answered MetadataError "Policies not found
 for <t>/<ns> namespace", as Pulsar's brokers answer (`broker.tenancy`; no store read per lookup).
+
+A LOOKUP naming an advertised listener (`advertised_listener_name`, the official client's
+`listener_name=`) is answered with that listener's URLs of the broker it names (the owner for
+Connect, the chosen broker for Redirect; `broker.listeners`). A name that broker does not have is
+answered Failed with NotAllowedError "the broker do not have <name> listener (its advertised
+listeners: ...)": Pulsar's message, but not Pulsar's code (ServiceNotReady, which the official
+client retries until its operation timeout, as it does MetadataError): NotAllowedError is fatal to
+the client, so its `create_producer` fails at once.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.codec import LOOKUP_REDIRECT, encode_lookup_response, encode_partitioned_metadata_response
-from broker.ownership import LookupKind
+from broker import listeners
+from broker.codec import LOOKUP_CONNECT, LOOKUP_REDIRECT, encode_lookup_response, encode_partitioned_metadata_response
+from broker.ownership import LookupAnswer, LookupKind
 from common.errors import PulsarServerError, StrataError
 from common.topic_names import parse_topic
 from proto import pulsar_api_pb2 as pb
@@ -48,9 +57,18 @@ async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic) -> bytes:
         name = parse_topic(cmd.topic)
         await service.namespaces.require_live(name.tenant, name.namespace)
         answer = await service.ownership.resolve(name, authoritative=cmd.authoritative)
+        url, url_tls = broker_urls(answer, cmd.advertised_listener_name)
     except StrataError as exc:
         return encode_lookup_response(cmd.request_id, server_error=_code(exc), message=str(exc))
-    if answer.kind is LookupKind.REDIRECT:
-        return encode_lookup_response(cmd.request_id, answer.native_url, response=LOOKUP_REDIRECT,
-                                      authoritative=answer.authoritative)
-    return encode_lookup_response(cmd.request_id, answer.native_url, authoritative=answer.authoritative)
+    response = LOOKUP_REDIRECT if answer.kind is LookupKind.REDIRECT else LOOKUP_CONNECT
+    return encode_lookup_response(cmd.request_id, url, response=response, authoritative=answer.authoritative,
+                                  broker_service_url_tls=url_tls)
+
+
+def broker_urls(answer: LookupAnswer, listener_name: str) -> tuple[str, str]:
+    """(pulsar URL, pulsar+ssl URL) a lookup answers: the broker's own service URL, or with a
+    listener name that listener's URLs (UnknownListener if the broker has no such listener)."""
+    if not listener_name:
+        return answer.native_url, ""
+    listener = listeners.choose(answer.listeners, listener_name)
+    return listener.pulsar_url, listener.pulsar_tls_url

@@ -35,12 +35,13 @@ import enum
 import json
 import logging
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from broker import bundles as bundle_math
+from broker import listeners as listeners_mod
 from broker import load_placement as placement
 from broker.bundles import BundleRange, NamespaceBundles
 from common.errors import (
@@ -92,6 +93,8 @@ class OwnerInfo:
     http_url: str
     mine: bool
     disabled: bool = False
+    # its advertised listeners, from its ownership record (broker.listeners; none: {})
+    listeners: Mapping[str, listeners_mod.Listener] = field(default_factory=dict, compare=False)
 
 
 class LookupKind(enum.Enum):
@@ -105,6 +108,8 @@ class LookupAnswer:
     native_url: str
     http_url: str
     authoritative: bool
+    # the advertised listeners of the broker answered (a lookup naming one answers its URL)
+    listeners: Mapping[str, listeners_mod.Listener] = field(default_factory=dict, compare=False)
 
 
 def _decode_owner(raw: bytes | None) -> tuple[str, str, bool] | None:
@@ -115,6 +120,14 @@ def _decode_owner(raw: bytes | None) -> tuple[str, str, bool] | None:
         return str(data["nativeUrl"]), str(data.get("httpUrl", "")), bool(data.get("disabled", False))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _decode_listeners(raw: bytes) -> dict[str, listeners_mod.Listener]:
+    try:
+        data = json.loads(raw.decode())
+    except ValueError:
+        return {}
+    return listeners_mod.decode(data.get("advertisedListeners") if isinstance(data, dict) else None)
 
 
 class Ownership:
@@ -205,7 +218,14 @@ class Ownership:
         return (await self.namespace_bundles(name.tenant, name.namespace)).find(str(name))
 
     def _me(self) -> OwnerInfo:
-        return OwnerInfo(self._service.advertised_url, self._service.web_url, True)
+        return OwnerInfo(self._service.advertised_url, self._service.web_url, True,
+                         listeners=self._service.listeners.by_name)
+
+    def _record(self, me: OwnerInfo, *, disabled: bool) -> bytes:
+        """Our ownership record: NamespaceEphemeralData, with our advertised listeners."""
+        return json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": "", "httpUrl": me.http_url,
+                           "httpUrlTls": "", "disabled": disabled,
+                           "advertisedListeners": self._service.listeners.to_json()}).encode()
 
     # --- owning --------------------------------------------------------------------------------------
 
@@ -224,14 +244,13 @@ class Ownership:
         mine = found.ephemeral_owner == self._astore.session_id
         if mine and path not in self._mine and path not in self._releasing:
             self._mine[path] = found.version      # ours from before a lapse of the lease
-        return OwnerInfo(native, http, mine, disabled)
+        return OwnerInfo(native, http, mine, disabled, _decode_listeners(found.value))
 
     async def acquire(self, tenant: str, namespace: str, bundle: BundleRange) -> OwnerInfo:
         """Own the bundle if nobody does; the owner (us or the winner) either way."""
         path = ownership_path(tenant, namespace, bundle)
         me = self._me()
-        value = json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": "", "httpUrl": me.http_url,
-                            "httpUrlTls": "", "disabled": False, "advertisedListeners": {}}).encode()
+        value = self._record(me, disabled=False)
         if self._service.draining:
             raise BundleNotOwned("this broker is stopping", bundle=f"{tenant}/{namespace}/{bundle.key}")
         for _ in range(3):
@@ -299,10 +318,11 @@ class Ownership:
         seen = self._view.get(path)
         if seen is None or seen[0] == self._service.advertised_url or seen[2]:
             return None
-        return OwnerInfo(seen[0], seen[1], False)
+        registered = self._registry.by_service_url(seen[0])    # its listeners, from its registry entry
+        return OwnerInfo(seen[0], seen[1], False, listeners=registered.listeners if registered else {})
 
     def _connect(self, owner: OwnerInfo) -> LookupAnswer:
-        return LookupAnswer(LookupKind.CONNECT, owner.native_url, owner.http_url, True)
+        return LookupAnswer(LookupKind.CONNECT, owner.native_url, owner.http_url, True, owner.listeners)
 
     async def _assign(self, tenant: str, namespace: str, bundle: BundleRange, path: str,
                       authoritative: bool) -> LookupAnswer:
@@ -313,7 +333,7 @@ class Ownership:
             owner = await self.acquire(tenant, namespace, bundle)
             return self._connect(owner)
         self._provisional[path] = (target.service_url, time.monotonic() + 5.0)
-        return LookupAnswer(LookupKind.REDIRECT, target.service_url, target.web_url, True)
+        return LookupAnswer(LookupKind.REDIRECT, target.service_url, target.web_url, True, target.listeners)
 
     async def _choose(self, tenant: str, namespace: str, bundle: BundleRange) -> BrokerInfo | None:
         """The broker to own an unowned bundle. Another broker is confirmed in the store first:
@@ -417,9 +437,7 @@ class Ownership:
         return True
 
     async def _disable(self, path: str, version: int) -> int:
-        me = self._me()
-        value = json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": "", "httpUrl": me.http_url,
-                            "httpUrlTls": "", "disabled": True, "advertisedListeners": {}}).encode()
+        value = self._record(self._me(), disabled=True)
         try:
             return await self._astore.put(path, value, expected_version=version)
         except (NotFound, BadVersion):

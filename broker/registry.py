@@ -26,6 +26,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from broker import listeners
 from common.config import Config
 from common.errors import AlreadyExists, BadVersion, BrokerAddressInUse, NotFound, StrataError
 from metadata.api import AsyncStore, EventKind, Watch, WatchEvent
@@ -45,6 +46,11 @@ class BrokerInfo:
     service_url: str
     broker_id: str                 # the report's brokerId: host:webPort, as `brokers list` names it
     report: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def listeners(self) -> dict[str, listeners.Listener]:
+        """Its advertised listeners, from its report's `advertisedListeners` (none: {})."""
+        return listeners.decode(self.report.get("advertisedListeners"))
 
     @property
     def msg_rate(self) -> float:

@@ -25,7 +25,7 @@ import asyncio
 import logging
 
 import offload
-from broker import memdebug
+from broker import listeners, memdebug
 from broker.admin.server import AdminServer
 from broker.connection import ServerConnection
 from broker.service import BrokerService
@@ -57,11 +57,13 @@ class Broker:
         self.connections: set[ServerConnection] = set()
         self.port = config.broker_port
         self.admin_port = config.broker_admin_port
+        self.listeners = listeners.from_config(config)   # ConfigError before anything starts
         self._stopped = False
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://{self.config.broker_advertised_host}:{self.port}"
+        internal = self.listeners.internal   # with advertised listeners, the internal one's URL
+        return internal.pulsar_url if internal is not None else f"pulsar://{self.config.broker_advertised_host}:{self.port}"
 
     @property
     def admin_url(self) -> str:

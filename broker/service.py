@@ -40,7 +40,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker import dedup, offload_policy, policies, tenancy, topic_lists, topic_stats
+from broker import dedup, listeners, offload_policy, policies, tenancy, topic_lists, topic_stats
 from broker.backlog_quota import BacklogQuotaChecker
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
@@ -80,6 +80,7 @@ class BrokerService:
         self.ledger_client = ledger_client
         self.clock = clock
         self.advertised_url = advertised_url
+        self.listeners = listeners.from_config(config)   # advertised listeners (ConfigError if malformed)
         self.broker_id = broker_id          # e.g. "127.0.0.1:6650"; names generated producers
         self.web_url = ""                   # admin HTTP URL, set by the server once it listens
         self.connection_count = lambda: 0   # the server's live connections, for the load report

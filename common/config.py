@@ -177,6 +177,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_port", int, 6650, 0, 65535, "Pulsar binary protocol port"),
     Setting("broker_admin_port", int, 8080, 0, 65535, "admin HTTP port"),
     Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to"),
+    Setting("advertised_listeners", str, "",
+            doc="named addresses of this broker, Pulsar's advertisedListeners: 'name:pulsar://host:port,...' "
+                "(a lookup naming a listener is answered its URL; '' : none; see broker.listeners)"),
+    Setting("internal_listener_name", str, "",
+            doc="the listener whose pulsar:// URL is this broker's own service URL ('' : the first listener)"),
     Setting("broker_bind_host", str, "0.0.0.0",
             doc="address the Pulsar protocol port listens on (0.0.0.0: every interface)"),
     Setting("broker_admin_bind_host", str, "0.0.0.0",

@@ -640,6 +640,14 @@ class OwnedElsewhere(ClusterError):
     server_error = PulsarServerError.ServiceNotReady
 
 
+class UnknownListener(ClusterError):
+    """A lookup named an advertised listener the owning broker does not have (`broker.listeners`);
+    Pulsar's message "the broker do not have <name> listener". Answered NotAllowedError, which the
+    official client does not retry (Pulsar's ServiceNotReady is retried until the operation times out)."""
+    code = 806
+    server_error = PulsarServerError.NotAllowedError
+
+
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:
     out: list[type[StrataError]] = []
     for sub in cls.__subclasses__():

@@ -5,12 +5,18 @@ middleware list, inside the error middleware). The helpers that run one partitio
 broker that serves it (`partition_stats`, `partition_has_clients`, `delete_partition`,
 `peer_call`) are used by the other resource modules.
 
-Lookup (`/lookup/v2/topic/persistent/{t}/{ns}/{topic}`):
+Lookup (`/lookup/v2/topic/{persistent|non-persistent}/{t}/{ns}/{topic}`), what a client given
+the HTTP service URL calls (the C++ client's HTTPLookupService; then it connects to `brokerUrl`):
 - `GET    ...` → LookupData `{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl"}`
   of the topic's owner, assigning the bundle if it has none. When the assignment names another
   broker, the answer is a 307 to the same path there with `authoritative=true` (that broker
-  takes the bundle and answers), as Pulsar's TopicLookup does.
+  takes the bundle and answers), as Pulsar's TopicLookup does; clients follow it (curl does).
+  `?listenerName=` (or header `X-Pulsar-ListenerName`; the query wins) picks the owner's
+  advertised listener for `brokerUrl`/`brokerUrlTls` (`broker.listeners`); one the owner does not
+  have is a 404 "the broker do not have <name> listener ...". Unknown namespace: 404.
 - `GET    .../bundle` → the topic's bundle, `"0x00000000_0x40000000"` (a JSON string).
+The same client reads partition counts from `GET /admin/v2/{domain}/.../partitions?checkAllowAutoCreation=true`
+(`broker.admin.topics`) and a pattern's topics from `GET /admin/v2/namespaces/{t}/{ns}/topics?mode=`.
 
 Topics: `PUT /admin/v2/persistent/{t}/{ns}/{topic}/unload` → 204: the topic is closed on its
 owner and its clients look it up again (a partitioned topic: every partition, on its owner; an
@@ -42,8 +48,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from broker import bundles as bundles_mod
-from broker.admin.http import error, flag, topic_of
+from broker import listeners
+from broker.admin.http import Refused, error, flag, topic_of
 from broker.bundles import NamespaceBundles
+from broker.lookup import broker_urls
 from broker.ownership import LookupKind, ownership_path
 from broker.topic_stats import topic_stats
 from common.errors import (
@@ -55,8 +63,9 @@ from common.errors import (
     OwnedElsewhere,
     ServiceNotReady,
     ShuttingDown,
+    UnknownListener,
 )
-from common.topic_names import TopicName
+from common.topic_names import TopicName, parse_topic
 
 if TYPE_CHECKING:
     from broker.ownership import Ownership
@@ -65,6 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOPIC_ROUTE = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
+LOOKUP_DOMAINS = ("persistent", "non-persistent")
 # topic-level routes that fan out over partitions (served by any broker, never redirected whole)
 FANOUT_SUFFIXES = frozenset({"/partitions", "/partitioned-stats"})
 # served by the owner when there is one, but nothing is assigned just for them
@@ -80,9 +90,10 @@ def register(app: web.Application, service: BrokerService) -> None:
     """Add the lookup and topic-unload routes (and the service the redirect reads)."""
     app[_SERVICE] = service
     r = _LookupRoutes(service)
-    lookup = "/lookup/v2/topic/persistent/{tenant}/{ns}/{topic}"
-    app.router.add_get(lookup, r.lookup)
-    app.router.add_get(lookup + "/bundle", r.bundle_of_topic)
+    for domain in LOOKUP_DOMAINS:
+        lookup = f"/lookup/v2/topic/{domain}/{{tenant}}/{{ns}}/{{topic}}"
+        app.router.add_get(lookup, r.lookup)
+        app.router.add_get(lookup + "/bundle", r.bundle_of_topic)
     app.router.add_put(TOPIC_ROUTE + "/unload", r.unload_topic)
 
 
@@ -92,10 +103,22 @@ def redirect_to(http_url: str, request: web.Request) -> web.Response:
     return web.Response(status=307, headers={"Location": location})
 
 
-def lookup_data(native_url: str, http_url: str) -> dict:
-    """Pulsar's LookupData (no TLS listeners)."""
-    return {"brokerUrl": native_url, "brokerUrlTls": "", "httpUrl": http_url, "httpUrlTls": "",
+def lookup_data(native_url: str, http_url: str, native_url_tls: str = "") -> dict:
+    """Pulsar's LookupData."""
+    return {"brokerUrl": native_url, "brokerUrlTls": native_url_tls, "httpUrl": http_url, "httpUrlTls": "",
             "nativeUrl": native_url}
+
+
+def lookup_topic_of(request: web.Request) -> TopicName:
+    """The topic of a lookup route, in the route's domain (InvalidTopicName, 400)."""
+    m = request.match_info
+    domain = request.path.removeprefix("/lookup/v2/topic/").split("/", 1)[0]
+    return parse_topic(f"{domain}://{m['tenant']}/{m['ns']}/{m['topic']}")
+
+
+def listener_name_of(request: web.Request) -> str:
+    """The advertised listener a lookup asks for ('' : none): `?listenerName=`, else the header."""
+    return request.query.get(listeners.LISTENER_NAME_QUERY) or request.headers.get(listeners.LISTENER_NAME_HEADER) or ""
 
 
 
@@ -236,16 +259,21 @@ class _LookupRoutes:
     # --- lookup ------------------------------------------------------------------------------------
 
     async def lookup(self, request: web.Request) -> web.Response:
-        name = topic_of(request)
+        name = lookup_topic_of(request)
+        listener_name = listener_name_of(request)
         if self.service.closing:
             raise ShuttingDown("broker is shutting down")
         answer = await self.ownership.resolve(name, authoritative=flag(request, "authoritative"))
+        try:
+            url, url_tls = broker_urls(answer, listener_name)
+        except UnknownListener as exc:
+            raise Refused(404, str(exc)) from None
         if answer.kind is LookupKind.REDIRECT:
             return redirect_to(answer.http_url, request)
-        return web.json_response(lookup_data(answer.native_url, answer.http_url))
+        return web.json_response(lookup_data(url, answer.http_url, url_tls))
 
     async def bundle_of_topic(self, request: web.Request) -> web.Response:
-        name = topic_of(request)
+        name = lookup_topic_of(request)
         return web.json_response((await self._bundles(name.tenant, name.namespace)).find(str(name)).key)
 
     # --- topics ------------------------------------------------------------------------------------

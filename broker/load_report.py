@@ -7,7 +7,7 @@ equals/hashCode), and Pulsar 3.x names a broker by its brokerId `<advertisedAddr
 the registry key. So `brokerId` here is that key, the same string `brokers list` lists and the
 leader's `brokerId` (`broker.load_manager`) names: never the binary port. Also Pulsar's
 `loadReportType` "LocalBrokerData", `brokerVersionString`, `persistentTopicsEnabled` true and
-`nonPersistentTopicsEnabled` false (Strata refuses non-persistent topics). Load: message and
+`nonPersistentTopicsEnabled` true (`broker.non_persistent`). Load: message and
 byte rates in and out (summed over the
 loaded topics' sampled rates, `broker.topic_stats.rates`), topic, bundle, producer, consumer and
 connection counts, and CPU as the process's CPU time over wall time since the previous report
@@ -64,7 +64,7 @@ class LoadMeter:
             "loadReportType": "LocalBrokerData",
             "brokerVersionString": SERVER_VERSION,
             "persistentTopicsEnabled": True,
-            "nonPersistentTopicsEnabled": False,
+            "nonPersistentTopicsEnabled": True,
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
             "startTimestamp": self.started_ms,

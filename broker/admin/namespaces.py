@@ -30,9 +30,9 @@ Under `/admin/v2/namespaces/{t}/{ns}`:
 - `GET    .../topics[?mode=PERSISTENT|NON_PERSISTENT|ALL]` → every topic of the namespace as
   Pulsar lists them: `["persistent://t/ns/x", "persistent://t/ns/p-partition-0", ...]`, sorted;
   the topics ever created plus every partition of its partitioned topics (a partitioned topic's
-  own name is not listed, as Pulsar lists managed ledgers). NON_PERSISTENT answers [] (Strata has
-  none); `includeSystemTopic` is accepted and changes nothing (Strata has no system topics); 400
-  another mode; 404 "Namespace does not exist".
+  own name is not listed, as Pulsar lists managed ledgers). NON_PERSISTENT lists the live
+  non-persistent topics this broker serves, ALL both; `includeSystemTopic` is accepted and changes
+  nothing (Strata has no system topics); 400 another mode; 404 "Namespace does not exist".
 - `POST|GET|DELETE .../deduplication` body true/false;
   `POST|GET|DELETE .../retention` body `{"retentionTimeInMinutes": m, "retentionSizeInMB": s}`
   (412 if invalid: below -1, or 0 paired with a positive value); `POST|GET|DELETE .../messageTTL`
@@ -221,7 +221,9 @@ class _NamespaceRoutes:
         if mode not in TOPIC_MODES:
             raise BadRequestBody(f"mode must be one of {', '.join(TOPIC_MODES)}", mode=request.query["mode"][:40])
         names, _ = await namespace_topics(self.service.astore, tenant, ns)
-        return web.json_response([] if mode == "NON_PERSISTENT" else sorted(names))
+        live = self.service.non_persistent_topics(tenant, ns)   # this broker's (broker.non_persistent)
+        return web.json_response({"PERSISTENT": sorted(names), "NON_PERSISTENT": live,
+                                  "ALL": sorted([*names, *live])}[mode])
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
         """Each owned bundle unloaded by its owner (at once); unowned ones skipped."""

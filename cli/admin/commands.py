@@ -47,8 +47,10 @@ def destructive(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def topic_path(topic: str) -> str:
-    """`/admin/v2/persistent/t/ns/x` of a (short) topic name."""
-    return f"/admin/v2/persistent/{parse_topic(topic).path}"
+    """`/admin/v2/persistent/t/ns/x` of a (short) topic name (`/admin/v2/non-persistent/...` of a
+    `non-persistent://` one)."""
+    name = parse_topic(topic)
+    return f"/admin/v2/{name.domain}/{name.path}"
 
 
 def namespace_path(namespace: str) -> str:

@@ -181,3 +181,24 @@ def test_bad_names_seek_and_read_compacted_are_refused(standalone: StandalonePro
     producer = client.create_producer(np_topic)
     producer.send(b"still works")
     assert consumer.receive(10_000).data() == b"still works"
+
+
+def test_partitioned_non_persistent_topic(standalone: StandaloneProcess, client: pulsar.Client, np_topic: str) -> None:
+    assert admin_call(standalone.admin_url, "PUT", _path(np_topic) + "/partitions", 3)[0] == 204
+    assert admin_call(standalone.admin_url, "GET", _path(np_topic) + "/partitions")[1] == {"partitions": 3}
+    # the persistent topic of the same local name is another topic
+    persistent = np_topic.replace("non-persistent://", "persistent://", 1)
+    assert admin_call(standalone.admin_url, "GET", "/admin/v2/persistent/" + persistent.split("://", 1)[1]
+                      + "/partitions")[1] == {"partitions": 0}
+    consumer = client.subscribe(np_topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(np_topic, batching_enabled=False)
+    for i in range(30):
+        producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+    got = sorted(m.data() for m in receive_all(consumer, 30))
+    assert got == sorted(f"m{i}".encode() for i in range(30))
+    stats = admin_call(standalone.admin_url, "GET", _path(np_topic) + "/partitioned-stats")[1]
+    assert stats["msgInCounter"] == 30 and stats["metadata"] == {"partitions": 3} and len(stats["partitions"]) == 3
+    listed = admin_call(standalone.admin_url, "GET",
+                        "/admin/v2/namespaces/public/default/topics?mode=NON_PERSISTENT")[1]
+    assert {f"{np_topic}-partition-{i}" for i in range(3)} <= set(listed)
+    assert np_topic in admin_call(standalone.admin_url, "GET", "/admin/v2/non-persistent/public/default/partitioned")[1]

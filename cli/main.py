@@ -32,6 +32,7 @@ PERF_COMMANDS: dict[str, str] = {
     "offload": "perf.offload",
     "spark": "perf.spark",
     "failover": "perf.failover",
+    "compaction": "perf.compaction",
 }
 
 

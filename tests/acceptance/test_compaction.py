@@ -5,6 +5,7 @@
 - read_compacted on a Shared subscription is refused, as Pulsar;
 - a topic whose messages have no key: the run succeeds, writes nothing and says so (REST status
   `message`, CLI `compaction-status`);
+- a second PUT while a run is in progress answers 409;
 - `strata admin topics compact` / `compaction-status -w` end to end, and the compactionThreshold
   policy: set on the namespace, a topic past it is compacted by the broker on its own;
 - many keys with 10% tombstones: a compacted reader gets exactly the live keys (100k keys in make
@@ -160,7 +161,10 @@ def _many_keys(standalone: StandaloneProcess, client: pulsar.Client, topic: str,
         producer.send_async(b"", None, partition_key=str(k))
     producer.flush()
     started = time.monotonic()
-    compact(standalone, topic, timeout_s=1800)
+    assert admin_call(standalone.admin_url, "PUT", _path(topic) + "/compaction")[0] == 204
+    again = admin_call(standalone.admin_url, "PUT", _path(topic) + "/compaction")
+    assert again == (409, {"reason": "Compaction already in progress"})
+    wait_done(standalone, topic, 1800)
     took_s = time.monotonic() - started
     reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True,
                                   receiver_queue_size=5000)

@@ -10,8 +10,12 @@ Each entry is `name:url`; a listener has at most one URL per scheme (`pulsar`, `
 `https`), at least one of `pulsar` / `pulsar+ssl`, and two listeners never share a host:port
 (Pulsar's MultipleListenerValidator rules). The internal listener's `pulsar` URL is the broker's
 own service URL (what a lookup without a listener name answers, and what other brokers use).
-Strata binds only `broker_port`: a listener's address is advertised, and whatever sits in front
-(NAT, proxy, port forward) must lead it to that port.
+
+Binding (`bind_listener_ports`): besides `broker_port` on `broker_bind_host`, the broker listens
+on each listener's `pulsar` host:port whose port differs from `broker_port` when that host is an
+address of this machine (so `external:pulsar://127.0.0.1:6652` works as written). A host that is
+not (a NAT or proxy address: EADDRNOTAVAIL) is only advertised: whatever sits in front must lead
+to one of the broker's ports. A local address whose port is taken stops the broker at start.
 
 A lookup (LOOKUP's `advertised_listener_name`, the HTTP lookup's `?listenerName=` or header
 `X-Pulsar-ListenerName`) that names a listener is answered with the owner's URL for that listener,
@@ -26,13 +30,18 @@ naming a listener never answers another listener's URL.
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from common.config import Config
 from common.errors import ConfigError, UnknownListener
+
+log = logging.getLogger(__name__)
 
 SCHEMES = ("pulsar", "pulsar+ssl", "http", "https")
 # the JSON field each scheme's URL is kept under (Pulsar's AdvertisedListener)
@@ -171,3 +180,31 @@ def choose(listeners: Mapping[str, Listener], name: str) -> Listener:
         known = ", ".join(sorted(listeners)) or "none"
         raise UnknownListener(f"the broker do not have {name} listener (its advertised listeners: {known})")
     return listener
+
+
+async def bind_listener_ports(listeners: Listeners, broker_port: int,
+                              protocol_factory: Callable[[], asyncio.Protocol]) -> list[asyncio.Server]:
+    """Servers (not yet serving) on the listeners' local `pulsar` addresses whose port is not
+    `broker_port` (see the module docstring); ConfigError when such an address is taken."""
+    loop = asyncio.get_running_loop()
+    servers: list[asyncio.Server] = []
+    for listener in listeners.by_name.values():
+        if not listener.pulsar_url:
+            continue
+        parts = urlsplit(listener.pulsar_url)
+        port = parts.port
+        if port is None or port == broker_port:
+            continue
+        try:
+            servers.append(await loop.create_server(protocol_factory, host=parts.hostname, port=port,
+                                                    reuse_address=True, backlog=1024, start_serving=False))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                log.info("listener %s: %s is not an address of this machine; advertised only",
+                         listener.name, listener.pulsar_url)
+                continue
+            for server in servers:
+                server.close()
+            raise ConfigError(f"listener {listener.name!r}: cannot listen on {listener.pulsar_url}: {exc}") from None
+        log.info("listener %s: listening on %s", listener.name, listener.pulsar_url)
+    return servers

@@ -54,6 +54,7 @@ class Broker:
         self.cold: ColdStorage | None = None
         self.admin: AdminServer | None = None
         self._server: asyncio.base_events.Server | None = None
+        self._listener_servers: list[asyncio.Server] = []   # advertised listeners' own ports
         self.connections: set[ServerConnection] = set()
         self.port = config.broker_port
         self.admin_port = config.broker_admin_port
@@ -82,6 +83,7 @@ class Broker:
         self._server = await loop.create_server(self._new_connection, host=c.broker_bind_host, port=c.broker_port,
                                                 reuse_address=True, backlog=1024, start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._listener_servers = await listeners.bind_listener_ports(self.listeners, self.port, self._new_connection)
         broker_id = f"{c.broker_advertised_host}:{self.port}"
         self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
                                      self.service_url, broker_id, cold=self.cold, cold_error=cold_error)
@@ -92,6 +94,8 @@ class Broker:
         # registered (BrokerAddressInUse if a live broker has our address) before serving clients
         await self.service.start_cluster(self.admin_url, f"{c.broker_advertised_host}:{self.admin_port}")
         await self._server.start_serving()
+        for server in self._listener_servers:
+            await server.start_serving()
         await start_auditor(self.ledger_client, c, self.clock, owner=broker_id)  # stops with the client
         log.info("broker serving %s, admin %s", self.service_url, self.admin_url)
 
@@ -108,6 +112,8 @@ class Broker:
         self._stopped = True
         if self._server is not None:
             self._server.close()
+        for server in self._listener_servers:
+            server.close()
         if self.admin is not None:
             await self.admin.stop()
         if self.service is not None:

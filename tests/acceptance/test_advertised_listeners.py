@@ -1,14 +1,17 @@
 """Advertised listeners on a real standalone, with the official client (pulsar-client 3.13.0).
 
 The standalone advertises `internal:pulsar://127.0.0.1:<port>` and
-`external:pulsar://localhost:<port>`: two names for the one port it binds, so a client sent to
-either can really connect, and which one a lookup answered is visible in the URL.
+`external:pulsar://localhost:<port>` (two names for its one `broker_port`, so a client sent to
+either can really connect, and which one a lookup answered is visible in the URL),
+`direct:pulsar://127.0.0.1:<another port>` (a local address on a port of its own, which the broker
+listens on too) and `nat:pulsar://192.0.2.10:6650` (not an address of this machine: advertised only).
 - LOOKUP without a listener name answers the internal URL; with `listener_name='external'` the
   client is answered (and connects to) the external URL, and produces and consumes through it.
 - An unknown listener name is refused at once (NotAllowedError, Pulsar's message naming the
   listener), not retried until the operation timeout, and not accepted silently.
 - The HTTP lookup takes `?listenerName=` or the `X-Pulsar-ListenerName` header (the query wins).
 - The registry entry and the ownership record carry the listeners (Pulsar's JSON shape).
+- A client with `listener_name='direct'` is sent to, and works through, the listener's own port.
 - A malformed setting stops the standalone at start with a message naming the entry.
 """
 
@@ -32,16 +35,24 @@ from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call
-from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
+from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess, free_port
 
 FAST_FAILURE_S = 5.0     # an unknown listener fails well inside the client's operation timeout
+NAT_URL = "pulsar://192.0.2.10:6650"    # TEST-NET-1: never an address of this machine
+KNOWN = "direct, external, internal, nat"
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+def direct_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory, direct_port: int) -> Iterator[StandaloneProcess]:
     sa = StandaloneProcess(tmp_path_factory.mktemp("listeners") / "data", False)
     sa.env["STRATA_ADVERTISED_LISTENERS"] = (f"internal:pulsar://127.0.0.1:{sa.port},"
-                                             f"external:pulsar://localhost:{sa.port}")
+                                             f"external:pulsar://localhost:{sa.port},"
+                                             f"direct:pulsar://127.0.0.1:{direct_port},nat:{NAT_URL}")
     with sa:
         sa.launch()
         yield sa
@@ -74,7 +85,7 @@ def test_lookup_answers_the_named_listener(standalone: StandaloneProcess, topic:
     unknown = _raw_lookup(standalone, topic, "nope")
     assert unknown.response == pb.CommandLookupTopicResponse.Failed
     assert unknown.error == pb.NotAllowedError
-    assert unknown.message == "the broker do not have nope listener (its advertised listeners: external, internal)"
+    assert unknown.message == f"the broker do not have nope listener (its advertised listeners: {KNOWN})"
 
 
 def test_official_client_with_a_listener_name_produces_and_consumes(standalone: StandaloneProcess, topic: str) -> None:
@@ -126,7 +137,7 @@ def test_http_lookup_takes_the_listener_from_the_query_or_the_header(standalone:
         standalone.service_url
     status, body = _http_lookup(standalone, topic, "?listenerName=nope")
     assert status == 404
-    assert body == {"reason": "the broker do not have nope listener (its advertised listeners: external, internal)"}
+    assert body == {"reason": f"the broker do not have nope listener (its advertised listeners: {KNOWN})"}
 
 
 def test_records_carry_the_listeners(standalone: StandaloneProcess, topic: str) -> None:
@@ -141,8 +152,9 @@ def test_records_carry_the_listeners(standalone: StandaloneProcess, topic: str) 
         owners = [json.loads(v.value) for _, v in store.list_prefix("/namespace/public/default")]
     finally:
         store.close()
-    assert [b["advertisedListeners"] for b in brokers] == [expected]
-    assert owners and all(o["advertisedListeners"] == expected for o in owners), owners
+    assert [{n: b["advertisedListeners"][n] for n in expected} for b in brokers] == [expected]
+    assert [sorted(b["advertisedListeners"]) for b in brokers] == [KNOWN.split(", ")]
+    assert owners and all(o["advertisedListeners"] == brokers[0]["advertisedListeners"] for o in owners), owners
 
 
 def test_a_malformed_setting_stops_the_broker_at_start(tmp_path: Path) -> None:
@@ -153,3 +165,18 @@ def test_a_malformed_setting_stops_the_broker_at_start(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "advertised_listeners entry 'external:pulsar://localhost': the URL needs a host and a port" in \
         done.stdout + done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_listener_on_a_port_of_its_own_is_served_there(standalone: StandaloneProcess, direct_port: int,
+                                                          topic: str) -> None:
+    direct = f"pulsar://127.0.0.1:{direct_port}"
+    assert _raw_lookup(standalone, topic, "direct").brokerServiceUrl == direct
+    assert _raw_lookup(standalone, topic, "nat").brokerServiceUrl == NAT_URL    # advertised, not bound
+    client = make_client(direct, listener_name="direct")     # lookups and data, all through that port
+    try:
+        consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic)
+        producer.send(b"via-direct")
+        assert receive_all(consumer, 1)[0].data() == b"via-direct"
+    finally:
+        client.close()

@@ -1,8 +1,10 @@
 """`broker.listeners`: parsing `advertised_listeners` (Pulsar's rules, each refusal naming what is
-wrong), the records' JSON shape, and the choice a lookup makes; and that a broker refuses to start
-with a malformed setting."""
+wrong), the records' JSON shape, the choice a lookup makes, which listener ports the broker binds;
+and that a broker refuses to start with a malformed setting."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
@@ -12,6 +14,7 @@ from broker.ownership import LookupAnswer, LookupKind
 from broker.server import Broker
 from common.config import default_config, load_config
 from common.errors import ConfigError, PulsarServerError, UnknownListener
+from common.net import free_port
 
 
 def test_parse_names_urls_and_the_internal_listener() -> None:
@@ -79,3 +82,24 @@ def test_a_lookup_answers_the_named_listener_or_refuses_the_name() -> None:
     bare = LookupAnswer(LookupKind.CONNECT, "pulsar://a:1", "http://a:8080", True)
     with pytest.raises(UnknownListener, match="its advertised listeners: none"):
         broker_urls(bare, "external")
+
+
+def test_local_listener_ports_are_bound_others_only_advertised() -> None:
+    async def run() -> None:
+        taken = await asyncio.get_running_loop().create_server(asyncio.Protocol, host="127.0.0.1", port=0)
+        taken_port = taken.sockets[0].getsockname()[1]
+        free = free_port()
+        parsed = listeners.parse(f"internal:pulsar://127.0.0.1:{taken_port},own:pulsar://127.0.0.1:{free},"
+                                 "nat:pulsar://192.0.2.10:6650")
+        servers = await listeners.bind_listener_ports(parsed, taken_port, asyncio.Protocol)
+        try:   # the broker's own port skipped, the NAT address advertised only, the local one bound
+            assert [s.sockets[0].getsockname()[1] for s in servers] == [free]
+        finally:
+            for server in servers:
+                server.close()
+        clash = listeners.parse(f"internal:pulsar://127.0.0.1:{free},other:pulsar://127.0.0.1:{taken_port}")
+        with pytest.raises(ConfigError, match=f"listener 'other': cannot listen on pulsar://127.0.0.1:{taken_port}"):
+            await listeners.bind_listener_ports(clash, free, asyncio.Protocol)
+        taken.close()
+
+    asyncio.run(run())

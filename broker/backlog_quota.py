@@ -28,8 +28,8 @@ Policies, as Pulsar applies them:
   keeps its sends pending (they go out once the backlog drains, or fail at send timeout); with
   "exception" it fails them with ProducerBlockedQuotaExceededException.
 - `consumer_backlog_eviction`: the periodic check moves cursors forward instead; producers are
-  never refused. Size: the slowest subscription skips its oldest unacked entries until the
-  topic's backlog is at most 90% of limitSize (then the next slowest, if it is now the largest).
+  never refused. Size: the largest subscription backlog skips its oldest unacked entries until
+  every backlog is at most 90% of limitSize (then the next largest, and so on).
   Age: every durable subscription acks what was published more than 90% of limitTime ago.
   Each eviction is counted (`evictions`, metric
   `pulsar_storage_backlog_quota_exceeded_evictions_total{quota_type="size"|"time"}`).
@@ -45,7 +45,8 @@ Stats (`stats_fields`, Pulsar's TopicStats names): `backlogQuotaLimitSize`,
 `backlogQuotaLimitTime`, `oldestBacklogMessageAgeSeconds`, `oldestBacklogMessageSubscriptionName`;
 per subscription (Strata's) `backlogQuotaRemainingSize` (limitSize minus its backlog bytes;
 negative: over) and `backlogQuotaRemainingTimeSeconds` (limitTime minus the age of its oldest
-unacked message), null without a limit.
+unacked message), null without a limit; `backlogQuotaEvictions` ({"size": n, "time": n}, since
+the topic was loaded) feeds the evictions metric.
 
 What must hold: the exceeded state is a function of the backlog at the moment of the check and
 the stored quotas, nothing remembered; a check never moves a cursor under any policy but
@@ -58,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -89,7 +91,7 @@ EXCEPTION = "producer_exception"
 EVICTION = "consumer_backlog_eviction"
 POLICIES = (HOLD, EXCEPTION, EVICTION)
 EVICTION_TARGET_RATIO = 0.9               # eviction brings the backlog down to 90% of the limit (Pulsar's)
-EVICTION_ROUNDS_MAX = 100                 # subscriptions one size eviction moves, at most
+EVICTION_ROUNDS_MAX = 100                 # skip rounds one size eviction makes, at most
 DISCONNECT_SETTLE_S = 5.0                 # disconnecting: how long appends in flight may take
 REFUSAL = "Cannot create producer on topic with backlog quota exceeded"   # Pulsar's words
 
@@ -283,23 +285,23 @@ async def disconnect_producers(topic: PersistentTopic) -> int:
 # --- eviction ------------------------------------------------------------------------------------
 
 def evict_size(topic: PersistentTopic, quota: BacklogQuota) -> int:
-    """Skip the slowest subscriptions' oldest entries until the backlog is at most 90% of the
-    limit; returns the entries skipped."""
+    """Skip the largest subscription backlog's oldest entries (a share of its entries as large
+    as the share of its bytes over the target, rounded up) until every backlog is at most 90% of
+    the limit; returns the entries skipped. Bounded: `EVICTION_ROUNDS_MAX` rounds, and a round
+    that skips nothing ends it."""
     target = EVICTION_TARGET_RATIO * quota.limit_size_bytes
     skipped = 0
-    previous = None
     for _ in range(EVICTION_ROUNDS_MAX):
         largest = _largest(measure(topic))
-        if largest is None or largest.size_bytes <= target or largest.name == previous:
+        if largest is None or largest.size_bytes <= target:
             break
         sub = topic.subscriptions[largest.name]
         entries, _, size = backlog(sub.cursor, sub.ml)
-        to_skip = int(entries * (size - target) / size) if size else 0
-        if to_skip <= 0:
-            to_skip = 1
-        skipped += sub.cursor.skip(to_skip)
+        moved = sub.cursor.skip(max(1, math.ceil(entries * (size - target) / size)))
         sub.on_cursor_moved()
-        previous = largest.name
+        if moved == 0:
+            break
+        skipped += moved
     return skipped
 
 

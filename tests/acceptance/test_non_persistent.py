@@ -2,9 +2,10 @@
 
 - Every subscription type receives what is published while it is connected, each message once
   per subscription; receipts carry Pulsar's (0, 0) message id; acks are accepted.
-- Nothing is stored: no message published before a consumer subscribed reaches it, the
-  standalone's data directory does not name the topic, and after a restart the topic is gone
-  (stats 404) while clients carry on with a fresh one.
+- Nothing is stored: no message published before a consumer subscribed reaches it, no file of
+  the standalone holds a payload or the topic's name, a topic without clients is forgotten after
+  `broker_non_persistent_idle_ms`, and after a restart the topic is gone (stats 404) while
+  clients carry on with a fresh one.
 - A consumer that does not keep up loses messages, and the loss is counted (`msgDropCount`,
   `msgDropRate` in the subscription's and the topic's stats).
 - Admin: stats / internalStats / the namespace list; what needs stored messages answers 405.
@@ -121,7 +122,7 @@ def test_nothing_is_stored_and_a_restart_forgets_the_topic(tmp_path) -> None:
     data_dir = tmp_path / "data"
     local = f"np-restart-{os.getpid()}"
     name = f"non-persistent://public/default/{local}"
-    with StandaloneProcess.start(data_dir) as sa:
+    with StandaloneProcess.start(data_dir, env={"STRATA_BROKER_NON_PERSISTENT_IDLE_MS": "500"}) as sa:
         client = make_client(sa.service_url)
         consumer = client.subscribe(name, "s")
         producer = client.create_producer(name, batching_enabled=False)
@@ -131,6 +132,9 @@ def test_nothing_is_stored_and_a_restart_forgets_the_topic(tmp_path) -> None:
         assert len(receive_all(consumer, 20)) == 20
         assert _stats(sa.admin_url, name)["msgInCounter"] == 20
         client.close()
+        # without clients the topic is forgotten once idle for broker_non_persistent_idle_ms
+        wait_until(lambda: admin_call(sa.admin_url, "GET", _path(name) + "/stats")[0] == 404, timeout_s=10,
+                   what="the idle topic to be forgotten")
         # no file of the standalone (segments, metadata store, cursors) holds a payload or the name
         files = [p for p in data_dir.rglob("*") if p.is_file() and p.suffix != ".log"]
         assert files
@@ -202,3 +206,22 @@ def test_partitioned_non_persistent_topic(standalone: StandaloneProcess, client:
                         "/admin/v2/namespaces/public/default/topics?mode=NON_PERSISTENT")[1]
     assert {f"{np_topic}-partition-{i}" for i in range(3)} <= set(listed)
     assert np_topic in admin_call(standalone.admin_url, "GET", "/admin/v2/non-persistent/public/default/partitioned")[1]
+
+
+def test_batches_and_readers(standalone: StandaloneProcess, client: pulsar.Client, np_topic: str) -> None:
+    reader = client.create_reader(np_topic, pulsar.MessageId.latest)
+    consumer = client.subscribe(np_topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(np_topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=50)
+    for i in range(30):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    expected = [f"m{i}".encode() for i in range(30)]
+    assert [m.data() for m in receive_all(consumer, 30)] == expected
+    assert [reader.read_next(10_000).data() for _ in range(30)] == expected
+    stats = _stats(standalone.admin_url, np_topic)
+    assert stats["msgInCounter"] == 30 and stats["msgDropCount"] == 0
+    assert [s["isDurable"] for s in stats["subscriptions"].values()].count(False) == 1   # the reader's
+    reader.close()
+    wait_until(lambda: len(_stats(standalone.admin_url, np_topic)["subscriptions"]) == 1, timeout_s=10,
+               what="the reader's subscription to go with the reader")

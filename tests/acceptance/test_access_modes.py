@@ -1,0 +1,93 @@
+"""Producer access modes with the official client (pulsar-client 3.13.0, `access_mode=`) against a
+real standalone (`broker.access_modes`).
+
+- Exclusive: a second Exclusive producer raises `pulsar.ProducerFenced`, a Shared one
+  `pulsar.ProducerBusy`; once the first closes, another takes the topic.
+- WaitForExclusive: `create_producer` blocks while another producer holds the topic and returns
+  once it closes; the new producer sends.
+- ExclusiveWithFencing: takes the topic from an exclusive producer, whose next sends fail with
+  `pulsar.ProducerFenced`; the consumer sees the old producer's messages, then the new one's.
+- An exclusive producer keeps the topic across an unload (it comes back with its topic epoch,
+  read again from the managed ledger's record, and is not fenced).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pulsar
+import pytest
+
+from tests.acceptance.conftest import receive_all
+from tests.support.admin_http import admin_call
+from tests.support.waiting import wait_until
+
+Mode = pulsar.ProducerAccessMode
+
+
+def test_exclusive_refuses_others_until_it_closes(standalone, client: pulsar.Client, topic: str) -> None:
+    first = client.create_producer(topic, access_mode=Mode.Exclusive)
+    with pytest.raises(pulsar.ProducerFenced):
+        client.create_producer(topic, access_mode=Mode.Exclusive)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic)
+    first.send(b"one")
+    first.close()
+    second = client.create_producer(topic, access_mode=Mode.Exclusive)
+    second.send(b"two")
+    second.close()
+
+
+def test_wait_for_exclusive_gets_the_topic_when_the_holder_closes(standalone, client: pulsar.Client,
+                                                                  topic: str) -> None:
+    consumer = client.subscribe(topic, "sub")
+    holder = client.create_producer(topic, access_mode=Mode.Exclusive)
+    got: list = []
+
+    def wait_for_it() -> None:
+        producer = client.create_producer(topic, access_mode=Mode.WaitForExclusive)
+        producer.send(b"from the waiter")
+        got.append(producer)
+    waiter = threading.Thread(target=wait_for_it, daemon=True)
+    waiter.start()
+    waiter.join(1.5)
+    assert waiter.is_alive() and not got, "the waiter should be queued while the holder is there"
+    holder.send(b"from the holder")
+    holder.close()
+    waiter.join(20)
+    assert got, "the waiter never got the topic"
+    assert [m.data() for m in receive_all(consumer, 2)] == [b"from the holder", b"from the waiter"]
+    got[0].close()
+
+
+def test_fencing_takes_the_topic_and_the_old_producer_is_fenced(standalone, client: pulsar.Client,
+                                                                topic: str) -> None:
+    consumer = client.subscribe(topic, "sub")
+    old = client.create_producer(topic, access_mode=Mode.Exclusive, send_timeout_millis=5_000)
+    old.send(b"old")
+    new = client.create_producer(topic, access_mode=Mode.ExclusiveWithFencing)
+    new.send(b"new")
+
+    def old_fenced() -> bool:
+        try:
+            old.send(b"after the fence")
+        except pulsar.ProducerFenced:
+            return True
+        return False
+    wait_until(old_fenced, 20, what="the fenced producer's send refused with ProducerFenced")
+    assert [m.data() for m in receive_all(consumer, 2)] == [b"old", b"new"]
+    new.send(b"still the holder")
+    assert receive_all(consumer, 1)[0].data() == b"still the holder"
+
+
+def test_an_exclusive_producer_keeps_the_topic_across_an_unload(standalone, client: pulsar.Client,
+                                                                topic: str) -> None:
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, access_mode=Mode.Exclusive)
+    producer.send(b"before")
+    status, _ = admin_call(standalone.admin_url, "PUT", f"/admin/v2/persistent/{topic.split('://', 1)[1]}/unload")
+    assert status in (200, 204)
+    producer.send(b"after")                 # reconnects with its epoch: the same, not fenced
+    with pytest.raises(pulsar.ProducerFenced):
+        client.create_producer(topic, access_mode=Mode.Exclusive)
+    assert [m.data() for m in receive_all(consumer, 2)] == [b"before", b"after"]

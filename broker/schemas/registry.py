@@ -6,8 +6,9 @@
     stored = await registry.get(name, 3)             # that version (None if absent or deleted)
 
 `put_if_absent` is Pulsar's putSchemaIfAbsent: a schema identical to a live version (type,
-definition, properties) gets that version; otherwise it is validated, checked against the live
-versions by the strategy (`broker.schemas.compatibility`) and stored as the next version. Two
+definition as parsed JSON for AVRO/JSON, properties) gets that version; otherwise it is
+validated, checked against the live versions by the strategy (`broker.schemas.compatibility`)
+and stored as the next version. Two
 brokers racing for the same next version both `create` its key: one wins, the other reads again
 and retries (at most _CREATE_ATTEMPTS_MAX times).
 
@@ -17,11 +18,21 @@ schema is refused; a topic has at most SCHEMA_VERSIONS_MAX versions (deleted mar
 
 from __future__ import annotations
 
+import json
+
 from broker.schemas import compatibility, validation
 from broker.schemas.compatibility import Strategy
 from common.clock import Clock
 from common.errors import AlreadyExists, IncompatibleSchema, SchemaError
-from common.schema_records import SchemaData, StoredSchema, live, parse_listing, topic_prefix, version_path
+from common.schema_records import (
+    STRUCT_TYPES,
+    SchemaData,
+    StoredSchema,
+    live,
+    parse_listing,
+    topic_prefix,
+    version_path,
+)
 from common.topic_names import TopicName
 from metadata.api import AsyncStore
 
@@ -116,5 +127,17 @@ class SchemaRegistry:
         return True
 
 
+def _canonical(schema: SchemaData) -> tuple[str, object, dict[str, str]]:
+    """What makes two schemas the same: an AVRO/JSON definition as parsed JSON (whitespace and
+    key order do not make a new version: the client sends it indented, an admin file may not)."""
+    if schema.type in STRUCT_TYPES:
+        try:
+            return schema.type, json.loads(schema.data), schema.props
+        except ValueError:
+            pass
+    return schema.type, schema.data, schema.props
+
+
 def _identical(current: list[StoredSchema], schema: SchemaData) -> int | None:
-    return next((s.version for s in reversed(current) if s.schema.same_as(schema)), None)
+    wanted = _canonical(schema)
+    return next((s.version for s in reversed(current) if _canonical(s.schema) == wanted), None)

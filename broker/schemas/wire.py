@@ -18,7 +18,7 @@ message: SEND is untouched.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from broker.codec import encode_get_or_create_schema_response, encode_get_schema_response
 from broker.schemas import compatibility, validation
@@ -32,7 +32,16 @@ from proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from broker.connection import ServerConnection
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from common.topic_names import TopicName
+
+class TopicState(Protocol):
+    """What the checks read of a loaded topic (persistent or not)."""
+
+    name: TopicName
+    producers: dict
+    subscriptions: dict
+    msg_in_counter: int
+
 
 NO_SCHEMA_ENFORCED = ("Producers cannot connect or send message without a schema to topics with a schema "
                       "if SchemaValidationEnforced is enabled")
@@ -45,20 +54,26 @@ def schema_of_proto(schema: pb.Schema) -> SchemaData | None:
         raise UnknownSchemaType(f"Invalid schema type {schema.type}")
     if name == "NONE":
         return None
-    return SchemaData(name, bytes(schema.schema_data), {kv.key: kv.value for kv in schema.properties})
+    props = {}
+    for item in schema.properties:
+        kv = cast(pb.KeyValue, item)
+        props[kv.key] = kv.value
+    return SchemaData(name, bytes(schema.schema_data), props)
 
 
 def proto_of(schema_name: str, stored: StoredSchema) -> pb.Schema:
     kind = TYPE_NUMBERS.get(stored.schema.type, 0)     # BYTES (admin only) has no number: None
-    return pb.Schema(name=schema_name, schema_data=stored.schema.data, type=kind,  # type: ignore[arg-type]
-                     properties=[pb.KeyValue(key=k, value=v) for k, v in sorted(stored.schema.props.items())])
+    out = pb.Schema(name=schema_name, schema_data=stored.schema.data, type=kind)  # type: ignore[arg-type]
+    for key, value in sorted(stored.schema.props.items()):
+        out.properties.add(key=key, value=value)
+    return out
 
 
 def _registry(service: BrokerService) -> SchemaRegistry:
     return SchemaRegistry(service.astore, service.clock)
 
 
-async def producer_schema_version(service: BrokerService, topic: PersistentTopic, cmd: pb.CommandProducer) -> bytes:
+async def producer_schema_version(service: BrokerService, topic: TopicState, cmd: pb.CommandProducer) -> bytes:
     """The schema version for a new producer (b"" without a schema); IncompatibleSchema if refused."""
     schema = schema_of_proto(cmd.schema) if cmd.HasField("schema") else None
     registry = _registry(service)
@@ -73,12 +88,12 @@ async def producer_schema_version(service: BrokerService, topic: PersistentTopic
     return version_bytes(version)
 
 
-def _idle(topic: PersistentTopic) -> bool:
+def _idle(topic: TopicState) -> bool:
     return (not topic.producers and topic.msg_in_counter == 0
             and not any(sub.consumers for sub in topic.subscriptions.values()))
 
 
-async def check_consumer(service: BrokerService, topic: PersistentTopic, cmd: pb.CommandSubscribe) -> None:
+async def check_consumer(service: BrokerService, topic: TopicState, cmd: pb.CommandSubscribe) -> None:
     """May this SUBSCRIBE's consumer attach, given its schema? IncompatibleSchema if not."""
     schema = schema_of_proto(cmd.schema) if cmd.HasField("schema") else None
     if schema is None:

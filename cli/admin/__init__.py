@@ -32,11 +32,12 @@ from cli.admin.client import OUTPUTS, AdminClient
 from common.errors import StrataError
 
 ADMIN_URL_ENV = "STRATA_ADMIN_URL"
-GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats")
+GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats", "schemas")
 # the modules that declare commands, each with add_parsers(groups)
 _MODULES = ("cli.admin.backlog_quota",
             "cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain",
-            "cli.admin.subscriptions", "cli.admin.terminate", "cli.admin.tenants", "cli.admin.compaction")
+            "cli.admin.subscriptions", "cli.admin.terminate", "cli.admin.tenants", "cli.admin.compaction",
+            "cli.admin.schemas")
 
 
 def parser() -> argparse.ArgumentParser:

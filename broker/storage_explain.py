@@ -65,6 +65,8 @@ from broker.storage_advice import advice, count, duration, iso, retention_text, 
 from broker.storage_model import (
     AWAITING_TRIM,
     CATEGORIES,
+    COMPACTED,
+    COMPACTED_CATEGORY,
     OFFLOADED,
     OPEN,
     PINNED,
@@ -100,7 +102,28 @@ def explain_topic(topic: PersistentTopic, facts: StorageFacts, now_ms: int) -> S
     """`explain` over a loaded topic: its managed ledger and its durable, open subscriptions
     (a reader's non-durable cursor pins nothing, as in the retention pass)."""
     cursors = [sub.cursor for sub in list(topic.subscriptions.values()) if sub.durable and not sub.closed]
-    return explain(str(topic.name), topic.ml, cursors, facts, now_ms)
+    return with_compacted(explain(str(topic.name), topic.ml, cursors, facts, now_ms), topic)
+
+
+def with_compacted(e: StorageExplanation, topic: PersistentTopic) -> StorageExplanation:
+    """`e` with the topic's compacted ledger (`broker.compaction`) as one more row, kept by
+    "compaction", its bytes in storageSize and in the decomposition's compactedLedger part."""
+    record, view = topic.compaction.record, topic.compaction.view
+    if record is None or record.ledger_id < 0:
+        return e
+    handle = view.handle if view is not None else None
+    row = LedgerExplanation(
+        ledger_id=record.ledger_id, entries=record.entries, size_bytes=record.size_bytes, state="compacted",
+        created_ms=record.compacted_ms, first_publish_ms=0, last_publish_ms=0,
+        bookies=tuple(sorted(handle.metadata.all_bookies())) if handle is not None else (), bookie_copy=True,
+        s3_key=None, offloaded_ms=None, unacked_entries=0,
+        kept_by=(Keeper("compaction", f"the topic's compacted view up to {record.horizon} ({record.keys} keys), "
+                                      "read by read_compacted readers; replaced by the next compaction"),),
+        goes_at_ms=None, goes="when the next compaction replaces it, or with the topic",
+        bookie_copy_goes_at_ms=None, parts={COMPACTED: record.size_bytes} if record.size_bytes else {})
+    total = e.storage_size_bytes + record.size_bytes
+    decomposition = decompose([*e.ledgers, row], total, (*CATEGORIES, COMPACTED_CATEGORY))
+    return replace(e, storage_size_bytes=total, decomposition=decomposition, compacted=row)
 
 
 @dataclass(frozen=True)
@@ -409,11 +432,12 @@ def _release(walk: _Walk, acting: Sequence[ManagedCursor]) -> tuple[int, int]:
     return released, freeable
 
 
-def decompose(ledgers: Sequence[LedgerExplanation], storage_bytes: int) -> tuple[Part, ...]:
+def decompose(ledgers: Sequence[LedgerExplanation], storage_bytes: int,
+              categories: Sequence[tuple[str, str]] = CATEGORIES) -> tuple[Part, ...]:
     """Every category, in CATEGORIES order, with its bytes, percent and ledger count; the bytes
     sum exactly to `storage_bytes`."""
     out = []
-    for category, label in CATEGORIES:
+    for category, label in categories:
         size = sum(ledger.parts.get(category, 0) for ledger in ledgers)
         count = sum(1 for ledger in ledgers if ledger.parts.get(category, 0))
         percent = round(100.0 * size / storage_bytes, 2) if storage_bytes else 0.0
@@ -444,7 +468,8 @@ def to_json(e: StorageExplanation) -> dict:
             "rolloverAgeMs": e.settings.rollover_age_ms,
             "rolloverMinAgeMs": e.settings.rollover_min_age_ms,
         },
-        "ledgers": [_ledger_json(ledger, e.settings.s3_bucket) for ledger in e.ledgers],
+        "ledgers": [_ledger_json(ledger, e.settings.s3_bucket)
+                    for ledger in (*e.ledgers, *((e.compacted,) if e.compacted is not None else ()))],
         "subscriptions": {sub.name: _subscription_json(sub) for sub in e.subscriptions},
         "decomposition": [{"category": p.category, "label": p.label, "size": p.size_bytes,
                            "percent": p.percent, "ledgers": p.ledgers} for p in e.decomposition],

@@ -27,6 +27,7 @@ RETAINED = "retainedByPolicy"
 OPEN = "openLedger"
 OFFLOADED = "offloaded"
 AWAITING_TRIM = "awaitingTrim"
+COMPACTED = "compactedLedger"      # the topic's compacted view, its own ledger (broker.compaction)
 CATEGORIES: tuple[tuple[str, str], ...] = (
     (UNCONSUMED, "unconsumed by some subscription"),
     (PINNED, "acked but pinned (ack holes, partly consumed ledgers)"),
@@ -35,6 +36,8 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
     (OFFLOADED, "offloaded"),
     (AWAITING_TRIM, "awaiting the next retention pass"),
 )
+# the part a compacted topic adds after those (`broker.storage_explain.with_compacted`)
+COMPACTED_CATEGORY = (COMPACTED, "compacted view (its own ledger)")
 
 
 # --- inputs ----------------------------------------------------------------------------------------
@@ -155,3 +158,4 @@ class StorageExplanation:
     subscriptions: tuple[SubscriptionExplanation, ...]
     decomposition: tuple[Part, ...]
     advice: tuple[str, ...]
+    compacted: LedgerExplanation | None = None   # the compacted ledger's row; None: not compacted

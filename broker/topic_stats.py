@@ -440,7 +440,7 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "msgBacklog": sum(sub["msgBacklog"] for sub in subs.values()),
         "backlogSize": max((subs[s.name]["backlogSize"] for s in durable), default=0),
         "earliestMsgPublishTimeInBacklogs": _earliest(sub["earliestMsgPublishTimeInBacklog"] for sub in subs.values()),
-        "storageSize": storage_size_bytes(topic.ml),
+        "storageSize": storage_size_bytes(topic.ml) + topic.compaction.stored_bytes,   # compacted ledger too
         **_offload_stats(topic.ml),
         **quota_fields,
         "publishers": [_publisher_stats(p) for p in topic.producers.values()],

@@ -215,6 +215,11 @@ class TopicCompaction:
 
     # --- threshold, lifecycle -------------------------------------------------------------------
 
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the compacted ledger (the topic's storageSize counts them)."""
+        return self.record.size_bytes if self.record is not None and self.record.ledger_id >= 0 else 0
+
     def backlog_bytes(self) -> int:
         """Bytes the `__compaction` subscription has not compacted yet (the whole topic's
         stored bytes without one), as Pulsar's compactionThreshold check measures it."""

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from tests.support.admin_cli import run_admin
 from tests.support.admin_http import admin_call, topic_get
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
@@ -82,6 +83,23 @@ def read_compacted(client: pulsar.Client, topic: str, timeout_ms: int = 3000) ->
     return out
 
 
+def check_storage_names_the_compacted_ledger(sa: StandaloneProcess, topic: str, compacted: dict) -> None:
+    """storageSize counts the compacted ledger; explain-storage lists it, kept by "compaction",
+    and its decomposition still sums to storageSize (CLI too)."""
+    stats = topic_get(sa.admin_url, topic, "stats")
+    internal = topic_get(sa.admin_url, topic, "internalStats")
+    ml_bytes = sum(ledger["size"] for ledger in internal["ledgers"][:-1]) + internal["currentLedgerSize"]
+    assert stats["storageSize"] == ml_bytes + compacted["size"]
+    explained = topic_get(sa.admin_url, topic, "explain-storage")
+    row = explained["ledgers"][-1]
+    assert (row["ledgerId"], row["size"], row["keptBy"][0]["kind"]) == (compacted["ledgerId"], compacted["size"],
+                                                                      "compaction")
+    parts = {p["category"]: p["size"] for p in explained["decomposition"]}
+    assert parts["compactedLedger"] == compacted["size"]
+    assert sum(parts.values()) == explained["storageSize"] == stats["storageSize"]
+    assert run_admin(["--admin-url", sa.admin_url, "topics", "explain-storage", topic]) == 0
+
+
 def test_latest_value_per_key_and_tombstones(standalone, topic) -> None:
     client = client_of(standalone)
     try:
@@ -102,6 +120,7 @@ def test_latest_value_per_key_and_tombstones(standalone, topic) -> None:
         stats = topic_get(standalone.admin_url, topic, "internalStats")
         assert stats["compactedLedger"]["ledgerId"] >= 0 and stats["compactedLedger"]["entries"] == 9
         assert "__compaction" in stats["cursors"]
+        check_storage_names_the_compacted_ledger(standalone, topic, stats["compactedLedger"])
         producer.send(b"tail", partition_key="k1")        # the tail after the horizon is read as is
         producer.send(b"tail no key")
         got = read_compacted(client, topic)

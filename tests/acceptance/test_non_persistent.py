@@ -225,3 +225,22 @@ def test_batches_and_readers(standalone: StandaloneProcess, client: pulsar.Clien
     reader.close()
     wait_until(lambda: len(_stats(standalone.admin_url, np_topic)["subscriptions"]) == 1, timeout_s=10,
                what="the reader's subscription to go with the reader")
+
+
+def test_unsubscribe_and_admin_deletes(standalone: StandaloneProcess, client: pulsar.Client, np_topic: str) -> None:
+    admin = standalone.admin_url
+    gone = client.subscribe(np_topic, "gone")
+    kept = client.subscribe(np_topic, "kept")
+    gone.unsubscribe()
+    assert set(_stats(admin, np_topic)["subscriptions"]) == {"kept"}
+    assert admin_call(admin, "GET", _path(np_topic) + "/subscriptions")[1] == ["kept"]
+    assert admin_call(admin, "DELETE", _path(np_topic) + "/subscription/kept")[0] == 412   # a consumer is on it
+    assert admin_call(admin, "DELETE", _path(np_topic))[0] == 412                          # clients attached
+    assert admin_call(admin, "DELETE", _path(np_topic) + "?force=true")[0] == 204
+    wait_until(lambda: admin_call(admin, "GET", _path(np_topic) + "/stats")[0] == 200, timeout_s=20,
+               what="the consumer to come back to a fresh topic")
+    producer = client.create_producer(np_topic)
+    wait_until(lambda: _stats(admin, np_topic)["subscriptions"].get("kept", {}).get("consumers"), timeout_s=20,
+               what="the consumer to be attached again")
+    producer.send(b"again")
+    assert kept.receive(10_000).data() == b"again"

@@ -9,6 +9,8 @@
 - A consumer that does not keep up loses messages, and the loss is counted (`msgDropCount`,
   `msgDropRate` in the subscription's and the topic's stats).
 - Admin: stats / internalStats / the namespace list; what needs stored messages answers 405.
+- A pattern consumer (RegexSubscriptionMode NonPersistentOnly) picks the live non-persistent
+  topics that match and not a persistent topic of the same name.
 - Bad input: a malformed non-persistent name is refused (InvalidTopicName / 400) like a
   persistent one; seek and read_compacted are refused.
 """
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pulsar
@@ -244,3 +247,16 @@ def test_unsubscribe_and_admin_deletes(standalone: StandaloneProcess, client: pu
                what="the consumer to be attached again")
     producer.send(b"again")
     assert kept.receive(10_000).data() == b"again"
+
+
+def test_a_pattern_consumer_chooses_live_non_persistent_topics(client: pulsar.Client, np_topic: str) -> None:
+    producers = [client.create_producer(f"{np_topic}-{i}", batching_enabled=False) for i in range(2)]
+    persistent = client.create_producer(np_topic.replace("non-persistent://", "persistent://", 1) + "-0")
+    # (the name has no regex metacharacter; the client needs the mode to accept the domain)
+    consumer = client.subscribe(re.compile(np_topic + "-.*"), "pattern",
+                                regex_subscription_mode=pulsar.RegexSubscriptionMode.NonPersistentOnly)
+    for i, producer in enumerate(producers):
+        producer.send(f"np{i}".encode())
+    persistent.send(b"persistent")          # another domain: not matched
+    assert sorted(m.data() for m in receive_all(consumer, 2)) == [b"np0", b"np1"]
+    assert_no_more(consumer)

@@ -4,7 +4,8 @@ Fields Strata applies, stored as given (`broker.policies`, `broker.offload_polic
 `bundles` ({"numBundles": N} or {"boundaries": [...]}), `retention_policies`,
 `message_ttl_in_seconds`, `deduplicationEnabled`, `offload_threshold`,
 `offload_threshold_in_seconds`, `offload_deletion_lag_ms`, `offload_policies` (its three
-thresholds), `backlog_quota_map` (`broker.backlog_quota`), and `replication_clusters` (this
+thresholds), `backlog_quota_map` (`broker.backlog_quota`), `compaction_threshold`
+(`broker.compaction.threshold`), and `replication_clusters` (this
 cluster only: Strata does not replicate).
 
 Every other field of Pulsar's Policies is accepted only at its default value (null, an empty
@@ -23,6 +24,7 @@ from broker import backlog_quota, offload_policy, policies
 from broker import bundles as bundles_mod
 from broker.admin.policy_bodies import retention_value, ttl_seconds
 from broker.bundles import NamespaceBundles
+from broker.compaction import threshold as compaction_threshold
 from broker.offload_policy import check_long
 from broker.schemas import policy as schema_policy
 from common.errors import BadRequestBody, InvalidBundle, NotAllowed
@@ -53,7 +55,6 @@ _PULSAR_DEFAULTS: dict[str, object] = {
     "max_unacked_messages_per_consumer": None,
     "max_unacked_messages_per_subscription": None,
     "max_subscriptions_per_topic": None,
-    "compaction_threshold": None,
     "max_topics_per_namespace": None,
     "schema_auto_update_compatibility_strategy": "Full",
     "subscription_types_enabled": [],
@@ -122,6 +123,8 @@ def _stored_fields(body: dict) -> dict:
     for key in _LONG_FIELDS:
         if body.get(key) is not None:
             fields[key] = check_long(body[key], key)
+    if body.get(compaction_threshold.NS_KEY) is not None:
+        fields[compaction_threshold.NS_KEY] = compaction_threshold.check_threshold(body[compaction_threshold.NS_KEY])
     if body.get(offload_policy.TOPIC_OFFLOAD_KEY) is not None:
         checked = offload_policy.check_offload_policies(body[offload_policy.TOPIC_OFFLOAD_KEY])
         fields.update({k: v for k, v in offload_policy.namespace_fields(checked).items() if v is not None})
@@ -165,6 +168,7 @@ def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict
         offload_policy.NS_THRESHOLD_SECONDS_KEY: stored.get(offload_policy.NS_THRESHOLD_SECONDS_KEY, -1),
         offload_policy.NS_DELETION_LAG_KEY: stored.get(offload_policy.NS_DELETION_LAG_KEY),
         offload_policy.TOPIC_OFFLOAD_KEY: offload_policy.namespace_offload_policies(stored),
+        compaction_threshold.NS_KEY: stored.get(compaction_threshold.NS_KEY),
         backlog_quota.QUOTA_KEY: stored.get(backlog_quota.QUOTA_KEY, {}),
     })
     out.update(schema_policy.json_fields(stored))

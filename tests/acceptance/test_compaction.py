@@ -127,6 +127,8 @@ def test_compaction_threshold_policy_compacts_on_its_own(tmp_path) -> None:
         url = ["--admin-url", sa.admin_url]
         assert run_admin([*url, "namespaces", "set-compaction-threshold", "-t", "1K", "public/default"]) == 0
         assert admin_call(sa.admin_url, "GET", "/admin/v2/namespaces/public/default/compactionThreshold") == (200, 1024)
+        assert admin_call(sa.admin_url, "GET", "/admin/v2/namespaces/public/default")[1]["compaction_threshold"] == 1024
+        assert admin_call(sa.admin_url, "PUT", "/admin/v2/namespaces/public/default/compactionThreshold", -1)[0] == 412
         client = make_client(sa.service_url)
         try:
             topic = "persistent://public/default/threshold"

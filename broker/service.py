@@ -52,7 +52,15 @@ from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
 from common.clock import Clock
 from common.config import Config
-from common.errors import BundleNotOwned, NotAllowed, NotFound, ServiceNotReady, ShuttingDown, StrataError
+from common.errors import (
+    BundleNotOwned,
+    NotAllowed,
+    NotFound,
+    NotOnNonPersistent,
+    ServiceNotReady,
+    ShuttingDown,
+    StrataError,
+)
 from common.topic_names import TopicName
 from cursor.cursor_writer import CursorWriter
 from entries.entry import parse_entry
@@ -148,6 +156,8 @@ class BrokerService:
 
     async def get_topic(self, name: TopicName) -> PersistentTopic:
         """The loaded topic, loading (and creating) it if needed; ServiceNotReady if slow."""
+        if not name.persistent:   # `self.non_persistent` serves it: a managed ledger would store it
+            raise NotOnNonPersistent("a non-persistent topic has no managed ledger", topic=str(name))
         if self.closing:
             raise ShuttingDown("broker is shutting down")
         if not self.astore.lease_valid():

@@ -25,7 +25,9 @@ def _topic(n: int) -> dict:
     return {"msgInCounter": 10 * n, "bytesInCounter": 100 * n, "msgOutCounter": 5 * n, "bytesOutCounter": 50 * n,
             "msgRateIn": 1.5 * n, "msgRateOut": 0.5 * n, "msgThroughputIn": 15.0 * n, "msgThroughputOut": 5.0 * n,
             "publishers": [{}] * n, "msgBacklog": 3 * n, "storageSize": 1000 * n, "backlogSize": 300 * n,
-            "offloadedStorageSize": 0, "subscriptions": {"a": _sub(3 * n), "b": _sub(n, blocked=True)}}
+            "offloadedStorageSize": 0, "subscriptions": {"a": _sub(3 * n), "b": _sub(n, blocked=True)},
+            "backlogQuotaLimitSize": 4096 * n, "backlogQuotaLimitTime": -1, "oldestBacklogMessageAgeSeconds": 7 * n,
+            "backlogQuotaEvictions": {"size": n, "time": 0}}
 
 
 STATS = {"persistent://public/default/t1": _topic(1), "persistent://public/default/t2": _topic(2),
@@ -52,7 +54,11 @@ def test_topic_level_samples_are_the_stats_fields() -> None:
     assert samples[("pulsar_subscription_blocked_on_unacked_messages", sub)] == 1
     assert samples[("pulsar_subscription_msg_rate_out", sub)] == 2.5
     assert samples[("strata_subscription_cursor_state_error", sub)] == 0
-    assert len({name for name, _ in samples}) == len(TOPIC_METRICS) + 9
+    assert samples[("pulsar_storage_backlog_quota_limit", labels)] == 8192
+    assert samples[("pulsar_storage_backlog_age_seconds", labels)] == 14
+    assert samples[("pulsar_storage_backlog_quota_exceeded_evictions_total",
+                    tuple(sorted((*labels, ("quota_type", "size")))))] == 2
+    assert len({name for name, _ in samples}) == len(TOPIC_METRICS) + 10
 
 
 def test_namespace_level_sums_topics_and_drops_subscriptions() -> None:

@@ -223,7 +223,7 @@ def test_namespace_created_from_a_whole_policies_body(admin: str) -> None:
     ({"deduplicationEnabled": "yes"}, 400, "deduplicationEnabled must be"),
     ({"offload_threshold": 2**63}, 412, "invalid offload_threshold"),
     ({"replication_clusters": ["elsewhere"]}, 412, "Clusters do not exist"),
-    ({"backlog_quota_map": {"destination_storage": {"limitSize": 10}}}, 412, "the namespace policy backlog_quota_map"),
+    ({"backlog_quota_map": {"destination_storage": {"limitSize": 10}}}, 400, "backlog quota policy must be"),
     ({"deleted": True}, 412, "the namespace policy deleted"),
     ([1, 2], 400, "a namespace's policies are a JSON object"),
 ])

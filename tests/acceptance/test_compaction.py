@@ -188,3 +188,18 @@ def test_100k_keys_with_10_percent_tombstones(standalone, client, topic) -> None
 @pytest.mark.slow
 def test_1m_keys_with_10_percent_tombstones(standalone, client, topic) -> None:
     _many_keys(standalone, client, topic, 1_000_000, 100)
+
+
+def test_a_partitioned_topic_compacts_every_partition(standalone, client, topic) -> None:
+    code, body = admin_call(standalone.admin_url, "PUT", _path(topic) + "/partitions", 3)
+    assert code == 204, body
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(60):
+        producer.send(f"v{i}".encode(), partition_key=f"k{i % 12}")
+    compact(standalone, topic)
+    status = admin_call(standalone.admin_url, "GET", _path(topic) + "/compaction")[1]
+    assert set(status["partitions"]) == {"0", "1", "2"}
+    assert all(s["status"] == "SUCCESS" for s in status["partitions"].values())
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    assert dict(read_all(reader)) == {f"k{k}": f"v{48 + k}".encode() for k in range(12)}
+    reader.close()

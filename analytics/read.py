@@ -63,11 +63,16 @@ class ReadSpec:
     fail_on_data_loss: bool
     value_schema: str = ""        # "" or a Spark StructType as JSON (analytics.value)
     columns: tuple[str, ...] = () # () = all; else the user-given schema's columns, in its order
+    value_avro: tuple[str, ...] = ()  # Avro payloads: the topic's schema versions, newest first
 
 
 def read_slices(slices: Sequence[Slice], spec: ReadSpec) -> Iterator[pa.RecordBatch]:
-    decoder = None
-    if spec.value_schema:
+    decoder: Any = None
+    if spec.value_avro:                # the topic's Avro schema (analytics.topic_schema)
+        from analytics.topic_schema import AvroValueDecoder, TopicValueSchema
+
+        decoder = AvroValueDecoder(TopicValueSchema("AVRO", spec.value_schema, spec.value_avro))
+    elif spec.value_schema:
         from analytics.value import ValueDecoder
 
         decoder = ValueDecoder(spec.value_schema)

@@ -40,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from analytics import topic_schema
 from analytics.options import Position, SourceOptions, parse_source_options
 from analytics.plan import Footers, Pruning, group_slices, plan_range, resolve_position, time_pruning
 from analytics.read import ReadSpec, TimeBounds
@@ -73,6 +74,9 @@ class StrataDataSource(DataSource):
     def schema(self) -> StructType:
         schema = message_schema()
         value_schema = {str(k).lower(): v for k, v in self.options.items()}.get("valueschema")
+        if not value_schema:                   # the topic's own schema, if it has one
+            found = topic_schema.of_options(dict(self.options))
+            value_schema = found.struct_json if found is not None else None
         if value_schema:
             from analytics.value import VALUE_COLUMN, value_struct
 
@@ -104,8 +108,11 @@ class SlicePartition(InputPartition):
 
 
 def _spec(options: SourceOptions) -> ReadSpec:
+    found = topic_schema.topic_value_schema(options.topics, options.pattern, options.value_schema, options.access)
+    value_schema = found.struct_json if found is not None else options.value_schema
+    avro = found.definitions if found is not None and found.kind == "AVRO" else ()
     return ReadSpec(options.access, TimeBounds(options.starting_time_ms, options.ending_time_ms),
-                    options.fail_on_data_loss, options.value_schema, options.columns)
+                    options.fail_on_data_loss, value_schema, options.columns, avro)
 
 
 def _columns(schema: StructType | None) -> tuple[str, ...]:

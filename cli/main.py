@@ -33,6 +33,7 @@ PERF_COMMANDS: dict[str, str] = {
     "spark": "perf.spark",
     "failover": "perf.failover",
     "compaction": "perf.compaction",
+    "schemas": "perf.schemas",
 }
 
 

@@ -361,12 +361,21 @@ class BacklogQuotaChecker:
             await self.check_all()
 
     async def check_all(self) -> None:
-        """One pass; never raises but for cancellation."""
+        """One pass; never raises but for cancellation. Each namespace's policies and all its
+        topic-level policies are read once per pass (a get and a prefix listing)."""
+        read: dict[tuple[str, str], tuple[dict, dict[str, dict]]] = {}
+        astore = self.service.astore
         for topic in list(self.service.topics.values()):
             if topic.closing or self.service.closing:
                 continue
             try:
-                quotas = await load(self.service, topic)
+                key = (topic.name.tenant, topic.name.namespace)
+                if key not in read:
+                    read[key] = (await policies.namespace_policies(astore, *key),
+                                 await policies.namespace_topic_policies(astore, *key))
+                ns_policies, topic_level = read[key]
+                quotas = _quotas[topic] = effective(ns_policies, topic_level.get(topic.name.base.local),
+                                                    self.service.config)
                 if _limited(quotas) and not topic.closing:
                     await apply(topic, quotas, self.service.clock.wall_ms())
             except asyncio.CancelledError:

@@ -16,6 +16,8 @@ Each policy, each in its own namespace with a quota of 8 KiB (or 1 s):
   older than the quota (the case #15609 got wrong).
 - One slow Shared consumer over the quota on one topic does not block another topic of the
   same namespace.
+- A topic's own quota applies to it alone and wins over the namespace's; removed, the
+  namespace's applies again.
 - Stats show the quota and each subscription's distance to it; a quota at or over the
   retention is refused with 412; `strata admin namespaces set-backlog-quota` and
   `topics set-backlog-quota` store what `get-backlog-quotas` shows.
@@ -218,6 +220,25 @@ def test_a_slow_shared_consumer_does_not_block_other_topics(standalone, client) 
     for i in range(20):
         producer.send(f"o{i}".encode())
     assert len(_receive_some(other_consumer)) == 20
+
+
+def test_a_topic_quota_applies_to_that_topic_and_wins_over_the_namespace(standalone, client) -> None:
+    ns = _namespace(standalone, {"limitSize": 1024 * 1024, "policy": "producer_exception"})
+    limited, free = f"persistent://{ns}/limited", f"persistent://{ns}/free"
+    quota_path = f"/admin/v2/persistent/{ns}/limited/backlogQuota"
+    assert admin_call(standalone.admin_url, "POST", quota_path, {"limitSize": QUOTA_BYTES,
+                                                                 "policy": "producer_request_hold"})[0] == 204
+    for topic in (limited, free):
+        client.subscribe(topic, "slow")
+        _fill(client, topic, 10)
+    wait_until(lambda: _refused(client, limited, pulsar.ProducerBlockedQuotaExceededError), 20,
+               what="the topic's own quota (hold) refusing producers")
+    client.create_producer(free).close()                       # the namespace's 1 MiB is far off
+    applied = admin_call(standalone.admin_url, "GET", f"/admin/v2/persistent/{ns}/limited/backlogQuotaMap?applied=true")
+    assert applied[1]["destination_storage"]["limitSize"] == QUOTA_BYTES
+    assert admin_call(standalone.admin_url, "DELETE", quota_path)[0] == 204
+    client.create_producer(limited).close()                    # the namespace's quota again: under it
+    assert topic_get(standalone.admin_url, limited, "stats")["backlogQuotaLimitSize"] == 1024 * 1024
 
 
 def test_quota_over_retention_is_refused_412(standalone) -> None:

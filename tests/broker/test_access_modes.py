@@ -10,6 +10,8 @@ topic_epoch, CLOSE_PRODUCER) is seen as sent.
   coming back with its epoch is ProducerFenced; a waiter is refused ProducerFenced.
 - The epoch is in the managed ledger's record: after an unload (topic loaded again) the next
   exclusive producer gets the next epoch, and one showing an older epoch is ProducerFenced.
+- A waiter of a topic being unloaded is answered ServiceNotReady (the client retries with the
+  next owner) rather than left waiting on a topic that is gone.
 """
 
 from __future__ import annotations
@@ -167,3 +169,16 @@ def test_the_epoch_is_kept_with_the_topic(standalone: StandaloneProcess, topic: 
         assert _ready(c.create(topic, 2, AccessMode.EXCLUSIVE)).topic_epoch == 2
     finally:
         c.close()
+
+
+def test_a_waiter_is_answered_when_the_topic_closes(standalone: StandaloneProcess, topic: str) -> None:
+    a, b = Client(standalone.port), Client(standalone.port)
+    try:
+        _ready(a.create(topic, 1, AccessMode.EXCLUSIVE))
+        assert not b.create(topic, 1, AccessMode.WAIT_FOR_EXCLUSIVE).producer_success.producer_ready
+        _unload(standalone.admin_url, topic)
+        assert a.next_command().type == T.CLOSE_PRODUCER
+        assert _error(b.next_command()) == PulsarServerError.ServiceNotReady
+    finally:
+        a.close()
+        b.close()

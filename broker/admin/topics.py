@@ -10,7 +10,8 @@ Under `/admin/v2/persistent/{t}/{ns}` (`{topic}` = local name):
   partition's data (each on the broker that serves it); 412 while clients are attached (unless force).
 - `PUT    .../{topic}` → 204: create a non-partitioned topic (its managed ledger is opened); 409
   "This topic already exists" if it exists, or a partitioned topic has that name.
-- `DELETE .../{topic}[?force=true]` → 204: delete a topic.
+- `DELETE .../{topic}[?force=true]` → 204: delete a topic (its schemas too, as the partitioned
+  topic's deletion does: `broker.schemas.registry.forget_topic`).
 - `GET    .../{topic}/stats[?getPreciseBacklog=true]` → topic stats (Pulsar's names,
   `broker.topic_stats`); precise: `msgBacklog` counts messages, not entries. 404 "Topic not found"
   for a topic never created.
@@ -41,6 +42,7 @@ from broker import policies
 from broker.admin import lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
+from broker.schemas import registry as schema_registry
 from broker.topic_stats import partitioned_stats, topic_stats
 from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound
 from common.topic_names import TopicName
@@ -157,6 +159,7 @@ class _TopicRoutes:
             await lookup.delete_partition(self.service, name.partition(i), force=force)
         await policies.delete_partitioned(self.service.astore, name)
         await policies.delete_topic_policies(self.service.astore, name)
+        await schema_registry.forget_topic(self.service.astore, self.service.clock, name)
         return web.Response(status=204)
 
     async def delete_topic(self, request: web.Request) -> web.Response:
@@ -164,6 +167,7 @@ class _TopicRoutes:
         if await self.service.partitions(name) > 0:
             raise NotAllowed("a partitioned topic is deleted through .../partitions", topic=str(name))
         await self.service.delete_topic(name, force=flag(request, "force"))
+        await schema_registry.forget_topic(self.service.astore, self.service.clock, name)
         return web.Response(status=204)
 
     async def _existing(self, name: TopicName) -> bool:

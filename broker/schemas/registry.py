@@ -141,3 +141,10 @@ def _canonical(schema: SchemaData) -> tuple[str, object, dict[str, str]]:
 def _identical(current: list[StoredSchema], schema: SchemaData) -> int | None:
     wanted = _canonical(schema)
     return next((s.version for s in reversed(current) if _canonical(s.schema) == wanted), None)
+
+
+async def forget_topic(astore: AsyncStore, clock: Clock, name: TopicName) -> None:
+    """A deleted topic takes its schemas with it (Pulsar deletes the schema storage with the
+    topic); a partition's deletion leaves the partitioned topic's schemas alone."""
+    if name.partition_index < 0:
+        await SchemaRegistry(astore, clock).delete(name, force=True)

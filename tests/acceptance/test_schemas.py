@@ -227,3 +227,13 @@ def test_cli_schemas_commands(standalone, topic, tmp_path, capsys) -> None:
     assert run_admin([*url, "namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "full"]) == 0
     assert run_admin([*url, "schemas", "delete", topic]) == 0
     assert run_admin([*url, "schemas", "get", topic]) == 1
+
+
+def test_deleting_a_topic_deletes_its_schemas(standalone, client, topic) -> None:
+    client.create_producer(topic, schema=AvroSchema(USER)).close()
+    assert _versions(standalone.admin_url, topic) == [0]
+    status, body = admin_call(standalone.admin_url, "DELETE", "/admin/v2/persistent/" + topic.split("://")[1])
+    assert status == 204, body
+    assert _versions(standalone.admin_url, topic) == []
+    client.create_producer(topic, schema=AvroSchema(USER_AGE_TEXT)).close()   # a new topic: any schema
+    assert _versions(standalone.admin_url, topic) == [0]

@@ -5,7 +5,8 @@ Fields Strata applies, stored as given (`broker.policies`, `broker.offload_polic
 `message_ttl_in_seconds`, `deduplicationEnabled`, `offload_threshold`,
 `offload_threshold_in_seconds`, `offload_deletion_lag_ms`, `offload_policies` (its three
 thresholds), `backlog_quota_map` (`broker.backlog_quota`), `compaction_threshold`
-(`broker.compaction.threshold`), and `replication_clusters` (this
+(`broker.compaction.threshold`), `schema_compatibility_strategy`, `is_allow_auto_update_schema`,
+`schema_validation_enforced` (`broker.schemas.policy`), and `replication_clusters` (this
 cluster only: Strata does not replicate).
 
 Every other field of Pulsar's Policies is accepted only at its default value (null, an empty

@@ -6,7 +6,8 @@ Resources (each module's docstring lists its routes):
   `broker.admin.subscriptions`: subscription operations; `broker.admin.offload`: offload and
   internalStats; `broker.admin.lookup`: HTTP lookup, topic unload, and the 307 to a topic's owner;
   `broker.admin.brokers`: brokers, health, leader, clusters; `broker.admin.broker_stats`: every
-  loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`.
+  loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`;
+  `broker.admin.schemas`: the schema registry and the schema policies.
 - `GET /metrics` → Prometheus text (`broker.metrics`).
 
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with

@@ -20,6 +20,7 @@ from collections import OrderedDict
 
 from broker.compaction import format as fmt
 from broker.compaction.record import CompactionRecord
+from common.invariant import present
 from ledger.handle import ReadHandle
 from ledger.position import Position
 from ledger.types import Entry
@@ -46,8 +47,7 @@ class CompactedView:
         return self.record.entries
 
     async def _position_at(self, entry_id: int) -> Position:
-        handle = self.handle
-        assert handle is not None
+        handle = present(self.handle, "a view with entries has a read handle", ledger_id=self.ledger_id)
         got = await handle.read(entry_id, entry_id)
         return fmt.decode_position(got[0][1])
 

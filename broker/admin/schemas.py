@@ -7,7 +7,9 @@ Schemas of a topic (`{topic}` a local name; a partitioned topic's partitions sha
 - `GET .../schemas` → `{"getSchemaResponses": [...]}`, the live versions, oldest first.
 - `POST .../schema` PostSchemaPayload `{"type": "AVRO", "schema": "<definition>", "properties":
   {}}` → 200 `{"version": {"version": n}}`; 409 incompatible (the strategy's reason), 422 a
-  malformed definition, 400 an unknown type or a body that is not a PostSchemaPayload.
+  malformed definition, 400 an unknown type or a body that is not a PostSchemaPayload. A
+  KEY_VALUE `schema` is `{"key": <schema>, "value": <schema>}`, each part's type in the
+  properties (`key.schema.type`, `value.schema.type`), as Pulsar's REST form.
 - `DELETE .../schema[?force=true]` → `{"version": n}` of the deleted marker (-1: nothing to
   delete; force removes every version, and numbering starts again).
 - `POST .../compatibility` PostSchemaPayload → `{"isCompatibility": bool,
@@ -25,6 +27,7 @@ A namespace that does not exist is a 404 for all of them.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -33,9 +36,17 @@ from broker import policies
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.lookup import TOPIC_ROUTE
 from broker.schemas import policy as schema_policy
+from broker.schemas import validation
 from broker.schemas.compatibility import UNDEFINED
 from broker.schemas.registry import SchemaRegistry
-from common.errors import BadRequestBody, IncompatibleSchema, InvalidSchemaData, NotFound, UnknownSchemaType
+from common.errors import (
+    BadRequestBody,
+    IncompatibleSchema,
+    InvalidSchemaData,
+    NotFound,
+    SchemaError,
+    UnknownSchemaType,
+)
 from common.schema_records import SchemaData, StoredSchema
 from common.topic_names import TopicName, parse_topic
 
@@ -68,9 +79,34 @@ def register(app: web.Application, service: BrokerService) -> None:
 
 
 def schema_response(stored: StoredSchema) -> dict:
-    """Pulsar's GetSchemaResponse JSON."""
+    """Pulsar's GetSchemaResponse JSON (a KEY_VALUE definition as `{"key": ..., "value": ...}`)."""
+    data = stored.schema.data.decode("utf-8", errors="replace")
+    if stored.schema.type == "KEY_VALUE" and not stored.deleted:
+        key, value = validation.key_value_parts(stored.schema)
+        data = json.dumps({"key": _json_or_text(key.data), "value": _json_or_text(value.data)})
     return {"version": stored.version, "type": stored.schema.type, "timestamp": stored.timestamp_ms,
-            "data": stored.schema.data.decode("utf-8", errors="replace"), "properties": stored.schema.props}
+            "data": data, "properties": stored.schema.props}
+
+
+def _json_or_text(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def _key_value_data(definition: str) -> bytes:
+    """Pulsar's REST form of a KEY_VALUE definition, `{"key": <schema>, "value": <schema>}`, in
+    the stored binary form (InvalidSchemaData, 422, if it is not that)."""
+    try:
+        doc = json.loads(definition)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or "key" not in doc or "value" not in doc:
+        raise InvalidSchemaData('Invalid KeyValue schema: expected {"key": ..., "value": ...}')
+    parts = [b"" if doc[k] in (None, "") else (doc[k] if isinstance(doc[k], str) else json.dumps(doc[k])).encode()
+             for k in ("key", "value")]
+    return b"".join(len(p).to_bytes(4, "big") + p for p in parts)
 
 
 def schema_of_payload(body: object) -> SchemaData:
@@ -81,7 +117,11 @@ def schema_of_payload(body: object) -> SchemaData:
     props = body.get("properties") or {}
     if not isinstance(definition, str) or not isinstance(props, dict):
         raise BadRequestBody("schema must be a string and properties an object of strings")
-    return SchemaData(body["type"], definition.encode(), {str(k): str(v) for k, v in props.items()})
+    try:
+        data = _key_value_data(definition) if body["type"] == "KEY_VALUE" else definition.encode()
+    except InvalidSchemaData as exc:
+        raise _refusal(exc) from None
+    return SchemaData(body["type"], data, {str(k): str(v) for k, v in props.items()})
 
 
 def _schema_topic(request: web.Request) -> TopicName:
@@ -137,7 +177,7 @@ class _SchemaRoutes:
         strategy = (await schema_policy.policy_of(self.service.astore, name)).strategy
         try:
             version = await self.registry.put_if_absent(name, schema, strategy)
-        except (UnknownSchemaType, InvalidSchemaData, IncompatibleSchema) as exc:
+        except SchemaError as exc:      # incompatible (409), malformed (422), unknown type (400)
             raise _refusal(exc) from None
         return web.json_response({"version": {"version": version}})
 

@@ -237,3 +237,16 @@ def test_deleting_a_topic_deletes_its_schemas(standalone, client, topic) -> None
     assert _versions(standalone.admin_url, topic) == []
     client.create_producer(topic, schema=AvroSchema(USER_AGE_TEXT)).close()   # a new topic: any schema
     assert _versions(standalone.admin_url, topic) == [0]
+
+
+def test_key_value_schemas_over_rest(standalone, topic) -> None:
+    url = standalone.admin_url
+    props = {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "SEPARATED"}
+    payload = {"type": "KEY_VALUE", "schema": json.dumps({"key": "", "value": USER.schema()}), "properties": props}
+    assert admin_call(url, "POST", _schema_url(topic), payload) == (200, {"version": {"version": 0}})
+    status, body = admin_call(url, "GET", _schema_url(topic))
+    assert status == 200 and json.loads(body["data"]) == {"key": "", "value": USER.schema()}
+    worse = {**payload, "schema": json.dumps({"key": "", "value": USER_AGE_TEXT.schema()})}
+    assert admin_call(url, "POST", _schema_url(topic), worse)[0] == 409
+    status, body = admin_call(url, "POST", _schema_url(topic), {**payload, "schema": "[1]"})
+    assert status == 422 and "KeyValue" in body["reason"]

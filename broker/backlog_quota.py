@@ -37,9 +37,9 @@ Policies, as Pulsar applies them:
 The check (`BacklogQuotaChecker`) runs every `backlog_quota_check_interval_ms` over the loaded
 topics (Pulsar's backlogQuotaCheckIntervalInSeconds; off with `backlog_quota_check_enabled`
 false) and also on each producer creation. Each topic's effective quotas are cached
-(`quotas_of`, for stats and metrics, which must not wait on the metadata store): refreshed when
-the topic is loaded, on every check and producer creation, and by the admin routes that change a
-quota on this broker.
+(`quotas_of`: stats, metrics and the producer check do not wait on the metadata store): read
+when the topic is loaded, at every periodic check, and again when its namespace's or its own
+policies change (the broker's policy watch, `reload_matching`).
 
 Stats (`stats_fields`, Pulsar's TopicStats names): `backlogQuotaLimitSize`,
 `backlogQuotaLimitTime`, `oldestBacklogMessageAgeSeconds`, `oldestBacklogMessageSubscriptionName`;
@@ -61,6 +61,7 @@ import collections
 import logging
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,7 @@ from common.errors import (
     ProducerBlockedQuotaExceededError,
     ProducerBlockedQuotaExceededException,
 )
+from common.topic_names import TopicName
 from cursor.stats import backlog
 
 if TYPE_CHECKING:
@@ -183,6 +185,13 @@ async def load(service: BrokerService, topic: PersistentTopic) -> dict[str, Back
     return found
 
 
+async def reload_matching(service: BrokerService, match: Callable[[TopicName], bool]) -> None:
+    """Read again the quotas of the loaded topics whose name matches (a policy changed)."""
+    for topic in list(service.topics.values()):
+        if match(topic.name) and not topic.closing:
+            await load(service, topic)
+
+
 def quotas_of(topic: PersistentTopic) -> dict[str, BacklogQuota]:
     """The cached quotas (the broker defaults until first loaded)."""
     found = _quotas.get(topic)
@@ -251,8 +260,10 @@ def _limited(quotas: dict[str, BacklogQuota]) -> bool:
 # --- producers -----------------------------------------------------------------------------------
 
 async def refuse_producer(service: BrokerService, topic: PersistentTopic) -> None:
-    """Refuse a new producer while the topic is over a quota whose policy holds producers back."""
-    quotas = await load(service, topic)
+    """Refuse a new producer while the topic is over a quota whose policy holds producers back.
+    The quotas are the cached ones (read when the topic was loaded, at every check, and when
+    changed through this broker); the backlog is measured now."""
+    quotas = quotas_of(topic)
     if not _limited(quotas):
         return
     subs = measure(topic)
@@ -354,6 +365,10 @@ class BacklogQuotaChecker:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    async def reload(self, match: Callable[[TopicName], bool]) -> None:
+        """A policy changed: read the matching loaded topics' quotas again."""
+        await reload_matching(self.service, match)
 
     async def _run(self) -> None:
         while not self.service.closing:

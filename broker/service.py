@@ -256,9 +256,11 @@ class BrokerService:
         if path.startswith(policies.POLICIES_ROOT + "/"):
             tenant, _, ns = path[len(policies.POLICIES_ROOT) + 1:].partition("/")
             self.spawn(self.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
+            self.spawn(self.backlog_quotas.reload(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
         elif path.startswith(policies.TOPIC_POLICIES_ROOT + "/"):
             base = path[len(policies.TOPIC_POLICIES_ROOT) + 1:]
             self.spawn(self.apply_dedup_policy(lambda n: n.base.path == base))
+            self.spawn(self.backlog_quotas.reload(lambda n: n.base.path == base))
 
     async def _sample_stats(self) -> None:
         interval_s = self.config.broker_stats_sample_interval_ms / 1000

@@ -16,8 +16,8 @@ topic's, else the namespace's ("... for topic. ..."); `GET .../backlogQuotaMap?a
 answers the effective quotas (the topic's, else the namespace's, else the broker default, for
 each type). A partitioned topic's quota applies to each partition.
 
-A change is applied at once to the topics loaded here (their cached quotas are read again) and
-elsewhere at their broker's next check (`broker.backlog_quota`).
+A change is applied at once to the topics loaded here (their cached quotas are read again before
+the answer) and, through each broker's policy watch, to those loaded elsewhere.
 """
 
 from __future__ import annotations
@@ -74,11 +74,8 @@ class _Scope:
             await policies.set_topic_policy(self.service.astore, self.name, bq.QUOTA_KEY, value)
         else:
             await policies.set_namespace_policy(self.service.astore, self.tenant, self.ns, bq.QUOTA_KEY, value)
-        for topic in list(self.service.topics.values()):
-            name = topic.name
-            if (name.tenant, name.namespace) == (self.tenant, self.ns) and (
-                    self.name is None or name.base.path == self.name.base.path):
-                await bq.load(self.service, topic)
+        await bq.reload_matching(self.service, lambda n: (n.tenant, n.namespace) == (self.tenant, self.ns) and (
+            self.name is None or n.base.path == self.name.base.path))
 
 
 class _QuotaRoutes:

@@ -250,3 +250,24 @@ def test_key_value_schemas_over_rest(standalone, topic) -> None:
     assert admin_call(url, "POST", _schema_url(topic), worse)[0] == 409
     status, body = admin_call(url, "POST", _schema_url(topic), {**payload, "schema": "[1]"})
     assert status == 422 and "KeyValue" in body["reason"]
+
+
+def test_policy_defaults_and_the_topic_level_strategy(standalone, client, topic) -> None:
+    url = standalone.admin_url
+    ns = _namespace(url, "defaults")
+    assert admin_call(url, "GET", f"/admin/v2/namespaces/{ns}/schemaCompatibilityStrategy") == (200, "FULL")
+    assert admin_call(url, "GET", f"/admin/v2/namespaces/{ns}/isAllowAutoUpdateSchema") == (200, True)
+    assert admin_call(url, "GET", f"/admin/v2/namespaces/{ns}/schemaValidationEnforced") == (200, False)
+    status, policies = admin_call(url, "GET", f"/admin/v2/namespaces/{ns}")
+    assert status == 200 and policies["schema_compatibility_strategy"] == "UNDEFINED"
+    assert admin_call(url, "GET", "/admin/v2/namespaces/schemas/absent/isAllowAutoUpdateSchema")[0] == 404
+    t = f"persistent://{ns}/t"
+    base = "/admin/v2/persistent/" + t.split("://")[1] + "/schemaCompatibilityStrategy"
+    assert admin_call(url, "GET", base) == (200, None)
+    assert admin_call(url, "PUT", base, "ALWAYS_COMPATIBLE")[0] == 204
+    assert admin_call(url, "GET", base + "?applied=true") == (200, "ALWAYS_COMPATIBLE")
+    client.create_producer(t, schema=AvroSchema(USER)).close()
+    client.create_producer(t, schema=JsonSchema(USER)).close()        # another type: the topic allows it
+    assert admin_call(url, "DELETE", base)[0] == 204
+    assert admin_call(url, "GET", base + "?applied=true") == (200, "FULL")
+    assert not _accepted(client, t, AvroSchema(USER_AGE_TEXT))

@@ -271,3 +271,18 @@ def test_policy_defaults_and_the_topic_level_strategy(standalone, client, topic)
     assert admin_call(url, "DELETE", base)[0] == 204
     assert admin_call(url, "GET", base + "?applied=true") == (200, "FULL")
     assert not _accepted(client, t, AvroSchema(USER_AGE_TEXT))
+
+
+def test_partitions_share_one_schema(standalone, client, topic) -> None:
+    status, body = admin_call(standalone.admin_url, "PUT",
+                              "/admin/v2/persistent/" + topic.split("://")[1] + "/partitions", 3)
+    assert status == 204, body
+    consumer = client.subscribe(topic, "s", schema=AvroSchema(USER))    # three SUBSCRIBEs race to register
+    producer = client.create_producer(topic, schema=AvroSchema(USER))
+    for i in range(6):
+        producer.send(USER(name=f"p{i}", age=i), partition_key=str(i))
+    names = sorted(consumer.receive(10_000).value().name for _ in range(6))
+    assert names == [f"p{i}" for i in range(6)]
+    assert _versions(standalone.admin_url, topic) == [0]
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=AvroSchema(USER_AGE_TEXT))

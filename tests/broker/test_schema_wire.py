@@ -38,7 +38,7 @@ def test_an_unknown_type_number_does_not_parse() -> None:
     cmd = pb.BaseCommand(type=T.PRODUCER).SerializeToString()
     body = producer + b"\x3a" + bytes([len(odd)]) + odd
     frame = cmd + b"\x2a" + bytes([len(body)]) + body          # BaseCommand.producer is field 5
-    with pytest.raises(MalformedFrame, match="required fields.*schema.type"):
+    with pytest.raises(MalformedFrame, match=r"required fields.*schema\.type"):
         codec.parse_command(frame)
 
 

@@ -52,6 +52,7 @@ from aiohttp import web
 
 from broker import bundles as bundles_mod
 from broker import policies, tenancy
+from broker.admin import backlog_quota
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
 from broker.admin.lookup import delete_partition, forward_put, namespace_bundles, ownership_of, redirect_to
@@ -297,8 +298,9 @@ class _NamespaceRoutes:
 
     async def set_retention(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
-        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY,
-                                            await body_retention(request))
+        retention = await body_retention(request)
+        await backlog_quota.refuse_retention_under_quotas(self.service, tenant, ns, None, retention)
+        await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY, retention)
         return web.Response(status=204)
 
     async def get_retention(self, request: web.Request) -> web.Response:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker import policies
-from broker.admin import lookup
+from broker.admin import backlog_quota, lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.schemas import registry as schema_registry
@@ -256,8 +256,9 @@ class _TopicRoutes:
         return web.json_response((await policies.topic_policies(self.service.astore, name)).get(policies.DEDUP_KEY))
 
     async def set_topic_retention(self, request: web.Request) -> web.Response:
-        await policies.set_topic_policy(self.service.astore, topic_of(request), policies.RETENTION_KEY,
-                                        await body_retention(request))
+        name, retention = topic_of(request), await body_retention(request)
+        await backlog_quota.refuse_retention_under_quotas(self.service, name.tenant, name.namespace, name, retention)
+        await policies.set_topic_policy(self.service.astore, name, policies.RETENTION_KEY, retention)
         return web.Response(status=204)
 
     async def get_topic_retention(self, request: web.Request) -> web.Response:

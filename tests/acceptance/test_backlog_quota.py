@@ -19,7 +19,7 @@ Each policy, each in its own namespace with a quota of 8 KiB (or 1 s):
 - A topic's own quota applies to it alone and wins over the namespace's; removed, the
   namespace's applies again.
 - Stats show the quota and each subscription's distance to it; a quota at or over the
-  retention is refused with 412; `strata admin namespaces set-backlog-quota` and
+  retention is refused with 412, and so is a retention at or under a quota; `strata admin namespaces set-backlog-quota` and
   `topics set-backlog-quota` store what `get-backlog-quotas` shows.
 """
 
@@ -261,6 +261,17 @@ def test_quota_over_retention_is_refused_412(standalone) -> None:
     status, _ = admin_call(standalone.admin_url, "POST", base + "/backlogQuota",
                            {"limitSize": 512 * 1024, "policy": "producer_exception"})
     assert status == 204
+    # the other side: a retention at or under a quota in force is refused too
+    assert admin_call(standalone.admin_url, "POST", base + "/backlogQuota?backlogQuotaType=message_age",
+                      {"limitTime": 300, "policy": "producer_exception"})[0] == 204
+    status, body = admin_call(standalone.admin_url, "POST", base + "/retention",
+                              {"retentionTimeInMinutes": 5, "retentionSizeInMB": 2})
+    assert status == 412 and body["reason"].startswith("Retention Quota must exceed configured backlog quota")
+    status, body = admin_call(standalone.admin_url, "POST", f"/admin/v2/persistent/{ns}/t/retention",
+                              {"retentionTimeInMinutes": 4, "retentionSizeInMB": 2})
+    assert status == 412 and "for topic" in body["reason"]
+    assert admin_call(standalone.admin_url, "POST", base + "/retention",
+                      {"retentionTimeInMinutes": 10, "retentionSizeInMB": 2})[0] == 204
 
 
 def test_cli_sets_gets_and_removes_quotas(standalone, capsys) -> None:

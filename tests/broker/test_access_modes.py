@@ -10,6 +10,7 @@ topic_epoch, CLOSE_PRODUCER) is seen as sent.
   coming back with its epoch is ProducerFenced; a waiter is refused ProducerFenced.
 - The epoch is in the managed ledger's record: after an unload (topic loaded again) the next
   exclusive producer gets the next epoch, and one showing an older epoch is ProducerFenced.
+- The epoch survives a restart of the standalone.
 - A waiter of a topic being unloaded is answered ServiceNotReady (the client retries with the
   next owner) rather than left waiting on a topic that is gone.
 """
@@ -182,3 +183,24 @@ def test_a_waiter_is_answered_when_the_topic_closes(standalone: StandaloneProces
     finally:
         a.close()
         b.close()
+
+
+def test_the_epoch_survives_a_restart(standalone: StandaloneProcess, topic: str) -> None:
+    """Last in this module: it restarts the module's standalone."""
+    a = Client(standalone.port)
+    try:
+        assert _ready(a.create(topic, 1, AccessMode.EXCLUSIVE)).topic_epoch == 0
+    finally:
+        a.close()
+    b = Client(standalone.port)
+    try:
+        assert _ready(b.create(topic, 1, AccessMode.EXCLUSIVE)).topic_epoch == 1
+    finally:
+        b.close()
+    standalone.restart()
+    c = Client(standalone.port)
+    try:
+        assert _error(c.create(topic, 1, AccessMode.EXCLUSIVE, epoch=0)) == PulsarServerError.ProducerFenced
+        assert _ready(c.create(topic, 2, AccessMode.EXCLUSIVE)).topic_epoch == 2
+    finally:
+        c.close()

@@ -424,3 +424,16 @@ def stats_fields(topic: PersistentTopic, subs_json: dict[str, dict], now_ms: int
         "oldestBacklogMessageSubscriptionName": oldest.name if oldest else None,
         "backlogQuotaEvictions": {kind: evictions_of(topic)[kind] for kind in ("size", "time")},
     }
+
+
+def merge_partitions(per_partition: dict[str, dict]) -> dict:
+    """The quota fields of a partitioned topic's stats: the partitions' quota (one policy for
+    all), the oldest backlog message of any partition and its subscription."""
+    stats = list(per_partition.values())
+    oldest = max(stats, key=lambda st: st.get("oldestBacklogMessageAgeSeconds", 0), default={})
+    return {
+        "backlogQuotaLimitSize": stats[0].get("backlogQuotaLimitSize", -1) if stats else -1,
+        "backlogQuotaLimitTime": stats[0].get("backlogQuotaLimitTime", -1) if stats else -1,
+        "oldestBacklogMessageAgeSeconds": oldest.get("oldestBacklogMessageAgeSeconds", 0),
+        "oldestBacklogMessageSubscriptionName": oldest.get("oldestBacklogMessageSubscriptionName"),
+    }

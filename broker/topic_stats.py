@@ -505,6 +505,7 @@ def partitioned_stats(partitions: int, per_partition: dict[str, dict], include_p
     out["earliestMsgPublishTimeInBacklogs"] = _earliest(
         stats.get("earliestMsgPublishTimeInBacklogs", 0) for stats in per_partition.values())
     out["subscriptions"] = subs
+    out.update(backlog_quota.merge_partitions(per_partition))
     out["metadata"] = {"partitions": partitions}
     out["partitions"] = per_partition if include_partitions else {}
     return out

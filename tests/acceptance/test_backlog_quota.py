@@ -18,9 +18,11 @@ Each policy, each in its own namespace with a quota of 8 KiB (or 1 s):
   same namespace.
 - A topic's own quota applies to it alone and wins over the namespace's; removed, the
   namespace's applies again.
+- Each partition of a partitioned topic has the quota; partitioned-stats show it.
 - Stats show the quota and each subscription's distance to it; a quota at or over the
-  retention is refused with 412, and so is a retention at or under a quota; `strata admin namespaces set-backlog-quota` and
-  `topics set-backlog-quota` store what `get-backlog-quotas` shows.
+  retention is refused with 412, and so is a retention at or under a quota;
+  `strata admin namespaces set-backlog-quota` and `topics set-backlog-quota` store what
+  `get-backlog-quotas` shows.
 """
 
 from __future__ import annotations
@@ -239,6 +241,20 @@ def test_a_topic_quota_applies_to_that_topic_and_wins_over_the_namespace(standal
     assert admin_call(standalone.admin_url, "DELETE", quota_path)[0] == 204
     client.create_producer(limited).close()                    # the namespace's quota again: under it
     assert topic_get(standalone.admin_url, limited, "stats")["backlogQuotaLimitSize"] == 1024 * 1024
+
+
+def test_each_partition_has_the_quota_and_partitioned_stats_show_it(standalone, client) -> None:
+    ns = _namespace(standalone, {"limitSize": QUOTA_BYTES, "policy": "producer_exception"})
+    topic = f"persistent://{ns}/parted"
+    assert admin_call(standalone.admin_url, "PUT", f"/admin/v2/persistent/{ns}/parted/partitions", 2)[0] == 204
+    client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)     # round-robin over the partitions
+    for _ in range(24):
+        producer.send(PAYLOAD)
+    stats = topic_get(standalone.admin_url, topic, "partitioned-stats")
+    assert stats["backlogQuotaLimitSize"] == QUOTA_BYTES and stats["oldestBacklogMessageSubscriptionName"] == "sub"
+    wait_until(lambda: _refused(client, f"{topic}-partition-0", pulsar.ProducerBlockedQuotaExceededException), 20,
+               what="a partition over its own quota")
 
 
 def test_quota_over_retention_is_refused_412(standalone) -> None:

@@ -35,8 +35,9 @@ Policies, as Pulsar applies them:
   `pulsar_storage_backlog_quota_exceeded_evictions_total{quota_type="size"|"time"}`).
 
 The check (`BacklogQuotaChecker`) runs every `backlog_quota_check_interval_ms` over the loaded
-topics (Pulsar's backlogQuotaCheckIntervalInSeconds; off with `backlog_quota_check_enabled`
-false) and also on each producer creation. Each topic's effective quotas are cached
+topics (Pulsar's backlogQuotaCheckIntervalInSeconds) and also on each producer creation; with
+`backlog_quota_check_enabled` false neither runs (quotas are stored and shown, not enforced).
+Each topic's effective quotas are cached
 (`quotas_of`: stats, metrics and the producer check do not wait on the metadata store): read
 when the topic is loaded, at every periodic check, and again when its namespace's or its own
 policies change (the broker's policy watch, `reload_matching`).
@@ -264,7 +265,7 @@ async def refuse_producer(service: BrokerService, topic: PersistentTopic) -> Non
     The quotas are the cached ones (read when the topic was loaded, at every check, and when
     changed through this broker); the backlog is measured now."""
     quotas = quotas_of(topic)
-    if not _limited(quotas):
+    if not service.config.backlog_quota_check_enabled or not _limited(quotas):
         return
     subs = measure(topic)
     now_ms = service.clock.wall_ms()

@@ -277,20 +277,6 @@ SETTINGS: tuple[Setting, ...] = (
                 "consumer_backlog_eviction"),
     Setting("broker_exclusive_producer_waiters_max", int, 1_000, 1, 1_000_000,
             "WaitForExclusive producers one topic queues; past it a new one is refused (ProducerBusy)"),
-    # --- backlog quotas (broker.backlog_quota; Pulsar's backlogQuota* settings) ---
-    Setting("backlog_quota_check_enabled", bool, True,
-            doc="check loaded topics' backlog quotas periodically and apply their policies"),
-    Setting("backlog_quota_check_interval_ms", int, 60_000, 10, 86_400_000,
-            "how often each loaded topic's backlog is checked against its quotas"),
-    Setting("backlog_quota_default_limit_bytes", int, -1, -1, 2**62,
-            "broker default destination_storage quota: backlog bytes allowed per topic (-1 none)"),
-    Setting("backlog_quota_default_limit_seconds", int, -1, -1, 2**62,
-            "broker default message_age quota: age of the oldest unacked message allowed (-1 none)"),
-    Setting("backlog_quota_default_policy", str, "producer_request_hold",
-            doc="broker default quota policy: producer_request_hold, producer_exception or "
-                "consumer_backlog_eviction"),
-    Setting("broker_exclusive_producer_waiters_max", int, 1_000, 1, 1_000_000,
-            "WaitForExclusive producers one topic queues; past it a new one is refused (ProducerBusy)"),
     # --- cold tier: offload of closed ledgers to S3 (Pulsar's managedLedgerOffload* settings) ---
     Setting("offload_driver", str, "",
             doc="cold tier: \"s3\" (any S3 API: AWS, MinIO, SeaweedFS) or \"\" for none (offload refused)"),

@@ -118,6 +118,8 @@ def test_producer_exception_fails_sends_and_clears_once_drained(standalone, clie
     assert stats["backlogQuotaLimitSize"] == QUOTA_BYTES and stats["backlogQuotaLimitTime"] == -1
     assert stats["subscriptions"]["slow"]["backlogQuotaRemainingSize"] < 0
     assert stats["oldestBacklogMessageSubscriptionName"] == "slow"
+    assert _metric(standalone.admin_url, "pulsar_storage_backlog_quota_limit", topic=topic) == QUOTA_BYTES
+    assert _metric(standalone.admin_url, "pulsar_storage_backlog_quota_limit_time", topic=topic) == -1
     assert _drain(consumer) >= 10
     fresh = client.create_producer(topic)           # at once: nothing remembers the exceeded state
     fresh.send(b"after the drain")
@@ -203,6 +205,7 @@ def test_message_age_blocks_until_consumed_even_with_an_old_ledger(standalone, c
                what="a producer refused once the message is older than the quota")
     stats = topic_get(standalone.admin_url, topic, "stats")
     assert stats["oldestBacklogMessageAgeSeconds"] >= 1
+    assert _metric(standalone.admin_url, "pulsar_storage_backlog_age_seconds", topic=topic) >= 1
     assert stats["subscriptions"]["sub"]["backlogQuotaRemainingTimeSeconds"] <= 0
     assert _drain(consumer) == 1
     time.sleep(2 * CHECK_MS / 1000)                 # checks run meanwhile; the ledger stays old

@@ -66,8 +66,8 @@ from broker.codec import (
     negotiate_protocol_version,
 )
 from broker.consumer import Consumer
-from broker.schemas import wire as schemas_wire
 from broker.producer import Producer
+from broker.schemas import wire as schemas_wire
 from common.errors import IllegalTransition, PulsarServerError, StrataError
 from common.topic_names import parse_topic
 from ledger.position import LATEST
@@ -343,7 +343,8 @@ class ServerConnection(asyncio.Protocol):
             T.WATCH_TOPIC_LIST: lambda cmd: self._request(
                 cmd.watchTopicList.request_id, topic_lists.watch_topic_list(self, cmd.watchTopicList)),
             T.WATCH_TOPIC_LIST_CLOSE: lambda cmd: topic_lists.close_watcher(self, cmd.watchTopicListClose),
-            T.GET_SCHEMA: lambda cmd: self._request(cmd.getSchema.request_id, schemas_wire.get_schema(self, cmd.getSchema)),
+            T.GET_SCHEMA: lambda cmd: self._request(
+                cmd.getSchema.request_id, schemas_wire.get_schema(self, cmd.getSchema)),
             T.GET_OR_CREATE_SCHEMA: lambda cmd: self._request(
                 cmd.getOrCreateSchema.request_id, schemas_wire.get_or_create_schema(self, cmd.getOrCreateSchema)),
         }

@@ -487,19 +487,6 @@ class CompactionTooManyKeys(CompactionError):
     retriable = False
 
 
-class InvalidTopicsPattern(BrokerError):
-    """A topics pattern (GET_TOPICS_OF_NAMESPACE, WATCH_TOPIC_LIST) that does not compile or names
-    an unknown domain; Pulsar answers a failed listing as MetadataError."""
-    code = 590
-    server_error = PulsarServerError.MetadataError
-
-
-class TooManyTopicListWatchers(BrokerError):
-    """A connection asked for more topic-list watchers than `broker_topic_list_watchers_per_connection_max`."""
-    code = 591
-    server_error = PulsarServerError.NotAllowedError
-
-
 class ProducerFenced(BrokerError):
     """An exclusive producer (`broker.access_modes`) cannot have the topic: another one holds it,
     or the topic epoch moved past the producer's; the client stops retrying."""
@@ -522,6 +509,19 @@ class ProducerBlockedQuotaExceededException(BacklogQuotaExceeded):
     """Quota policy producer_exception: the client fails its pending sends."""
     code = 583
     server_error = PulsarServerError.ProducerBlockedQuotaExceededException
+
+
+class InvalidTopicsPattern(BrokerError):
+    """A topics pattern (GET_TOPICS_OF_NAMESPACE, WATCH_TOPIC_LIST) that does not compile or names
+    an unknown domain; Pulsar answers a failed listing as MetadataError."""
+    code = 590
+    server_error = PulsarServerError.MetadataError
+
+
+class TooManyTopicListWatchers(BrokerError):
+    """A connection asked for more topic-list watchers than `broker_topic_list_watchers_per_connection_max`."""
+    code = 591
+    server_error = PulsarServerError.NotAllowedError
 
 
 # --- cold tier (600-699) ----------------------------------------------------------------------

@@ -412,9 +412,12 @@ class ServerConnection(asyncio.Protocol):
 
     async def _producer(self, cmd: pb.CommandProducer) -> None:
         existing = self.producers.get(cmd.producer_id)
-        if existing is not None and not existing.closed:
+        if existing is not None and not existing.closed:   # the client asked again: same answer
+            topic_epoch = existing.topic.access.epoch if existing.topic.name.persistent else None
             self.write(encode_producer_success(cmd.request_id, existing.name,
-                                               existing.topic.last_sequence_id(existing.name)))
+                                               existing.topic.last_sequence_id(existing.name),
+                                               topic_epoch=topic_epoch,
+                                               schema_version=existing.schema_version))
             return
         if existing is not None:  # closed by the broker (topic unloaded or deleted): start afresh
             self.producers.pop(cmd.producer_id, None)
@@ -440,6 +443,7 @@ class ServerConnection(asyncio.Protocol):
                 key in self.cancelled or self.state is ConnState.CLOSED))
             if admitted is None:
                 return
+            producer.schema_version = schema_version
             self.producers[cmd.producer_id] = producer
         finally:
             self.creating.discard(key)

@@ -119,6 +119,7 @@ class Producer:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.connected_since_ms = int(time.time() * 1000)   # wall time it was created (stats)
+        self.schema_version = b""   # the version PRODUCER_SUCCESS named (broker.schemas); b"": none
 
     def send(self, sequence_id: int, entry: bytes, checksum_ok: bool) -> None:
         if self.quiesced:

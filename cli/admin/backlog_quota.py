@@ -9,9 +9,11 @@
 
 Thin clients of `broker.admin.backlog_quota`. Flags are pulsar-admin's (`-l/--limit`, Strata
 also `--limitSize`; `-lt/--limitTime`; `-p/--policy` producer_request_hold | producer_exception |
-consumer_backlog_eviction; `-t/--type` destination_storage (default) | message_age). Units:
-`cli.admin.units` (a bare size is bytes, a bare time seconds; -1: no limit). A quota at or over
-the retention is refused by the broker (HTTP 412, exit status 1).
+consumer_backlog_eviction; `-t/--type` destination_storage (default) | message_age). As in
+pulsar-admin 3.x, a destination_storage quota needs `-l` and a message_age quota `-lt`, and only
+that limit is set (the other stays -1, whatever else was given). Units: `cli.admin.units` (a
+bare size is bytes, a bare time seconds; -1: no limit). A quota at or over the retention is
+refused by the broker (HTTP 412, exit status 1).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, namespace_path, topic_path
 from cli.admin.units import size_bytes, time_seconds
+from common.errors import InvalidArgument
 
 TYPES = ("destination_storage", "message_age")
 POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
@@ -39,9 +42,9 @@ def _add_group(group: argparse._SubParsersAction, target: str, path) -> None:
     set_quota = command(group, "set-backlog-quota", lambda a, c: _set(a, c, at(a)),
                         help=f"set a backlog quota of a {target}")
     set_quota.add_argument(target)
-    set_quota.add_argument("-l", "--limit", "--limitSize", dest="limit", type=_limit_size, default=-1,
+    set_quota.add_argument("-l", "--limit", "--limitSize", dest="limit", type=_limit_size, default=None,
                            help="backlog size limit: bytes or 500K/10M/2G (-1: none)")
-    set_quota.add_argument("-lt", "--limitTime", dest="limit_time", type=_limit_time, default=-1,
+    set_quota.add_argument("-lt", "--limitTime", dest="limit_time", type=_limit_time, default=None,
                            help="oldest unacked message age limit: seconds or 30s/10m/3h (-1: none)")
     set_quota.add_argument("-p", "--policy", choices=POLICIES, required=True)
     set_quota.add_argument("-t", "--type", dest="kind", choices=TYPES, default=TYPES[0])
@@ -72,7 +75,14 @@ def _limit_time(text: str) -> int:
 
 
 def _set(args: argparse.Namespace, client: AdminClient, path: str) -> int:
-    body = {"limitSize": args.limit, "limitTime": args.limit_time, "policy": args.policy}
+    if args.kind == "destination_storage":
+        if args.limit is None:
+            raise InvalidArgument("Quota type of 'destination_storage' needs a size limit (-l/--limit)")
+        body = {"limitSize": args.limit, "limitTime": -1, "policy": args.policy}
+    else:
+        if args.limit_time is None:
+            raise InvalidArgument("Quota type of 'message_age' needs a time limit (-lt/--limitTime)")
+        body = {"limitSize": -1, "limitTime": args.limit_time, "policy": args.policy}
     client.call("POST", f"{path}/backlogQuota?backlogQuotaType={args.kind}", body)
     return 0
 

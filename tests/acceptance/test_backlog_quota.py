@@ -321,3 +321,27 @@ def test_cli_sets_gets_and_removes_quotas(standalone, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["destination_storage"]["limitSize"] == 1024 * 1024
     assert run_admin([*url, "topics", "get-backlog-quotas", topic, "--applied"]) == 0
     assert json.loads(capsys.readouterr().out)["destination_storage"]["policy"] == "producer_request_hold"
+
+
+def test_cli_needs_the_limit_of_the_type_and_sets_only_that_one(standalone, capsys) -> None:
+    """pulsar-admin 3.x: destination_storage needs -l, message_age needs -lt; the other limit is
+    not set (it stays -1) even when given."""
+    ns = f"public/bq-{next(_ids)}"
+    ensure_namespace(standalone.admin_url, ns)
+    url = ["--admin-url", standalone.admin_url]
+    assert run_admin([*url, "namespaces", "set-backlog-quota", ns, "-lt", "1h", "-p", "producer_exception"]) == 2
+    assert "needs a size limit" in capsys.readouterr().err
+    assert run_admin([*url, "namespaces", "set-backlog-quota", ns, "-l", "1M", "-p", "producer_exception",
+                      "-t", "message_age"]) == 2
+    assert "needs a time limit" in capsys.readouterr().err
+    assert admin_call(standalone.admin_url, "GET", f"/admin/v2/namespaces/{ns}/backlogQuotaMap") == (200, {})
+    assert run_admin([*url, "namespaces", "set-backlog-quota", ns, "-l", "1M", "-lt", "1h",
+                      "-p", "producer_exception"]) == 0
+    assert run_admin([*url, "namespaces", "set-backlog-quota", ns, "-l", "1M", "-lt", "100m",
+                      "-p", "producer_request_hold", "-t", "message_age"]) == 0
+    status, quotas = admin_call(standalone.admin_url, "GET", f"/admin/v2/namespaces/{ns}/backlogQuotaMap")
+    assert status == 200
+    assert quotas["destination_storage"] == {"limit": 1024 * 1024, "limitSize": 1024 * 1024, "limitTime": -1,
+                                             "policy": "producer_exception"}
+    assert quotas["message_age"] == {"limit": -1, "limitSize": -1, "limitTime": 6000,
+                                     "policy": "producer_request_hold"}

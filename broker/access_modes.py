@@ -16,9 +16,10 @@ A PRODUCER names its mode (`CommandProducer.producer_access_mode`):
 
 Topic epoch: each time an exclusive producer takes the topic the epoch goes up by one (the first
 is 0). It is stored in the managed ledger's record (property `EPOCH_PROPERTY`, written by
-compare-and-set before the producer is answered), so it survives restarts and moves between
-brokers, and a broker that lost the topic cannot write it. PRODUCER_SUCCESS carries it
-(`topic_epoch`, for shared producers too once set); an exclusive producer sends it back when it
+compare-and-set before the producer is answered: `LedgerEpoch`), so it survives restarts and
+moves between brokers, and a broker that lost the topic cannot write it. A non-persistent topic
+keeps it in memory (`MemoryEpoch`, as Pulsar's NonPersistentTopic): it goes with the topic.
+PRODUCER_SUCCESS carries it (`topic_epoch`, for shared producers too once set); an exclusive producer sends it back when it
 reconnects (`CommandProducer.topic_epoch`). If the topic's epoch moved past it meanwhile another
 exclusive producer had the topic: ProducerFenced; otherwise the epoch stays as it is.
 
@@ -40,7 +41,7 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.codec import encode_close_producer, encode_producer_success
 from common.errors import NotAllowed, ProducerBusy, ProducerFenced, ServiceNotReady, TopicTerminated
@@ -76,11 +77,48 @@ class _Waiter:
         self.turn = turn    # result None: this producer now holds the topic; an exception: refused
 
 
-class ProducerAccess:
-    """One topic's exclusive holder, its waiting queue and its epoch."""
+class EpochStore(Protocol):
+    """Where a topic's epoch is kept."""
+
+    def get(self) -> int | None: ...
+
+    async def set(self, epoch: int) -> None: ...
+
+
+class LedgerEpoch:
+    """A persistent topic's epoch: the managed ledger record's property EPOCH_PROPERTY."""
 
     def __init__(self, topic: PersistentTopic) -> None:
         self.topic = topic
+
+    def get(self) -> int | None:
+        raw = self.topic.ml.get_property(EPOCH_PROPERTY)
+        return int(raw) if raw is not None else None
+
+    async def set(self, epoch: int) -> None:
+        await self.topic.ml.set_property(EPOCH_PROPERTY, str(epoch))
+
+
+class MemoryEpoch:
+    """A non-persistent topic's epoch: in memory, gone with the topic."""
+
+    def __init__(self) -> None:
+        self.value: int | None = None
+
+    def get(self) -> int | None:
+        return self.value
+
+    async def set(self, epoch: int) -> None:
+        self.value = epoch
+
+
+class ProducerAccess:
+    """One topic's exclusive holder, its waiting queue and its epoch (in `epochs`: the managed
+    ledger record by default)."""
+
+    def __init__(self, topic: PersistentTopic, epochs: EpochStore | None = None) -> None:
+        self.topic = topic
+        self._epochs: EpochStore = epochs if epochs is not None else LedgerEpoch(topic)
         self.holder: str | None = None     # name of the exclusive producer holding the topic; None: none
         self._waiting: collections.deque[_Waiter] = collections.deque()
         self._waiters_max = topic.config.broker_exclusive_producer_waiters_max
@@ -88,8 +126,7 @@ class ProducerAccess:
     @property
     def epoch(self) -> int | None:
         """The topic epoch as stored (None: no exclusive producer ever had the topic)."""
-        raw = self.topic.ml.get_property(EPOCH_PROPERTY)
-        return int(raw) if raw is not None else None
+        return self._epochs.get()
 
     @property
     def waiting(self) -> int:
@@ -154,7 +191,7 @@ class ProducerAccess:
         self.check_epoch(client_epoch)
         current = self.epoch
         epoch = client_epoch if client_epoch is not None else (current if current is not None else -1) + 1
-        await self.topic.ml.set_property(EPOCH_PROPERTY, str(epoch))
+        await self._epochs.set(epoch)
         if self.holder != name:
             raise ProducerFenced("Fenced out while taking the topic", topic=str(self.topic.name))
         return epoch

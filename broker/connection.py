@@ -413,7 +413,7 @@ class ServerConnection(asyncio.Protocol):
     async def _producer(self, cmd: pb.CommandProducer) -> None:
         existing = self.producers.get(cmd.producer_id)
         if existing is not None and not existing.closed:   # the client asked again: same answer
-            topic_epoch = existing.topic.access.epoch if existing.topic.name.persistent else None
+            topic_epoch = existing.topic.access.epoch
             self.write(encode_producer_success(cmd.request_id, existing.name,
                                                existing.topic.last_sequence_id(existing.name),
                                                topic_epoch=topic_epoch,

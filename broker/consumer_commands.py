@@ -78,8 +78,7 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         name = parse_topic(cmd.topic)
         topic = (await conn.service.get_topic(name) if name.persistent
                  else await non_persistent.topic_for(conn, cmd, name))
-        if name.persistent:
-            await schemas_wire.check_consumer(conn.service, topic, cmd)   # before the subscription exists
+        await schemas_wire.check_consumer(conn.service, topic, cmd)   # before the subscription exists
         compacted = name.persistent and cmd.read_compacted     # broker.compaction.reading
         compaction_reading.check_subscribe(cmd.subType, compacted)
         from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST

@@ -16,6 +16,9 @@ Families (labels `cluster`, `namespace`, `topic`; per subscription also `subscri
   `..._unacked_messages`, `..._consumers_count`, `..._msg_rate_out`, `..._msg_throughput_out`,
   `..._blocked_on_unacked_messages`, and Strata's `strata_subscription_cursor_state_bytes` and
   `strata_subscription_cursor_state_error` (1 while acks that add holes are refused).
+  Live non-persistent topics (`broker.non_persistent`) are in these families too, as in Pulsar,
+  with `pulsar_subscription_msg_drop_rate` and Strata's counter `strata_msg_dropped_total`
+  (messages no consumer of a subscription could take; 0 on persistent topics).
   With `broker_metrics_topic_level` false (Pulsar's exposeTopicLevelMetricsInPrometheus) the
   topic families carry only `cluster` and `namespace`, summed over the namespace's topics, and
   the per-subscription and per-cursor families are left out.
@@ -66,7 +69,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from broker import metrics_storage, metrics_topics
+from broker import metrics_storage, metrics_topics, non_persistent
 from broker.topic_stats import topic_stats
 from common import retry
 from cursor import metrics as cursor_metrics
@@ -91,6 +94,7 @@ class BrokerCollector:
             return
         cluster = service.config.cluster_name
         stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
+        stats.update(non_persistent.metrics_stats(service))   # same families (storage ones skip them)
         topics_count = GaugeMetricFamily("pulsar_topics_count", "topics loaded on this broker", labels=["cluster"])
         topics_count.add_metric([cluster], len(stats))
         yield topics_count

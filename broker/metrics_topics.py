@@ -1,6 +1,8 @@
 """Topic, subscription and namespace families of `/metrics` (Pulsar's names), from topic stats.
 
-Input: `{topic name: broker.topic_stats.topic_stats(topic)}` of the loaded topics. Topic-level
+Input: `{topic name: broker.topic_stats.topic_stats(topic)}` of the loaded topics, and of the live
+non-persistent ones `broker.non_persistent.metrics_json(topic)` (drop fields: `msgDropCount`,
+`msgDropRate`, absent from persistent stats and read as 0). Topic-level
 (Pulsar's exposeTopicLevelMetricsInPrometheus, our `broker_metrics_topic_level`): one sample
 per topic (labels cluster, namespace, topic) and per subscription (+ subscription). Otherwise
 Pulsar's namespace view: the topic families summed per namespace (labels cluster, namespace) and
@@ -60,6 +62,9 @@ TOPIC_METRICS: tuple[tuple[str, str, str, Getter], ...] = (
      "(backlogQuotaLimitTime)", lambda s: s["backlogQuotaLimitTime"]),
     ("pulsar_storage_backlog_age_seconds", "gauge", "age of the oldest unacked message of the topic's durable "
      "subscriptions (oldestBacklogMessageAgeSeconds)", lambda s: s["oldestBacklogMessageAgeSeconds"]),
+    ("strata_msg_dropped", "counter", "messages of a non-persistent topic that a subscription's consumers could "
+     "not take, summed over its subscriptions (msgDropCount; 0 on persistent topics)",
+     lambda s: s.get("msgDropCount", 0)),
 )
 
 # (name, help, value from one subscription's stats); all gauges
@@ -72,6 +77,8 @@ SUBSCRIPTION_METRICS: tuple[tuple[str, str, Getter], ...] = (
     ("pulsar_subscription_msg_rate_out", "messages/s delivered (sliding window)", lambda s: s["msgRateOut"]),
     ("pulsar_subscription_msg_throughput_out", "bytes/s delivered (sliding window)",
      lambda s: s["msgThroughputOut"]),
+    ("pulsar_subscription_msg_drop_rate", "messages/s a non-persistent subscription dropped (msgDropRate; "
+     "0 on persistent topics)", lambda s: s.get("msgDropRate", 0.0)),
     ("pulsar_subscription_blocked_on_unacked_messages",
      "1 while a consumer is held back at broker_consumer_unacked_messages_max",
      lambda s: int(any(c["blockedConsumerOnUnackedMsgs"] for c in s["consumers"]))),

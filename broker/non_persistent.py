@@ -20,7 +20,12 @@ topic lives (no data is kept for it); a non-durable one (a reader's) goes with i
 
 Producers: `NonPersistentProducer` is the persistent `Producer` (same checks on every SEND:
 checksum, size, chunk fields, metadata a consumer could not use; same receipt ordering and
-backpressure) whose store step answers at once and fans out instead of appending. Publisher
+backpressure) whose store step answers at once and fans out instead of appending. As in Pulsar,
+a producer's and a consumer's schema go through the topic's schema registry (`broker.schemas.wire`:
+the registry is keyed by tenant/ns/topic, so `persistent://` and `non-persistent://` topics of one
+name share their schemas, as Pulsar's schema ids do) and producers have access modes
+(`broker.access_modes`: Exclusive, WaitForExclusive, ExclusiveWithFencing), with a topic epoch
+kept in memory only (`MemoryEpoch`): it starts again at 0 when the topic is created again. Publisher
 `msgDropRate` is Pulsar's field; it counts SENDs dropped before fan-out, which Strata never does
 (fan-out is synchronous: nothing waits in flight), so it stays 0.0.
 
@@ -43,12 +48,15 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker import access_modes
+from broker.access_modes import MemoryEpoch, ProducerAccess
 from broker.codec import encode_close_producer, encode_producer_success
 from broker.consumer import Consumer
 from broker.entry_facts import EntryFacts, facts_of_info
 from broker.internal_stats import iso_ms
 from broker.non_persistent_dispatch import KeySharedRouter, Router, SharedRouter, SingleActiveRouter
 from broker.producer import Producer, ProducerLink, _Slot
+from broker.schemas import wire as schemas_wire
 from broker.subscription import SUB_TYPE_NAMES, Subscription, SubType
 from broker.topic_stats import TrafficMeter
 from common.errors import (
@@ -241,6 +249,9 @@ class NonPersistentTopic:
         self.idle_since_s: float | None = service.clock.monotonic_s()   # None: has clients
         self.meter = _meter(service)       # messages/bytes in; events: drops of every subscription
         self.out_meter = _meter(service)   # messages/bytes out
+        # access modes read name, config and producers of the topic; the epoch lives in memory
+        self.access = ProducerAccess(self, MemoryEpoch())  # type: ignore[arg-type]
+        self.terminating = False              # what access_modes.admit reads: never terminated
 
     # what the Producer reads of its topic
     @property
@@ -290,11 +301,13 @@ class NonPersistentTopic:
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
+            self.access.on_removed(producer)      # the next WaitForExclusive producer may take it
         producer.close()
         self.check_idle()
 
     def has_clients(self) -> bool:
-        return bool(self.producers) or any(s.consumers for s in self.subscriptions.values())
+        """Producers (attached, or holding or waiting for exclusive access) or consumers."""
+        return self.access.busy() or any(s.consumers for s in self.subscriptions.values())
 
     def check_idle(self) -> None:
         """Start the idle clock when the last producer or consumer has gone."""
@@ -343,6 +356,7 @@ class NonPersistentTopic:
     async def close(self) -> None:
         """Ask every client to reconnect (CLOSE_PRODUCER / CLOSE_CONSUMER); forget everything."""
         self.closing = True
+        self.access.close()               # WaitForExclusive producers retry with the next owner
         for producer in list(self.producers.values()):
             producer.close()
             producer.link.write(encode_close_producer(producer.producer_id, 0))
@@ -483,6 +497,23 @@ def topic_json(topic: NonPersistentTopic) -> dict:
             "replication": {}}
 
 
+def metrics_json(topic: NonPersistentTopic) -> dict:
+    """`topic_json` with the persistent-only fields `/metrics` reads (`broker.metrics_topics`) at
+    their empty values: no backlog quota (-1), no backlog age, no evictions, no cursor state."""
+    stats = topic_json(topic)
+    stats.update(backlogQuotaLimitSize=-1, backlogQuotaLimitTime=-1, oldestBacklogMessageAgeSeconds=0,
+                 backlogQuotaEvictions={})
+    for sub in stats["subscriptions"].values():
+        sub.update(cursorStateBytes=0, cursorStateError=None)
+    return stats
+
+
+def metrics_stats(service: BrokerService) -> dict[str, dict]:
+    """{full name: `metrics_json`} of this broker's live non-persistent topics."""
+    return {name: metrics_json(topic) for name, topic in sorted(service.non_persistent.topics.items())
+            if not topic.closing}
+
+
 def internal_json(topic: NonPersistentTopic) -> dict:
     """Pulsar's NonPersistentTopic.getInternalStats: nothing stored, one empty cursor per subscription."""
     return {"entriesAddedCounter": topic.entries_added_counter, "numberOfEntries": 0, "totalSize": 0,
@@ -494,9 +525,12 @@ def internal_json(topic: NonPersistentTopic) -> dict:
 
 async def attach_producer(conn: ServerConnection, cmd: pb.CommandProducer, name: TopicName, *,
                           wanted: Callable[[], bool]) -> None:
-    """PRODUCER on a non-persistent topic: attach and answer PRODUCER_SUCCESS, unless `wanted()`
-    turned false meanwhile (the client closed the producer or the connection)."""
+    """PRODUCER on a non-persistent topic: the schema checked (registered if new and allowed), the
+    producer admitted under its access mode, and PRODUCER_SUCCESS with the schema version and
+    the topic epoch; nothing attached if `wanted()` turned false meanwhile (the client closed the
+    producer or the connection)."""
     topic = await conn.service.non_persistent.get(name)
+    schema_version = await schemas_wire.producer_schema_version(conn.service, topic, cmd)
     if cmd.initial_subscription_name:
         await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)
     producer_name = cmd.producer_name or await conn.service.next_producer_name()
@@ -504,9 +538,13 @@ async def attach_producer(conn: ServerConnection, cmd: pb.CommandProducer, name:
                                      conn.config.broker_pending_sends_max, conn.config.broker_max_message_bytes)
     if not wanted():
         return
-    topic.add_producer(producer)
+    admitted = await access_modes.admit(conn, topic, producer, cmd, wanted)  # type: ignore[arg-type]
+    if admitted is None:
+        return
+    producer.schema_version = schema_version
     conn.producers[cmd.producer_id] = producer
-    conn.write(encode_producer_success(cmd.request_id, producer_name, topic.last_sequence_id(producer_name)))
+    conn.write(encode_producer_success(cmd.request_id, producer_name, topic.last_sequence_id(producer_name),
+                                       topic_epoch=admitted.epoch, schema_version=schema_version))
 
 
 async def topic_for(conn: ServerConnection, cmd: pb.CommandSubscribe, name: TopicName) -> NonPersistentTopic:

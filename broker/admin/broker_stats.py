@@ -2,9 +2,10 @@
 
     {"tenant/ns": {"0xLLLLLLLL_0xHHHHHHHH": {"persistent": {"persistent://tenant/ns/x": <topic stats>}}}}
 
-namespace → bundle range → domain ("persistent": Strata has no other) → full topic name → the topic's
-stats exactly as `GET .../{topic}/stats` answers them (`broker.topic_stats.topic_stats`). A
-partitioned topic appears as its partitions, each under the bundle that holds it, as in Pulsar.
+namespace → bundle range → domain ("persistent", "non-persistent") → full topic name → the topic's
+stats exactly as `GET .../{topic}/stats` answers them (`broker.topic_stats.topic_stats`; a live
+non-persistent topic's: `broker.non_persistent.topic_json`). A partitioned topic appears as its
+partitions, each under the bundle that holds it, as in Pulsar.
 Only this broker's topics are listed; a view of the whole cluster asks every broker of
 `/admin/v2/brokers` and merges the answers (`strata top` does).
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker.bundles import BundleRange, topic_hash
+from broker.non_persistent import NonPersistentTopic, topic_json
 from broker.topic_stats import topic_stats
 
 if TYPE_CHECKING:
@@ -38,22 +40,25 @@ def register(app: web.Application, service: BrokerService) -> None:
 
 
 async def broker_topic_stats(service: BrokerService) -> dict[str, dict[str, dict[str, dict[str, dict]]]]:
-    """namespace → bundle key → "persistent" → topic name → topic stats, for the topics loaded here."""
+    """namespace → bundle key → domain → topic name → topic stats, for the topics loaded here."""
     owned: dict[tuple[str, str], list[BundleRange]] = {}
     for tenant, namespace, bundle in service.ownership.owned():
         owned.setdefault((tenant, namespace), []).append(bundle)
     out: dict[str, dict[str, dict[str, dict[str, dict]]]] = {}
-    for topic in sorted(service.topics.values(), key=lambda t: str(t.name)):
+    topics: list[PersistentTopic | NonPersistentTopic] = [*service.topics.values(),
+                                                          *service.non_persistent.topics.values()]
+    for topic in sorted(topics, key=lambda t: str(t.name)):
         if topic.closing:
             continue
         bundle_key = await _bundle_key(service, topic, owned)
         namespace = f"{topic.name.tenant}/{topic.name.namespace}"
         by_domain = out.setdefault(namespace, {}).setdefault(bundle_key, {})
-        by_domain.setdefault(topic.name.domain, {})[str(topic.name)] = topic_stats(topic)
+        stats = topic_json(topic) if isinstance(topic, NonPersistentTopic) else topic_stats(topic)
+        by_domain.setdefault(topic.name.domain, {})[str(topic.name)] = stats
     return out
 
 
-async def _bundle_key(service: BrokerService, topic: PersistentTopic,
+async def _bundle_key(service: BrokerService, topic: PersistentTopic | NonPersistentTopic,
                       owned: dict[tuple[str, str], list[BundleRange]]) -> str:
     name = topic.name
     hash_value = topic_hash(str(name))

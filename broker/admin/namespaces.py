@@ -15,10 +15,12 @@ Under `/admin/v2/namespaces/{t}/{ns}`:
   Strata does not apply set to anything but its default; 400 a body of the wrong shape.
 - `GET    ...` → Pulsar's Policies JSON (every field; unset ones at Pulsar's defaults).
 - `DELETE ...[?force=true]` → 204. 409 "Cannot delete non empty namespace" while it has topics
-  (partitioned or not), unless forced: then every topic is deleted on the broker that serves it
-  (clients told to go), and then its policies, topic policies, partitioned-topic records, bundles
-  (unloaded first) and ownership keys. The policies are marked `deleted` first, so clients'
-  lookups are refused from then on (about a second later on other brokers).
+  (partitioned or not; live non-persistent ones too, `broker.admin.non_persistent`), unless
+  forced: then every topic is deleted on the broker that serves it (clients told to go; a live
+  non-persistent topic is closed), and then its policies, topic policies, partitioned-topic
+  records (both domains), bundles (unloaded first) and ownership keys. The policies are marked
+  `deleted` first, so clients' lookups are refused from then on (about a second later on other
+  brokers).
 - `GET    .../bundles` → BundlesData `{"boundaries": [...], "numBundles": N}`.
 - `PUT    .../unload` → 204: every owned bundle is unloaded by its owner (this broker's here, the
   others' by a PUT of `.../{bundle}/unload` to their owner); unowned bundles are skipped.
@@ -53,6 +55,7 @@ from aiohttp import web
 from broker import bundles as bundles_mod
 from broker import policies, tenancy
 from broker.admin import backlog_quota
+from broker.admin import non_persistent as non_persistent_admin
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
 from broker.admin.lookup import delete_partition, forward_put, namespace_bundles, ownership_of, redirect_to
@@ -156,13 +159,15 @@ async def delete_namespace(service: BrokerService, tenant: str, ns: str, *, forc
     astore = service.astore
     await policies.existing_namespace_policies(astore, tenant, ns)
     has_topics = bool(await policies.topics_of_namespace(astore, tenant, ns)
-                      or await policies.partitioned_topics(astore, tenant, ns))
+                      or await policies.partitioned_topics(astore, tenant, ns)
+                      or await non_persistent_admin.namespace_in_use(service, tenant, ns))
     if has_topics and not force:
         raise NotEmpty("Cannot delete non empty namespace")
     await policies.set_namespace_policy(astore, tenant, ns, tenancy.DELETED_KEY, True)
     service.namespaces.forget(tenant, ns)
     if has_topics:
         await _delete_topics(service, tenant, ns)
+        await non_persistent_admin.close_namespace(service, tenant, ns)
     failures = await unload_everywhere(service, tenant, ns)
     if failures:
         raise ServiceNotReady("unloading the namespace's bundles failed: " + "; ".join(failures))
@@ -171,8 +176,8 @@ async def delete_namespace(service: BrokerService, tenant: str, ns: str, *, forc
     except NotFound:
         pass
     service.namespaces.forget(tenant, ns)
-    for root in (policies.TOPIC_POLICIES_ROOT, PARTITIONED_ROOT, bundles_mod.LOCAL_POLICIES_ROOT,
-                 NAMESPACE_ROOT, TOPICS_ROOT):
+    for root in (policies.TOPIC_POLICIES_ROOT, PARTITIONED_ROOT, policies.NON_PERSISTENT_PARTITIONED_ROOT,
+                 bundles_mod.LOCAL_POLICIES_ROOT, NAMESPACE_ROOT, TOPICS_ROOT):
         await astore.delete_recursive(f"{root}/{tenant}/{ns}")
 
 

@@ -7,6 +7,8 @@ Namespace:
   one broker asks another). A non-persistent topic lives only while clients use it
   (`broker.non_persistent`), so the list is what is live now.
 - `GET    .../partitioned` → the namespace's partitioned non-persistent topics.
+- Deleting the namespace (`broker.admin.namespaces`) counts both (`namespace_in_use`: 409 without
+  force) and with force closes the live topics (`close_namespace`) and deletes the records.
 Topic (`{topic}` = local name; served by the topic's owner, others answer 307 there):
 - `GET    .../{topic}/stats` → Pulsar's NonPersistentTopicStats (`msgDropRate` per subscription
   and topic, publishers' `msgDropRate`; Strata adds the cumulative `msgDropCount`); 404 "Topic
@@ -251,16 +253,37 @@ class _Routes:
     async def list_topics(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         await self.service.namespaces.require(tenant, ns)
-        names = set(self.service.non_persistent_topics(tenant, ns))
-        if not flag(request, "local"):
-            for broker in self.service.registry.live().values():
-                if broker.web_url and broker.web_url != self.service.web_url:
-                    names.update(await self._peer_list(broker.web_url, tenant, ns))
-        return web.json_response(sorted(names))
+        return web.json_response(await live_topics(self.service, tenant, ns, local=flag(request, "local")))
 
-    async def _peer_list(self, web_url: str, tenant: str, ns: str) -> list[str]:
-        status, body = await peer_call(web_url, "GET", f"/admin/v2/non-persistent/{tenant}/{ns}",
-                                       query={"local": "true"})
-        if status != 200 or not isinstance(body, list):
-            raise ServiceNotReady(f"non-persistent topics of {tenant}/{ns} from {web_url}: {json.dumps(body)}")
-        return [str(n) for n in body]
+
+async def live_topics(service: BrokerService, tenant: str, ns: str, *, local: bool = False) -> list[str]:
+    """The namespace's live non-persistent topics: this broker's, and unless `local` every other
+    live broker's (ServiceNotReady if one does not answer)."""
+    names = set(service.non_persistent_topics(tenant, ns))
+    if not local:
+        for broker in service.registry.live().values():
+            if broker.web_url and broker.web_url != service.web_url:
+                names.update(await _peer_list(broker.web_url, tenant, ns))
+    return sorted(names)
+
+
+async def _peer_list(web_url: str, tenant: str, ns: str) -> list[str]:
+    status, body = await peer_call(web_url, "GET", f"/admin/v2/non-persistent/{tenant}/{ns}",
+                                   query={"local": "true"})
+    if status != 200 or not isinstance(body, list):
+        raise ServiceNotReady(f"non-persistent topics of {tenant}/{ns} from {web_url}: {json.dumps(body)}")
+    return [str(n) for n in body]
+
+
+async def namespace_in_use(service: BrokerService, tenant: str, ns: str) -> bool:
+    """Does the namespace have live non-persistent topics (on any broker) or partitioned ones?
+    (A namespace delete without force is then refused, as Pulsar counts both domains.)"""
+    partitioned = await service.astore.children(f"{policies.NON_PERSISTENT_PARTITIONED_ROOT}/{tenant}/{ns}")
+    return bool(partitioned) or bool(await live_topics(service, tenant, ns))
+
+
+async def close_namespace(service: BrokerService, tenant: str, ns: str) -> None:
+    """A forced namespace delete: this broker's live non-persistent topics of the namespace are
+    closed (their clients told to go; they find the namespace gone). Another broker's close when
+    that broker unloads the namespace's bundles, the next step of the delete."""
+    await service.non_persistent.close_where(lambda n: (n.tenant, n.namespace) == (tenant, ns))

@@ -139,7 +139,8 @@ async def get_or_create_schema(conn: ServerConnection, cmd: pb.CommandGetOrCreat
     """Answer GET_OR_CREATE_SCHEMA (always with its own response, errors included)."""
     try:
         name = parse_topic(cmd.topic)
-        topic = await conn.service.get_topic(name)
+        topic: TopicState = (await conn.service.get_topic(name) if name.persistent
+                             else await conn.service.non_persistent.get(name))   # must be live here
         schema = schema_of_proto(cmd.schema)
         version = b""
         if schema is not None:

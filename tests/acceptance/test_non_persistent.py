@@ -13,16 +13,25 @@
   topics that match and not a persistent topic of the same name.
 - Bad input: a malformed non-persistent name is refused (InvalidTopicName / 400) like a
   persistent one; seek and read_compacted are refused.
+- Parity with persistent topics, as Pulsar: producers and consumers go through the schema
+  registry (a schema is registered and versioned, an incompatible one refused with
+  IncompatibleSchema); producer access modes (Exclusive, WaitForExclusive, ExclusiveWithFencing);
+  the topics and their drops in `/metrics` and in `GET /admin/v2/broker-stats/topics`; a
+  namespace with live non-persistent topics is not deleted without force (409), and with force
+  its clients are closed and its partitioned-topic records go.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 import time
+import urllib.request
 
 import pulsar
 import pytest
+from pulsar.schema import AvroSchema, Integer, Record, String
 
 from broker.codec import CommandType as T
 from common.errors import PulsarServerError
@@ -30,6 +39,7 @@ from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call
+from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
 
@@ -119,6 +129,32 @@ def test_a_slow_consumer_drops_and_the_drop_is_counted(standalone: StandalonePro
     wait_until(lambda: _stats(standalone.admin_url, np_topic)["subscriptions"]["slow"]["msgDropRate"] > 0,
                timeout_s=10, what="msgDropRate of the slow subscription")
     assert stats["publishers"][0]["msgDropRate"] == 0.0
+    # the same counts in /metrics (Pulsar's names) and in the broker's topic stats (strata top)
+    metrics = _metrics(standalone.admin_url, np_topic)
+    assert metrics["pulsar_in_messages_total"] == count
+    assert metrics["pulsar_out_messages_total"] == count + slow_stats["msgOutCounter"]
+    assert metrics["strata_msg_dropped_total"] == slow_stats["msgDropCount"]
+    assert metrics["pulsar_rate_in"] > 0 and "pulsar_rate_out" in metrics
+    assert metrics['pulsar_subscription_msg_drop_rate{subscription="slow"}'] > 0
+    assert metrics['pulsar_subscription_msg_drop_rate{subscription="fast"}'] == 0
+    listed = admin_call(standalone.admin_url, "GET", "/admin/v2/broker-stats/topics")[1]["public/default"]
+    by_name = {name: t for bundle in listed.values() for name, t in bundle.get("non-persistent", {}).items()}
+    assert by_name[np_topic]["msgInCounter"] == count
+
+
+def _metrics(admin_url: str, topic: str) -> dict[str, float]:
+    """The /metrics samples of `topic`: name (with the subscription label, if any) → value."""
+    with urllib.request.urlopen(admin_url + "/metrics", timeout=20) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        match = re.match(r'(\w+)\{(.*)\} (\S+)$', line)
+        if match is None or f'topic="{topic}"' not in match.group(2):
+            continue
+        sub = re.search(r'subscription="([^"]*)"', match.group(2))
+        key = match.group(1) + (f'{{subscription="{sub.group(1)}"}}' if sub else "")
+        out[key] = float(match.group(3))
+    return out
 
 
 def test_nothing_is_stored_and_a_restart_forgets_the_topic(tmp_path) -> None:
@@ -260,3 +296,99 @@ def test_a_pattern_consumer_chooses_live_non_persistent_topics(client: pulsar.Cl
     persistent.send(b"persistent")          # another domain: not matched
     assert sorted(m.data() for m in receive_all(consumer, 2)) == [b"np0", b"np1"]
     assert_no_more(consumer)
+
+
+# Record classes named User (Pulsar compares record names); in the second, `age` changes type
+User = type("User", (Record,), {"name": String(), "age": Integer()})
+UserAgeText = type("User", (Record,), {"name": String(), "age": String()})
+
+
+def test_schemas_are_registered_and_checked(standalone: StandaloneProcess, client: pulsar.Client,
+                                            np_topic: str) -> None:
+    producer = client.create_producer(np_topic, schema=AvroSchema(User))
+    consumer = client.subscribe(np_topic, "s", schema=AvroSchema(User))
+    status, body = admin_call(standalone.admin_url, "GET", "/admin/v2/schemas/" + np_topic.split("://")[1] + "/schema")
+    assert status == 200 and body["type"] == "AVRO" and body["version"] == 0, body
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(np_topic, schema=AvroSchema(UserAgeText))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(np_topic, "wrong", schema=AvroSchema(UserAgeText))
+    producer.send(User(name="ann", age=3))
+    msg = consumer.receive(10_000)
+    assert (msg.value().name, msg.value().age) == ("ann", 3)
+    assert msg._message.int_schema_version() == 0           # PRODUCER_SUCCESS's version, in the message
+    assert "wrong" not in _stats(standalone.admin_url, np_topic)["subscriptions"]
+    raw = RawClient(standalone.port)                          # GET_OR_CREATE_SCHEMA: the same registry
+    raw.connect()
+    known = pb.Schema(name="x", schema_data=AvroSchema(User).schema_info().schema().encode(), type=pb.Schema.Avro)
+    raw.send(pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA, getOrCreateSchema=pb.CommandGetOrCreateSchema(
+        request_id=1, topic=np_topic, schema=known)))
+    assert raw.next_command().getOrCreateSchemaResponse.schema_version == (0).to_bytes(8, "big")
+    raw.close()
+
+
+Mode = pulsar.ProducerAccessMode
+
+
+def test_producer_access_modes(standalone: StandaloneProcess, client: pulsar.Client, np_topic: str) -> None:
+    consumer = client.subscribe(np_topic, "s")
+    first = client.create_producer(np_topic, access_mode=Mode.Exclusive)
+    with pytest.raises(pulsar.ProducerFenced):
+        client.create_producer(np_topic, access_mode=Mode.Exclusive)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(np_topic)
+    got: list = []
+
+    def wait_for_it() -> None:
+        got.append(client.create_producer(np_topic, access_mode=Mode.WaitForExclusive))
+    waiter = threading.Thread(target=wait_for_it, daemon=True)
+    waiter.start()
+    waiter.join(1.0)
+    assert waiter.is_alive() and not got, "the waiter should be queued while the holder is there"
+    first.send(b"first")
+    first.close()
+    waiter.join(20)
+    assert got, "the waiter never got the topic"
+    got[0].send(b"waiter")
+    got[0].close()
+    second = client.create_producer(np_topic, access_mode=Mode.Exclusive, send_timeout_millis=5_000)
+    second.send(b"second")
+    fencer = client.create_producer(np_topic, access_mode=Mode.ExclusiveWithFencing)
+    fencer.send(b"fencer")
+
+    def second_fenced() -> bool:     # it comes back with an older epoch than the topic's
+        try:
+            second.send(b"after the fence")
+        except pulsar.ProducerFenced:
+            return True
+        except pulsar.Timeout:       # sent while it was reconnecting: try again
+            return False
+        return False
+    wait_until(second_fenced, 20, what="the fenced producer's send refused with ProducerFenced")
+    assert [m.data() for m in receive_all(consumer, 4)] == [b"first", b"waiter", b"second", b"fencer"]
+
+
+def test_deleting_a_namespace_with_live_topics(standalone: StandaloneProcess, client: pulsar.Client) -> None:
+    admin = standalone.admin_url
+    ns = f"np-delete/ns-{os.getpid()}-{time.monotonic_ns()}"
+    ensure_namespace(admin, ns)
+    topic = f"non-persistent://{ns}/live"
+    producer = client.create_producer(topic, send_timeout_millis=3_000)
+    status, body = admin_call(admin, "DELETE", f"/admin/v2/namespaces/{ns}")    # a live topic, nothing stored
+    assert status == 409 and body["reason"] == "Cannot delete non empty namespace", body
+    assert admin_call(admin, "PUT", f"/admin/v2/non-persistent/{ns}/parted/partitions", 2)[0] == 204
+    producer.send(b"still there")
+    assert admin_call(admin, "DELETE", f"/admin/v2/namespaces/{ns}?force=true")[0] == 204
+    assert admin_call(admin, "GET", f"/admin/v2/non-persistent/{ns}/live/stats")[0] in (404, 412)
+
+    def send_refused() -> bool:
+        try:
+            producer.send(b"after the delete")
+        except pulsar.PulsarException:
+            return True
+        return False
+    wait_until(send_refused, 20, what="the producer of the deleted namespace to be refused")
+    assert admin_call(admin, "GET", f"/admin/v2/non-persistent/{ns}/parted/partitions")[0] == 404
+    ensure_namespace(admin, ns)      # created again: nothing of the old one is left
+    assert admin_call(admin, "GET", f"/admin/v2/non-persistent/{ns}/partitioned")[1] == []
+    assert admin_call(admin, "GET", f"/admin/v2/non-persistent/{ns}")[1] == []

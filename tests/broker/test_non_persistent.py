@@ -8,7 +8,9 @@ counted) when the consumer the router picks cannot take it — no permits, or a 
 not writable — never handed to another consumer of an Exclusive/Failover/Key_Shared subscription;
 Shared skips consumers that cannot take it; out + dropped = published for every subscription with
 consumers; receipts and message ids are (0, 0); counts survive a consumer's or a subscription's
-removal; a reader's subscription goes with its last consumer, a durable one stays.
+removal; a reader's subscription goes with its last consumer, a durable one stays. Exclusive
+access and the topic epoch live in memory (a new topic of the same name starts without one); the
+`/metrics` families take a non-persistent topic's stats, drop counts included.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import types
 
 import pytest
 
+from broker import metrics_topics
 from broker.codec import CommandType as T
 from broker.consumer import Consumer
 from broker.entry_facts import facts_of_info
-from broker.non_persistent import NON_PERSISTENT_POSITION, NonPersistentTopic, topic_json
+from broker.non_persistent import NON_PERSISTENT_POSITION, NonPersistentTopic, metrics_json, topic_json
 from broker.subscription import SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
@@ -169,6 +172,40 @@ def test_counts_survive_removal_and_readers_go_with_their_last_consumer() -> Non
             s.topic.subscriptions["d"].seek(None, 0)
         s.publish()                                     # nobody attached: nothing to drop for
         assert topic_json(s.topic)["msgDropCount"] == 2
+    asyncio.run(run())
+
+
+def test_exclusive_access_and_the_epoch_live_in_memory() -> None:
+    async def run() -> None:
+        s = Setup()
+        access = s.topic.access
+        assert access.epoch is None and not s.topic.has_clients()
+        access.holder = "p1"
+        assert await access.take("p1", None) == 0 and s.topic.has_clients()   # holding counts as a client
+        access.release("p1")
+        access.holder = "p2"
+        assert await access.take("p2", None) == 1
+        access.release("p2")
+        assert Setup().topic.access.epoch is None      # the same name again: a new topic, no epoch
+    asyncio.run(run())
+
+
+def test_metrics_families_take_non_persistent_stats_with_their_drops() -> None:
+    async def run() -> None:
+        s = Setup()
+        await s.consumer("s", "a", SubType.SHARED, permits=2)
+        for _ in range(5):
+            s.publish()
+        name = str(s.topic.name)
+        samples = {(f.name, sample.labels.get("subscription")): sample.value
+                   for f in metrics_topics.families({name: metrics_json(s.topic)}, "c", topic_level=True)
+                   for sample in f.samples}
+        assert samples[("pulsar_in_messages", None)] == 5 and samples[("pulsar_out_messages", None)] == 2
+        assert samples[("strata_msg_dropped", None)] == 3
+        assert ("pulsar_subscription_msg_drop_rate", "s") in samples
+        by_namespace = {f.name: f.samples[0].value
+                        for f in metrics_topics.families({name: metrics_json(s.topic)}, "c", topic_level=False)}
+        assert by_namespace["strata_msg_dropped"] == 3
     asyncio.run(run())
 
 

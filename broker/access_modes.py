@@ -9,10 +9,11 @@ A PRODUCER names its mode (`CommandProducer.producer_access_mode`):
   first come first served: it answers PRODUCER_SUCCESS with producer_ready=false at once (the
   client then waits without a timeout) and a second PRODUCER_SUCCESS for the same request once
   the producer holds the topic. At most `broker_exclusive_producer_waiters_max` wait per topic.
-- ExclusiveWithFencing (3): takes the topic from everyone. Attached producers are closed
-  (CLOSE_PRODUCER: their reconnection is refused, ProducerFenced for an exclusive one that
-  shows its old epoch, ProducerBusy for a shared one) and waiting ones are refused with
-  ProducerFenced.
+- ExclusiveWithFencing (3): takes the topic from everyone. Attached producers are fenced: SENDs
+  from then on are dropped (never stored behind the new holder's), those in flight get their
+  receipts, then CLOSE_PRODUCER (their reconnection is refused, ProducerFenced for an exclusive
+  one that shows its old epoch, ProducerBusy for a shared one) and waiting ones are refused
+  with ProducerFenced.
 
 Topic epoch: each time an exclusive producer takes the topic the epoch goes up by one (the first
 is 0). It is stored in the managed ledger's record (property `EPOCH_PROPERTY`, written by
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EPOCH_PROPERTY = "strata.topic.epoch"   # managed ledger record property: the topic epoch (decimal)
+FENCE_SETTLE_S = 5.0   # fencing: how long a fenced producer's appends in flight may take to get receipts
 
 
 class AccessMode(enum.IntEnum):
@@ -164,8 +166,8 @@ class ProducerAccess:
         for producer in list(self.topic.producers.values()):
             log.info("%s: fencing out producer %s", self.topic.name, producer.name)
             del self.topic.producers[producer.name]
-            producer.close()
-            producer.link.write(encode_close_producer(producer.producer_id, 0))
+            producer.quiesce()     # later SENDs are dropped: stored, they would follow the new holder's
+            self.topic.service.spawn(_close_when_settled(producer))
         self.holder = None
 
     async def wait_turn(self, name: str, on_queued: Callable[[], None]) -> None:
@@ -222,6 +224,18 @@ class ProducerAccess:
         for waiter in waiting:
             if not waiter.turn.done():
                 waiter.turn.set_exception(ServiceNotReady("topic is closing", topic=str(self.topic.name)))
+
+
+async def _close_when_settled(producer: Producer) -> None:
+    """A fenced producer: its appends in flight get their receipts (as Pulsar's Producer.close
+    waits for pending publishes), at most FENCE_SETTLE_S, then CLOSE_PRODUCER; its client
+    reconnects and is refused (ProducerFenced), failing the SENDs the broker dropped."""
+    try:
+        await asyncio.wait_for(producer.settled(), FENCE_SETTLE_S)
+    except TimeoutError:
+        log.warning("fenced producer %s: receipts still pending after %.1f s", producer.name, FENCE_SETTLE_S)
+    producer.close()
+    producer.link.write(encode_close_producer(producer.producer_id, 0))
 
 
 def _client_epoch(cmd: pb.CommandProducer) -> int | None:

@@ -7,6 +7,9 @@ real standalone (`broker.access_modes`).
   once it closes; the new producer sends.
 - ExclusiveWithFencing: takes the topic from an exclusive producer, whose next sends fail with
   `pulsar.ProducerFenced`; the consumer sees the old producer's messages, then the new one's.
+- Fencing an exclusive producer in the middle of a burst of async sends: every send it was told
+  succeeded is stored, every one it was told failed (ProducerFenced) is not, and nothing of it
+  is stored after the new holder's first message.
 - An exclusive producer keeps the topic across an unload (it comes back with its topic epoch,
   read again from the managed ledger's record, and is not fenced).
 """
@@ -18,7 +21,7 @@ import threading
 import pulsar
 import pytest
 
-from tests.acceptance.conftest import receive_all
+from tests.acceptance.conftest import make_client, receive_all
 from tests.support.admin_http import admin_call
 from tests.support.waiting import wait_until
 
@@ -93,3 +96,40 @@ def test_an_exclusive_producer_keeps_the_topic_across_an_unload(standalone, clie
     with pytest.raises(pulsar.ProducerFenced):
         client.create_producer(topic, access_mode=Mode.Exclusive)
     assert [m.data() for m in receive_all(consumer, 2)] == [b"before", b"after"]
+
+
+def test_fencing_during_a_burst_keeps_receipts_true_and_stores_nothing_after_the_fence(
+        standalone, client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "sub")
+    old = client.create_producer(topic, access_mode=Mode.Exclusive, batching_enabled=False,
+                                 send_timeout_millis=10_000, max_pending_messages=5_000)
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def done(result, _msg_id) -> None:
+        with lock:
+            results.append(str(result))
+    fencer_client = make_client(standalone.service_url)
+    try:
+        for i in range(3_000):
+            old.send_async(b"old-%d" % i, done)
+            if i == 300:
+                fencing = threading.Thread(target=lambda: fencer_client.create_producer(
+                    topic, access_mode=Mode.ExclusiveWithFencing, batching_enabled=False).send(b"new"))
+                fencing.start()
+        fencing.join(20)
+        wait_until(lambda: len(results) == 3_000, 30, what="every async send answered")
+    finally:
+        fencer_client.close()
+    stored = []
+    while True:
+        try:
+            msg = consumer.receive(1_000)
+        except pulsar.Timeout:
+            break
+        consumer.acknowledge(msg)
+        stored.append(msg.data())
+    assert b"new" in stored
+    assert not any(m.startswith(b"old") for m in stored[stored.index(b"new"):]), "stored after the fence"
+    assert set(results) <= {"Result.Ok", "Result.ProducerFenced"}, set(results)
+    assert results.count("Result.Ok") == sum(1 for m in stored if m.startswith(b"old"))

@@ -20,9 +20,10 @@ is 0). It is stored in the managed ledger's record (property `EPOCH_PROPERTY`, w
 compare-and-set before the producer is answered: `LedgerEpoch`), so it survives restarts and
 moves between brokers, and a broker that lost the topic cannot write it. A non-persistent topic
 keeps it in memory (`MemoryEpoch`, as Pulsar's NonPersistentTopic): it goes with the topic.
-PRODUCER_SUCCESS carries it (`topic_epoch`, for shared producers too once set); an exclusive producer sends it back when it
-reconnects (`CommandProducer.topic_epoch`). If the topic's epoch moved past it meanwhile another
-exclusive producer had the topic: ProducerFenced; otherwise the epoch stays as it is.
+PRODUCER_SUCCESS carries it (`topic_epoch`, for shared producers too once set); an exclusive
+producer sends it back when it reconnects (`CommandProducer.topic_epoch`). If the topic's
+epoch moved past it meanwhile another exclusive producer had the topic: ProducerFenced;
+otherwise the epoch stays as it is.
 
 One difference from Pulsar: a WaitForExclusive producer queued behind Shared producers gets the
 topic once the last of them leaves (Pulsar promotes only when an exclusive producer leaves, so

@@ -12,8 +12,9 @@ Schemas of a topic (`{topic}` a local name; a partitioned topic's partitions sha
   properties (`key.schema.type`, `value.schema.type`), as Pulsar's REST form.
 - `DELETE .../schema[?force=true]` → `{"version": n}` of the deleted marker (-1: nothing to
   delete; force removes every version, and numbering starts again).
-- `POST .../compatibility` PostSchemaPayload → `{"isCompatibility": bool,
-  "schemaCompatibilityStrategy": "FULL"}` (422 / 400 as POST).
+- `POST .../compatibility` PostSchemaPayload → Pulsar's IsCompatibilityResponse `{"compatibility":
+  bool, "schemaCompatibilityStrategy": "FULL"}` (Jackson names the Java field `isCompatibility`
+  "compatibility"; 422 / 400 as POST).
 - `POST .../version` PostSchemaPayload → `{"version": n}` of the identical live version; 404 if none.
 
 Policies (stored by `broker.schemas.policy`):
@@ -196,7 +197,7 @@ class _SchemaRoutes:
             ok = False
         except (UnknownSchemaType, InvalidSchemaData) as exc:
             raise _refusal(exc) from None
-        return web.json_response({"isCompatibility": ok, "schemaCompatibilityStrategy": strategy.value})
+        return web.json_response({"compatibility": ok, "schemaCompatibilityStrategy": strategy.value})
 
     async def version_of(self, request: web.Request) -> web.Response:
         name = await self._topic(request)

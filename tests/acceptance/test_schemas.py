@@ -161,9 +161,9 @@ def test_admin_upload_check_delete_and_bad_input(standalone, topic) -> None:
     assert status == 200 and body["properties"] == {"owner": "ops"} and body["timestamp"] > 0
     worse = {"type": "AVRO", "schema": json.dumps(USER_AGE_TEXT.schema())}
     assert admin_call(url, "POST", _schema_url(topic, "/compatibility"), worse) == (
-        200, {"isCompatibility": False, "schemaCompatibilityStrategy": "FULL"})
+        200, {"compatibility": False, "schemaCompatibilityStrategy": "FULL"})
     better = {"type": "AVRO", "schema": json.dumps(USER_EMAIL.schema())}
-    assert admin_call(url, "POST", _schema_url(topic, "/compatibility"), better)[1]["isCompatibility"] is True
+    assert admin_call(url, "POST", _schema_url(topic, "/compatibility"), better)[1]["compatibility"] is True
     status, body = admin_call(url, "POST", _schema_url(topic), worse)
     assert status == 409 and "FULL" in body["reason"]
     assert admin_call(url, "POST", _schema_url(topic, "/version"), payload) == (200, {"version": 0})

@@ -10,8 +10,9 @@ Two phases over the same input, as Pulsar's TwoPhaseCompactor:
    the latest message of some key, with the mask of the batch members that do.
 
 The input of an incremental run is the previous compacted ledger plus the tail after its
-horizon, so a run reads what changed, not the whole history. The new ledger is closed before
-the run returns; installing it (the record, deleting the old ledger) is the caller's
+horizon, so a run reads what changed, not the whole history. The new ledger's id goes to `on_ledger` (the caller
+records it as pending) before anything is written to it; the ledger is closed before the run
+returns; installing it (the record, deleting the old ledger) is the caller's
 (`broker.compaction.topic_compaction`). On any failure the new ledger is deleted (best effort)
 and the previous view stays as it was.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from broker.compaction import format as fmt
@@ -97,8 +98,9 @@ async def _input(ml, previous: CompactedView | None, start: Position,
 
 class Compactor:
     def __init__(self, ml, client: LedgerClient, config: Config, previous: CompactedView | None,
-                 progress: Progress) -> None:
+                 progress: Progress, on_ledger: Callable[[int], Awaitable[None]] | None = None) -> None:
         self.ml = ml
+        self.on_ledger = on_ledger     # awaited with the new ledger's id before anything is written to it
         self.client = client
         self.config = config
         self.previous = previous
@@ -154,6 +156,8 @@ class Compactor:
                                                  properties={COMPACTED_LEDGER_PROPERTY: self.ml.name})
         in_flight: deque[asyncio.Future] = deque()
         try:
+            if self.on_ledger is not None:
+                await self.on_ledger(handle.ledger_id)
             async for position, mask, data, _old in _input(self.ml, self.previous, self.start, self.horizon):
                 self.progress.entries_done += 1
                 members = fmt.entry_keys(data)

@@ -3,10 +3,15 @@
 `TopicCompaction` lives with the `PersistentTopic` (`topic.compaction`). On load it reads the
 record (`broker.compaction.record`) and opens the compacted ledger it names, so a restarted or
 new owner serves the same view. `trigger()` starts a run (`broker.compaction.compactor`) in the
-background; CompactionInProgress while one runs. A successful run is installed in this order:
+background; CompactionInProgress while one runs. A run first names its new ledger in the
+record's `pending` list (before writing to it), so a run cut short by a crash or restart leaves
+no ledger behind: pending ledgers found at load or at the start of the next run are leftovers
+(at most one run per topic), moved to the garbage and deleted. A successful run is installed in
+this order:
 
 1. the new record (compare-and-set over the one read: a stale owner loses, its ledger is deleted)
-   names the new ledger and horizon, and lists the replaced ledger as garbage;
+   names the new ledger and horizon, drops it from `pending`, and lists the replaced ledger as
+   garbage;
 2. the view readers use switches to the new ledger;
 3. the `__compaction` subscription (a normal durable cursor, created at Earliest when a run
    starts or when a compactionThreshold applies) acknowledges everything up to the horizon, so
@@ -75,6 +80,7 @@ class TopicCompaction:
         self.last_error = ""                  # why the last run failed ("" unless ERROR)
         self.message = ""                     # what the last successful run did, in words
         self.record: rec.CompactionRecord | None = None   # the installed record; None: never compacted
+        self._stored: rec.CompactionRecord | None = None  # the record as stored (compare-and-set base)
         self.view: CompactedView | None = None            # what read_compacted readers read; None: none
         self.progress = Progress()
         self.last_result: CompactionResult | None = None
@@ -104,8 +110,16 @@ class TopicCompaction:
         found = await rec.load(self.topic.service.astore, self.topic.ml.name)
         if found is None:
             return
-        self.record = found
-        self.view = await self._open_view(found)
+        self._stored = found
+        if found.pending or found.garbage:         # a run cut short (crash, restart), or a failed delete
+            try:
+                await self._abandon_pending()
+                await self._collect_garbage()
+            except CompactionError as exc:
+                log.warning("compaction of %s: leftover ledgers kept for the next run: %s", self.topic.name, exc)
+        if self._stored is not None and self._stored.installed:
+            self.record = self._stored
+            self.view = await self._open_view(self._stored)
 
     async def _open_view(self, record: rec.CompactionRecord) -> CompactedView:
         if record.ledger_id < 0 or record.entries == 0:
@@ -152,8 +166,9 @@ class TopicCompaction:
     async def compact_now(self) -> CompactionResult:
         """One run, in this task: compact, then install (see the module docstring)."""
         sub = await self.compaction_subscription()
+        await self._abandon_pending()
         compactor = Compactor(self.topic.ml, self.topic.service.ledger_client, self.topic.config, self.view,
-                              self.progress)
+                              self.progress, on_ledger=self._note_pending)
         result = await compactor.run()
         try:
             await self._install(result)
@@ -172,46 +187,73 @@ class TopicCompaction:
         """The `__compaction` durable subscription, created at Earliest if missing."""
         return await self.topic.subscription(COMPACTION_SUBSCRIPTION, durable=True, start=EARLIEST)
 
+    async def _save(self, new: rec.CompactionRecord) -> rec.CompactionRecord:
+        """Store `new` over the record read (compare-and-set); CompactionError if it changed."""
+        try:
+            saved = await rec.save(self.topic.service.astore, self.topic.ml.name, new, self._stored)
+        except (BadVersion, NotFound):
+            self._stored = await rec.load(self.topic.service.astore, self.topic.ml.name)  # the next run's base
+            raise CompactionError("the compaction record changed under this run (another owner?)",
+                                  topic=str(self.topic.name)) from None
+        self._stored = saved
+        return saved
+
+    async def _note_pending(self, ledger_id: int) -> None:
+        """A run created `ledger_id`: name it in the record before anything is written to it."""
+        stored = self._stored
+        if stored is None:
+            await self._save(rec.placeholder((ledger_id,)))
+        else:
+            await self._save(stored.with_ledgers(garbage=stored.garbage, pending=(*stored.pending, ledger_id)))
+
+    async def _abandon_pending(self) -> None:
+        """Pending ledgers of runs that did not finish become garbage (no run is in progress:
+        at most one per topic). Moving them fences a stale owner still writing one: its install
+        compares against the record it read and fails."""
+        stored = self._stored
+        if stored is not None and stored.pending:
+            await self._save(stored.with_ledgers(garbage=(*stored.garbage, *stored.pending), pending=()))
+
     async def _install(self, result: CompactionResult) -> None:
         old = self.record
         if old is not None and result.horizon < old.horizon:
             raise CompactionError("a compaction may not move the horizon back",
                                   horizon=str(result.horizon), installed=str(old.horizon))
-        garbage = set(old.garbage) if old is not None else set()
+        stored = self._stored
+        garbage = set(stored.garbage) if stored is not None else set()
         new_id = result.handle.ledger_id if result.handle is not None else -1
-        if old is not None and old.ledger_id >= 0 and old.ledger_id != new_id:
-            garbage.add(old.ledger_id)
+        for replaced in (old, stored):
+            if replaced is not None and replaced.installed and replaced.ledger_id >= 0 and replaced.ledger_id != new_id:
+                garbage.add(replaced.ledger_id)
+        pending = tuple(p for p in (stored.pending if stored is not None else ()) if p != new_id)
         new = rec.CompactionRecord(
             ledger_id=new_id, horizon=result.horizon,
             entries=result.entries, size_bytes=result.size_bytes, keys=result.keys,
-            compacted_ms=self.topic.service.clock.wall_ms(), garbage=tuple(sorted(garbage)))
-        try:
-            saved = await rec.save(self.topic.service.astore, self.topic.ml.name, new, old)
-        except (BadVersion, NotFound):
-            raise CompactionError("the compaction record changed under this run (another owner?)",
-                                  topic=str(self.topic.name)) from None
+            compacted_ms=self.topic.service.clock.wall_ms(), garbage=tuple(sorted(garbage)), pending=pending)
+        saved = await self._save(new)
         self.record, self.view = saved, await self._open_view(saved)
 
     async def _collect_garbage(self) -> None:
         """Delete replaced compacted ledgers; those deleted leave the record's garbage list."""
-        current = self.record
+        current = self._stored
         if current is None or not current.garbage:
             return
         deleted = set()
         for ledger_id in current.garbage:
-            if await _delete_quietly(self.topic, ledger_id):
+            if ledger_id != current.ledger_id and await _delete_quietly(self.topic, ledger_id):
                 deleted.add(ledger_id)
         if not deleted:
             return
         left = tuple(g for g in current.garbage if g not in deleted)
-        trimmed = rec.CompactionRecord(current.ledger_id, current.horizon, current.entries, current.size_bytes,
-                                       current.keys, current.compacted_ms, left)
         try:
-            self.record = await rec.save(self.topic.service.astore, self.topic.ml.name, trimmed, current)
-            if self.view is not None:
-                self.view.record = self.record
-        except (BadVersion, NotFound) as exc:
+            saved = await self._save(current.with_ledgers(garbage=left, pending=current.pending))
+        except CompactionError as exc:
             log.warning("compaction record of %s changed while collecting garbage: %s", self.topic.name, exc)
+            return
+        if saved.installed and self.record is not None:
+            self.record = saved
+            if self.view is not None:
+                self.view.record = saved
 
     # --- threshold, lifecycle -------------------------------------------------------------------
 
@@ -239,13 +281,13 @@ class TopicCompaction:
         """The topic is deleted: delete its compacted ledgers (the record goes with the
         managed ledger's metadata)."""
         await self.close()
-        current = self.record
+        current = self._stored
         if current is None:
             return
-        for ledger_id in {*current.garbage, current.ledger_id}:
+        for ledger_id in {*current.garbage, *current.pending, current.ledger_id}:
             if ledger_id >= 0:
                 await _delete_quietly(self.topic, ledger_id)
-        self.record, self.view = None, None
+        self.record, self.view, self._stored = None, None, None
 
 
 def _summary(result: CompactionResult) -> str:

@@ -7,7 +7,9 @@ and read back with the official client's read_compacted reader.
 - an incremental run reads the previous compacted ledger plus the tail: a new ledger replaces the
   old one, which is deleted, and the horizon moves on;
 - the record survives a restart: the same view is served by the restarted broker;
-- PUT while a run is in progress answers 409; an unknown topic 404.
+- PUT while a run is in progress answers 409; an unknown topic 404;
+- a broker killed in the middle of a run leaves no compacted ledger behind: the run named its new
+  ledger as pending in the record, and the restarted broker deletes it.
 
 Ledgers roll every 20 entries here, so the topics span several ledgers.
 """
@@ -15,13 +17,18 @@ Ledgers roll every 20 entries here, so the topics span several ledgers.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 
 import pulsar
 import pytest
 
+from broker.compaction.record import record_path
+from common.topic_names import parse_topic
+from ledger.ledger_metadata import ledger_path
 from tests.support.admin_cli import run_admin
 from tests.support.admin_http import admin_call, topic_get
 from tests.support.standalone_proc import StandaloneProcess
@@ -183,3 +190,49 @@ def test_incremental_run_replaces_the_ledger_and_restart_keeps_the_view(standalo
         assert dict(read_compacted(client, topic)) == expected
     finally:
         client.close()
+
+
+def _stored(sa: StandaloneProcess, path: str) -> bytes | None:
+    """A key of the standalone's metadata store, read straight from its SQLite file."""
+    db = sqlite3.connect(f"file:{sa.data_dir / 'metadata.db'}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute("SELECT value FROM strata_keys WHERE path = ?", (path,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else bytes(row[0])
+
+
+def test_a_run_cut_short_by_a_crash_leaves_no_ledger(tmp_path) -> None:
+    topic = f"persistent://public/default/crash-{os.getpid()}"
+    with StandaloneProcess.start(tmp_path / "data") as sa:          # one ledger: nothing rolls or trims
+        client = client_of(sa)
+        try:
+            producer = client.create_producer(topic, batching_max_messages=20, batching_max_publish_delay_ms=50,
+                                              block_if_queue_full=True)
+            for i in range(40_000):
+                producer.send_async(f"v{i}".encode(), None, partition_key=f"k{i % 20_000}")
+            producer.flush()
+        finally:
+            client.close()
+        record_key = record_path(parse_topic(topic).managed_ledger_name)
+        assert admin_call(sa.admin_url, "PUT", path_of(topic) + "/compaction")[0] == 204
+        pending: list[int] = []
+
+        def writing() -> bool:
+            nonlocal pending
+            raw = _stored(sa, record_key)
+            pending = json.loads(raw).get("pending", []) if raw else []
+            return bool(pending)
+
+        wait_until(writing, 30, "the run names its new ledger as pending", interval_s=0.005)
+        sa.kill9()
+        assert json.loads(_stored(sa, record_key) or b"{}")["pending"] == pending   # killed mid-run
+        assert _stored(sa, ledger_path(pending[0])) is not None
+        sa.launch()
+        internal = topic_get(sa.admin_url, topic, "internalStats")     # loads the topic
+        assert internal["compactedLedger"]["ledgerId"] == -1
+        record = json.loads(_stored(sa, record_key) or b"{}")
+        assert (record["pending"], record["garbage"], record["installed"]) == ([], [], False)
+        assert _stored(sa, ledger_path(pending[0])) is None
+        status = compact(sa, topic)
+        assert "20000 key(s)" in status["message"] and "from 40000 message(s)" in status["message"], status

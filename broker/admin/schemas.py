@@ -141,7 +141,14 @@ def _refusal(exc: Exception) -> Refused:
 class _SchemaRoutes:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self.registry = SchemaRegistry(service.astore, service.clock)
+        self._registry: SchemaRegistry | None = None
+
+    @property
+    def registry(self) -> SchemaRegistry:
+        """Made on first use: building the routes must not need a running service."""
+        if self._registry is None:
+            self._registry = SchemaRegistry(self.service.astore, self.service.clock)
+        return self._registry
 
     async def _topic(self, request: web.Request) -> TopicName:
         """The route's topic; NamespaceNotFound (404) unless its namespace exists."""

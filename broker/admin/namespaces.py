@@ -159,15 +159,15 @@ async def delete_namespace(service: BrokerService, tenant: str, ns: str, *, forc
     astore = service.astore
     await policies.existing_namespace_policies(astore, tenant, ns)
     has_topics = bool(await policies.topics_of_namespace(astore, tenant, ns)
-                      or await policies.partitioned_topics(astore, tenant, ns)
-                      or await non_persistent_admin.namespace_in_use(service, tenant, ns))
-    if has_topics and not force:
+                      or await policies.partitioned_topics(astore, tenant, ns))
+    # (live non-persistent topics are asked of every broker only when it matters: without force)
+    if not force and (has_topics or await non_persistent_admin.namespace_in_use(service, tenant, ns)):
         raise NotEmpty("Cannot delete non empty namespace")
     await policies.set_namespace_policy(astore, tenant, ns, tenancy.DELETED_KEY, True)
     service.namespaces.forget(tenant, ns)
     if has_topics:
         await _delete_topics(service, tenant, ns)
-        await non_persistent_admin.close_namespace(service, tenant, ns)
+    await non_persistent_admin.close_namespace(service, tenant, ns)
     failures = await unload_everywhere(service, tenant, ns)
     if failures:
         raise ServiceNotReady("unloading the namespace's bundles failed: " + "; ".join(failures))

@@ -373,7 +373,7 @@ def test_deleting_a_namespace_with_live_topics(standalone: StandaloneProcess, cl
     ns = f"np-delete/ns-{os.getpid()}-{time.monotonic_ns()}"
     ensure_namespace(admin, ns)
     topic = f"non-persistent://{ns}/live"
-    producer = client.create_producer(topic, send_timeout_millis=3_000)
+    producer = client.create_producer(topic, send_timeout_millis=1_500)
     status, body = admin_call(admin, "DELETE", f"/admin/v2/namespaces/{ns}")    # a live topic, nothing stored
     assert status == 409 and body["reason"] == "Cannot delete non empty namespace", body
     assert admin_call(admin, "PUT", f"/admin/v2/non-persistent/{ns}/parted/partitions", 2)[0] == 204

@@ -2,12 +2,14 @@
 
 Schemas of a topic (`{topic}` a local name; a partitioned topic's partitions share its schemas):
 - `GET /admin/v2/schemas/{t}/{ns}/{topic}/schema` → GetSchemaResponse `{"version", "type",
-  "timestamp", "data", "properties"}` of the latest version; 404 "Schema not found".
+  "timestamp", "data", "properties"}` of the latest version; 404 "Schema not found" (never any),
+  "Schema is deleted" (the latest version is a delete marker).
 - `GET .../schema/{version}` → that version; 404 "Schema not found" / "Schema is deleted".
 - `GET .../schemas` → `{"getSchemaResponses": [...]}`, the live versions, oldest first.
 - `POST .../schema` PostSchemaPayload `{"type": "AVRO", "schema": "<definition>", "properties":
   {}}` → 200 `{"version": {"version": n}}`; 409 incompatible (the strategy's reason), 422 a
-  malformed definition, 400 an unknown type or a body that is not a PostSchemaPayload. A
+  malformed definition, 400 an unknown type or a body that is not a PostSchemaPayload, 406 a
+  BYTES schema (Pulsar: "Do not upload a BYTES schema, because it's the default schema type"). A
   KEY_VALUE `schema` is `{"key": <schema>, "value": <schema>}`, each part's type in the
   properties (`key.schema.type`, `value.schema.type`), as Pulsar's REST form.
 - `DELETE .../schema[?force=true]` → `{"version": n}` of the deleted marker (-1: nothing to
@@ -157,10 +159,12 @@ class _SchemaRoutes:
         return name
 
     async def get_latest(self, request: web.Request) -> web.Response:
-        stored = await self.registry.get(await self._topic(request))
-        if stored is None:
+        versions = await self.registry.versions(await self._topic(request))
+        if not versions:
             raise NotFound("Schema not found")
-        return web.json_response(schema_response(stored))
+        if versions[-1].deleted:
+            raise NotFound("Schema is deleted")
+        return web.json_response(schema_response(versions[-1]))
 
     async def get_version(self, request: web.Request) -> web.Response:
         name = await self._topic(request)
@@ -182,6 +186,8 @@ class _SchemaRoutes:
     async def post(self, request: web.Request) -> web.Response:
         name = await self._topic(request)
         schema = schema_of_payload(await body_json(request))
+        if schema.type == "BYTES":
+            raise Refused(406, "Do not upload a BYTES schema, because it's the default schema type")
         strategy = (await schema_policy.policy_of(self.service.astore, name)).strategy
         try:
             version = await self.registry.put_if_absent(name, schema, strategy)

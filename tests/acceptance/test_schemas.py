@@ -171,11 +171,13 @@ def test_admin_upload_check_delete_and_bad_input(standalone, topic) -> None:
     assert status == 422 and "Invalid schema definition" in body["reason"]
     status, body = admin_call(url, "POST", _schema_url(topic), {"type": "AVROZ", "schema": "{}"})
     assert status == 400 and "Invalid schema type" in body["reason"]
+    status, body = admin_call(url, "POST", _schema_url(topic), {"type": "BYTES", "schema": ""})
+    assert status == 406 and "Do not upload a BYTES schema" in body["reason"]
     status, body = admin_call(url, "PUT", "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy", "NOPE")
     assert status == 400
     assert _versions(url, topic) == [0]
     assert admin_call(url, "DELETE", _schema_url(topic)) == (200, {"version": 1})
-    assert admin_call(url, "GET", _schema_url(topic))[0] == 404
+    assert admin_call(url, "GET", _schema_url(topic)) == (404, {"reason": "Schema is deleted"})
     assert admin_call(url, "GET", _schema_url(topic, "/schema/1"))[1] == {"reason": "Schema is deleted"}
     assert admin_call(url, "POST", _schema_url(topic), worse) == (200, {"version": {"version": 2}})
 

@@ -10,7 +10,8 @@ Topic (`/admin/v2/persistent/{t}/{ns}/{topic}`):
   none of the 12 message(s) up to 5:11 has a key") and `"progress"` `{"entriesDone",
   "entriesTotal"}` for the CLI's bar. NOT_RUN when no run since the topic was loaded here. On a
   partitioned topic: the partitions' statuses combined (RUNNING if one runs, else ERROR if one
-  failed, else SUCCESS if all succeeded, else NOT_RUN) and `"partitions"` with each one's.
+  failed, else SUCCESS if all succeeded, else NOT_RUN), `"message"` each partition's labelled
+  ("partition 0: compacted up to ...; partition 1: ...") and `"partitions"` with each one's.
 - `GET|POST|DELETE .../compactionThreshold` (bytes, topic policy; GET null when unset).
 - `/admin/v2/non-persistent/.../compaction` answers 405 (`broker.admin.non_persistent`).
 
@@ -66,7 +67,7 @@ def combined_status(statuses: list[dict]) -> dict:
     errors = "; ".join(f"partition {i}: {s['lastError']}" for i, s in enumerate(statuses) if s.get("lastError"))
     done = sum(s.get("progress", {}).get("entriesDone", 0) for s in statuses)
     total = sum(s.get("progress", {}).get("entriesTotal", 0) for s in statuses)
-    messages = [m for m in (s.get("message") for s in statuses) if m]
+    messages = [f"partition {i}: {s['message']}" for i, s in enumerate(statuses) if s.get("message")]
     return {"status": state, "lastError": errors, "message": "; ".join(messages),
             "progress": {"entriesDone": done, "entriesTotal": total},
             "partitions": {str(i): s for i, s in enumerate(statuses)}}

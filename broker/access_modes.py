@@ -66,6 +66,12 @@ class AccessMode(enum.IntEnum):
     EXCLUSIVE_WITH_FENCING = 3    # one producer; close everyone else
 
 
+# Pulsar's ProducerAccessMode names, as its PublisherStats show them (`accessMode`)
+_MODE_NAMES: dict[int, str] = {AccessMode.SHARED: "Shared", AccessMode.EXCLUSIVE: "Exclusive",
+                               AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+                               AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing"}
+
+
 @dataclass(frozen=True)
 class Admission:
     """A producer was attached; `epoch` is what PRODUCER_SUCCESS.topic_epoch says (None: unset)."""
@@ -250,6 +256,7 @@ async def admit(conn, topic: PersistentTopic, producer: Producer, cmd: pb.Comman
     or what `topic.add_producer` raises."""
     access: ProducerAccess = topic.access
     mode = cmd.producer_access_mode
+    producer.access_mode = _MODE_NAMES.get(int(mode), "Shared")
     if topic.closing:
         raise ServiceNotReady("topic is closing", topic=str(topic.name))
     if topic.terminating or topic.terminated:

@@ -120,6 +120,7 @@ class Producer:
         self.bytes_in_counter = 0
         self.connected_since_ms = int(time.time() * 1000)   # wall time it was created (stats)
         self.schema_version = b""   # the version PRODUCER_SUCCESS named (broker.schemas); b"": none
+        self.access_mode = "Shared"  # Pulsar's ProducerAccessMode name (set by broker.access_modes; stats)
 
     def send(self, sequence_id: int, entry: bytes, checksum_ok: bool) -> None:
         if self.quiesced:

@@ -465,7 +465,7 @@ def _publisher_stats(p) -> dict:
             "averageMsgSize": throughput_in / rate_in if rate_in > 0 else 0.0,
             "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter,
             "address": _address(p.link), "connectedSince": _connected_since(p),
-            "clientVersion": getattr(p.link, "client_version", "")}
+            "clientVersion": getattr(p.link, "client_version", ""), "accessMode": p.access_mode}
 
 
 # Topic fields that add up across partitions (the rest are merged or taken per partition).

@@ -2,7 +2,8 @@
 real standalone (`broker.access_modes`).
 
 - Exclusive: a second Exclusive producer raises `pulsar.ProducerFenced`, a Shared one
-  `pulsar.ProducerBusy`; once the first closes, another takes the topic.
+  `pulsar.ProducerBusy`; once the first closes, another takes the topic. Stats show each
+  publisher's `accessMode` (Pulsar's PublisherStats).
 - WaitForExclusive: `create_producer` blocks while another producer holds the topic and returns
   once it closes; the new producer sends.
 - ExclusiveWithFencing: takes the topic from an exclusive producer, whose next sends fail with
@@ -22,7 +23,7 @@ import pulsar
 import pytest
 
 from tests.acceptance.conftest import make_client, receive_all
-from tests.support.admin_http import admin_call
+from tests.support.admin_http import admin_call, topic_get
 from tests.support.waiting import wait_until
 
 Mode = pulsar.ProducerAccessMode
@@ -35,6 +36,7 @@ def test_exclusive_refuses_others_until_it_closes(standalone, client: pulsar.Cli
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic)
     first.send(b"one")
+    assert [p["accessMode"] for p in topic_get(standalone.admin_url, topic, "stats")["publishers"]] == ["Exclusive"]
     first.close()
     second = client.create_producer(topic, access_mode=Mode.Exclusive)
     second.send(b"two")

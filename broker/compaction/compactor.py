@@ -5,9 +5,11 @@ Two phases over the same input, as Pulsar's TwoPhaseCompactor:
    entries after the previous horizon up to the new horizon (the topic's last entry when the
    run starts), and note for every key the position (entry, batch index) of its latest message.
    A tombstone (`broker.compaction.format`) removes the key. Messages without a key are counted
-   and left out.
+   and left out. A chunked message counts once its last chunk is read with all the chunks
+   before it (`_Chunks`); its key's latest is then the set of its chunks' positions.
 2. **Write.** Read the same input again and write to a new ledger every entry that still holds
-   the latest message of some key, with the mask of the batch members that do.
+   the latest message of some key, with the mask of the batch members that do, and every chunk
+   of a key's latest message when that message is chunked.
 
 The input of an incremental run is the previous compacted ledger plus the tail after its
 horizon, so a run reads what changed, not the whole history. The new ledger's id goes to `on_ledger` (the caller
@@ -16,7 +18,9 @@ returns; installing it (the record, deleting the old ledger) is the caller's
 (`broker.compaction.topic_compaction`). On any failure the new ledger is deleted (best effort)
 and the previous view stays as it was.
 
-Bounds: at most `compaction_keys_max` distinct keys are held (CompactionTooManyKeys past it);
+Bounds: at most `compaction_keys_max` distinct keys are held (CompactionTooManyKeys past it),
+and at most CHUNKED_IN_PROGRESS_MAX chunked messages whose last chunk is not read yet (the
+oldest is dropped: a message whose producer gave up is never complete);
 at most `compaction_entries_in_flight_max` adds are in flight on the new ledger; entries are
 read `READ_BATCH_ENTRIES` at a time.
 
@@ -43,6 +47,7 @@ from ledger.position import Position
 log = logging.getLogger(__name__)
 
 READ_BATCH_ENTRIES = 256
+CHUNKED_IN_PROGRESS_MAX = 10_000     # chunked messages being assembled at once in phase one
 COMPACTED_LEDGER_PROPERTY = "compacted-topic"   # ledger property naming the topic it compacts
 
 
@@ -70,6 +75,39 @@ class CompactionResult:
 def _pack(position: Position, index: int) -> int:
     """A (position, batch index) as one int (a dict of ints is small next to one of tuples)."""
     return (position.ledger_id << 64) | (position.entry_id << 24) | index
+
+
+class _Chunks:
+    """Phase one's chunked messages: the chunks read so far of each message (by uuid), and, for
+    each complete one, its chunks' positions by the position of its last chunk."""
+
+    def __init__(self) -> None:
+        self.assembling: dict[str, list[int]] = {}     # uuid -> packed positions of chunks 0..n
+        self.complete: dict[int, list[int]] = {}       # last chunk's packed position -> all chunks
+
+    def add(self, uuid: str, chunk_id: int, count: int, packed: int) -> int | None:
+        """Note one chunk; the packed position of the message's last chunk once it is complete."""
+        if chunk_id == 0:
+            self.assembling.pop(uuid, None)
+            self.assembling[uuid] = []
+            if len(self.assembling) > CHUNKED_IN_PROGRESS_MAX:
+                self.assembling.pop(next(iter(self.assembling)))
+        parts = self.assembling.get(uuid)
+        if parts is None or chunk_id < len(parts):      # a chunk 0 never seen, or a resent chunk
+            return None
+        if chunk_id > len(parts):                       # a chunk missing: the message is lost
+            del self.assembling[uuid]
+            return None
+        parts.append(packed)
+        if chunk_id < count - 1:
+            return None
+        del self.assembling[uuid]
+        self.complete[packed] = parts
+        return packed
+
+    def kept(self, latest: dict[str, int]) -> set[int]:
+        """Packed positions of every chunk of a message that is still its key's latest."""
+        return {part for last in latest.values() if last in self.complete for part in self.complete[last]}
 
 
 async def _tail(ml, start: Position, horizon: Position) -> AsyncIterator[tuple[Position, bytes]]:
@@ -115,7 +153,8 @@ class Compactor:
         tail_entries = self.ml.entries_between(before_start, self.horizon) if self.start <= self.horizon else 0
         previous_entries = self.previous.entries if self.previous is not None else 0
         self.progress.entries_total = 2 * (previous_entries + tail_entries)
-        latest = await self._phase_one(result)
+        chunks = _Chunks()
+        latest = await self._phase_one(result, chunks)
         if not latest and (self.previous is None or self.previous.entries == 0):
             if result.messages_read == 0:
                 result.notes.append(f"nothing to compact: no message up to {self.horizon}")
@@ -125,16 +164,20 @@ class Compactor:
             self.progress.entries_done = self.progress.entries_total
             return result
         result.keys = len(latest)
-        await self._phase_two(latest, result)
+        await self._phase_two(latest, chunks.kept(latest), result)
         return result
 
-    async def _phase_one(self, result: CompactionResult) -> dict[str, int]:
+    async def _phase_one(self, result: CompactionResult, chunks: _Chunks) -> dict[str, int]:
         latest: dict[str, int] = {}
         keys_max = self.config.compaction_keys_max
         async for position, mask, data, _old in _input(self.ml, self.previous, self.start, self.horizon):
             self.progress.entries_done += 1
             result.bytes_read += len(data)
-            for index, (key, tombstone) in enumerate(fmt.entry_keys(data)):
+            members = fmt.entry_keys(data)
+            if not members:
+                self._chunk(position, data, chunks, latest, result)
+                continue
+            for index, (key, tombstone) in enumerate(members):
                 if not fmt.mask_keeps(mask, index):
                     continue
                 result.messages_read += 1
@@ -150,7 +193,24 @@ class Compactor:
                                                     keys_max=keys_max, topic=self.ml.name)
         return latest
 
-    async def _phase_two(self, latest: dict[str, int], result: CompactionResult) -> None:
+    @staticmethod
+    def _chunk(position: Position, data: bytes, chunks: _Chunks, latest: dict[str, int],
+               result: CompactionResult) -> None:
+        """Phase one for an entry without members: a chunk (a marker is left out)."""
+        chunk = fmt.chunk_of(data)
+        if chunk is None:
+            return
+        key, uuid, chunk_id, count = chunk
+        last = chunks.add(uuid, chunk_id, count, _pack(position, 0))
+        if last is None:
+            return
+        result.messages_read += 1
+        if key is None:
+            result.keyless_messages += 1
+        else:
+            latest[key] = last
+
+    async def _phase_two(self, latest: dict[str, int], kept_chunks: set[int], result: CompactionResult) -> None:
         c = self.config
         handle = await self.client.create_ledger(c.ledger_ensemble_size, c.ledger_write_quorum, c.ledger_ack_quorum,
                                                  properties={COMPACTED_LEDGER_PROPERTY: self.ml.name})
@@ -164,6 +224,8 @@ class Compactor:
                 kept = [key is not None and not tombstone and fmt.mask_keeps(mask, index)
                         and latest.get(key) == _pack(position, index)
                         for index, (key, tombstone) in enumerate(members)]
+                if not members and _pack(position, 0) in kept_chunks:
+                    kept = [True]                       # a chunk of a key's latest message
                 if not any(kept):
                     continue
                 out_mask = None if all(kept) else fmt.mask_of(kept)

@@ -16,8 +16,10 @@ is kept (or the entry is not a batch).
 Keys (`entry_keys`): the message key is `partition_key` (MessageMetadata for one message,
 SingleMessageMetadata for each batch member). A member is a tombstone when it has
 `null_value=true` or an empty payload (Pulsar's compactor removes a key on an empty value).
-Messages without a key, chunks of chunked messages and markers are not compacted: they never
-enter a compacted view.
+Messages without a key and markers are not compacted: they never enter a compacted view. A
+chunked message is one message spread over several entries: `entry_keys` gives [] for each
+chunk and `chunk_of` says which message and chunk it is, so the compactor keeps every chunk of
+the latest value of a key when that value is a chunked message.
 
 What must hold: `decode(encode(p, mask, data)) == (p, mask, data)`; a mask has a bit for every
 member it keeps and none past the batch's size; parsing refuses (MalformedPayload) a header or a
@@ -116,6 +118,16 @@ def entry_keys(data: bytes) -> list[Member]:
     if md.compression != pb.NONE:
         raw = decompress(payload, md.compression, md.uncompressed_size)
     return _batch_keys(raw, md.num_messages_in_batch)
+
+
+def chunk_of(data: bytes) -> tuple[str | None, str, int, int] | None:
+    """(key, message uuid, chunk id, chunk count) of a chunk of a chunked message; None if the
+    entry is not one."""
+    md = parse_entry(data).metadata
+    if md.HasField("marker_type") or not (md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1):
+        return None
+    key = md.partition_key if md.HasField("partition_key") else None
+    return key, md.uuid, md.chunk_id, md.num_chunks_from_msg
 
 
 def _batch_keys(raw: bytes | memoryview, count: int) -> list[Member]:

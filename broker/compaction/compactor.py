@@ -158,9 +158,10 @@ class Compactor:
         if not latest and (self.previous is None or self.previous.entries == 0):
             if result.messages_read == 0:
                 result.notes.append(f"nothing to compact: no message up to {self.horizon}")
-            else:
+            elif result.keyless_messages == result.messages_read:
                 result.notes.append(f"nothing to compact: none of the {result.messages_read} message(s) "
                                     f"up to {self.horizon} has a key")
+            # else: every key was tombstoned; the usual summary says so (0 keys, the tombstones)
             self.progress.entries_done = self.progress.entries_total
             return result
         result.keys = len(latest)

@@ -90,6 +90,18 @@ def test_reader_and_consumer_read_compacted_then_the_tail(standalone, client, to
                          is_read_compacted=True)
 
 
+def test_a_topic_whose_keys_are_all_tombstoned_compacts_to_nothing(standalone, client, topic) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"v", partition_key="k")
+    producer.send(b"", partition_key="k")
+    status = compact(standalone, topic)
+    assert "0 key(s)" in status["message"] and "1 tombstone(s)" in status["message"], status
+    assert "has a key" not in status["message"], status         # they all had one
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    assert read_all(reader) == []
+    reader.close()
+
+
 def test_chunked_messages_are_kept_whole(standalone, client, topic) -> None:
     big = bytes(range(256)) * (6 * 4096)                   # 6 MiB: more than one chunk
     producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)

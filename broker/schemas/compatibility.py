@@ -13,8 +13,10 @@ a namespace's UNDEFINED means "the broker's".
 
 A changed type is incompatible (except under ALWAYS_COMPATIBLE). AVRO and JSON definitions are
 checked with Avro's resolution rules (`broker.schemas.avro`); KEY_VALUE checks its key and value
-schemas each by its own type; every other type (primitives, PROTOBUF, PROTOBUF_NATIVE) is
-compatible with itself whatever the definition, as Pulsar's default check.
+schemas each by its own type; PROTOBUF_NATIVE may not change its root message (Pulsar's
+ProtobufNativeSchemaCompatibilityCheck: "Protobuf root message isn't allow change!"); every
+other type (primitives, PROTOBUF) is compatible with itself whatever the definition, as Pulsar's
+default check.
 
 A consumer's schema (Pulsar's `checkConsumerCompatibility`): under BACKWARD, FORWARD,
 FORWARD_TRANSITIVE and FULL it must read the latest version (BACKWARD against it); under the
@@ -24,6 +26,7 @@ other strategies it is checked against every live version with the topic's strat
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Sequence
 
 from broker.schemas import avro, validation
@@ -75,7 +78,18 @@ def _pair_problem(existing: SchemaData, new: SchemaData, strategy: Strategy) -> 
         return _struct_problem(existing.data, new.data, strategy)
     if new.type == "KEY_VALUE":
         return _key_value_problem(existing, new, strategy)
+    if new.type == "PROTOBUF_NATIVE":
+        if _protobuf_root(existing.data) != _protobuf_root(new.data):
+            return "Protobuf root message isn't allow change!"
     return None
+
+
+def _protobuf_root(data: bytes) -> object:
+    """The root message's full name of a PROTOBUF_NATIVE definition (validated before: JSON)."""
+    try:
+        return json.loads(data).get("rootMessageTypeName")
+    except (ValueError, AttributeError):
+        return None
 
 
 def _struct_problem(existing: bytes, new: bytes, strategy: Strategy) -> str | None:

@@ -124,6 +124,9 @@ def test_protobuf_native_is_validated_and_accepted() -> None:
     good = SchemaData("PROTOBUF_NATIVE", json.dumps(doc).encode())
     validation.validate(good)
     assert accepted(stored(good), SchemaData("PROTOBUF_NATIVE", json.dumps({**doc, "x": 1}).encode()), Strategy.FULL)
+    other_root = SchemaData("PROTOBUF_NATIVE", json.dumps({**doc, "rootMessageTypeName": "Order"}).encode())
+    for strategy in Strategy:                     # Pulsar: "Protobuf root message isn't allow change!"
+        assert accepted(stored(good), other_root, strategy) == (strategy is Strategy.ALWAYS_COMPATIBLE), strategy
     with pytest.raises(InvalidSchemaData, match="Protobuf-native"):
         validation.validate(SchemaData("PROTOBUF_NATIVE", b'{"fileDescriptorSet": "!!"}'))
 

@@ -227,10 +227,21 @@ class ProducerAccess:
     def close(self) -> None:
         """The topic is closing: waiters are answered ServiceNotReady (the client looks the
         topic up again and retries with its next owner)."""
+        self._refuse_waiters(lambda: ServiceNotReady("topic is closing", topic=str(self.topic.name)))
+
+    def on_terminated(self) -> None:
+        """The topic was terminated (its producers closed): nobody holds it any more, and each
+        waiter is refused with TopicTerminated at once, as Pulsar's addProducer refuses the
+        waiter it promotes (it could never publish; left queued, it waited until its client's
+        timeout, or for ever)."""
+        self.holder = None
+        self._refuse_waiters(lambda: TopicTerminated("Topic was already terminated", topic=str(self.topic.name)))
+
+    def _refuse_waiters(self, error: Callable[[], Exception]) -> None:
         waiting, self._waiting = list(self._waiting), collections.deque()
         for waiter in waiting:
             if not waiter.turn.done():
-                waiter.turn.set_exception(ServiceNotReady("topic is closing", topic=str(self.topic.name)))
+                waiter.turn.set_exception(error())
 
 
 async def _close_when_settled(producer: Producer) -> None:
@@ -280,6 +291,8 @@ async def admit(conn, topic: PersistentTopic, producer: Producer, cmd: pb.Comman
         access.holder = producer.name
     try:
         epoch = await access.take(producer.name, _client_epoch(cmd))
+        if topic.terminating or topic.terminated:     # terminated while it waited or took the topic
+            raise TopicTerminated("Topic was already terminated", topic=str(topic.name))
         if not wanted():
             access.release(producer.name)
             return None

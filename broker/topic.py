@@ -245,6 +245,7 @@ class PersistentTopic:
                 del self.producers[producer.name]
                 producer.close()
                 producer.link.write(encode_close_producer(producer.producer_id, 0))
+        self.access.on_terminated()  # WaitForExclusive producers are refused: TopicTerminated
         log.info("%s: terminated at %s", self.name, last)
         self.notify_appended()       # consumers that have everything learn the end of the topic
         return last

@@ -9,11 +9,18 @@ REACHED_END_OF_TOPIC, PROTOCOL.md §10) sharing a Shared subscription.
   (once each), without reconnecting; the official consumer (Failover subscription) got every
   message, stays connected and receives nothing more.
 
+- An exclusive producer holds the topic and another waits for it (WaitForExclusive): on
+  terminate the waiter's `create_producer` fails at once with `pulsar.TopicTerminated` (it was
+  left queued until its client's operation timeout), and so does the holder's next send.
+
 The rest of terminate (after-the-fact subscriptions, readers, partitions, restart, CLI) is in
 tests/acceptance/test_terminate.py, whose helpers this reuses.
 """
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pulsar
 import pytest
@@ -54,3 +61,28 @@ def test_attached_consumers_reach_the_end_and_the_producer_is_refused(standalone
             official.receive(500)
     finally:
         raw.close()
+
+
+def test_a_producer_waiting_for_exclusive_access_is_refused_at_once(standalone, client: pulsar.Client,
+                                                                    topic: str) -> None:
+    holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    holder.send(b"only")
+    outcome: dict[str, object] = {}
+
+    def wait_for_the_topic() -> None:
+        try:
+            outcome["producer"] = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)
+        except pulsar.PulsarException as exc:
+            outcome["error"] = exc
+        outcome["at"] = time.monotonic()
+    waiter = threading.Thread(target=wait_for_the_topic)
+    waiter.start()
+    time.sleep(1.0)                      # queued behind the holder
+    assert not outcome
+    terminated_at = time.monotonic()
+    _terminate(standalone.admin_url, topic)
+    waiter.join(10)                      # the client's operation timeout is 15 s
+    assert isinstance(outcome.get("error"), pulsar.TopicTerminated), outcome
+    assert float(outcome["at"]) - terminated_at < 5.0   # type: ignore[arg-type]
+    with pytest.raises(pulsar.TopicTerminated):
+        holder.send(b"after the end")

@@ -8,7 +8,9 @@ either really connect, and the URL shows which one a lookup chose).
   the 307 to B when A assigns the bundle to B); the records in the metadata store (B's ownership
   key, both registry entries) carry each broker's listeners.
 - The official client given A's HTTP URL as its service URL, and the one given A's binary URL with
-  `listener_name='external'`, both produce to and consume from topics owned by A and by B.
+  `listener_name='external'`, both produce to and consume from topics owned by A and by B, and
+  from a partitioned topic whose partitions are owned by both (partition metadata through A's
+  admin API or PARTITIONED_METADATA, each partition looked up on its own).
 """
 
 from __future__ import annotations
@@ -145,5 +147,42 @@ def test_official_client_reaches_topics_owned_by_both_brokers(cluster: LocalClus
         make_client(a.service_url, listener_name="external")
     try:
         _round_trip(client, topics)
+    finally:
+        client.close()
+
+
+def _partitioned_over_both(cluster: LocalCluster, partitions: int) -> str:
+    a, b = cluster.brokers
+    for _ in range(PLACEMENT_TRIES):
+        topic = f"persistent://public/default/{unique('lstp')}"
+        made = http("PUT", f"{a.admin_url}/admin/v2/{topic_path(topic)}/partitions", partitions, follow=True)
+        assert made.status in (200, 204), (made.status, made.body)
+        owners = {lookup(a.admin_url, f"{topic}-partition-{i}")["brokerUrl"] for i in range(partitions)}
+        if owners == {a.service_url, b.service_url}:
+            return topic
+    raise AssertionError(f"no partitioned topic spread over both brokers in {PLACEMENT_TRIES} tries")
+
+
+@pytest.mark.parametrize("how", ["http-service-url", "listener-name"])
+def test_official_client_reaches_a_partitioned_topic_spread_over_both_brokers(cluster: LocalCluster,
+                                                                              how: str) -> None:
+    a, _ = cluster.brokers
+    topic = _partitioned_over_both(cluster, 4)
+    client = make_client(a.admin_url) if how == "http-service-url" else \
+        make_client(a.service_url, listener_name="external")
+    try:
+        consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic, batching_enabled=False)
+        count = 4 * MESSAGES_PER_TOPIC
+        for i in range(count):
+            producer.send(str(i).encode())       # round robin over the partitions
+        got, partitions = [], set()
+        for _ in range(count):
+            msg = consumer.receive(10_000)
+            consumer.acknowledge(msg)
+            got.append(seq_of(msg))
+            partitions.add(msg.topic_name())
+        assert sorted(got) == list(range(count))
+        assert partitions == {f"{topic}-partition-{i}" for i in range(4)}
     finally:
         client.close()

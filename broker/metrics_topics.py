@@ -106,6 +106,7 @@ def families(stats: dict[str, Stats], cluster: str, topic_level: bool) -> Iterat
         yield from _topic_families(stats, cluster)
         yield from _subscription_families(stats, cluster)
         yield _evictions_family(stats, cluster)
+        yield from _quota_distance_families(stats, cluster)
     else:
         yield from _namespace_families(stats, cluster)
 
@@ -147,6 +148,22 @@ def _evictions_family(stats: dict[str, Stats], cluster: str) -> Metric:
         for kind, count in topic["backlogQuotaEvictions"].items():
             family.add_metric([cluster, namespace_of(name), name, kind], count)
     return family
+
+
+def _quota_distance_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
+    """How far each durable subscription is from its topic's backlog quotas, where the quota has a
+    limit (`backlogQuotaRemainingSize`, `backlogQuotaRemainingTimeSeconds`; negative: over)."""
+    for metric, field, help_text in (
+            ("strata_subscription_backlog_quota_remaining_bytes", "backlogQuotaRemainingSize",
+             "destination_storage quota minus the subscription's backlog bytes (negative: over)"),
+            ("strata_subscription_backlog_quota_remaining_seconds", "backlogQuotaRemainingTimeSeconds",
+             "message_age quota minus the age of the subscription's oldest unacked message (negative: over)")):
+        family = GaugeMetricFamily(metric, help_text, labels=["cluster", "namespace", "topic", "subscription"])
+        for name, topic in stats.items():
+            for sub_name, sub in topic["subscriptions"].items():
+                if sub.get(field) is not None:
+                    family.add_metric([cluster, namespace_of(name), name, sub_name], sub[field])
+        yield family
 
 
 def _namespace_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:

@@ -19,7 +19,8 @@ Each policy, each in its own namespace with a quota of 8 KiB (or 1 s):
 - A topic's own quota applies to it alone and wins over the namespace's; removed, the
   namespace's applies again.
 - Each partition of a partitioned topic has the quota; partitioned-stats show it.
-- Stats show the quota and each subscription's distance to it; a quota at or over the
+- Stats show the quota and each subscription's distance to it (so does /metrics:
+  strata_subscription_backlog_quota_remaining_bytes / _seconds); a quota at or over the
   retention is refused with 412, and so is a retention at or under a quota;
   `strata admin namespaces set-backlog-quota` and `topics set-backlog-quota` store what
   `get-backlog-quotas` shows.
@@ -122,6 +123,8 @@ def test_producer_exception_fails_sends_and_clears_once_drained(standalone, clie
     assert stats["oldestBacklogMessageSubscriptionName"] == "slow"
     assert _metric(standalone.admin_url, "pulsar_storage_backlog_quota_limit", topic=topic) == QUOTA_BYTES
     assert _metric(standalone.admin_url, "pulsar_storage_backlog_quota_limit_time", topic=topic) == -1
+    assert _metric(standalone.admin_url, "strata_subscription_backlog_quota_remaining_bytes", topic=topic,
+                   subscription="slow") == stats["subscriptions"]["slow"]["backlogQuotaRemainingSize"]
     assert _drain(consumer) >= 10
     fresh = client.create_producer(topic)           # at once: nothing remembers the exceeded state
     fresh.send(b"after the drain")

@@ -143,7 +143,8 @@ def _ledgers_table(e: dict, group: bool = True) -> Table:
     for run in _runs(e["ledgers"], group):
         first, last = run[0], run[-1]
         name = str(first["ledgerId"]) if len(run) == 1 else f"{first['ledgerId']}-{last['ledgerId']} ({len(run)})"
-        span = f"{_time(first['firstPublishMs'])}\n{_time(last['lastPublishMs'])}"
+        span = f"{_time(first['firstPublishMs'])}\n{_time(last['lastPublishMs'])}" if first["state"] != "compacted" \
+            else f"compacted at\n{_time(first['createdMs'])}"
         kept = _kept(first) if len(run) == 1 else _first_last(_kept(first), _kept(last))
         goes = first["goes"] if len(run) == 1 else f"first: {first['goes']}\nlast: {last['goes']}"
         where = _where(first) if len(run) == 1 or first["location"]["s3"] is None else \
@@ -166,7 +167,10 @@ def ledger_blocks(e: dict, group: bool = True) -> list[str]:
         start, end = _time(first["firstPublishMs"]), _time(last["lastPublishMs"])
         if start[:10] == end[:10]:
             end = end[11:]                       # the same day: the time is enough
-        published = "nothing published yet" if start == "-" else f"published {start} .. {end}"
+        if first["state"] == "compacted":        # the compacted view: written by a compaction run
+            published = f"written by compaction at {_time(first['createdMs'])}"
+        else:
+            published = "nothing published yet" if start == "-" else f"published {start} .. {end}"
         lines.append(f"[bold]{name}[/bold]: {first['state']}, {entries} entries, {size}, {published}")
         for label, first_text, last_text in (("kept by", _kept(first), _kept(last)),
                                              ("goes", first["goes"], last["goes"])):

@@ -96,3 +96,17 @@ def test_a_narrow_terminal_gets_blocks_not_a_wrapped_table(monkeypatch: pytest.M
     assert "ledgers 8-207 (200): closed, 10000 entries" in out
     assert "    kept by: sub-old has not acked 1 of its entries (mark-delete 7:-1)" in out
     assert "ledger 208: open" in out and "    goes: at rollover" in out
+
+
+def test_the_compacted_ledger_says_when_compaction_wrote_it(wide, capsys) -> None:
+    compacted = _ledger(300, "the topic's compacted view up to 208:49 (12 keys)",
+                        "when the next compaction replaces it", state="compacted")
+    compacted.update(firstPublishMs=0, lastPublishMs=0, createdMs=1_795_509_400_000)
+    e = _explanation()
+    e["ledgers"].append(compacted)
+    explain.print_explanation(e)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ 300"))
+    assert "compacted at" in row
+    blocks = "\n".join(explain.ledger_blocks(e))
+    assert "ledger 300[/bold]: compacted, 50 entries, 1000 B, written by compaction at 2026-11-24 " in blocks
+    assert "nothing published yet" not in blocks

@@ -68,6 +68,25 @@ def pick_active_index(topic_name: str, partition_index: int, ordered: list[Consu
     return ring_pick(topic_name, [c.name for c in ordered[:eligible]])
 
 
+def choose_active(consumers: list[Consumer], arrival: dict[Consumer, int], failover: bool,
+                  topic_name: str, partition_index: int) -> Consumer | None:
+    """The consumer a single-active subscription delivers to: the first by (priority, name,
+    arrival) for Exclusive, Pulsar's pick among the top priority for Failover; None if none."""
+    ordered = sorted(consumers, key=lambda c: (c.priority, c.name, arrival[c]))
+    if not ordered:
+        return None
+    if not failover:
+        return ordered[0]
+    return ordered[pick_active_index(topic_name, partition_index, ordered)]
+
+
+def tell_failover_roles(consumers: list[Consumer], new: Consumer | None, old: Consumer | None) -> None:
+    """ACTIVE_CONSUMER_CHANGE to the consumers whose role changed (Failover only)."""
+    for consumer in consumers:
+        if consumer is new or consumer is old:
+            consumer.set_active(consumer is new)
+
+
 class SingleActiveDispatcher(Dispatcher):
     def __init__(self, sub: Subscription, read_position: Position, batch_entries_max: int,
                  failover: bool, partition_index: int) -> None:
@@ -100,13 +119,8 @@ class SingleActiveDispatcher(Dispatcher):
 
     def _choose_active(self) -> bool:
         """Re-pick the active consumer; on a change notify and rewind. True if it changed."""
-        ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name, self._arrival[c]))
-        if not ordered:
-            new = None
-        elif not self.failover:
-            new = ordered[0]
-        else:
-            new = ordered[pick_active_index(str(self.sub.topic.name), self.partition_index, ordered)]
+        new = choose_active(self.consumers, self._arrival, self.failover, str(self.sub.topic.name),
+                            self.partition_index)
         old = self.active
         if new is old:
             return False
@@ -115,9 +129,7 @@ class SingleActiveDispatcher(Dispatcher):
             consumer.forget_all()
         self.rewind()
         if self.failover:
-            for consumer in self.consumers:
-                if consumer is new or consumer is old:
-                    consumer.set_active(consumer is new)
+            tell_failover_roles(self.consumers, new, old)
         return True
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:

@@ -29,7 +29,7 @@ import abc
 import itertools
 
 from broker.consumer import Consumer
-from broker.dispatch_single_active import pick_active_index
+from broker.dispatch_single_active import choose_active, tell_failover_roles
 from broker.entry_facts import EntryFacts
 from broker.key_shared_selector import AutoSplitSelector, StickySelector
 from common.errors import ConsumerAssignError, ConsumerBusy
@@ -81,20 +81,12 @@ class SingleActiveRouter(Router):
 
     def _choose(self) -> bool:
         """Re-pick the active consumer, telling Failover consumers whose role changed."""
-        ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name, self._arrival[c]))
-        if not ordered:
-            new = None
-        elif not self.failover:
-            new = ordered[0]
-        else:
-            new = ordered[pick_active_index(self.topic_name, self.partition_index, ordered)]
+        new = choose_active(self.consumers, self._arrival, self.failover, self.topic_name, self.partition_index)
         old, self.active = self.active, new
         if new is old:
             return False
         if self.failover:
-            for consumer in self.consumers:
-                if consumer is new or consumer is old:
-                    consumer.set_active(consumer is new)
+            tell_failover_roles(self.consumers, new, old)
         return True
 
     def pick(self, facts: EntryFacts) -> Consumer | None:

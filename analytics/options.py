@@ -83,7 +83,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool,
     if unknown:
         raise BadSourceOption(f"unknown option(s) {', '.join(unknown)} for format('strata')",
                               known=", ".join(SOURCE_OPTIONS + ACCESS_OPTIONS))
-    topics, pattern = _topics(opts)
+    topics, pattern = topics_of(opts)
     starting = _bound(opts.get("startingoffsets"), "startingOffsets", LATEST if streaming else EARLIEST)
     ending = _bound(opts.get("endingoffsets"), "endingOffsets", LATEST)
     starting_time = _int_option(opts, "startingtime", 0)
@@ -113,7 +113,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool,
         access=ClusterAccess.from_options(opts), columns=columns)
 
 
-def _topics(opts: dict[str, str]) -> tuple[tuple[str, ...], str]:
+def topics_of(opts: dict[str, str]) -> tuple[tuple[str, ...], str]:
+    """(full topic names, "") or ((), pattern) from lower-cased options; BadSourceOption if bad."""
     given = [name for name in ("topic", "topics", "topicspattern") if opts.get(name)]
     if len(given) != 1:
         raise BadSourceOption("set exactly one of topic, topics, topicsPattern", given=", ".join(given) or "none")

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from analytics.access import ClusterAccess
+from analytics.options import topics_of
 from common.errors import BadSourceOption
 from common.schema_records import STRUCT_TYPES, live, parse_listing, topic_prefix
 from common.topic_names import parse_topic
@@ -142,6 +143,5 @@ class AvroValueDecoder:
 def of_options(options: dict[str, str]) -> TopicValueSchema | None:
     """`topic_value_schema` from a query's raw options (the driver's `schema()`, before parsing)."""
     opts = {str(k).lower(): str(v) for k, v in options.items()}
-    topics = tuple(t.strip() for t in (opts.get("topic") or opts.get("topics") or "").split(",") if t.strip())
-    return topic_value_schema(topics, opts.get("topicspattern", ""), opts.get("valueschema", ""),
-                              ClusterAccess.from_options(opts))
+    topics, pattern = topics_of(opts)    # the same checks and errors as the reader's own parse
+    return topic_value_schema(topics, pattern, opts.get("valueschema", ""), ClusterAccess.from_options(opts))

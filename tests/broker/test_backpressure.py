@@ -30,6 +30,7 @@ from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command, encode_ping, encode_pong
 from broker.connection import ConnState, ServerConnection
 from broker.consumer import Consumer
+from broker.topic_lists import TopicListRegistry
 from common.config import KIB, default_config
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
@@ -54,6 +55,7 @@ def run(coro) -> None:
 async def open_connection(**overrides) -> tuple[ServerConnection, socket.socket]:
     """A ServerConnection on one end of a socketpair; the other end (returned) is the client."""
     service = types.SimpleNamespace(config=default_config(**overrides))
+    service.topic_list_watchers = TopicListRegistry(service)   # released when the connection closes
     server_sock, client_sock = socket.socketpair()
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
     client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)

@@ -7,7 +7,13 @@ when used, so `strata bookie` never pays for importing the broker or Spark.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+
+# Before anything imports grpc: its fork support (on by default) crashes the child of a
+# subprocess.Popen before exec in grpcio >= 1.81 (grpc/grpc#43055), and our servers start their
+# bookies, SeaweedFS and brokers that way; nothing forks to use gRPC in the child.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 # subcommand -> module with main(argv)
 COMMANDS: dict[str, str] = {

@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+# grpcio >= 1.81 with fork support on restarts its poller in the child of a subprocess.Popen, where
+# close_fds has closed the poller's epoll fd: the child aborts before exec (grpc/grpc#43055; a
+# broker of a test cluster died so, "epoll_wait error: Bad file descriptor"). Nothing here forks
+# to use gRPC in the child (perf workers are spawned), so fork support is off. Set before any
+# import of grpc; inherited by every server the tests start.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from tests.support.postgres import TestPostgres, started_or_fail
 
 if TYPE_CHECKING:

@@ -321,7 +321,7 @@ def test_namespace_with_topics_is_deleted_only_by_force(admin: str, standalone: 
     ns = new_namespace(admin, {"bundles": {"numBundles": 2}})
     assert http(f"{admin}/persistent/{ns}/parted/partitions", "PUT", 3) == (204, None)
     with closing(quiet_client(standalone)) as client:
-        producer = client.create_producer(f"persistent://{ns}/live")
+        producer = client.create_producer(f"persistent://{ns}/live", send_timeout_millis=3000)
         consumer = client.subscribe(f"persistent://{ns}/parted", "s")
         producer.send(b"one")
         status, answer = http(f"{admin}/namespaces/{ns}", "DELETE")

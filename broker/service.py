@@ -37,10 +37,13 @@ this broker holds its bundle's ownership key under a valid lease.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 
+from auth.service import AuthenticationService
 from broker import dedup, listeners, offload_policy, policies, tenancy, topic_lists, topic_stats
+from broker.authorization import AuthorizationService
 from broker.backlog_quota import BacklogQuotaChecker
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
@@ -110,6 +113,18 @@ class BrokerService:
         self.topic_list_watchers = topic_lists.TopicListRegistry(self)   # WATCH_TOPIC_LIST watchers
         self.closing = False
         self.draining = False               # stopping: bundles are being handed to other brokers
+
+    # --- security (built on first use; Broker.start touches both so bad key material fails the start) ---
+
+    @functools.cached_property
+    def authentication(self) -> AuthenticationService:
+        """Who a client is (auth.service): CONNECT, AUTH_RESPONSE and the admin HTTP API ask it."""
+        return AuthenticationService.from_config(self.config)
+
+    @functools.cached_property
+    def authorization(self) -> AuthorizationService:
+        """What a role may do (broker.authorization)."""
+        return AuthorizationService(self.config, self.astore)
 
     # --- background work --------------------------------------------------------------------------
 

@@ -174,18 +174,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cursor_writer_queue_max", int, 20_000, 1, 10_000_000,
             "cursor saves waiting for a group transaction per broker; further saves wait for room"),
     # --- broker ---
-    Setting("broker_port", int, 6650, 0, 65535, "Pulsar binary protocol port"),
-    Setting("broker_admin_port", int, 8080, 0, 65535, "admin HTTP port"),
+    Setting("broker_port", int, 6650, -1, 65535, "Pulsar binary protocol port (-1: not served, TLS only)"),
+    Setting("broker_admin_port", int, 8080, -1, 65535, "admin HTTP port (-1: not served, HTTPS only)"),
     Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to"),
     Setting("advertised_listeners", str, "",
             doc="named addresses of this broker, Pulsar's advertisedListeners: 'name:pulsar://host:port,...' "
                 "(a lookup naming a listener is answered its URL; '' : none; see broker.listeners)"),
     Setting("internal_listener_name", str, "",
             doc="the listener whose pulsar:// URL is this broker's own service URL ('' : the first listener)"),
-    Setting("broker_bind_host", str, "0.0.0.0",
-            doc="address the Pulsar protocol port listens on (0.0.0.0: every interface)"),
-    Setting("broker_admin_bind_host", str, "0.0.0.0",
-            doc="address the admin HTTP port (and /metrics) listens on (0.0.0.0: every interface)"),
+    Setting("broker_bind_host", str, "127.0.0.1",
+            doc="address the Pulsar protocol ports (plain and TLS) listen on (0.0.0.0: every interface)"),
+    Setting("broker_admin_bind_host", str, "127.0.0.1",
+            doc="address the admin HTTP and HTTPS ports (and /metrics) listen on (0.0.0.0: every interface)"),
     Setting("broker_admin_body_bytes_max", int, 64 * KIB, 1 * KIB, 64 * MIB,
             "largest admin HTTP request body"),
     Setting("broker_topic_load_timeout_ms", int, 10_000, 100, 600_000,
@@ -322,6 +322,78 @@ SETTINGS: tuple[Setting, ...] = (
             doc="database of the Iceberg SqlCatalog (sqlite:///... or postgresql://...); empty: the metadata store's"),
     Setting("offload_iceberg_timeout_ms", int, 30_000, 1_000, 600_000,
             "bound on registering or removing one offloaded ledger's file in its Iceberg table"),
+    # --- security: TLS (auth.tls); Pulsar's tls* and *PortTls settings ---
+    Setting("broker_tls_port", int, -1, -1, 65535,
+            "Pulsar protocol over TLS, pulsar+ssl:// (Pulsar's brokerServicePortTls, usually 6651; -1: not served; "
+            "0: any free port)"),
+    Setting("broker_admin_tls_port", int, -1, -1, 65535,
+            "admin HTTPS and /metrics (Pulsar's webServicePortTls, usually 8443; -1: not served; 0: any free port)"),
+    Setting("tls_cert_file", str, "",
+            doc="PEM certificate (chain) the broker's TLS ports present (tlsCertificateFilePath)"),
+    Setting("tls_key_file", str, "", doc="PEM private key of tls_cert_file (tlsKeyFilePath)"),
+    Setting("tls_trust_certs_file", str, "",
+            doc="PEM CA certificates client certificates are checked against, and that this node trusts when it "
+                "connects out over TLS (tlsTrustCertsFilePath)"),
+    Setting("tls_require_trusted_client_cert_on_connect", bool, False,
+            doc="a TLS client must present a certificate signed by tls_trust_certs_file "
+                "(tlsRequireTrustedClientCertOnConnect)"),
+    Setting("tls_handshake_timeout_ms", int, 10_000, 100, 600_000,
+            "a TLS handshake not done in this time is dropped (a slow or garbage handshake holds nothing else)"),
+    Setting("tls_min_version", str, "TLSv1.2", doc="oldest TLS version served: TLSv1.2 or TLSv1.3"),
+    # --- security: authentication (auth); Pulsar's authentication* and token* settings ---
+    Setting("authentication_enabled", bool, False,
+            doc="clients must authenticate (authenticationEnabled); off: every client has anonymous_user_role"),
+    Setting("authentication_providers", str, "",
+            doc="comma list of token, tls, basic (or Pulsar's AuthenticationProvider* class names)"),
+    Setting("token_secret_key", str, "",
+            doc="HS256 key of the token provider: file:///path, data:;base64,<key>, env:VAR (tokenSecretKey)"),
+    Setting("token_public_key", str, "",
+            doc="RS256/ES256 public key (PEM or DER) of the token provider, same forms (tokenPublicKey)"),
+    Setting("token_public_alg", str, "RS256", doc="algorithm of token_public_key: RS256..RS512, ES256..ES512, PS256.."),
+    Setting("token_auth_claim", str, "sub", doc="the claim holding the role (tokenAuthClaim)"),
+    Setting("token_audience_claim", str, "aud", doc="the claim holding the audience (tokenAudienceClaim)"),
+    Setting("token_audience", str, "", doc="the audience a token must name ('': not checked) (tokenAudience)"),
+    Setting("token_allowed_clock_skew_seconds", int, 0, 0, 86_400,
+            "leeway on exp/nbf (tokenAllowedClockSkewSeconds)"),
+    Setting("basic_auth_conf", str, "",
+            doc="htpasswd file of the basic provider (bcrypt or apr1): a path, file:///path or data:;base64,... "
+                "(basicAuthConf)"),
+    Setting("authentication_refresh_check_interval_ms", int, 60_000, 10, 86_400_000,
+            "how often connections are checked for expired credentials, which are refreshed through AUTH_CHALLENGE "
+            "(authenticationRefreshCheckSeconds)"),
+    Setting("authentication_connect_timeout_ms", int, 10_000, 100, 600_000,
+            "a connection that has not completed CONNECT (and authentication) in this time is closed; so is one "
+            "that has not answered an AUTH_CHALLENGE"),
+    Setting("broker_client_auth_token", str, "",
+            doc="token this broker presents to other brokers' admin APIs (brokerClientAuthenticationParameters): "
+                "file:///path, data:;base64,..., env:VAR or the token"),
+    # --- security: authorization (broker.authorization); Pulsar's authorization* settings ---
+    Setting("authorization_enabled", bool, False,
+            doc="check every producer, consumer, lookup and admin call against roles and permissions "
+                "(authorizationEnabled)"),
+    Setting("super_user_roles", str, "", doc="comma list of roles allowed everything (superUserRoles)"),
+    Setting("anonymous_user_role", str, "",
+            doc="role of a client that presents no credentials ('': such clients are refused) (anonymousUserRole)"),
+    Setting("authorization_allow_wildcards_matching", bool, False,
+            doc="a granted role 'a.*' or '*.b' matches by prefix or suffix (authorizationAllowWildcardsMatching)"),
+    Setting("authorization_recheck_interval_ms", int, 5_000, 10, 3_600_000,
+            "producers and consumers are checked against the current permissions this often; a revoked one is "
+            "closed"),
+    Setting("metrics_require_auth", bool, True,
+            doc="with authentication on, /metrics needs credentials: a superuser sees every series, other roles "
+                "only their tenants' (Pulsar's authenticateMetricsEndpoint)"),
+    # --- security: internal links (broker <-> bookie) ---
+    Setting("bookie_auth_secret", str, "",
+            doc="cluster secret brokers present to bookies, set on both: file:///path, data:;base64,..., env:VAR "
+                "('': bookies accept any client unless bookie_tls_client_roles is set)"),
+    Setting("bookie_tls_enabled", bool, False,
+            doc="bookie gRPC and data ports speak TLS with tls_cert_file/tls_key_file; clients check them against "
+                "tls_trust_certs_file"),
+    Setting("bookie_tls_client_roles", str, "",
+            doc="with bookie TLS: client certificate CNs a bookie accepts as brokers (mTLS), beside the secret"),
+    Setting("bookie_client_tls_cert_file", str, "",
+            doc="PEM certificate a broker presents to bookies (mTLS; its CN in bookie_tls_client_roles)"),
+    Setting("bookie_client_tls_key_file", str, "", doc="PEM private key of bookie_client_tls_cert_file"),
     # --- strata standalone ---
     Setting("standalone_bookie_start_timeout_ms", int, 60_000, 1_000, 3_600_000,
             "`strata standalone` waits this long for each bookie to recover and serve"),
@@ -442,9 +514,68 @@ def _check_relations(v: Mapping[str, Any]) -> None:
                           "or consumer_backlog_eviction", policy=v["backlog_quota_default_policy"])
     if v["offload_driver"] and not v["offload_s3_bucket"]:
         raise ConfigError("offload_s3_bucket must be set when offload_driver is set")
+    _check_security(v)
     rt, rs = v["retention_time_minutes"], v["retention_size_mb"]
     if (rt == 0) != (rs == 0):  # as cursor.retention.RetentionPolicy: 0 only paired with 0
         raise ConfigError("retention: 0 is valid only paired with 0", time=rt, size=rs)
+
+
+AUTH_PROVIDER_NAMES = {   # Pulsar's class names -> ours
+    "token": "token", "tls": "tls", "basic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
+}
+
+
+def auth_providers(v: Mapping[str, Any] | Config) -> tuple[str, ...]:
+    """`authentication_providers` as our names, in order (ConfigError on one we do not have)."""
+    raw = v["authentication_providers"] if isinstance(v, Mapping) else v.authentication_providers
+    out: list[str] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name = AUTH_PROVIDER_NAMES.get(item)
+        if name is None:
+            raise ConfigError("unknown authentication provider (token, tls or basic)", provider=item)
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def csv_setting(raw: str) -> tuple[str, ...]:
+    """A comma-list setting (super_user_roles, ...) as its stripped, non-empty items."""
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def _check_security(v: Mapping[str, Any]) -> None:
+    if v["broker_port"] == -1 and v["broker_tls_port"] == -1:
+        raise ConfigError("broker_port and broker_tls_port are both -1: the broker would serve no Pulsar port")
+    if v["broker_admin_port"] == -1 and v["broker_admin_tls_port"] == -1:
+        raise ConfigError("broker_admin_port and broker_admin_tls_port are both -1: no admin port")
+    tls_ports = v["broker_tls_port"] != -1 or v["broker_admin_tls_port"] != -1
+    if (tls_ports or v["bookie_tls_enabled"]) and not (v["tls_cert_file"] and v["tls_key_file"]):
+        raise ConfigError("a TLS port (broker_tls_port, broker_admin_tls_port, bookie_tls_enabled) needs "
+                          "tls_cert_file and tls_key_file")
+    if v["tls_require_trusted_client_cert_on_connect"] and not v["tls_trust_certs_file"]:
+        raise ConfigError("tls_require_trusted_client_cert_on_connect needs tls_trust_certs_file")
+    if v["bookie_tls_enabled"] and not v["tls_trust_certs_file"]:
+        raise ConfigError("bookie_tls_enabled needs tls_trust_certs_file (clients check the bookie's certificate)")
+    if v["bookie_tls_client_roles"] and not v["bookie_tls_enabled"]:
+        raise ConfigError("bookie_tls_client_roles needs bookie_tls_enabled")
+    if bool(v["bookie_client_tls_cert_file"]) != bool(v["bookie_client_tls_key_file"]):
+        raise ConfigError("bookie_client_tls_cert_file and bookie_client_tls_key_file go together")
+    if v["tls_min_version"] not in ("TLSv1.2", "TLSv1.3"):
+        raise ConfigError("tls_min_version must be TLSv1.2 or TLSv1.3", tls_min_version=v["tls_min_version"])
+    providers = auth_providers(v)
+    if v["authentication_enabled"] and not providers:
+        raise ConfigError("authentication_enabled needs authentication_providers (token, tls, basic)")
+    if "token" in providers and not (v["token_secret_key"] or v["token_public_key"]):
+        raise ConfigError("the token provider needs token_secret_key or token_public_key")
+    if "basic" in providers and not v["basic_auth_conf"]:
+        raise ConfigError("the basic provider needs basic_auth_conf (an htpasswd file)")
+    if "tls" in providers and not tls_ports:
+        raise ConfigError("the tls provider needs a TLS port (broker_tls_port or broker_admin_tls_port)")
 
 
 def load_config(

@@ -11,6 +11,8 @@ Every error Strata raises on purpose is a `StrataError`. Each concrete class car
       500-599  broker / Pulsar protocol
       600-699  cold tier (offload to S3)
       700-799  analytics (the Spark data source and sink, Iceberg tables)
+      800-899  cluster (ownership, lookup, listeners)
+      900-999  security (authentication, authorization, TLS, internal links)
 - `retriable`: whether the same call may succeed if simply tried again later.
 - `server_error`: the Pulsar `ServerError` value (PROTOCOL.md §5) the broker sends when this
   error reaches a client; `None` means "UnknownError".
@@ -646,6 +648,39 @@ class UnknownListener(ClusterError):
     official client does not retry (Pulsar's ServiceNotReady is retried until the operation times out)."""
     code = 806
     server_error = PulsarServerError.NotAllowedError
+
+
+# --- security (900-999): auth/, broker.authorization, bookie links -------------------------------
+# 900-909 shared; 910-919 auth providers and tokens; 920-929 binary protocol; 930-939 authorization;
+# 940-949 admin HTTP; 950-959 internal links; 960-979 set-up, standalone, analytics.
+
+class SecurityError(StrataError):
+    """Base of authentication, authorization and TLS errors."""
+    code = 900
+
+
+class AuthenticationFailed(SecurityError):
+    """Credentials missing, malformed, wrong or expired. The message says which, never echoing a secret.
+    Pulsar answers AuthenticationError and closes the connection; HTTP 401."""
+    code = 901
+    server_error = PulsarServerError.AuthenticationError
+
+
+class AuthorizationDenied(SecurityError):
+    """An authenticated role may not do this. The message names the action and the topic or namespace as
+    asked, and says nothing of whether it exists. Pulsar's AuthorizationError; HTTP 403."""
+    code = 902
+    server_error = PulsarServerError.AuthorizationError
+
+
+class TokenExpired(AuthenticationFailed):
+    """A token's `exp` (plus the allowed clock skew) has passed."""
+    code = 903
+
+
+class KeyMaterialError(SecurityError):
+    """A key, certificate, token or htpasswd source cannot be read or parsed (file:///, data:, env:)."""
+    code = 904
 
 
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:

@@ -7,6 +7,8 @@ Handlers raise typed errors (`common.errors`); `errors` (the outermost middlewar
 - 409 a conflict (AlreadyExists, OffloadInProgress "Offload already running", NotEmpty);
 - 412 a precondition (NotAllowed, InvalidRetention, InvalidBundle, NoOwner, OffloadNotConfigured,
   and an InvalidArgument about a partition count);
+- 401 no or wrong credentials (AuthenticationFailed), 403 a role without the permission
+  (AuthorizationDenied), both answered before anything is looked up;
 - 503 not ready (ServiceNotReady, ShuttingDown, LeaseLost, ManagedLedgerClosed: retry shortly);
 - 500 any other StrataError, logged.
 A handler that needs another status for one case raises `Refused(status, reason)`. aiohttp's
@@ -26,6 +28,8 @@ from aiohttp.typedefs import Handler
 
 from common.errors import (
     AlreadyExists,
+    AuthenticationFailed,
+    AuthorizationDenied,
     BadRequestBody,
     CursorNotFound,
     InvalidArgument,
@@ -55,6 +59,8 @@ BODY_BYTES_MAX = web.AppKey("body_bytes_max", int)
 
 # (error class, status), most specific first: the first match answers.
 _STATUS_OF: tuple[tuple[type[StrataError], int], ...] = (
+    (AuthenticationFailed, 401),
+    (AuthorizationDenied, 403),
     (InvalidTopicName, 400),
     (BadRequestBody, 400),
     (OffloadInProgress, 409),

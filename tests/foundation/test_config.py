@@ -48,9 +48,9 @@ def test_listen_and_advertised_hosts():
     cfg = default_config(bookie_bind_host="0.0.0.0", bookie_advertised_host="bookie-1",
                          broker_bind_host="::", broker_advertised_host="broker-1")
     assert (cfg.bookie_bind_host, cfg.bookie_advertised_host) == ("0.0.0.0", "bookie-1")
-    # today's defaults: the broker listens on every interface, a bookie on loopback only
+    # every port listens on loopback unless told otherwise (a deployment sets 0.0.0.0, compose.yaml does)
     cfg = default_config()
-    assert (cfg.broker_bind_host, cfg.broker_admin_bind_host) == ("0.0.0.0", "0.0.0.0")
+    assert (cfg.broker_bind_host, cfg.broker_admin_bind_host) == ("127.0.0.1", "127.0.0.1")
     assert (cfg.bookie_bind_host, cfg.bookie_advertised_host) == ("127.0.0.1", "")
 
 

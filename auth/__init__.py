@@ -1,0 +1,13 @@
+"""Security shared by brokers, bookies and tools: who a peer is, and the TLS they speak.
+
+- `auth.api`: the one interface every authentication provider implements (`Credentials` in,
+  `Identity` out, `AuthenticationFailed` otherwise).
+- `auth.service`: the configured providers behind one `AuthenticationService`.
+- `auth.providers`: token (JWT), tls (client certificate CN) and basic (htpasswd).
+- `auth.tokens`: making and checking JWTs (`strata tokens`).
+- `auth.keys`: reading key material from `file:///`, `data:;base64,` and `env:` sources.
+- `auth.tls`: SSL contexts from settings, and the CN of a verified peer certificate.
+- `auth.certs`: a CA and certificates (`strata standalone --secure`, tests).
+
+Nothing here imports `broker` or `bookie`: both use it.
+"""

@@ -51,6 +51,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from auth.api import Identity
 from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists
 from broker.codec import CommandType as T
 from broker.codec import (
@@ -103,6 +104,9 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_version = ""      # CONNECT's client_version, e.g. "Pulsar-CPP-v3.5.1" (stats)
+        # who the client is (auth.api.Identity), set by broker.wire_auth once CONNECT is authenticated;
+        # authorization asks `role` (None before CONNECT, "" for an anonymous client without a role)
+        self.identity: Identity | None = None
         # the client handles REACHED_END_OF_TOPIC (Pulsar: protocol >= v9); the C++ client and
         # those built on it ("Pulsar-CPP-v...") drop the connection on it (PROTOCOL.md §10)
         self.end_of_topic_ok = False
@@ -125,6 +129,11 @@ class ServerConnection(asyncio.Protocol):
         self._ping_outstanding = False
         self._keepalive: asyncio.TimerHandle | None = None
         self._handlers: dict[int, Callable[[Any], None] | None] = self._handler_table()
+
+    @property
+    def role(self) -> str | None:
+        """The authenticated role (broker.authorization checks it); None before CONNECT."""
+        return self.identity.role if self.identity is not None else None
 
     def _set_state(self, new: ConnState) -> None:
         if new not in _TRANSITIONS[self.state]:

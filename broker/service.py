@@ -53,6 +53,7 @@ from broker.ownership import Ownership
 from broker.registry import BrokerRegistry
 from broker.retention_task import RetentionTask
 from broker.topic import PersistentTopic
+from common import security_records
 from common.clock import Clock
 from common.config import Config
 from common.errors import (
@@ -155,6 +156,7 @@ class BrokerService:
         self.web_url = web_url
         await tenancy.ensure_defaults(self.astore, self.config.cluster_name,
                                       self.config.broker_default_namespace_bundles)
+        await security_records.publish(self.astore, self.config)   # for readers of the store (Spark source)
         await self.namespaces.start()
         self.registry = BrokerRegistry(self.astore, self.config, registry_key)
         self.ownership = Ownership(self, self.registry)

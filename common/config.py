@@ -583,9 +583,14 @@ def load_config(
     env: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> Config:
-    """Defaults, then the TOML file, then STRATA_* environment variables, then overrides."""
+    """Defaults, then the TOML file (or a Pulsar `.conf` file, common.pulsar_conf), then STRATA_*
+    environment variables, then overrides."""
     values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
-    if path is not None:
+    env = os.environ if env is None else env
+    if path is not None and str(path).endswith(".conf"):   # Pulsar's broker.conf / standalone.conf
+        from common.pulsar_conf import read_pulsar_conf
+        values.update(read_pulsar_conf(path, env))
+    elif path is not None:
         try:
             data = tomllib.loads(Path(path).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -596,7 +601,6 @@ def load_config(
             if setting is None:
                 raise ConfigError(f"unknown setting {name!r} in {path}")
             values[name] = _coerce(setting, raw, str(path))
-    env = os.environ if env is None else env
     for setting in SETTINGS:
         raw = env.get("STRATA_" + setting.name.upper())
         if raw is not None:

@@ -22,12 +22,18 @@ How it works
   one does for every read on it.
 - LAC, fence, delete, list and info are plain gRPC calls with a deadline
   (`ledger_read_timeout_ms`; fence and delete use `ledger_add_timeout_ms`).
+- Credentials (bookie/link_auth.py, from the same Config): the cluster secret rides every gRPC
+  call's metadata and each data link's first frame (HELLO); with `bookie_tls_enabled` the channel
+  and the links are TLS, the bookie checked against `tls_trust_certs_file` and its advertised host,
+  presenting `bookie_client_tls_cert_file` when set. A refusal (UNAUTHENTICATED, or the data
+  port's ERROR frame) is `AuthenticationFailed`, not retriable: no amount of retrying fixes a
+  wrong secret.
 
 What must hold
 - Every future returned by `submit_add` is resolved exactly once: success only after the bookie
   said the entry is durable, otherwise a typed `StrataError`.
 - grpc exceptions never leave this module (socket errors never leave data_link.py): they
-  become `BookieUnavailable` there and only there.
+  become `BookieUnavailable` (`AuthenticationFailed` when refused) there and only there.
 - Every payload read was checked against its CRC32C by the bookie when it read it from disk.
 """
 
@@ -41,6 +47,7 @@ import grpc.aio
 from bookie.client_core import PendingRead, encode_add_request
 from bookie.data_link import DataLink, LinkState
 from bookie.frames import MESSAGE_OVERHEAD_BYTES, frame_bytes_max
+from bookie.link_auth import LinkCredentials, refused_call
 from bookie.types import BookieInfo, LedgerSummary
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
@@ -87,6 +94,7 @@ class BookieClient:
         self._add_timeout_s = config.ledger_add_timeout_ms / 1000.0
         self._read_timeout_s = config.ledger_read_timeout_ms / 1000.0
         self._entry_bytes_max = config.bookie_entry_bytes_max
+        self._credentials = LinkCredentials(config)   # secret, TLS; KeyMaterialError if unreadable
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BookieStub | None = None   # control calls (LAC, fence, delete, info)
         self._add_link: DataLink | None = None    # TCP link for adds; None = open on next add
@@ -138,7 +146,8 @@ class BookieClient:
                         frame_bytes_max=frame_bytes_max(self._config),
                         add_timeout_s=self._add_timeout_s, clock=self._clock,
                         next_request_id=self._request_id, on_retired=self._link_retired,
-                        config=self._config)
+                        config=self._config, hello_body=self._credentials.hello_body,
+                        ssl_context=self._credentials.ssl_context())
 
     async def _discover_data_port(self) -> int:
         """The bookie's data port from GetInfo (asked per new link: a restarted bookie may
@@ -228,8 +237,11 @@ class BookieClient:
 
     async def _unary(self, method: str, request, timeout_s: float):
         try:
-            response = await getattr(self._ensure_stub(), method)(request, timeout=timeout_s)
+            response = await getattr(self._ensure_stub(), method)(request, timeout=timeout_s,
+                                                                   metadata=self._credentials.metadata)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                raise refused_call(self.address, exc) from None
             raise _unavailable(self.address, exc) from None
         if response.error_code:
             raise error_from_code(response.error_code, response.error_message)
@@ -241,8 +253,7 @@ class BookieClient:
         if self._closed:
             raise ShuttingDown("bookie client is closed", address=self.address)
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.address,
-                                                      options=grpc_channel_options(self._config))
+            self._channel = self._credentials.channel(self.address, grpc_channel_options(self._config))
             self._stub = pb_grpc.BookieStub(self._channel)
         return self._stub
 

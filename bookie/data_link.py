@@ -5,6 +5,11 @@ How it works
   `GetInfo` call over gRPC, bounded by the add timeout) and connects to it. Adds submitted
   meanwhile wait in `unsent`; readers await `ready`. A bookie advertising no data port fails
   the link (`BookieUnavailable`): the data path has no other transport.
+- Its first frame is a HELLO with the cluster secret (bookie/link_auth.py), written as soon as
+  the connection is made, ahead of any add or read and without waiting for an answer; with
+  `bookie_tls_enabled` the connection is TLS (`ssl_context`, the bookie's advertised host
+  checked against its certificate). A bookie that refuses it answers one ERROR frame
+  (AuthenticationFailed) and the link fails with that error.
 - OPEN: `submit()` appends the add to `unsent` and schedules one flush with `call_soon` (no
   task per add); the flush turns everything unsent into ADD_REQUEST frames
   (bookie/client_core.py: coalesced, split per writer token and size) and writes them with
@@ -31,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -151,8 +157,12 @@ class DataLink(asyncio.BufferedProtocol):
     def __init__(self, *, address: str, host: str, discover: Callable[[], Awaitable[int]],
                  frame_bytes_max: int, add_timeout_s: float, clock: Clock,
                  next_request_id: Callable[[], int],
-                 on_retired: Callable[[DataLink], None], config: Config) -> None:
+                 on_retired: Callable[[DataLink], None], config: Config, hello_body: bytes = b"",
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.address = address
+        self._hello_body = hello_body              # the first frame's body: the cluster secret
+        self._ssl_context = ssl_context            # TLS to the bookie, or None
+        self._handshake_timeout_s = config.tls_handshake_timeout_ms / 1000
         # Socket write buffer high-water mark: over it, adds wait in `unsent` (and coalesce).
         self._write_buffer_bytes_high = config.ledger_bookie_write_buffer_bytes_high
         # Add requests sent and not yet answered before further adds wait in `unsent` (and so
@@ -196,13 +206,16 @@ class DataLink(asyncio.BufferedProtocol):
             if not port:
                 self.fail(BookieUnavailable("bookie advertises no data port", address=self.address))
                 return
-            await asyncio.wait_for(self.loop.create_connection(lambda: self, self._host, port),
+            tls = {} if self._ssl_context is None else {
+                "ssl": self._ssl_context, "server_hostname": self._host,
+                "ssl_handshake_timeout": self._handshake_timeout_s}
+            await asyncio.wait_for(self.loop.create_connection(lambda: self, self._host, port, **tls),
                                    self._add_timeout_s)
         except asyncio.CancelledError:
             raise
         except StrataError as exc:
             self.fail(exc)
-        except (TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:   # ssl.SSLError (certificate refused) is an OSError
             self.fail(BookieUnavailable(f"cannot connect to the bookie's data port: {exc!r}",
                                         address=self.address))
 
@@ -213,6 +226,7 @@ class DataLink(asyncio.BufferedProtocol):
             return
         self._transport = transport
         transport.set_write_buffer_limits(high=self._write_buffer_bytes_high)
+        transport.write(encode_frame(FrameKind.HELLO, self._hello_body))
         self._set_state(LinkState.OPEN)
         self.ready.set_result(True)
         if self.unsent:

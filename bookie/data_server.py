@@ -17,10 +17,17 @@ How it works
 - A malformed or oversize frame, or a body that is not the protobuf its kind names: the
   connection gets one ERROR frame (`DataLinkError`, code BadRequest) and is closed. Nothing of
   the bad frame reaches storage; other connections are unaffected.
+- Authentication (bookie/link_auth.py): on a bookie that requires it, the first frame must be a
+  HELLO carrying the cluster secret (at most `HELLO_BYTES_MAX`), unless the TLS handshake verified
+  a client certificate of one of `bookie_tls_client_roles`; anything else first, or no frame
+  within `authentication_connect_timeout_ms`, gets one ERROR frame (AuthenticationFailed) and
+  the connection is closed. A HELLO is accepted (and ignored) as the first frame on any bookie.
+  With `bookie_tls_enabled` the port speaks TLS (the guard's server context).
 
 What must hold: every queue is bounded (`bookie_add_requests_queued_max`, `bookie_reads_queued_max`; the
 admit queue holds at most what one `data_received` chunk carried); add responses go out in
-request order, one per request, success only once durable.
+request order, one per request, success only once durable; no frame of a connection that has not
+proved itself reaches storage.
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ from collections import deque
 
 from google.protobuf.message import DecodeError
 
+from auth.tls import peer_common_name
 from bookie.frames import FrameDecoder, FrameKind, encode_frame, frame_bytes_max, frame_header
+from bookie.link_auth import HELLO_BYTES_MAX, LinkGuard
 from bookie.requests import add_response, stream_read_responses
 from bookie.storage import Storage
 from common.config import Config
-from common.errors import BadRequest
+from common.errors import AuthenticationFailed, BadRequest, StrataError
 from common.invariant import present
 from proto import bookie_pb2 as pb
 
@@ -57,7 +66,12 @@ class _DataConnection(asyncio.Protocol):
         # reading (the storage's own add queue bounds the entries across connections).
         self._adds_max = config.bookie_add_requests_queued_max
         self._reads_max = config.bookie_reads_queued_max  # read requests waiting, likewise
-        self._decoder = FrameDecoder(server.frame_bytes_max)
+        guard = server.guard
+        # None: the first frame may be anything (a HELLO is still accepted there)
+        self._authenticated: bool | None = None if not guard.required else False
+        self._decoder = FrameDecoder(server.frame_bytes_max,
+                                     first_frame_bytes_max=HELLO_BYTES_MAX + 1 if guard.required else None)
+        self._auth_timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
         self._admit_queue: deque = deque()  # AddRequests decoded while storage had no room
         self._admit_task: asyncio.Task | None = None
@@ -78,6 +92,12 @@ class _DataConnection(asyncio.Protocol):
         self._transport = transport
         transport.set_write_buffer_limits(high=self._storage.config.bookie_data_write_buffer_bytes_high)
         self._server.connections.add(self)
+        if self._authenticated is False:
+            if self._server.guard.role_ok(peer_common_name(transport)):
+                self._authenticated = None      # a verified certificate of a broker role: proved
+            else:
+                timeout_s = self._storage.config.authentication_connect_timeout_ms / 1000
+                self._auth_timer = asyncio.get_running_loop().call_later(timeout_s, self._auth_timed_out)
         self._tasks = [asyncio.ensure_future(self._respond_adds()),
                        asyncio.ensure_future(self._answer_reads())]
 
@@ -86,8 +106,11 @@ class _DataConnection(asyncio.Protocol):
             return
         try:
             for kind, body in self._decoder.feed(data):
+                if not self._authenticated:
+                    if self._first_frame(kind, body):
+                        continue
                 self._on_frame(kind, body)
-        except BadRequest as exc:
+        except (BadRequest, AuthenticationFailed) as exc:
             self._reject(exc)
 
     def pause_writing(self) -> None:
@@ -105,8 +128,32 @@ class _DataConnection(asyncio.Protocol):
             task.cancel()
         if self._admit_task is not None:
             self._admit_task.cancel()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
 
     # --- frames in ------------------------------------------------------------------------
+
+    def _first_frame(self, kind: int, body: memoryview) -> bool:
+        """Check the connection's first frame; True when it was a HELLO (consumed). Raises
+        AuthenticationFailed when the bookie requires a client to prove itself and it did not."""
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        if self._authenticated is False:       # required
+            transport = present(self._transport, "connected")
+            peer = transport.get_extra_info("peername")
+            if kind != FrameKind.HELLO:
+                raise self._server.guard.refuse("data", peer, "first frame is not a HELLO")
+            self._server.guard.check_hello(body, peer_common_name(transport), peer)
+        self._authenticated = True
+        return kind == FrameKind.HELLO
+
+    def _auth_timed_out(self) -> None:
+        self._auth_timer = None
+        if not self._closed and self._authenticated is False:
+            peer = present(self._transport, "connected").get_extra_info("peername")
+            self._reject(self._server.guard.refuse(
+                "data", peer, "no HELLO within authentication_connect_timeout_ms"))
 
     def _on_frame(self, kind: int, body: bytes | memoryview) -> None:
         if kind == FrameKind.ADD_REQUEST:
@@ -146,9 +193,10 @@ class _DataConnection(asyncio.Protocol):
         finally:
             self._admit_task = None
 
-    def _reject(self, exc: BadRequest) -> None:
+    def _reject(self, exc: StrataError) -> None:
         """Tell the client why (one ERROR frame) and close; nothing of the bad frame is kept."""
-        log.warning("bookie data connection closed: %s", exc)
+        if not isinstance(exc, AuthenticationFailed):   # the guard logged it (rate-limited)
+            log.warning("bookie data connection closed: %s", exc)
         self._closed = True
         body = pb.DataLinkError(error_code=exc.code, error_message=str(exc)).SerializeToString()
         transport = present(self._transport, "connected")
@@ -232,8 +280,11 @@ def _parse(message_class, body: bytes | memoryview):
 class DataServer:
     """The framed TCP listener of one bookie; `port` is known after `start()`."""
 
-    def __init__(self, storage: Storage, config: Config, *, host: str, port: int) -> None:
+    def __init__(self, storage: Storage, config: Config, *, host: str, port: int,
+                 guard: LinkGuard | None = None) -> None:
         self.storage = storage
+        self.guard = guard if guard is not None else LinkGuard(config)
+        self._handshake_timeout_s = config.tls_handshake_timeout_ms / 1000
         self.frame_bytes_max = frame_bytes_max(config)
         self._host = host
         self._requested_port = port
@@ -244,8 +295,10 @@ class DataServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _DataConnection(self), self._host,
-                                                self._requested_port, reuse_port=False)
+        ssl_context = self.guard.data_ssl_context()
+        self._server = await loop.create_server(
+            lambda: _DataConnection(self), self._host, self._requested_port, reuse_port=False,
+            ssl=ssl_context, ssl_handshake_timeout=self._handshake_timeout_s if ssl_context else None)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self, grace_s: float) -> None:

@@ -8,15 +8,19 @@ the body, and the body is the protobuf bytes of the message the kind names (prot
     READ_REQUEST  ReadRequest     client -> bookie, request_id names the read
     READ_RESPONSE ReadResponse    bookie -> client, echoes request_id, the last one has `last`
     ERROR         DataLinkError   bookie -> client, then the bookie closes the connection
+    HELLO         (raw bytes)     client -> bookie, the first frame of every link: the cluster
+                                  secret (empty without one); not answered (bookie/link_auth.py)
 
 `FrameDecoder.feed()` takes whatever bytes arrived and returns the complete frames in them
 (bodies as memoryviews, copied at most once: see the class);
 `frame_header()` is the 5 bytes to write before a body (written separately, so a large body is
 never copied to prepend its header).
 
-What must hold: a length is checked against `frame_bytes_max` (and the kind against the known
-kinds) before anything of the frame is buffered; a bad frame raises `BadRequest` (code 209) and the decoder
-is then dead (every later feed raises): after a framing error the stream position is unknown.
+What must hold: a length is checked against `frame_bytes_max` (the first frame against
+`first_frame_bytes_max` when given: a client not yet authenticated cannot make the bookie buffer
+a large frame) and the kind against the known kinds before anything of the frame is buffered;
+a bad frame raises `BadRequest` (code 209) and the decoder is then dead (every later feed
+raises): after a framing error the stream position is unknown.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class FrameKind(enum.IntEnum):
     READ_REQUEST = 3
     READ_RESPONSE = 4
     ERROR = 5
+    HELLO = 6
 
 
 _KINDS = frozenset(int(k) for k in FrameKind)
@@ -79,8 +84,9 @@ class FrameDecoder:
     `data` (kept alive by the view); one that spanned several is assembled once in a buffer
     of its own. Parse a body (protobuf `FromString` copies) and drop it; do not keep it."""
 
-    def __init__(self, frame_bytes_max: int) -> None:
+    def __init__(self, frame_bytes_max: int, *, first_frame_bytes_max: int | None = None) -> None:
         self._max = frame_bytes_max
+        self._limit = frame_bytes_max if first_frame_bytes_max is None else first_frame_bytes_max
         # The start of a frame that did not arrive whole (its header already checked once it
         # holds HEADER_BYTES or more); empty between frames.
         self._buf = bytearray()
@@ -135,9 +141,10 @@ class FrameDecoder:
         return taken
 
     def _check(self, length: int, kind: int) -> None:
-        error = header_error(length, kind, self._max)
+        error = header_error(length, kind, self._limit)
         if error is not None:
             self._die(error)
+        self._limit = self._max
 
     def _die(self, error: BadRequest) -> None:
         self._dead = error

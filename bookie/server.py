@@ -14,6 +14,13 @@ How it works
   that doubles up to `_PERIODIC_BACKOFF_S_MAX`: a periodic task never dies silently. (A disk
   error inside a job has already turned storage read-only, see bookie/storage.py.)
 
+- Authentication and TLS (bookie/link_auth.py): with `bookie_auth_secret` and/or
+  `bookie_tls_client_roles` every control call (GetInfo too) and every data connection must prove
+  it comes from a broker (or another holder of the cluster secret); the gRPC interceptor refuses
+  the others UNAUTHENTICATED before the servicer runs. With neither set the bookie is open to
+  anyone who reaches its ports (dev mode) and says so once, as a WARNING, at start. With
+  `bookie_tls_enabled` both ports speak TLS.
+
 What must hold: the data port is served whenever the gRPC port is (a bookie without one could
 take no adds); a fence or delete is answered only once durable.
 """
@@ -34,6 +41,7 @@ from bookie import metrics as bookie_metrics
 from bookie.client import grpc_channel_options
 from bookie.data_server import DataServer
 from bookie.fileio import FileSystem
+from bookie.link_auth import LinkGuard
 from bookie.storage import Storage
 from common.config import Config
 from common.errors import ShuttingDown, StrataError
@@ -122,19 +130,23 @@ class BookieServer:
         return f"{self._advertised_host}:{self.port}"
 
     async def start(self) -> None:
+        guard = LinkGuard(self.config)   # reads the secret and certificates: fails before anything starts
         await self.storage.open()
         # No SO_REUSEPORT: gRPC sets it by default, so a second bookie on a taken port would
         # silently share it (and half the adds would go to the other bookie); fail loudly.
         options = [*grpc_channel_options(self.config), ("grpc.so_reuseport", 0)]
-        self._server = grpc.aio.server(options=options)
+        if not guard.required:
+            log.warning("bookie accepts any client: neither bookie_auth_secret nor bookie_tls_client_roles "
+                        "is set (dev mode)")
+        self._server = grpc.aio.server(options=options, interceptors=[guard.interceptor()])
         pb_grpc.add_BookieServicer_to_server(BookieServicer(self.storage, lambda: self.data_port),
                                              self._server)
-        self.port = self._server.add_insecure_port(f"{self._host}:{self._requested_port}")
+        self.port = guard.add_port(self._server, f"{self._host}:{self._requested_port}")
         if self.port == 0:
             raise ShuttingDown(f"cannot listen on {self._host}:{self._requested_port}")
         await self._server.start()
         self._data_server = DataServer(self.storage, self.config, host=self._host,
-                                       port=self.config.bookie_data_port)
+                                       port=self.config.bookie_data_port, guard=guard)
         try:
             await self._data_server.start()
         except OSError as exc:

@@ -4,43 +4,149 @@
     identity = await service.authenticate_async(Credentials("token", jwt_bytes))   # binary CONNECT
     identity = await service.authenticate_async(service.credentials_from_http(header, peer_cn))
 
-OWNER: helper H1 (issue 17) implements this module; the signatures below are the contract the
-binary protocol, the admin HTTP API and the tests code against.
-
 Rules:
 - authentication off (`authentication_enabled` false): every peer is `anonymous_user_role`
   (possibly ""), whatever it presents; method NO_METHOD.
 - on: the provider named by `credentials.method` decides; a method not configured, or NO_METHOD
-  without an `anonymous_user_role`, is AuthenticationFailed. NO_METHOD with an anonymous role is
-  that role. A TLS client certificate with method "tls" is the tls provider's.
-- blocking providers (bcrypt) run off the event loop in `authenticate_async`.
+  (or an empty method) without an `anonymous_user_role`, is AuthenticationFailed. NO_METHOD with
+  an anonymous role is that role. A TLS client certificate with method "tls" is the tls provider's.
+- blocking providers (basic: bcrypt) run off the event loop in `authenticate_async`, on at most
+  BLOCKING_THREADS threads of the service's own pool, with at most BLOCKING_PENDING_MAX checks queued
+  or running; past that a check is refused at once with AuthenticationBusy (retriable; clients
+  reconnect), so a flood of basic CONNECTs holds a bounded amount of memory and no loop time.
+
+Wire facts (pulsar-client 3.13 `import pulsar`, measured by tests/auth/test_client_wire.py, which
+decodes the first frame the official client sends to a listener, and the HTTP request of an
+http:// service URL lookup):
+- no authentication: CONNECT auth_method_name "none" (NO_METHOD) and no auth_data field; HTTP: no
+  Authorization header. (An absent method, "", is treated as NO_METHOD.)
+- AuthenticationToken(t): auth_method_name "token", auth_data the JWT; HTTP `Authorization: Bearer <jwt>`.
+- AuthenticationBasic(u, p): auth_method_name "basic", auth_data b"u:p"; HTTP `Authorization: Basic
+  base64(u:p)`.
+- AuthenticationTLS(cert, key): auth_method_name "tls", empty auth_data (the certificate is in the TLS
+  handshake); HTTP: no Authorization header, the client certificate.
 
 What must hold: no Identity without a provider's verification (or the anonymous rule above); the
-service is built once per process at start and raises KeyMaterialError/ConfigError there.
+service is built once per process at start and raises KeyMaterialError/ConfigError there; no
+error message contains a token or password.
 """
 
 from __future__ import annotations
 
-from auth.api import Credentials, Identity
-from common.config import Config
+import asyncio
+import base64
+import binascii
+import concurrent.futures
+import threading
+
+from auth.api import NO_METHOD, AuthenticationProvider, Credentials, Identity
+from auth.providers import build, is_blocking
+from common.config import Config, auth_providers
+from common.errors import AuthenticationBusy, AuthenticationFailed
+
+BLOCKING_THREADS = 2            # threads running slow checks (bcrypt); the machine's cores are the limit anyway
+BLOCKING_PENDING_MAX = 64       # slow checks queued or running; one more is AuthenticationBusy
+HTTP_AUTHORIZATION_CHARS_MAX = 16 * 1024
 
 
 class AuthenticationService:
     enabled: bool
-    methods: tuple[str, ...]          # configured provider names, e.g. ("token", "tls")
+    methods: tuple[str, ...]          # configured provider names, e.g. ("token", "tls"); () when off
+
+    def __init__(self, providers: dict[str, AuthenticationProvider], *, enabled: bool = True,
+                 anonymous_role: str = "") -> None:
+        self.enabled = enabled
+        self.anonymous_role = anonymous_role     # "": a peer without credentials is refused (when enabled)
+        self._providers = dict(providers) if enabled else {}
+        self.methods = tuple(self._providers)
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None   # made at the first slow check
+        self._lock = threading.Lock()
+        self._pending = 0                        # slow checks submitted and not finished
 
     @classmethod
     def from_config(cls, config: Config) -> AuthenticationService:
-        raise NotImplementedError
+        providers: dict[str, AuthenticationProvider] = {}
+        if config.authentication_enabled:
+            providers = {name: build(name, config) for name in auth_providers(config)}
+        return cls(providers, enabled=config.authentication_enabled, anonymous_role=config.anonymous_user_role)
 
     def authenticate(self, credentials: Credentials) -> Identity:
         """Identity, or AuthenticationFailed (TokenExpired for an expired token)."""
-        raise NotImplementedError
+        decided = self._route(credentials)
+        if isinstance(decided, Identity):
+            return decided
+        return decided.authenticate(credentials)
 
     async def authenticate_async(self, credentials: Credentials) -> Identity:
-        raise NotImplementedError
+        """As `authenticate`; a blocking provider runs on the service's bounded pool (AuthenticationBusy
+        when BLOCKING_PENDING_MAX checks are already pending)."""
+        decided = self._route(credentials)
+        if isinstance(decided, Identity):
+            return decided
+        if not is_blocking(decided):
+            return decided.authenticate(credentials)
+        return await asyncio.wrap_future(self._submit(decided, credentials))
 
     def credentials_from_http(self, authorization: str | None, peer_cert_cn: str | None) -> Credentials:
         """An HTTP request's credentials: `Authorization: Bearer <jwt>` → token, `Basic <b64>` → basic
         ("user:password"), none with a verified client certificate → tls, else NO_METHOD."""
-        raise NotImplementedError
+        header = (authorization or "").strip()
+        if not header:
+            return Credentials("tls", b"", peer_cert_cn) if peer_cert_cn else Credentials(NO_METHOD)
+        if len(header) > HTTP_AUTHORIZATION_CHARS_MAX:
+            return Credentials("http:oversized", b"", peer_cert_cn)     # refused: not a configured method
+        scheme, _, value = header.partition(" ")
+        scheme, value = scheme.lower(), value.strip()
+        if scheme == "bearer":
+            return Credentials("token", value.encode("utf-8", "replace"), peer_cert_cn)
+        if scheme == "basic":
+            try:
+                return Credentials("basic", base64.b64decode(value, validate=True), peer_cert_cn)
+            except (binascii.Error, ValueError):
+                return Credentials("basic", b"", peer_cert_cn)         # refused by the provider: not user:password
+        return Credentials(f"http:{scheme[:32]}", b"", peer_cert_cn)   # an unknown scheme is no configured method
+
+    def close(self) -> None:
+        """Stop the slow-check threads (pending checks finish first)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- internals ---
+
+    def _route(self, credentials: Credentials) -> Identity | AuthenticationProvider:
+        """The identity the rules give without a provider, or the provider that must decide."""
+        if not self.enabled:
+            return Identity(self.anonymous_role, NO_METHOD)
+        method = credentials.method or NO_METHOD
+        if method == NO_METHOD:
+            if self.anonymous_role:
+                return Identity(self.anonymous_role, NO_METHOD)
+            raise AuthenticationFailed("authentication required: no credentials presented",
+                                       methods=",".join(self.methods))
+        provider = self._providers.get(method)
+        if provider is None:
+            raise AuthenticationFailed("authentication method not configured", method=method[:32],
+                                       methods=",".join(self.methods))
+        return provider
+
+    def _submit(self, provider: AuthenticationProvider,
+                credentials: Credentials) -> concurrent.futures.Future[Identity]:
+        with self._lock:
+            if self._pending >= BLOCKING_PENDING_MAX:
+                raise AuthenticationBusy("too many authentications in progress", pending=self._pending)
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(BLOCKING_THREADS, "auth-verify")
+            self._pending += 1
+            try:
+                future = self._executor.submit(provider.authenticate, credentials)
+            except BaseException:
+                self._pending -= 1
+                raise
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: concurrent.futures.Future[Identity]) -> None:
+        with self._lock:
+            self._pending -= 1

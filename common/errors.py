@@ -683,6 +683,26 @@ class KeyMaterialError(SecurityError):
     code = 904
 
 
+class SourceAccessDenied(AuthorizationDenied):
+    """The Spark source (analytics.authorization) may not read a topic: the cluster enforces authorization
+    and the query has no credentials, or the broker says the role may not consume it. Raised on the driver
+    before any partition runs; the same message whether the topic exists or not."""
+    code = 970
+
+
+class AuthenticationBusy(SecurityError):
+    """Too many slow verifications (bcrypt) already queued; the peer may try again (auth.service's bound).
+    Pulsar's ServiceNotReady, which clients retry; HTTP 503."""
+    code = 910
+    retriable = True
+    server_error = PulsarServerError.ServiceNotReady
+
+
+class InvalidDuration(SecurityError):
+    """A duration such as a token's expiry is not <number><unit> with a known unit (s, m, h, d, w, y)."""
+    code = 911
+
+
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:
     out: list[type[StrataError]] = []
     for sub in cls.__subclasses__():

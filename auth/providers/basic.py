@@ -1,0 +1,92 @@
+"""The basic provider: a user name and password checked against an htpasswd file (Pulsar's
+AuthenticationProviderBasic, basicAuthConf).
+
+    provider = BasicProvider.from_config(config)                 # the file read and checked once, here
+    provider.authenticate(Credentials("basic", b"alice:secret"))  # Identity("alice", "basic")
+
+The file (`basic_auth_conf`: a path, file:///path or data:;base64,...) holds `user:hash` lines as
+`htpasswd` writes them; accepted hashes: bcrypt ($2y$/$2b$, `htpasswd -B`), apr1 ($apr1$, `htpasswd
+-m`, Pulsar's default), sha256/sha512-crypt, and traditional crypt (DES, `htpasswd -d`). Plaintext and
+{SHA} lines are refused when the file is loaded (KeyMaterialError naming the user, never the hash).
+The role is the user name.
+
+Wire facts (pulsar-client 3.13, measured with tests/auth's listener decoding the first frame):
+`AuthenticationBasic(user, password)` sends CONNECT auth_method_name="basic" and
+auth_data=b"user:password" (the password split at the first ':'); an HTTP lookup sends
+`Authorization: Basic base64(user:password)`.
+
+What must hold: a password is never logged or put in an error; a user not in the file costs the
+same hash check as a wrong password (no user enumeration by timing); `authenticate` is slow by
+design (bcrypt), so it is `blocking` and the service runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]
+from passlib.context import CryptContext  # type: ignore[import-untyped]
+
+from auth.api import Credentials, Identity
+from auth.keys import read_source
+from common.config import Config
+from common.errors import AuthenticationFailed, KeyMaterialError
+
+METHOD = "basic"
+ACCEPTED_SCHEMES = ("bcrypt", "apr_md5_crypt", "sha256_crypt", "sha512_crypt", "des_crypt")
+CREDENTIALS_BYTES_MAX = 4096     # "user:password" longer than this is refused unhashed
+HTPASSWD_BYTES_MAX = 16 * 1024 * 1024
+
+
+class BasicProvider:
+    """Checks "user:password" against the htpasswd entries loaded at construction."""
+
+    method_name = METHOD
+    blocking = True   # bcrypt: ~0.1-0.3 s of CPU per check
+
+    def __init__(self, htpasswd: bytes) -> None:
+        if len(htpasswd) > HTPASSWD_BYTES_MAX:
+            raise KeyMaterialError("basic_auth_conf too large", bytes=len(htpasswd), max_bytes=HTPASSWD_BYTES_MAX)
+        self._context = CryptContext(schemes=list(ACCEPTED_SCHEMES))
+        try:
+            table = HtpasswdFile.from_string(htpasswd, context=self._context)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise KeyMaterialError("basic_auth_conf is not an htpasswd file", reason=type(exc).__name__) from None
+        self._hashes: dict[str, str] = {}
+        for user in table.users():
+            digest = table.get_hash(user)
+            hash_text = digest.decode() if isinstance(digest, bytes) else str(digest)
+            if self._context.identify(hash_text, required=False) is None:
+                raise KeyMaterialError("basic_auth_conf: unsupported hash scheme (use bcrypt or apr1)", user=user)
+            self._hashes[user] = hash_text
+        if not self._hashes:
+            raise KeyMaterialError("basic_auth_conf names no user")
+        # a user not in the file is checked against this real hash too, then refused: same cost either way
+        self._decoy_hash = next(iter(self._hashes.values()))
+
+    @classmethod
+    def from_config(cls, config: Config) -> BasicProvider:
+        return cls(read_source(config.basic_auth_conf, what="basic_auth_conf"))
+
+    @property
+    def users(self) -> tuple[str, ...]:
+        return tuple(self._hashes)
+
+    def authenticate(self, credentials: Credentials) -> Identity:
+        user, password = _split(credentials.data)
+        known = self._hashes.get(user)
+        ok = self._context.verify(password, known if known is not None else self._decoy_hash)
+        if known is None or not ok:
+            raise AuthenticationFailed("wrong user name or password")
+        return Identity(user, METHOD)
+
+
+def _split(data: bytes) -> tuple[str, str]:
+    if len(data) > CREDENTIALS_BYTES_MAX:
+        raise AuthenticationFailed("basic credentials too long", bytes=len(data), max_bytes=CREDENTIALS_BYTES_MAX)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationFailed("basic credentials are not UTF-8 user:password") from None
+    user, sep, password = text.partition(":")
+    if not sep or not user:
+        raise AuthenticationFailed("basic credentials are not user:password")
+    return user, password

@@ -15,21 +15,38 @@ Options (case-insensitive, as Spark passes them), each with its environment fall
   `..._REGION`, `..._BUCKET`, `..._PREFIX`), `s3.accessKey`, `s3.secretKey` (`AWS_ACCESS_KEY_ID`,
   `AWS_SECRET_ACCESS_KEY`).
 
+- credentials, as StreamNative's pulsar-spark connector names them:
+  `pulsar.client.authPluginClassName` (`org.apache.pulsar.client.impl.auth.AuthenticationToken`
+  or `token`; `...AuthenticationBasic` or `basic`; `...AuthenticationTls` or `tls`) with
+  `pulsar.client.authParams` (token: `token:<jwt>`, `file:///path`, or the token itself; basic:
+  `{"userId": u, "password": p}`; tls: `tlsCertFile:/p,tlsKeyFile:/p`), or the short `token`
+  option (`STRATA_AUTH_TOKEN`), any form `auth.keys.read_source` reads. Sent to the admin API
+  (`Authorization` header, or the client certificate) and, by the sink, to the broker.
+- `tls.trustCertsFilePath` or `pulsar.client.tlsTrustCertsFilePath`
+  (`STRATA_CLIENT_TLS_TRUST_CERTS_FILE`): the CA file an https:// admin.url and a pulsar+ssl://
+  service.url are verified against (default: the system's trust store).
+
 What must hold: a ClusterAccess is plain data (picklable), resolved once on the driver and
-shipped inside every partition, so executors never depend on the driver's environment.
+shipped inside every partition, so executors never depend on the driver's environment. Secrets
+(the token, the basic password, the S3 secret key) are read on the driver, travel in the pickled
+object, and appear in no repr, log line or error message.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from common.errors import BadSourceOption
+from common.errors import BadSourceOption, KeyMaterialError
 
 ACCESS_OPTIONS = ("metadataurl", "admin.url", "service.url", "s3.endpoint", "s3.region", "s3.bucket",
-                  "s3.prefix", "s3.accesskey", "s3.secretkey")
+                  "s3.prefix", "s3.accesskey", "s3.secretkey", "token", "pulsar.client.authpluginclassname",
+                  "pulsar.client.authparams", "tls.trustcertsfilepath", "pulsar.client.tlstrustcertsfilepath")
+AUTH_PLUGINS = {"token": "token", "org.apache.pulsar.client.impl.auth.authenticationtoken": "token",
+                "basic": "basic", "org.apache.pulsar.client.impl.auth.authenticationbasic": "basic",
+                "tls": "tls", "org.apache.pulsar.client.impl.auth.authenticationtls": "tls"}
 
 
 def lowered(options: Mapping[str, str]) -> dict[str, str]:
@@ -47,7 +64,12 @@ class ClusterAccess:
     s3_bucket: str
     s3_prefix: str
     s3_access_key: str
-    s3_secret_key: str
+    s3_secret_key: str = field(repr=False)
+    auth_method: str = ""                           # "", "token", "basic" or "tls"
+    auth_secret: str = field(default="", repr=False)   # the token, or "user:password"
+    tls_trust_file: str = ""                        # "" = the system's trust store
+    tls_cert_file: str = ""                         # auth_method "tls": the client certificate
+    tls_key_file: str = ""
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], env: Mapping[str, str] | None = None) -> ClusterAccess:
@@ -67,6 +89,9 @@ class ClusterAccess:
             s3_prefix=pick("s3.prefix", "STRATA_OFFLOAD_S3_PREFIX", "strata").strip("/"),
             s3_access_key=pick("s3.accesskey", "AWS_ACCESS_KEY_ID"),
             s3_secret_key=pick("s3.secretkey", "AWS_SECRET_ACCESS_KEY"),
+            tls_trust_file=opts.get("tls.trustcertsfilepath") or opts.get("pulsar.client.tlstrustcertsfilepath")
+            or env.get("STRATA_CLIENT_TLS_TRUST_CERTS_FILE", ""),
+            **credentials(opts, env),
         )
         for name, value in (("admin.url", access.admin_url), ("s3.endpoint", access.s3_endpoint)):
             if value and not value.startswith(("http://", "https://")):
@@ -74,6 +99,10 @@ class ClusterAccess:
         if access.service_url and not access.service_url.startswith(("pulsar://", "pulsar+ssl://")):
             raise BadSourceOption("service.url must be a pulsar:// URL", value=access.service_url)
         return access
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.auth_method)
 
     def require_metadata(self) -> str:
         if not self.metadata_url:
@@ -96,3 +125,77 @@ class ClusterAccess:
     def object_path(self, key: str) -> str:
         """`bucket/key`, as pyarrow's S3 filesystem names an object."""
         return f"{self.s3_bucket}/{key}"
+
+
+def credentials(opts: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+    """The ClusterAccess credential fields of lower-cased options (else STRATA_AUTH_TOKEN), secrets
+    read now (on the driver). BadSourceOption for an unknown plugin or malformed params; the
+    message never holds the params, which may be a secret."""
+    plugin = opts.get("pulsar.client.authpluginclassname", "").strip()
+    params = opts.get("pulsar.client.authparams", "")
+    if plugin and opts.get("token"):
+        raise BadSourceOption("set either token or pulsar.client.authPluginClassName, not both")
+    if not plugin:
+        if params:
+            raise BadSourceOption("pulsar.client.authParams needs pulsar.client.authPluginClassName")
+        token = opts.get("token") or env.get("STRATA_AUTH_TOKEN", "")
+        return {"auth_method": "token", "auth_secret": _token(token)} if token else {}
+    method = AUTH_PLUGINS.get(plugin.lower())
+    if method is None:
+        raise BadSourceOption("unsupported pulsar.client.authPluginClassName", plugin=plugin,
+                              known="AuthenticationToken, AuthenticationBasic, AuthenticationTls")
+    if method == "token":
+        return {"auth_method": "token", "auth_secret": _token(params)}
+    if method == "basic":
+        return {"auth_method": "basic", "auth_secret": _basic(params)}
+    files = _key_values(params)
+    if not files.get("tlscertfile") or not files.get("tlskeyfile"):
+        raise BadSourceOption("AuthenticationTls params must name tlsCertFile and tlsKeyFile")
+    return {"auth_method": "tls", "tls_cert_file": files["tlscertfile"], "tls_key_file": files["tlskeyfile"]}
+
+
+def _token(params: str) -> str:
+    from auth.keys import read_source
+
+    spec = params.strip()
+    if spec.startswith("token:"):
+        spec = spec[len("token:"):]
+    elif spec.startswith("{"):
+        spec = str(_json_params(spec).get("token", ""))
+    if not spec:
+        raise BadSourceOption("the token credential is empty")
+    try:
+        return read_source(spec, what="token").decode().strip()
+    except (KeyMaterialError, UnicodeDecodeError) as exc:
+        raise BadSourceOption(f"the token cannot be read: {exc}") from None
+
+
+def _basic(params: str) -> str:
+    doc = _json_params(params) if params.strip().startswith("{") else _key_values(params)
+    user = str(doc.get("userId") or doc.get("userid") or "")
+    password = str(doc.get("password") or "")
+    if not user or not password or ":" in user:
+        raise BadSourceOption('AuthenticationBasic params must be {"userId": ..., "password": ...}')
+    return f"{user}:{password}"
+
+
+def _json_params(params: str) -> dict[str, Any]:
+    import json
+
+    try:
+        doc = json.loads(params)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise BadSourceOption("pulsar.client.authParams is not a JSON object")
+    return doc
+
+
+def _key_values(params: str) -> dict[str, str]:
+    """`k1:v1,k2:v2` (Pulsar's encoded auth params) as a dict with lower-cased keys."""
+    out: dict[str, str] = {}
+    for part in params.split(","):
+        key, sep, value = part.partition(":")
+        if sep:
+            out[key.strip().lower()] = value.strip()
+    return out

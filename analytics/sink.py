@@ -21,7 +21,8 @@ partitioned topic go to partition `java_string_hash(key) % n` (the Java client's
 routing), keyless rows round-robin in row order.
 
 Options: `topic`; `service.url`, `admin.url` (and the other access options, analytics.access,
-with their environment fallbacks); `exactlyOnce` (default true; false = at-least-once, no
+with their environment fallbacks: credentials and the TLS trust file go to the pulsar.Client and
+the admin calls); `exactlyOnce` (default true; false = at-least-once, no
 check); `sinkId` (batch writes only: a stable id makes re-running the same job idempotent);
 `maxPendingMessages` (1000: the bound on sends awaiting the broker, per task),
 `batchingMaxMessages` (1000), `batchingMaxBytes` (131072), `batchingMaxPublishDelayMs` (10),
@@ -92,7 +93,6 @@ import threading
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -293,15 +293,17 @@ def _check_topic_name(topic: str) -> None:
         raise BadSourceOption(f"topic {topic!r} is not a valid topic name: {exc}") from None
 
 
-def check_deduplication(admin_url: str, topic: str) -> None:
+def check_deduplication(access: ClusterAccess, topic: str) -> None:
     """SinkNotExactlyOnce unless deduplication is in effect for `topic` (its own policy, else its
-    namespace's), as the admin API reports it."""
+    namespace's), as the admin API reports it (asked with the sink's credentials)."""
+    from analytics.authorization import admin_get
+
     name = parse_topic(topic).base
+    admin_url = access.admin_url
     url = (f"{admin_url}/admin/v2/persistent/{name.tenant}/{name.namespace}/"
            f"{urllib.parse.quote(name.local)}/deduplicationEnabled?applied=true")
     try:
-        with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:
-            enabled = json.loads(response.read())
+        enabled = json.loads(admin_get(access, url, ADMIN_TIMEOUT_S))
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SinkNotExactlyOnce("could not check the topic's deduplication over the admin API",
                                  topic=str(name), error=str(exc)) from None
@@ -410,8 +412,10 @@ class TaskSender:
         if self._client is None:
             import pulsar
 
+            from analytics.authorization import pulsar_client_kwargs
+
             self._client = pulsar.Client(self.settings.access.service_url, operation_timeout_seconds=30,
-                                         connection_timeout_ms=10_000,
+                                         connection_timeout_ms=10_000, **pulsar_client_kwargs(self.settings.access),
                                          logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
         return self._client
 
@@ -488,7 +492,7 @@ class TaskSender:
             raise AnalyticsError(f"a task writes to at most {TOPICS_PER_TASK_MAX} topics", topic=topic)
         _check_topic_name(topic)
         if self.settings.exactly_once and topic not in self.checked:
-            check_deduplication(self.settings.access.admin_url, topic)
+            check_deduplication(self.settings.access, topic)
             self.checked.add(topic)
         parts = [str(p) for p in self.client.get_topic_partitions(topic)]
         self.partitions[topic] = parts
@@ -606,7 +610,7 @@ class SinkWriter(DataSourceArrowWriter):
         self.settings = sink_settings(options, schema, streaming=False)
         self.write_id = _write_id(options)
         if self.settings.exactly_once and self.settings.topic:
-            check_deduplication(self.settings.access.admin_url, self.settings.topic)
+            check_deduplication(self.settings.access, self.settings.topic)
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
         return write_task(self.settings, iterator, self.write_id, 0)
@@ -625,7 +629,7 @@ class SinkStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.settings = sink_settings(options, schema, streaming=True)
         if self.settings.exactly_once and self.settings.topic:
-            check_deduplication(self.settings.access.admin_url, self.settings.topic)
+            check_deduplication(self.settings.access, self.settings.topic)
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
         from pyspark import TaskContext

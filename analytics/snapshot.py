@@ -10,10 +10,13 @@ still there), else hot (read from the bookies, its ledger metadata shipped with 
 The open ledger ends at its last confirmed entry: the broker's (`lastConfirmedEntry` of
 internalStats, one small HTTP call, when `admin.url` is set), else the bookies' LAC, which
 trails the newest entry until the next add (a piggybacked LAC).
+When the cluster enforces authorization (its `/admin/security` record), every topic goes through
+`analytics.authorization.TopicGate` first, and the admin calls carry the query's credentials.
 
 What must hold: a snapshot lists whole entries that are durable (at or below a last confirmed
 entry), each ledger once, in ledger order; taking it writes nothing but the reader's own
-metadata session. An unknown topic is TopicNotFound.
+metadata session. An unknown topic is TopicNotFound, unless the role may not consume it
+(SourceAccessDenied, whether it exists or not).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ import json
 import logging
 import re
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
+from analytics.access import ClusterAccess
+from analytics.authorization import TopicGate, admin_get, topic_url
 from analytics.options import Position, SourceOptions
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
@@ -77,13 +81,15 @@ class PartitionSnapshot:
         return last.ledger_id, last.entries
 
 
-def resolve_topics(store: MetadataStore, options: SourceOptions) -> list[TopicName]:
-    """The topic partitions the options name, in name order (a partitioned topic: its partitions)."""
+def resolve_topics(store: MetadataStore, options: SourceOptions, gate: TopicGate) -> list[TopicName]:
+    """The topic partitions the options name, in name order (a partitioned topic: its partitions);
+    the gate refuses a named topic before its existence is looked at, and drops a pattern's others."""
     if options.pattern:
         pattern = re.compile(options.pattern)
         names = [name for name in _all_topics(store)
                  if pattern.fullmatch(str(name)) or pattern.fullmatch(str(name.base))]
-        return sorted(names, key=str)
+        return gate.readable(sorted(names, key=str))
+    gate.require(options.topics)
     out: list[TopicName] = []
     for text in options.topics:
         name = parse_topic(text)
@@ -117,14 +123,14 @@ def _all_topics(store: MetadataStore) -> list[TopicName]:
 def take_snapshots(options: SourceOptions) -> list[PartitionSnapshot]:
     store = open_store(options.access.require_metadata())
     try:
-        names = resolve_topics(store, options)
-        return [snapshot_partition(store, name, options.access.admin_url) for name in names]
+        names = resolve_topics(store, options, TopicGate.of_store(store, options.access))
+        return [snapshot_partition(store, name, options.access) for name in names]
     finally:
         store.close()
 
 
-def snapshot_partition(store: MetadataStore, name: TopicName, admin_url: str) -> PartitionSnapshot:
-    broker_lac = _broker_last_confirmed(admin_url, name) if admin_url else None
+def snapshot_partition(store: MetadataStore, name: TopicName, access: ClusterAccess) -> PartitionSnapshot:
+    broker_lac = _broker_last_confirmed(access, name) if access.admin_url else None
     found = store.get(ml_path(name.managed_ledger_name))
     records = ManagedLedgerMetadata.from_json(found.value, found.version).ledgers if found is not None else ()
     ledgers: list[LedgerInSnapshot] = []
@@ -154,16 +160,14 @@ def snapshot_partition(store: MetadataStore, name: TopicName, admin_url: str) ->
     return PartitionSnapshot(str(name), name.partition_index, tuple(ledgers))
 
 
-def _broker_last_confirmed(admin_url: str, name: TopicName) -> Position | None:
-    url = f"{admin_url}/admin/v2/persistent/{name.path}/internalStats"
+def _broker_last_confirmed(access: ClusterAccess, name: TopicName) -> Position | None:
     try:
-        with urllib.request.urlopen(url, timeout=ADMIN_TIMEOUT_S) as response:
-            stats = json.loads(response.read())
+        stats = json.loads(admin_get(access, topic_url(access.admin_url, name, "/internalStats"), ADMIN_TIMEOUT_S))
         ledger, _, entry = str(stats["lastConfirmedEntry"]).partition(":")
         return int(ledger), int(entry)
     except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
         log.warning("admin %s did not give %s's last confirmed entry (%s); using the bookies' LAC",
-                    admin_url, name, exc)
+                    access.admin_url, name, exc)
         return None
 
 

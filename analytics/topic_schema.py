@@ -16,6 +16,10 @@ the topic's live versions as writer, newest first, the first that consumes exact
 winning, resolved to the latest version (Avro's rules, by fastavro); a payload none reads is a
 null `value`, the raw bytes staying in `payload`.
 
+When the cluster enforces authorization, the lookup asks the broker first
+(analytics.authorization): a role that may not consume the topic gets SourceAccessDenied, not
+its schema.
+
 What must hold: `value` has exactly the struct type `struct_json` names, one entry per row.
 """
 
@@ -29,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from analytics.access import ClusterAccess
+from analytics.authorization import TopicGate
 from analytics.options import topics_of
 from common.errors import BadSourceOption
 from common.schema_records import STRUCT_TYPES, live, parse_listing, topic_prefix
@@ -57,6 +62,7 @@ def topic_value_schema(topics: tuple[str, ...], pattern: str, value_schema: str,
     prefix = topic_prefix(name.base.path)
     store = open_store(access.metadata_url)
     try:
+        TopicGate.of_store(store, access).require(topics)     # the schema is the topic's too
         listing = store.list_prefix(prefix, limit=_SCHEMA_VERSIONS_READ_MAX)
     finally:
         store.close()

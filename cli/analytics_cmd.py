@@ -175,7 +175,10 @@ def run_consumer_lag(args: argparse.Namespace, spark: Any, console: Any) -> int:
     topic = parse_topic(args.topic)
     options = access_options(args)
     admin_url = options.get("admin.url") or os.environ.get("STRATA_ADMIN_URL") or DEFAULT_ADMIN_URL
-    states = consumer_lag.fetch_ack_states(admin_url, str(topic), args.subscription)
+    from analytics.access import ClusterAccess
+
+    states = consumer_lag.fetch_ack_states(admin_url, str(topic), args.subscription,
+                                           access=ClusterAccess.from_options(options))
     report = consumer_lag.backlog_report(read_messages(spark, str(topic), options), states, args.bucket_seconds)
     leaf = "consumer-lag-" + urllib.parse.quote(args.subscription, safe="")
     directory = out_dir(args, topic, leaf)

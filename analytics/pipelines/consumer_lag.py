@@ -11,6 +11,7 @@ The ack state comes from the broker's admin REST API, Pulsar's internalStats of 
 (`cursors.{sub}`: `markDeletePosition` "L:E" and `individuallyDeletedMessages`
 "[(L:E..L:E], ...]", ranges open below and closed above), with the partition's
 `lastConfirmedEntry` and ledger list; no broker code is imported (tests/foundation/test_layering.py).
+The calls carry the query's credentials and TLS trust (`access=`, analytics.access) when given.
 
 A message is unacked when its entry (ledger_id, entry_id) lies after the mark-delete position,
 at or before the last confirmed entry as of the stats, and in none of the acked ranges. The
@@ -30,12 +31,13 @@ import re
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from analytics.access import ClusterAccess
+from analytics.authorization import admin_get
 from common.errors import AnalyticsError, SubscriptionNotFound, TopicNotFound
 from common.topic_names import TopicName, parse_topic
 
@@ -111,10 +113,9 @@ def ack_state(stats: dict[str, Any], subscription: str, topic: TopicName, now_ms
                     now_ms=now_ms)
 
 
-def _get_json(url: str, timeout_s: float) -> Any:
+def _get_json(url: str, timeout_s: float, access: ClusterAccess | None) -> Any:
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            body = response.read(RESPONSE_BYTES_MAX + 1)
+        body = admin_get(access or _NO_CREDENTIALS, url, timeout_s, RESPONSE_BYTES_MAX + 1)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise TopicNotFound("the admin API does not know the topic", url=url) from exc
@@ -127,21 +128,25 @@ def _get_json(url: str, timeout_s: float) -> Any:
     return json.loads(body)
 
 
+_NO_CREDENTIALS = ClusterAccess.from_options({}, {})
+
+
 def _topic_url(admin_url: str, topic: TopicName) -> str:
     parts = (topic.tenant, topic.namespace, topic.local)
     return f"{admin_url.rstrip('/')}/admin/v2/persistent/" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
 
 
-def fetch_ack_states(admin_url: str, topic: str, subscription: str,
-                     timeout_s: float = ADMIN_TIMEOUT_S) -> list[AckState]:
-    """The subscription's AckState in the topic, or in each of its partitions."""
+def fetch_ack_states(admin_url: str, topic: str, subscription: str, timeout_s: float = ADMIN_TIMEOUT_S,
+                     *, access: ClusterAccess | None = None) -> list[AckState]:
+    """The subscription's AckState in the topic, or in each of its partitions (asked with
+    `access`'s credentials and TLS trust, if given)."""
     name = parse_topic(topic)
-    partitions = int(_get_json(_topic_url(admin_url, name) + "/partitions", timeout_s).get("partitions", 0))
+    partitions = int(_get_json(_topic_url(admin_url, name) + "/partitions", timeout_s, access).get("partitions", 0))
     names = [name.partition(i) for i in range(partitions)] if partitions > 0 else [name]
     states = []
     for each in names:
         now_ms = int(time.time() * 1000)
-        states.append(ack_state(_get_json(_topic_url(admin_url, each) + "/internalStats", timeout_s),
+        states.append(ack_state(_get_json(_topic_url(admin_url, each) + "/internalStats", timeout_s, access),
                                 subscription, each, now_ms))
     return states
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "analytics": "cli.analytics_cmd",
     "cluster": "cli.cluster_cmd",
     "top": "cli.top",
+    "tokens": "cli.tokens_cmd",
 }
 
 # `strata perf <name>` -> module with main(argv)

@@ -1,4 +1,4 @@
-"""`strata standalone [--data-dir D] [--port P] [--admin-port A] [--bookies N] [--no-s3]`: one machine.
+"""`strata standalone [--data-dir D] [--port P] [--admin-port A] [--bookies N] [--no-s3] [--secure]`: one machine.
 
 Starts, in order: the SQLite metadata store at `D/metadata.db`; the embedded S3 server (SeaweedFS
 `weed mini`, data under `D/s3/data`, log `D/s3/weed.log`) as the cold tier; N bookie subprocesses
@@ -31,6 +31,14 @@ Each bookie serves Prometheus `/metrics` (bookie/metrics.py) on a port also kept
 `D/standalone.json` (`bookie_metrics_ports`, given to it as STRATA_BOOKIE_METRICS_PORT) and printed
 as `bookie metrics http://host:port/metrics`.
 
+`--secure` (cli/secure_setup.py) makes, once, a CA, certificates, an HS256 key, a superuser token and
+the bookie secret under `D/security/`, and turns on TLS (`--tls-port`, default 6651; `--admin-tls-port`,
+default 8443), token and TLS authentication, authorization (superuser `admin`) and the bookie secret;
+the plain ports are off unless `--port` / `--admin-port` ask for them. The bookies get the same
+settings through STRATA_* variables. Once serving, it prints how to connect (URLs, files, a Python
+snippet, the `strata admin` form). `--tls-port` / `--admin-tls-port` without `--secure` only set the
+ports (the certificate settings must then come from the settings file or environment).
+
 What must hold: a restart over the same data dir keeps every topic, message, subscription
 position and offloaded ledger (all state is under D).
 """
@@ -53,7 +61,9 @@ from typing import Any
 
 import uvloop
 
+from cli import secure_setup
 from cli.broker_cmd import serve_until_signal
+from cli.secure_setup import DEFAULT_ADMIN_TLS_PORT, DEFAULT_TLS_PORT
 from common.config import Config, load_config
 from common.errors import StrataError, TimeoutExpired
 from common.invariant import present
@@ -75,7 +85,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
     parser.add_argument("--bookies", type=int, default=1, help="bookie processes (default 1)")
-    parser.add_argument("--config", default=None, help="TOML file of settings")
+    parser.add_argument("--config", default=None,
+                        help="settings file: TOML, or Pulsar's broker.conf format when its name ends in .conf")
+    parser.add_argument("--secure", action="store_true",
+                        help="TLS, token/TLS authentication and authorization on, with key material made once "
+                             "under DATA_DIR/security/; plain ports off unless --port/--admin-port are given")
+    parser.add_argument("--tls-port", type=int, default=None,
+                        help=f"pulsar+ssl:// port (default {DEFAULT_TLS_PORT} with --secure, else not served)")
+    parser.add_argument("--admin-tls-port", type=int, default=None,
+                        help=f"admin HTTPS port (default {DEFAULT_ADMIN_TLS_PORT} with --secure, else not served)")
     parser.add_argument("--no-s3", action="store_true",
                         help="do not start the embedded S3 server (offload then needs an external endpoint)")
     return parser.parse_args(argv)
@@ -162,7 +180,7 @@ class BookieProcess:
     """One bookie subprocess; a thread drains its stdout and notes the `bookie ready` line."""
 
     def __init__(self, data_dir: Path, index: int, port: int, metadata_url: str, config_path: str | None,
-                 metrics_port: int = 0) -> None:
+                 metrics_port: int = 0, env: dict[str, str] | None = None) -> None:
         bookie_dir = data_dir / f"bookie-{index}"
         bookie_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "cli.main", "bookie", "--data-dir", str(bookie_dir),
@@ -172,8 +190,8 @@ class BookieProcess:
         self.port = port
         self.ready = threading.Event()
         with open(bookie_dir / "bookie.log", "ab") as log_file:
-            env = {**os.environ, "STRATA_BOOKIE_METRICS_PORT": str(metrics_port)}
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env=env,
+            child_env = {**os.environ, **(env or {}), "STRATA_BOOKIE_METRICS_PORT": str(metrics_port)}
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env=child_env,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -209,6 +227,27 @@ def stop_bookies(bookies: list[BookieProcess], timeout_s: float) -> None:
             proc.wait()
 
 
+def _secured(config: Config, args: argparse.Namespace, data_dir: Path) -> tuple[Config, dict[str, str], str]:
+    """`--secure`: the key material (made or reused), the settings over `config`, the bookies'
+    environment, and the connection help printed once serving."""
+    material = secure_setup.ensure_material(data_dir / "security", secure_setup.certificate_hosts(config))
+    tls_port = _concrete(args.tls_port, config.broker_tls_port, DEFAULT_TLS_PORT)
+    admin_tls_port = _concrete(args.admin_tls_port, config.broker_admin_tls_port, DEFAULT_ADMIN_TLS_PORT)
+    settings = secure_setup.secure_settings(config, material, tls_port=tls_port, admin_tls_port=admin_tls_port,
+                                            port=args.port, admin_port=args.admin_port)
+    config = config.replace(**settings)
+    host = config.broker_advertised_host
+    help_text = secure_setup.connect_help(material, f"pulsar+ssl://{host}:{tls_port}", f"https://{host}:{admin_tls_port}")
+    return config, secure_setup.settings_env(settings), help_text
+
+
+def _concrete(flag: int | None, configured: int, default: int) -> int:
+    """The port a flag, else the settings, else Pulsar's default names; 0 becomes a free port now (the
+    connection help must name the real one)."""
+    port = flag if flag is not None else (configured if configured != -1 else default)
+    return free_port() if port == 0 else port
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -228,12 +267,20 @@ def main(argv: list[str]) -> int:
         overrides["broker_port"] = args.port
     if args.admin_port is not None:
         overrides["broker_admin_port"] = args.admin_port
+    if args.tls_port is not None and not args.secure:
+        overrides["broker_tls_port"] = args.tls_port
+    if args.admin_tls_port is not None and not args.secure:
+        overrides["broker_admin_tls_port"] = args.admin_tls_port
+    bookie_env: dict[str, str] = {}     # --secure: the bookies' STRATA_* security settings
+    connect_help = ""
     try:
         config = load_config(args.config, **overrides)
+        if args.secure:
+            config, bookie_env, connect_help = _secured(config, args, data_dir)
     except StrataError as exc:
         print(f"strata standalone: {exc}", file=sys.stderr)
         return 2
-    broker_ports = {config.broker_port, config.broker_admin_port}
+    broker_ports = {config.broker_port, config.broker_admin_port, config.broker_tls_port, config.broker_admin_tls_port}
     ports = bookie_ports(data_dir, args.bookies, broker_ports, config.bookie_bind_host)
     metrics_ports = bookie_ports(data_dir, args.bookies, broker_ports | set(ports), config.bookie_bind_host,
                                  key="bookie_metrics_ports")
@@ -246,7 +293,8 @@ def main(argv: list[str]) -> int:
         if s3 is not None:
             s3.launch()  # starts while the bookies do
         for index, port in enumerate(ports):
-            bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config, metrics_ports[index]))
+            bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config, metrics_ports[index],
+                                         env=bookie_env))
         wait_ready(bookies, time.monotonic() + config.standalone_bookie_start_timeout_ms / 1000)
         log.info("%d bookie(s) listening on %s", len(ports), ports)
         for metrics_port in metrics_ports:
@@ -260,7 +308,8 @@ def main(argv: list[str]) -> int:
         broker = Broker(config, metadata_url)
         from common.gc_tuning import tune_for_server
         tune_for_server()
-        uvloop.run(serve_until_signal(broker))
+        on_started = (lambda: print(connect_help, flush=True)) if args.secure else None
+        uvloop.run(serve_until_signal(broker, on_started))
     except KeyboardInterrupt:
         pass
     except StrataError as exc:

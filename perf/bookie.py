@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from common.config import default_config, load_config
+from common.config import load_config
 
 KIB = 1024
 
@@ -136,7 +136,8 @@ async def _measure(address: str, config, seconds: float, window: int) -> dict:
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
-    config = load_config(args.config) if args.config else default_config()
+    # the environment too: the bookie it starts reads STRATA_* (bookie_auth_secret, TLS), so must its client
+    config = load_config(args.config)
     work_dir = tempfile.mkdtemp(prefix="strata-perf-bookie-", dir=args.data_dir)
     bookie = None
     try:

@@ -7,7 +7,9 @@
   (pre-buffered ranged reads, page checksums verified), only the message columns; no broker.
 - `HotSlice`: the entries straight from the bookies (the ledger's metadata came with the slice:
   ensembles and quorums), each entry unpacked into rows by `offload.message_table`, exactly as
-  the offloader would write them. Like Pulsar SQL, no broker funnels the data.
+  the offloader would write them. Like Pulsar SQL, no broker funnels the data. The bookies are
+  asked with the executor environment's link settings (STRATA_BOOKIE_AUTH_SECRET, the TLS files:
+  bookie/link_auth.py `link_config`), as a broker asks them.
 - Rows outside the slice's entry range (a row group's edges) and, when the query has
   startingTime/endingTime, outside those publish times, are dropped here.
 
@@ -29,8 +31,8 @@ import pyarrow.compute as pc
 
 from analytics.access import ClusterAccess
 from analytics.plan import ColdSlice, HotSlice, Slice
+from bookie.link_auth import link_config
 from common.clock import SYSTEM_CLOCK
-from common.config import default_config
 from common.errors import ColdObjectCorrupt, ColdObjectMissing, DataLost, NoSuchEntry, NoSuchLedger
 from ledger.handle import ReadHandle
 from ledger.ledger_metadata import LedgerMetadata
@@ -157,7 +159,7 @@ def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
 def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:
     meta = LedgerMetadata.from_json(piece.metadata_json)
     loop = asyncio.new_event_loop()
-    config = default_config()
+    config = link_config()   # the bookie secret and TLS files from STRATA_* (the executor's environment)
     pool = BookiePool(config, SYSTEM_CLOCK)
     try:
         handle = ReadHandle(meta, pool, config, SYSTEM_CLOCK, last_add_confirmed=piece.last_entry)

@@ -5,6 +5,7 @@
     guard.add_port(server, "127.0.0.1:3181")  # TLS when bookie_tls_enabled
     guard.check_hello(body, peer_cn)         # the data port's first frame; AuthenticationFailed if not
     creds = LinkCredentials(config)          # client side (BookieClient, DataLink)
+    config = link_config()                   # defaults + the link settings of the environment (Spark executors)
     channel = creds.channel(address, options); creds.metadata; creds.hello_body; creds.ssl_context()
 
 A client proves itself by either of:
@@ -36,8 +37,9 @@ import base64
 import functools
 import hmac
 import logging
+import os
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import grpc
@@ -45,7 +47,7 @@ import grpc.aio
 
 from auth import tls
 from auth.keys import read_source
-from common.config import Config, csv_setting
+from common.config import Config, csv_setting, load_config
 from common.errors import AuthenticationFailed, KeyMaterialError
 from common.ratelimited_log import RateLimitedLog
 
@@ -56,6 +58,18 @@ METADATA_KEY = "authorization"
 _BEARER = "Bearer "
 # The HELLO frame's body is the secret; longer than this is refused before it is buffered.
 HELLO_BYTES_MAX = 4096
+
+
+# What a client of bookies needs from the settings (link_config takes only these from the environment).
+_LINK_SETTINGS = ("bookie_auth_secret", "bookie_tls_enabled", "tls_cert_file", "tls_key_file", "tls_trust_certs_file",
+                  "tls_min_version", "bookie_client_tls_cert_file", "bookie_client_tls_key_file")
+
+
+def link_config(env: Mapping[str, str] | None = None) -> Config:
+    """The defaults plus the bookie-link settings of the environment (STRATA_BOOKIE_AUTH_SECRET, the TLS
+    files): for ledger readers that run apart from a broker's settings, like the Spark source's executors."""
+    names = {"STRATA_" + name.upper() for name in _LINK_SETTINGS}
+    return load_config(env={k: v for k, v in (os.environ if env is None else env).items() if k in names})
 
 
 def read_secret(config: Config) -> bytes:

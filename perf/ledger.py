@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import metadata
-from common.config import default_config
+from common.config import load_config
 from common.invariant import present
 from common.net import free_port
 from ledger.client import LedgerClient
@@ -97,7 +97,7 @@ async def _run_one(client: LedgerClient, quorum: tuple[int, int, int], size: int
 
 
 async def _measure(metadata_url: str, counts: dict[str, int], window: int) -> dict[str, float]:
-    config = default_config()
+    config = load_config()   # the environment too: bookies that require bookie_auth_secret get it
     store = AsyncMetadataStore(metadata.open_store(metadata_url, config=config), config=config)
     client = LedgerClient(store, config)
     out: dict[str, float] = {}

@@ -40,6 +40,7 @@ import aiohttp
 from broker import bundles as bundle_math
 from broker.load_placement import load_score
 from broker.ownership import HINT_TTL_MS, NAMESPACE_ROOT
+from broker.peer_auth import peer_headers, peer_ssl
 from broker.topic_stats import out_rates, rates
 from common.errors import AlreadyExists, StrataError
 from metadata.api import EventKind, Watch, WatchEvent
@@ -206,9 +207,10 @@ class LoadManager:
             return
         url = f"{broker.web_url}/admin/v2/namespaces/{tenant}/{ns}/{key}/unload"
         timeout = aiohttp.ClientTimeout(total=_UNLOAD_CALL_TIMEOUT_S)
-        try:
-            async with aiohttp.ClientSession(timeout=timeout) as http, \
-                    http.put(url, params={"destinationBroker": destination}) as response:
+        try:   # as this broker (broker_client_auth_token), the peer verified against tls_trust_certs_file
+            async with aiohttp.ClientSession(timeout=timeout, headers=peer_headers(s.config)) as http, \
+                    http.put(url, params={"destinationBroker": destination},
+                             ssl=peer_ssl(s.config) or True) as response:
                 if response.status >= 300:
                     log.warning("shedding: %s answered %d: %s", url, response.status, await response.text())
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -39,11 +39,14 @@ followed with a 307 too (the handler's OwnedElsewhere), or answered 503 while it
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 import aiohttp
+import yarl
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
@@ -53,7 +56,9 @@ from broker.admin.http import Refused, error, flag, topic_of
 from broker.bundles import NamespaceBundles
 from broker.lookup import broker_urls
 from broker.ownership import LookupKind, ownership_path
+from broker.peer_auth import peer_headers, peer_ssl
 from broker.topic_stats import topic_stats
+from common.config import Config
 from common.errors import (
     BundleNotOwned,
     LeaseLost,
@@ -84,6 +89,9 @@ PEER_REDIRECTS_MAX = 5
 UNLOAD_TOPIC_TIMEOUT_S = 30.0     # closing one topic for `topics unload`
 
 _SERVICE: web.AppKey[BrokerService] = web.AppKey("cluster_service")
+# the settings `peer_call` takes this broker's credentials from (`broker.peer_auth`): set for every
+# admin request by `broker.admin.access.access` (tasks a handler starts inherit it)
+PEER_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar("peer_config", default=None)
 
 
 def register(app: web.Application, service: BrokerService) -> None:
@@ -128,27 +136,37 @@ def listener_name_of(request: web.Request) -> str:
 async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
                     body: object = None) -> tuple[int, object]:
     """An admin call on another broker (`authoritative=true`; `body` sent as JSON unless None),
-    its redirects followed (bounded): (status, decoded JSON body or None; for an error status,
-    the reason). Status 0 when it could not be reached or did not answer within
+    with this broker's credentials (`PEER_CONFIG`, `broker.peer_auth`), its 307/308s followed
+    (at most PEER_REDIRECTS_MAX, credentials and body re-sent: aiohttp would drop the
+    Authorization header on a redirect to another broker): (status, decoded JSON body or None; for
+    an error status, the reason). Status 0 when it could not be reached or did not answer within
     PEER_REQUEST_TIMEOUT_S."""
     timeout = aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S)
     url = http_url.rstrip("/") + path
-    params = {**(query or {}), "authoritative": "true"}
+    params: dict[str, str] | None = {**(query or {}), "authoritative": "true"}
+    config = PEER_CONFIG.get()
+    headers = peer_headers(config) if config is not None else {}
+    ssl_ctx: ssl.SSLContext | bool = (peer_ssl(config) if config is not None else None) or True
     try:
-        async with aiohttp.ClientSession(timeout=timeout) as session, \
-                session.request(method, url, params=params, max_redirects=PEER_REDIRECTS_MAX,
-                                json=body) as resp:
-            status, text = resp.status, await resp.text()
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for _ in range(PEER_REDIRECTS_MAX + 1):
+                async with session.request(method, url, params=params, headers=headers, json=body,
+                                           ssl=ssl_ctx, allow_redirects=False) as resp:
+                    status, text = resp.status, await resp.text()
+                    location = resp.headers.get("Location", "")
+                if status not in (307, 308) or not location:
+                    break
+                url, params = str(resp.url.join(yarl.URL(location))), None   # the Location has the query
     except (aiohttp.ClientError, TimeoutError) as exc:
         return 0, f"{url}: {exc or type(exc).__name__}"
     try:
-        body = json.loads(text) if text else None
+        answer = json.loads(text) if text else None
     except ValueError:
-        body = text
+        answer = text
     if status >= 300:
-        reason = body.get("reason", text) if isinstance(body, dict) else text
+        reason = answer.get("reason", text) if isinstance(answer, dict) else text
         return status, f"{url}: HTTP {status}: {reason}"
-    return status, body
+    return status, answer
 
 
 async def forward_put(http_url: str, path: str) -> str | None:

@@ -11,20 +11,32 @@ Resources (each module's docstring lists its routes):
 - `GET /metrics` → Prometheus text (`broker.metrics`).
 
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with
-Pulsar's status codes), then `broker.admin.lookup.owner_redirect` (a topic's call runs on its
-owner). Request bodies are bounded by `broker_admin_body_bytes_max`; the port listens on
-`broker_admin_bind_host`.
+Pulsar's status codes), then `broker.admin.access.access` (authentication and authorization of
+every route, before anything is looked up or redirected), then
+`broker.admin.lookup.owner_redirect` (a topic's call runs on its owner). Request bodies are
+bounded by `broker_admin_body_bytes_max`.
+
+Ports, both on `broker_admin_bind_host`: `broker_admin_port` (http; -1: not served) and
+`broker_admin_tls_port` (https with `auth.tls.server_context`: `tls_cert_file`/`tls_key_file`, a
+client certificate asked for when `tls_trust_certs_file` is set and required only with
+`tls_require_trusted_client_cert_on_connect`; -1: not served). A TLS handshake not finished within
+`tls_handshake_timeout_ms` is dropped. `port`/`scheme` name what the broker advertises and
+registers: the plain port when served, else the TLS one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from auth import tls
 from broker import metrics
 from broker.admin import (
+    access,
     backlog_quota,
     broker_stats,
     brokers,
@@ -53,15 +65,25 @@ _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stat
 
 
 class AdminServer:
-    def __init__(self, service: BrokerService, port: int) -> None:
+    def __init__(self, service: BrokerService, port: int, tls_port: int | None = None) -> None:
         self.service = service
-        self.port = port
+        self.plain_port = port                 # -1: not served
+        self.tls_port = service.config.broker_admin_tls_port if tls_port is None else tls_port
+        self.port = port if port != -1 else self.tls_port    # what is advertised (the real one once started)
         self._runner: web.AppRunner | None = None
+        self._tls_server: asyncio.AbstractServer | None = None
+
+    @property
+    def scheme(self) -> str:
+        """"http" when the plain port is served, else "https"."""
+        return "http" if self.plain_port != -1 else "https"
 
     def app(self) -> web.Application:
         body_bytes_max = self.service.config.broker_admin_body_bytes_max
-        app = web.Application(middlewares=[errors, lookup.owner_redirect], client_max_size=body_bytes_max)
+        app = web.Application(middlewares=[errors, access.access, lookup.owner_redirect],
+                              client_max_size=body_bytes_max)
         app[BODY_BYTES_MAX] = body_bytes_max
+        access.install(app, self.service)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         for resource in _RESOURCES:
@@ -69,18 +91,38 @@ class AdminServer:
         return app
 
     async def start(self) -> None:
+        c = self.service.config
+        ssl_ctx = tls.server_context(c) if self.tls_port != -1 else None   # KeyMaterialError before binding
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.service.config.broker_admin_bind_host, self.port,
-                           reuse_address=True)
-        await site.start()
-        self.port = self._runner.addresses[0][1]  # the real port when 0 was asked
+        if self.plain_port != -1:
+            site = web.TCPSite(self._runner, c.broker_admin_bind_host, self.plain_port, reuse_address=True)
+            await site.start()
+            self.plain_port = site.port           # the real port when 0 was asked
+        if ssl_ctx is not None:
+            await self._start_tls(ssl_ctx)
+        self.port = self.plain_port if self.plain_port != -1 else self.tls_port
+
+    async def _start_tls(self, ssl_ctx: ssl.SSLContext) -> None:
+        """The https site: the runner's own request handler behind a TLS server whose handshakes are
+        bounded (aiohttp's TCPSite has no handshake timeout)."""
+        assert self._runner is not None and self._runner.server is not None
+        c = self.service.config
+        loop = asyncio.get_running_loop()
+        self._tls_server = await loop.create_server(
+            self._runner.server, c.broker_admin_bind_host, self.tls_port, ssl=ssl_ctx, reuse_address=True,
+            backlog=128, ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000)
+        self.tls_port = self._tls_server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        if self._tls_server is not None:
+            self._tls_server.close()
+            self._tls_server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
 
     async def metrics(self, request: web.Request) -> web.Response:
         text = await metrics.render_async(self.service)    # formatted off the event loop
+        text = await access.metrics_visible_to(request, text)   # only the caller's series, when secured
         return web.Response(body=text.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})

@@ -2,7 +2,12 @@
 
     strata admin [--admin-url http://127.0.0.1:8080] [-o table|json] [-y] GROUP ACTION ... [-o json] [-y]
 
-The admin URL defaults to `$STRATA_ADMIN_URL`, else http://127.0.0.1:8080.
+The admin URL defaults to `$STRATA_ADMIN_URL`, else http://127.0.0.1:8080; an https:// URL is
+verified against `--tls-trust-cert`. A secured broker needs credentials: `--auth-token`
+(`TOKEN`, `file:///path`), `--auth-params` (Pulsar's `token:...`/`file:///...`), `--auth-basic
+user:pass`, or `--tls-cert/--tls-key`; each has an environment fallback
+($STRATA_ADMIN_AUTH_TOKEN, $STRATA_ADMIN_AUTH_PARAMS, $STRATA_ADMIN_AUTH_BASIC,
+$STRATA_ADMIN_TLS_TRUST_CERT, $STRATA_ADMIN_TLS_CERT, $STRATA_ADMIN_TLS_KEY; `cli.admin.credentials`).
 
 Groups: `tenants`, `namespaces`, `topics` (subscription operations included, as pulsar-admin's),
 `brokers`, `clusters`, `broker-stats`. One module per resource declares its commands
@@ -14,9 +19,10 @@ commands ask first unless `-y/--yes`. Units: `cli.admin.units` (pulsar-admin 3.x
 seconds, a bare size bytes). Topic names may be short (`my-topic` →
 `persistent://public/default/my-topic`).
 
-Exit status: 0 done; 1 the broker refused (its `reason` is printed: `HTTP 404: Topic not found`) or
-could not be reached; 2 bad arguments or a name that is not valid (nothing is sent), or a
-destructive command not confirmed.
+Exit status: 0 done; 1 the broker refused (its `reason` is printed: `HTTP 404: Topic not found`,
+`HTTP 401: ...` without valid credentials, `HTTP 403: ...` for a role without the permission) or
+could not be reached (a certificate not trusted included); 2 bad arguments or a name that is not
+valid (nothing is sent), a credential that cannot be read, or a destructive command not confirmed.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import os
 import sys
 import urllib.error
 
+from cli.admin import credentials
 from cli.admin.client import OUTPUTS, AdminClient
 from common.errors import StrataError
 
@@ -48,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
                         "http://127.0.0.1:8080)")
     p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default) or json")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before destructive commands")
+    credentials.add_options(p)
     subparsers = p.add_subparsers(dest="group", required=True)
     groups = {name: subparsers.add_parser(name).add_subparsers(dest="action", required=True) for name in GROUPS}
     for module in _MODULES:
@@ -61,8 +69,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    client = AdminClient(args.admin_url, output=args.output, yes=args.yes)
     try:
+        client = AdminClient(args.admin_url, output=args.output, yes=args.yes, auth=credentials.from_args(args))
         return int(args.run(args, client))
     except StrataError as exc:
         print(f"strata admin: {exc}", file=sys.stderr)
@@ -83,5 +91,5 @@ def _http_error(exc: urllib.error.HTTPError) -> int:
         reason = json.loads(exc.read() or b"{}").get("reason", exc.reason)
     except (ValueError, AttributeError):
         reason = exc.reason
-    print(f"strata admin: HTTP {exc.code}: {reason}", file=sys.stderr)
+    print(f"strata admin: HTTP {exc.code}: {reason}{credentials.hint(exc.code)}", file=sys.stderr)
     return 1

@@ -11,6 +11,9 @@ Output: `show` prints a rich table by default and the broker's JSON with `-o jso
 unless `--yes` was given, and refuses (ConfirmationRefused) when nobody can answer (stdin is not a
 terminal).
 
+Credentials (`cli.admin.credentials.HttpAuth`: the Authorization header, the https context) go
+with every call, the redirected ones too (the 307s name brokers of the same cluster).
+
 Errors: urllib.error.HTTPError on an error status (the caller prints the broker's `reason`),
 URLError/OSError when the broker cannot be reached, ValueError on an answer that is not JSON.
 Every call is bounded by `timeout_s`.
@@ -26,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
+from cli.admin.credentials import NO_AUTH, HttpAuth
 from common.errors import ConfirmationRefused
 
 TIMEOUT_S = 30.0
@@ -51,18 +55,27 @@ class _RedirectEveryMethod(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_RedirectEveryMethod)
 
 
+def opener(auth: HttpAuth = NO_AUTH) -> urllib.request.OpenerDirector:
+    """An opener that follows every method's 307s, verifying https:// with `auth`'s context."""
+    if auth.ssl_context is None:
+        return _OPENER
+    return urllib.request.build_opener(_RedirectEveryMethod, urllib.request.HTTPSHandler(context=auth.ssl_context))
+
+
 def request_raw(url: str, method: str = "GET", body: object = None,
-                timeout_s: float = TIMEOUT_S) -> tuple[bytes, dict[str, str]]:
-    """One admin call, redirects followed: (raw body, headers)."""
+                timeout_s: float = TIMEOUT_S, auth: HttpAuth = NO_AUTH) -> tuple[bytes, dict[str, str]]:
+    """One admin call with `auth`'s credentials, redirects followed: (raw body, headers)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with _OPENER.open(request, timeout=timeout_s) as resp:
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **auth.headers})
+    with opener(auth).open(request, timeout=timeout_s) as resp:
         return resp.read(), dict(resp.headers.items())
 
 
-def request_json(url: str, method: str = "GET", body: object = None, timeout_s: float = TIMEOUT_S) -> object:
+def request_json(url: str, method: str = "GET", body: object = None, timeout_s: float = TIMEOUT_S,
+                 auth: HttpAuth = NO_AUTH) -> object:
     """One admin call, redirects followed; the decoded JSON answer, None for an empty one."""
-    raw, _headers = request_raw(url, method, body, timeout_s)
+    raw, _headers = request_raw(url, method, body, timeout_s, auth)
     return json.loads(raw) if raw else None
 
 
@@ -70,11 +83,12 @@ class AdminClient:
     """One broker's admin API, and how the answers are printed."""
 
     def __init__(self, admin_url: str, *, output: str = "table", yes: bool = False,
-                 timeout_s: float = TIMEOUT_S) -> None:
+                 timeout_s: float = TIMEOUT_S, auth: HttpAuth = NO_AUTH) -> None:
         self.base_url = admin_url.rstrip("/")
         self.output = output
         self.yes = yes
         self.timeout_s = timeout_s
+        self.auth = auth
 
     def url(self, path: str, query: dict[str, str] | None = None) -> str:
         if not query:
@@ -82,11 +96,11 @@ class AdminClient:
         return self.base_url + path + ("&" if "?" in path else "?") + urllib.parse.urlencode(query)
 
     def call(self, method: str, path: str, body: object = None, query: dict[str, str] | None = None) -> Any:
-        return request_json(self.url(path, query), method, body, self.timeout_s)
+        return request_json(self.url(path, query), method, body, self.timeout_s, self.auth)
 
     def call_raw(self, method: str, path: str, body: object = None,
                  query: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
-        return request_raw(self.url(path, query), method, body, self.timeout_s)
+        return request_raw(self.url(path, query), method, body, self.timeout_s, self.auth)
 
     # --- output --------------------------------------------------------------------------------
 

@@ -11,6 +11,11 @@ last 30 refreshes. Keys (when stdin is a terminal): r / b / s sort by rate, back
 unacked, consumers, mark-delete position, backlog sparkline); Esc or Backspace goes back; q quits.
 A broker that does not answer within `--timeout` is counted as failed in the header.
 
+A secured cluster: the credential and TLS options of `strata admin` (`--auth-token`,
+`--auth-params`, `--auth-basic`, `--tls-trust-cert`, `--tls-cert/--tls-key`, and their
+$STRATA_ADMIN_* fallbacks, `cli.admin.credentials`); broker-stats needs a superuser's role, as in
+Pulsar. A refusal (401/403) prints the broker's reason and exits 1.
+
 `--once` prints one frame and exits (1 if no broker answered): for scripts and tests. When stdout
 is not a terminal, the live view prints a frame per interval instead of redrawing the screen.
 
@@ -28,10 +33,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from rich.console import Console
 from rich.live import Live
 
+from cli.admin import credentials
 from cli.top.keys import ViewState, apply_key
 from cli.top.model import SORT_KEYS, History, Snapshot, in_namespace, sorted_topics
 from cli.top.render import frame, text_width, to_text
-from cli.top.source import fetch
+from cli.top.source import Refused, fetch
 from cli.top.terminal import Keyboard
 from common.errors import StrataError
 from common.topic_names import parse_namespace
@@ -70,11 +76,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive(float), default=3.0,
                    help="seconds a broker has to answer before it counts as failed")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
+    credentials.add_options(p)      # --auth-token, --tls-trust-cert, ... as `strata admin`
     return p
 
 
 def _snapshot(args: argparse.Namespace) -> Snapshot:
-    return in_namespace(fetch(args.admin_url, args.timeout), args.namespace)
+    return in_namespace(fetch(args.admin_url, args.timeout, args.auth), args.namespace)
 
 
 def _clock_text() -> str:
@@ -147,8 +154,15 @@ def _live(args: argparse.Namespace) -> int:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
+        args.auth = credentials.from_args(args)
         if args.once:
             return _once(args)
         return _live(args) if sys.stdout.isatty() else _batch(args)
     except KeyboardInterrupt:
         return 130
+    except Refused as exc:        # 401/403: the broker's reason, not "no broker answered"
+        print(f"strata top: {exc}{credentials.hint(exc.status)}", file=sys.stderr)
+        return 1
+    except StrataError as exc:    # a credential that cannot be read
+        print(f"strata top: {exc}", file=sys.stderr)
+        return 2

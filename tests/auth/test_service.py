@@ -1,0 +1,144 @@
+"""AuthenticationService: the rules around the providers (off, anonymous, unknown methods), HTTP
+credentials, and the bounded pool the slow basic checks run on, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import pytest
+from passlib.hash import bcrypt
+
+import auth.service
+from auth.api import NO_METHOD, Credentials, Identity
+from auth.providers.basic import BasicProvider
+from auth.service import AuthenticationService
+from auth.tokens import create_token
+from common.errors import AuthenticationBusy, AuthenticationFailed, ConfigError, KeyMaterialError, TokenExpired
+
+from .conftest import Keys, data_source
+
+
+def _service(keys: Keys, **overrides: object) -> AuthenticationService:
+    values: dict[str, object] = {"authentication_providers": "token,basic",
+                                 "basic_auth_conf": data_source(keys.htpasswd)}
+    values.update(overrides)
+    return AuthenticationService.from_config(keys.config(**values))
+
+
+def test_off_everyone_is_the_anonymous_role_whatever_they_present(keys: Keys) -> None:
+    for anonymous in ("", "guest"):
+        service = _service(keys, authentication_enabled=False, anonymous_user_role=anonymous)
+        assert not service.enabled and service.methods == ()
+        for credentials in (Credentials(NO_METHOD), Credentials("token", b"garbage"), Credentials("kerberos"),
+                            Credentials("tls", b"", "carol")):
+            assert service.authenticate(credentials) == Identity(anonymous, NO_METHOD)
+
+
+def test_off_reads_no_key_material(keys: Keys) -> None:
+    service = AuthenticationService.from_config(keys.config(authentication_enabled=False,
+                                                            token_secret_key="file:///nonexistent/key"))
+    assert service.authenticate(Credentials("token", b"x")).role == ""
+
+
+def test_on_no_credentials_is_the_anonymous_role_only_if_there_is_one(keys: Keys) -> None:
+    refusing = _service(keys)
+    assert refusing.enabled and refusing.methods == ("token", "basic")
+    for method in (NO_METHOD, ""):
+        with pytest.raises(AuthenticationFailed):
+            refusing.authenticate(Credentials(method))
+    welcoming = _service(keys, anonymous_user_role="guest")
+    assert welcoming.authenticate(Credentials(NO_METHOD)) == Identity("guest", NO_METHOD)
+    # presenting credentials that fail never falls back to the anonymous role
+    with pytest.raises(AuthenticationFailed):
+        welcoming.authenticate(Credentials("token", b"garbage"))
+
+
+def test_on_a_method_not_configured_is_refused(keys: Keys) -> None:
+    service = _service(keys, authentication_providers="token", anonymous_user_role="guest")
+    for method in ("basic", "tls", "kerberos", "x" * 500):
+        with pytest.raises(AuthenticationFailed) as info:
+            service.authenticate(Credentials(method, b"bcrypt-user:bcrypt-pass", "carol"))
+        assert len(str(info.value)) < 300
+
+
+def test_on_each_provider_decides_its_method(keys: Keys) -> None:
+    service = _service(keys, authentication_providers="token,tls,basic", broker_tls_port=0,
+                       tls_cert_file="unused.pem", tls_key_file="unused.key")
+    token = create_token(keys.secret, "alice", expires_in_s=60)
+    assert service.authenticate(Credentials("token", token.encode())).role == "alice"
+    assert service.authenticate(Credentials("tls", b"", "carol")) == Identity("carol", "tls")
+    assert service.authenticate(Credentials("basic", b"apr-user:apr-pass")) == Identity("apr-user", "basic")
+    with pytest.raises(TokenExpired):
+        service.authenticate(Credentials("token", create_token(keys.secret, "a", expires_in_s=-9).encode()))
+
+
+def test_bad_key_material_fails_at_construction(keys: Keys) -> None:
+    with pytest.raises(KeyMaterialError):
+        _service(keys, basic_auth_conf="file:///nonexistent/htpasswd")
+    with pytest.raises(ConfigError):
+        _service(keys, token_secret_key="", token_public_key="x", token_public_alg="none")
+
+
+def test_http_credentials(keys: Keys) -> None:
+    service = _service(keys, anonymous_user_role="guest")
+    token = create_token(keys.secret, "alice")
+    basic = "Basic " + base64.b64encode(b"apr-user:apr-pass").decode()
+    assert service.credentials_from_http(f"Bearer {token}", None) == Credentials("token", token.encode())
+    assert service.credentials_from_http(f"bearer  {token} ", "cn") == Credentials("token", token.encode(), "cn")
+    assert service.credentials_from_http(basic, None) == Credentials("basic", b"apr-user:apr-pass")
+    assert service.credentials_from_http(None, "carol") == Credentials("tls", b"", "carol")
+    assert service.credentials_from_http("", None) == Credentials(NO_METHOD)
+    assert service.authenticate(service.credentials_from_http(basic, None)).role == "apr-user"
+    assert service.authenticate(service.credentials_from_http(None, None)).role == "guest"
+    for header in ("Basic !!!not-base64!!!", "Digest username=x", "Bearer", "Negotiate abc", "x" * 20_000):
+        with pytest.raises(AuthenticationFailed):
+            service.authenticate(service.credentials_from_http(header, None))
+
+
+def test_async_runs_basic_off_the_loop_and_tokens_on_it(keys: Keys) -> None:
+    slow_hash = bcrypt.using(rounds=10).hash("slow-pass")      # ~50-100 ms of CPU
+    service = AuthenticationService({"basic": BasicProvider(f"slow:{slow_hash}\n".encode())})
+
+    async def scenario() -> int:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.002)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        identity = await service.authenticate_async(Credentials("basic", b"slow:slow-pass"))
+        task.cancel()
+        assert identity == Identity("slow", "basic")
+        with pytest.raises(AuthenticationFailed):
+            await service.authenticate_async(Credentials("basic", b"slow:wrong"))
+        return ticks
+
+    try:
+        assert asyncio.run(scenario()) >= 1     # the loop ran while bcrypt did
+    finally:
+        service.close()
+
+
+def test_async_slow_checks_are_bounded(keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth.service, "BLOCKING_PENDING_MAX", 2)
+    slow_hash = bcrypt.using(rounds=10).hash("slow-pass")
+    service = AuthenticationService({"basic": BasicProvider(f"slow:{slow_hash}\n".encode())})
+    credentials = Credentials("basic", b"slow:slow-pass")
+
+    async def flood() -> list[object]:
+        return await asyncio.gather(*(service.authenticate_async(credentials) for _ in range(5)),
+                                    return_exceptions=True)
+
+    try:
+        outcomes = asyncio.run(flood())
+        assert outcomes[:2] == [Identity("slow", "basic")] * 2
+        assert all(isinstance(o, AuthenticationBusy) and o.retriable for o in outcomes[2:])
+        assert service._pending == 0           # every slot was given back
+        assert asyncio.run(service.authenticate_async(credentials)).role == "slow"
+    finally:
+        service.close()

@@ -61,3 +61,49 @@ def test_filter_keeps_broker_series_and_visible_labels_only():
     assert "persistent://a/ns/t" in kept
     assert "b/ns" not in kept
     assert access._LABELS.findall('x{namespace="a/ns",subtopic="q"}') == [("namespace", "a/ns")]
+
+
+def test_peer_call_carries_the_broker_token_through_a_redirect_to_another_broker(tmp_path):
+    """A 307 to another broker (another origin) keeps the broker's credentials (aiohttp alone drops them)."""
+    import asyncio
+
+    from broker.admin import lookup
+
+    token_file = tmp_path / "broker.token"
+    token_file.write_text("broker-jwt\n")
+    seen: list[tuple[str, str | None]] = []
+
+    async def scenario() -> tuple[int, object]:
+        async def owner(request: web.Request) -> web.Response:
+            seen.append(("owner", request.headers.get("Authorization")))
+            return web.json_response({"served": request.query.get("authoritative")})
+
+        owner_runner = web.AppRunner(_app_with(owner))
+        await owner_runner.setup()
+        owner_site = web.TCPSite(owner_runner, "127.0.0.1", 0)
+        await owner_site.start()
+
+        async def first(request: web.Request) -> web.Response:
+            seen.append(("first", request.headers.get("Authorization")))
+            location = f"http://127.0.0.1:{owner_site.port}{request.path}?authoritative=true"
+            return web.Response(status=307, headers={"Location": location})
+
+        first_runner = web.AppRunner(_app_with(first))
+        await first_runner.setup()
+        first_site = web.TCPSite(first_runner, "localhost", 0)
+        await first_site.start()
+        try:
+            lookup.PEER_CONFIG.set(default_config(broker_client_auth_token=f"file://{token_file}"))
+            return await lookup.peer_call(f"http://localhost:{first_site.port}", "GET", "/admin/v2/x/stats")
+        finally:
+            await first_runner.cleanup()
+            await owner_runner.cleanup()
+
+    assert asyncio.run(scenario()) == (200, {"served": "true"})
+    assert seen == [("first", "Bearer broker-jwt"), ("owner", "Bearer broker-jwt")]
+
+
+def _app_with(handler) -> web.Application:
+    app = web.Application()
+    app.router.add_get("/admin/v2/x/stats", handler)
+    return app

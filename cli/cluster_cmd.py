@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import StrataError
+from common.redact import redact_text, redact_url
 from perf.pg_server import PostgresServerError
 
 DEFAULT_DATA_DIR = "./cluster"
@@ -122,7 +123,7 @@ def print_started(cluster: Any, data_dir_arg: str) -> None:
     print(f"service URL {cluster.service_url}")
     for broker in cluster.brokers:
         print(f"admin URL {broker.admin_url}")
-    print(f"metadata URL {cluster.metadata_url}")
+    print(f"metadata URL {redact_url(cluster.metadata_url)}")
     if cluster.s3 is not None:
         print(f"S3 endpoint {cluster.s3.endpoint} bucket {cluster.s3.bucket} "
               f"(credentials in {data_dir / 's3' / 'credentials.json'})")
@@ -222,7 +223,7 @@ def status_doc(state: dict[str, Any]) -> dict[str, Any]:
         meta = read_metadata(state["metadata_url"])
         meta_error = None
     except StrataError as exc:
-        meta, meta_error = {"brokers": {}, "bundles": {}, "bookies": {}, "leader": None}, str(exc)
+        meta, meta_error = {"brokers": {}, "bundles": {}, "bookies": {}, "leader": None}, redact_text(str(exc))
     brokers = []
     for b in state["brokers"]:
         report = meta["brokers"].get(f"127.0.0.1:{b['admin_port']}")
@@ -235,7 +236,7 @@ def status_doc(state: dict[str, Any]) -> dict[str, Any]:
     bundles = [{"namespace": key.rsplit("/", 1)[0], "bundle": key.rsplit("/", 1)[-1],
                 "owner": value.get("nativeUrl"), "http_url": value.get("httpUrl")}
                for key, value in sorted(meta["bundles"].items())]
-    return {"service_url": state["service_url"], "metadata_url": state["metadata_url"],
+    return {"service_url": state["service_url"], "metadata_url": redact_url(state["metadata_url"]),
             "metadata_error": meta_error, "leader": meta["leader"], "brokers": brokers,
             "bundles": bundles, "bookies": bookies,
             "s3": None if not state.get("s3") else {**state["s3"], "state": node_state(state["s3"])}}

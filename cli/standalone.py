@@ -68,6 +68,7 @@ from common.config import Config, load_config
 from common.errors import StrataError, TimeoutExpired
 from common.invariant import present
 from common.net import free_port
+from common.redact import redact_url
 from offload.embedded_s3 import EmbeddedS3, EmbeddedS3Ports, load_or_create_credentials
 
 log = logging.getLogger("strata.standalone")
@@ -303,7 +304,7 @@ def main(argv: list[str]) -> int:
             s3.wait_ready()
         if not args.no_s3:
             config = s3_config(config, s3)
-            print(f"S3 endpoint {config.offload_s3_endpoint} bucket {config.offload_s3_bucket}", flush=True)
+            print(f"S3 endpoint {redact_url(config.offload_s3_endpoint)} bucket {config.offload_s3_bucket}", flush=True)
         from broker.server import Broker
         broker = Broker(config, metadata_url)
         from common.gc_tuning import tune_for_server

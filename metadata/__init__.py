@@ -6,6 +6,14 @@ session lease, watches on prefixes, and id sequences, on SQLite (embedded defaul
     astore = metadata.aio.AsyncMetadataStore(store)                 # for asyncio callers
 
 The contract is `metadata.api.MetadataStore`; `metadata.sql_store` explains how it is kept.
+
+Credentials and TLS for PostgreSQL travel in the URL, as libpq takes them: the password in the user
+info (percent-encoded: `p%40ss` for `p@ss`) and libpq's parameters in the query, all handed to psycopg
+as connection options (SQLAlchemy's psycopg dialect), e.g.
+`postgresql://strata:pw@db:5432/strata?sslmode=verify-full&sslrootcert=/etc/strata/pg-ca.pem`
+(`sslcert`/`sslkey` for a client certificate; with no password in the URL libpq's PGPASSWORD or
+~/.pgpass apply). A URL is only ever logged or printed through `common.redact.redact_url`, which masks
+the password.
 """
 
 from __future__ import annotations

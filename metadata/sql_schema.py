@@ -44,6 +44,7 @@ from sqlalchemy import exc as sa_exc
 
 from common import retry
 from common.errors import InvalidArgument, MetadataError, MetadataUnavailable
+from common.redact import redact_url
 from metadata.sql_watchdog import Watchdog
 
 T = TypeVar("T")
@@ -203,11 +204,11 @@ class Database:
 
 def _normalise_url(url: str) -> tuple[sa.URL, str]:
     if not isinstance(url, str):
-        raise InvalidArgument("a metadata URL must be a str", url=url)
+        raise InvalidArgument("a metadata URL must be a str", type=type(url).__name__)
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or url == "sqlite:///":
-            raise InvalidArgument("SQLite metadata URL must be sqlite:///abs/path/meta.db", url=url)
+            raise InvalidArgument("SQLite metadata URL must be sqlite:///abs/path/meta.db", url=redact_url(url))
         path = url[len("sqlite:///"):]
         path = path if os.path.isabs(path) else os.path.abspath(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -215,7 +216,7 @@ def _normalise_url(url: str) -> tuple[sa.URL, str]:
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         rest = url.split("://", 1)[1]
         return sa.make_url("postgresql+psycopg://" + rest), "postgresql"
-    raise InvalidArgument("metadata URL must be sqlite:///... or postgresql://...", url=url)
+    raise InvalidArgument("metadata URL must be sqlite:///... or postgresql://...", url=redact_url(url))
 
 
 def _sqlite_engine(url: sa.URL, op_timeout_ms: int, pool_connections: int, pool_overflow_max: int) -> sa.Engine:

@@ -65,6 +65,7 @@ import sqlalchemy as sa
 from common import retry
 from common.config import Config
 from common.errors import IcebergCatalogError, InvalidArgument, StrataError
+from common.redact import redact_url
 from common.topic_names import parse_topic
 from offload import keys
 from offload.message_table import MESSAGE_SCHEMA
@@ -120,12 +121,12 @@ def catalog_sqlalchemy_url(url: str, timeout_s: float) -> str:
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
-        raise InvalidArgument("Iceberg catalog URI is not a database URL", uri=url) from exc
+        raise InvalidArgument("Iceberg catalog URI is not a database URL", uri=redact_url(url)) from exc
     backend = parsed.get_backend_name()
     query = dict(parsed.query)
     if backend == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
-            raise InvalidArgument("an SQLite Iceberg catalog needs a file: sqlite:////abs/path.db", uri=url)
+            raise InvalidArgument("an SQLite Iceberg catalog needs a file: sqlite:////abs/path.db", uri=redact_url(url))
         query.setdefault("timeout", f"{attempt_s:g}")
         parsed = parsed.set(drivername="sqlite", database=os.path.abspath(parsed.database), query=query)
     elif backend in ("postgresql", "postgres"):
@@ -135,7 +136,7 @@ def catalog_sqlalchemy_url(url: str, timeout_s: float) -> str:
         query.setdefault("application_name", "strata-iceberg")
         parsed = parsed.set(drivername="postgresql+psycopg", query=query)
     else:
-        raise InvalidArgument("Iceberg catalog URI must be sqlite:///... or postgresql://...", uri=url)
+        raise InvalidArgument("Iceberg catalog URI must be sqlite:///... or postgresql://...", uri=redact_url(url))
     return parsed.render_as_string(hide_password=False)
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.errors import BadSourceOption, KeyMaterialError
+from common.redact import redact_url
 
 ACCESS_OPTIONS = ("metadataurl", "admin.url", "service.url", "s3.endpoint", "s3.region", "s3.bucket",
                   "s3.prefix", "s3.accesskey", "s3.secretkey", "token", "pulsar.client.authpluginclassname",
@@ -95,9 +96,9 @@ class ClusterAccess:
         )
         for name, value in (("admin.url", access.admin_url), ("s3.endpoint", access.s3_endpoint)):
             if value and not value.startswith(("http://", "https://")):
-                raise BadSourceOption(f"{name} must be an http:// or https:// URL", value=value)
+                raise BadSourceOption(f"{name} must be an http:// or https:// URL", value=redact_url(value))
         if access.service_url and not access.service_url.startswith(("pulsar://", "pulsar+ssl://")):
-            raise BadSourceOption("service.url must be a pulsar:// URL", value=access.service_url)
+            raise BadSourceOption("service.url must be a pulsar:// URL", value=redact_url(access.service_url))
         return access
 
     @property

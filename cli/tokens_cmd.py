@@ -6,7 +6,8 @@
     strata tokens validate (--secret-key K | --public-key K) [-a ALG] TOKEN     # exit 1 when invalid
     strata tokens show TOKEN                                                   # header and claims, unverified
 
-A key K is `file:///path`, `data:;base64,...`, `env:VAR` or a path (auth.keys.read_source); key
+A key K is `file:///path`, `data:;base64,...`, `env:VAR`, a path, or bare base64, as Pulsar reads
+keys (auth.providers.sources); key
 pairs are written as DER, as Pulsar writes them (`--pem` for PEM), and read in either form. A
 secret key without --output goes to stdout (raw bytes unless --base64). TOKEN may be `-` (stdin)
 or given with --token-file.
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _key_options(p: argparse.ArgumentParser, asymmetric: str, short: str) -> None:
     keys = p.add_mutually_exclusive_group(required=True)
-    keys.add_argument("-sk", "--secret-key", help="HMAC key: file:///path, data:;base64,..., env:VAR or a path")
+    keys.add_argument("-sk", "--secret-key", help="HMAC key: file:///path, data:;base64,..., env:VAR, a path or base64")
     keys.add_argument(short, asymmetric, dest="asymmetric_key", help="RSA/EC key (DER or PEM), same forms")
 
 
@@ -127,11 +128,11 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _load_key(args: argparse.Namespace, *, private: bool) -> Any:
-    from auth.keys import read_source
+    from auth.providers.sources import read_pulsar_source
     from auth.providers.token import parse_private_key, parse_public_key
     if args.secret_key:
-        return read_source(args.secret_key, what="secret key")
-    raw = read_source(args.asymmetric_key, what="private key" if private else "public key")
+        return read_pulsar_source(args.secret_key, what="secret key")
+    raw = read_pulsar_source(args.asymmetric_key, what="private key" if private else "public key")
     return parse_private_key(raw) if private else parse_public_key(raw)
 
 

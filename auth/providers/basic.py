@@ -4,11 +4,13 @@ AuthenticationProviderBasic, basicAuthConf).
     provider = BasicProvider.from_config(config)                 # the file read and checked once, here
     provider.authenticate(Credentials("basic", b"alice:secret"))  # Identity("alice", "basic")
 
-The file (`basic_auth_conf`: a path, file:///path or data:;base64,...) holds `user:hash` lines as
+The file (`basic_auth_conf`: a path, file:///path, data:;base64,..., env:VAR or bare base64, as
+Pulsar reads it; auth.providers.sources) holds `user:hash` lines as
 `htpasswd` writes them; accepted hashes: bcrypt ($2y$/$2b$, `htpasswd -B`), apr1 ($apr1$, `htpasswd
 -m`, Pulsar's default), sha256/sha512-crypt, and traditional crypt (DES, `htpasswd -d`). Plaintext and
 {SHA} lines are refused when the file is loaded (KeyMaterialError naming the user, never the hash).
-The role is the user name.
+The role is the user name. Pulsar itself checks only apr1 and DES crypt, and refuses a password
+containing ':'; here the credentials split at the first ':' (htpasswd user names cannot hold one).
 
 Wire facts (pulsar-client 3.13, measured with tests/auth's listener decoding the first frame):
 `AuthenticationBasic(user, password)` sends CONNECT auth_method_name="basic" and
@@ -26,7 +28,7 @@ from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]
 from passlib.context import CryptContext  # type: ignore[import-untyped]
 
 from auth.api import Credentials, Identity
-from auth.keys import read_source
+from auth.providers.sources import read_pulsar_source
 from common.config import Config
 from common.errors import AuthenticationFailed, KeyMaterialError
 
@@ -64,7 +66,7 @@ class BasicProvider:
 
     @classmethod
     def from_config(cls, config: Config) -> BasicProvider:
-        return cls(read_source(config.basic_auth_conf, what="basic_auth_conf"))
+        return cls(read_pulsar_source(config.basic_auth_conf, what="basic_auth_conf"))
 
     @property
     def users(self) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
     provider = TokenProvider.from_config(config)           # keys read and parsed once, here
     provider.authenticate(Credentials("token", b"eyJ..."))  # Identity("alice", "token", expires_at_s=...)
 
-Keys (Pulsar's tokenSecretKey / tokenPublicKey, through `auth.keys.read_source`):
+Keys (Pulsar's tokenSecretKey / tokenPublicKey, read as Pulsar reads them: file:///path, data:,
+env:VAR, an existing path, or a bare base64 value; auth.providers.sources):
 - `token_secret_key`: the raw HMAC key bytes (what `strata tokens create-secret-key` and Pulsar's
   `tokens create-secret-key` write); tokens signed HS256, HS384 or HS512 with it are accepted.
 - `token_public_key` with `token_public_alg` (RS256..512, PS256..512, ES256..512): the public key
@@ -40,7 +41,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from auth.api import Credentials, Identity
-from auth.keys import read_source
+from auth.providers.sources import read_pulsar_source
 from common.config import Config
 from common.errors import AuthenticationFailed, ConfigError, KeyMaterialError, TokenExpired
 
@@ -160,7 +161,7 @@ def _header_alg(token: str) -> str:
 
 def load_secret_key(spec: str) -> bytes:
     """The HMAC key `spec` names (raw bytes); KeyMaterialError when unreadable or too short."""
-    secret = read_source(spec, what="token secret key")
+    secret = read_pulsar_source(spec, what="token secret key")
     if secret.lstrip().startswith(b"-----BEGIN"):
         raise KeyMaterialError("token secret key is a PEM key; an RS/ES public key goes in token_public_key")
     if len(secret) < HMAC_KEY_BYTES_MIN:
@@ -172,7 +173,7 @@ def load_public_key(spec: str, alg: str) -> rsa.RSAPublicKey | ec.EllipticCurveP
     """The public key `spec` names (DER, PEM or base64 DER) checked against `alg`."""
     if alg not in PUBLIC_ALGORITHMS:
         raise ConfigError("token_public_alg must be one of " + ", ".join(PUBLIC_ALGORITHMS), alg=alg)
-    key = parse_public_key(read_source(spec, what="token public key"))
+    key = parse_public_key(read_pulsar_source(spec, what="token public key"))
     want = rsa.RSAPublicKey if alg in RSA_ALGORITHMS else ec.EllipticCurvePublicKey
     if not isinstance(key, want):
         raise KeyMaterialError("token public key does not match token_public_alg", alg=alg,

@@ -222,7 +222,8 @@ def test_key_sources(keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
     path.write_bytes(keys.secret)
     monkeypatch.setenv("STRATA_TEST_TOKEN_KEY", keys.secret.hex())
     token = create_token(keys.secret, "alice").encode()
-    for source in (f"file://{path}", str(path), data_source(keys.secret)):
+    bare_base64 = data_source(keys.secret).removeprefix("data:;base64,")    # Pulsar takes a bare base64 key
+    for source in (f"file://{path}", str(path), data_source(keys.secret), bare_base64):
         provider = TokenProvider.from_config(keys.config(token_secret_key=source))
         assert provider.authenticate(Credentials("token", token)).role == "alice"
     from_env = TokenProvider.from_config(keys.config(token_secret_key="env:STRATA_TEST_TOKEN_KEY"))
@@ -237,6 +238,8 @@ def test_key_sources(keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("overrides, error", [
     ({"token_secret_key": "file:///nonexistent/secret.key"}, KeyMaterialError),
+    ({"token_secret_key": "/nonexistent/secretkey"}, KeyMaterialError),   # never the path's text as the key
+    ({"token_secret_key": "secret.key"}, KeyMaterialError),               # neither a path nor base64
     ({"token_secret_key": "env:STRATA_TEST_UNSET_VARIABLE"}, KeyMaterialError),
     ({"token_secret_key": data_source(b"short")}, KeyMaterialError),
     ({"token_secret_key": "", "token_public_key": data_source(b"garbage" * 10)}, KeyMaterialError),

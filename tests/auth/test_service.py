@@ -77,6 +77,8 @@ def test_on_each_provider_decides_its_method(keys: Keys) -> None:
 def test_bad_key_material_fails_at_construction(keys: Keys) -> None:
     with pytest.raises(KeyMaterialError):
         _service(keys, basic_auth_conf="file:///nonexistent/htpasswd")
+    with pytest.raises(KeyMaterialError):
+        _service(keys, basic_auth_conf="/nonexistent/htpasswd")
     with pytest.raises(ConfigError):
         _service(keys, token_secret_key="", token_public_key="x", token_public_alg="none")
 

@@ -19,8 +19,8 @@ valid, so a restart reuses the same CA, certificates and tokens:
 Private keys, the secret key, the tokens and the bookie secret are written with mode 0600 (written to a
 temporary file first, then renamed). `secure_settings` turns on: the TLS ports, token and TLS
 authentication (plus any provider already configured), authorization with superusers `admin` and
-`strata-broker` (plus any configured), the broker's token for broker-to-broker calls, and the bookie
-secret. Plain ports are off unless asked for (`--port` / `--admin-port`): a token sent over a plain port
+`strata-broker` (plus any configured), the broker's token for broker-to-broker calls, the bookie
+secret and TLS on the bookies' ports (the broker checks their certificate, the bookies its secret). Plain ports are off unless asked for (`--port` / `--admin-port`): a token sent over a plain port
 travels in clear, and on a shared machine loopback traffic is not private to its user either.
 
 What must hold: existing material is never overwritten while it is valid; nothing secret is printed
@@ -223,6 +223,7 @@ def secure_settings(config: Config, material: Material, *, tls_port: int, admin_
         "super_user_roles": _union((SUPERUSER_ROLE, BROKER_ROLE), csv_setting(config.super_user_roles)),
         "broker_client_auth_token": f"file://{d / 'broker.token'}",
         "bookie_auth_secret": f"file://{d / 'bookie.secret'}",
+        "bookie_tls_enabled": True,
     }
 
 
@@ -246,7 +247,6 @@ def connect_help(material: Material, service_url_tls: str, admin_url_tls: str) -
         f"    client = pulsar.Client({service_url_tls!r}, tls_trust_certs_file_path={str(ca)!r},",
         f"                           authentication=pulsar.AuthenticationToken(open({str(token)!r}).read().strip()))",
         "admin API:",
-        f"    strata admin --admin-url {admin_url_tls} --auth-token-file {token} --tls-trust-certs-file {ca}"
-        " tenants list",
+        f"    strata admin --admin-url {admin_url_tls} --auth-token file://{token} --tls-trust-cert {ca} tenants list",
         f"    curl --cacert {ca} -H \"Authorization: Bearer $(cat {token})\" {admin_url_tls}/admin/v2/tenants",
     ])

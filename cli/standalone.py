@@ -33,7 +33,8 @@ as `bookie metrics http://host:port/metrics`.
 
 `--secure` (cli/secure_setup.py) makes, once, a CA, certificates, an HS256 key, a superuser token and
 the bookie secret under `D/security/`, and turns on TLS (`--tls-port`, default 6651; `--admin-tls-port`,
-default 8443), token and TLS authentication, authorization (superuser `admin`) and the bookie secret;
+default 8443), token and TLS authentication, authorization (superuser `admin`), the bookie secret and
+TLS on the bookie links;
 the plain ports are off unless `--port` / `--admin-port` ask for them. The bookies get the same
 settings through STRATA_* variables. Once serving, it prints how to connect (URLs, files, a Python
 snippet, the `strata admin` form). `--tls-port` / `--admin-tls-port` without `--secure` only set the

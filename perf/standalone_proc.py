@@ -10,6 +10,8 @@ Used by the perf tools and, through tests/support/standalone_proc.py, by the tes
 By default it runs with `--no-s3` (no embedded S3 server, as before); tests point it at the
 session's SeaweedFS through `env` (tests/support/seaweed.py `standalone_env`).
 `embedded_s3=True` starts the standalone's own SeaweedFS (`sa.s3_endpoint`, `sa.s3_credentials()`).
+`secure=True` runs `strata standalone --secure` on free TLS ports only: `sa.service_url` is
+pulsar+ssl://, `sa.admin_url` https://, and the CA, tokens and certificates are under `sa.security_dir`.
 
 The process runs in its own session (process group) with its bookies as children; `stop()`
 sends SIGTERM (clean stop, as Ctrl-C), SIGKILLs the group if it does not stop in time, and
@@ -58,15 +60,17 @@ class LocalStandalone:
     owns_dir: the data dir is a temp dir this object created and deletes on stop.
     proc: the running process, None when stopped.
     embedded_s3: run the standalone's own SeaweedFS (False passes --no-s3).
+    secure: `--secure`, TLS ports only (port/admin_port are then the TLS ones).
     """
 
     def __init__(self, data_dir: Path, owns_dir: bool, bookies: int = 1,
-                 env: dict[str, str] | None = None, embedded_s3: bool = False) -> None:
+                 env: dict[str, str] | None = None, embedded_s3: bool = False, secure: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.owns_dir = owns_dir
         self.bookies = bookies
         self.env = dict(env or {})
         self.embedded_s3 = embedded_s3
+        self.secure = secure
         self.port = free_port()
         self.admin_port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -74,11 +78,16 @@ class LocalStandalone:
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.port}"
+        return f"pulsar{'+ssl' if self.secure else ''}://127.0.0.1:{self.port}"
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
+        return f"http{'s' if self.secure else ''}://127.0.0.1:{self.admin_port}"
+
+    @property
+    def security_dir(self) -> Path:
+        """Where `--secure` keeps its CA (ca.cert.pem), tokens (admin.token) and certificates."""
+        return self.data_dir / "security"
 
     @property
     def metadata_url(self) -> str:
@@ -101,11 +110,11 @@ class LocalStandalone:
 
     @classmethod
     def start(cls, data_dir: str | Path | None = None, bookies: int = 1,
-              env: dict[str, str] | None = None, embedded_s3: bool = False) -> LocalStandalone:
+              env: dict[str, str] | None = None, embedded_s3: bool = False, secure: bool = False) -> LocalStandalone:
         if data_dir is None:
-            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies, env, embedded_s3)
+            sa = cls(Path(tempfile.mkdtemp(prefix="strata-perf-")) / "data", True, bookies, env, embedded_s3, secure)
         else:
-            sa = cls(Path(data_dir), False, bookies, env, embedded_s3)
+            sa = cls(Path(data_dir), False, bookies, env, embedded_s3, secure)
         try:
             sa.launch()
         except BaseException:
@@ -115,8 +124,9 @@ class LocalStandalone:
 
     def launch(self) -> None:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir),
-               "--port", str(self.port), "--admin-port", str(self.admin_port),
+        ports = (["--secure", "--tls-port", str(self.port), "--admin-tls-port", str(self.admin_port)] if self.secure
+                 else ["--port", str(self.port), "--admin-port", str(self.admin_port)])
+        cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir), *ports,
                "--bookies", str(self.bookies)]
         if not self.embedded_s3:
             cmd.append("--no-s3")
@@ -131,7 +141,8 @@ class LocalStandalone:
     def _wait_ready(self, log_offset: int) -> None:
         """Wait for this launch's "admin URL" line (after `log_offset`) and a listening port."""
         deadline = time.monotonic() + READY_TIMEOUT_S
-        marker = f"admin URL http://127.0.0.1:{self.admin_port}"
+        # --secure prints how to connect after the URLs (one write): wait for it
+        marker = "connect with the official Python client:" if self.secure else f"admin URL {self.admin_url}"
         while time.monotonic() < deadline:
             proc = present(self.proc, "the process was started")
             if proc.poll() is not None:

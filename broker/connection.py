@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from auth.api import Identity
 from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists
+from broker.authorization import Action
 from broker.codec import CommandType as T
 from broker.codec import (
     FrameDecoder,
@@ -334,8 +335,8 @@ class ServerConnection(asyncio.Protocol):
             T.PONG: lambda cmd: None,
             T.SEND: None,  # handled in _route: needs the frame's entry
             T.PARTITIONED_METADATA: lambda cmd: self._reply_async(
-                lookup.partitioned_metadata(self.service, cmd.partitionMetadata)),
-            T.LOOKUP: lambda cmd: self._reply_async(lookup.lookup(self.service, cmd.lookupTopic)),
+                lookup.partitioned_metadata(self.service, cmd.partitionMetadata, self.role)),
+            T.LOOKUP: lambda cmd: self._reply_async(lookup.lookup(self.service, cmd.lookupTopic, self.role)),
             T.PRODUCER: lambda cmd: self._request(cmd.producer.request_id, self._producer(cmd.producer)),
             T.CLOSE_PRODUCER: lambda cmd: self._close_producer(cmd.close_producer),
             T.SUBSCRIBE: lambda cmd: self._request(cmd.subscribe.request_id, c.subscribe(self, cmd.subscribe)),
@@ -436,6 +437,7 @@ class ServerConnection(asyncio.Protocol):
         self.creating.add(key)
         try:
             name = parse_topic(cmd.topic)
+            await self.service.authorization.check(self.role, Action.PRODUCE, name)   # before any topic lookup
             if not name.persistent:   # in-memory fan-out, nothing stored
                 await non_persistent.attach_producer(self, cmd, name, wanted=lambda: not (
                     key in self.cancelled or self.state is ConnState.CLOSED))

@@ -22,6 +22,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker import non_persistent
+from broker.authorization import Action
 from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.compaction import reading as compaction_reading
 from broker.consumer import Consumer
@@ -76,6 +77,7 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
     conn.creating.add(key)
     try:
         name = parse_topic(cmd.topic)
+        await conn.service.authorization.check(conn.role, Action.CONSUME, name, cmd.subscription)   # first
         topic = (await conn.service.get_topic(name) if name.persistent
                  else await non_persistent.topic_for(conn, cmd, name))
         await schemas_wire.check_consumer(conn.service, topic, cmd)   # before the subscription exists

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker import listeners
+from broker.authorization import Action
 from broker.codec import LOOKUP_CONNECT, LOOKUP_REDIRECT, encode_lookup_response, encode_partitioned_metadata_response
 from broker.ownership import LookupAnswer, LookupKind
 from common.errors import PulsarServerError, StrataError
@@ -39,9 +40,11 @@ def _code(exc: StrataError) -> int:
     return exc.server_error if exc.server_error is not None else PulsarServerError.UnknownError
 
 
-async def partitioned_metadata(service: BrokerService, cmd: pb.CommandPartitionedTopicMetadata) -> bytes:
+async def partitioned_metadata(service: BrokerService, cmd: pb.CommandPartitionedTopicMetadata,
+                               role: str | None) -> bytes:
     try:
         name = parse_topic(cmd.topic)
+        await service.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
         await service.namespaces.require_live(name.tenant, name.namespace)
         partitions = await service.partitions(name)
     except StrataError as exc:
@@ -49,12 +52,13 @@ async def partitioned_metadata(service: BrokerService, cmd: pb.CommandPartitione
     return encode_partitioned_metadata_response(cmd.request_id, partitions)
 
 
-async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic) -> bytes:
+async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic, role: str | None) -> bytes:
     if service.closing:
         return encode_lookup_response(cmd.request_id, server_error=PulsarServerError.ServiceNotReady,
                                       message="broker is shutting down")
     try:
         name = parse_topic(cmd.topic)
+        await service.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
         await service.namespaces.require_live(name.tenant, name.namespace)
         answer = await service.ownership.resolve(name, authoritative=cmd.authoritative)
         url, url_tls = broker_urls(answer, cmd.advertised_listener_name)

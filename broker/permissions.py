@@ -15,6 +15,11 @@ packages); a grant carries a non-empty list of them (BadRequestBody, 400, otherw
 (BadRequestBody). Topic grants are per base topic: a partition has its partitioned topic's
 permissions, so a grant naming a partition is refused (BadRequestBody).
 
+Subscription permissions (`subscription_auth_roles`): `grant_subscription` names the only roles
+that may consume on a subscription of the namespace (they still need consume); revoking the last
+one lets every role with consume in again. A namespace-create body's `auth_policies` is checked
+by `check_auth_policies` (the same rules; empty action lists are kept, granting nothing).
+
 Listing: a namespace's permissions are its `namespace_auth`; a topic's are, as Pulsar's
 getPermissionsOnTopic, the namespace's merged with the topic's own (the union of the actions).
 Revoking a role the namespace never granted changes nothing; revoking a topic grant that does
@@ -30,11 +35,17 @@ import json
 import unicodedata
 from collections.abc import Callable
 
-from broker.authorization import AUTH_POLICIES_KEY, DESTINATION_AUTH, NAMESPACE_AUTH, empty_auth_policies
+from broker.authorization import (
+    AUTH_POLICIES_KEY,
+    DESTINATION_AUTH,
+    NAMESPACE_AUTH,
+    SUBSCRIPTION_AUTH,
+    empty_auth_policies,
+)
 from broker.policies import namespace_path
 from common import retry
 from common.errors import BadRequestBody, BadVersion, InvalidArgument, NamespaceNotFound, NotFound
-from common.topic_names import TopicName
+from common.topic_names import TopicName, parse_topic
 from metadata.api import AsyncStore
 
 AUTH_ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")   # Pulsar's AuthAction
@@ -53,15 +64,49 @@ def check_role(role: object) -> str:
     return role
 
 
-def check_actions(actions: object) -> list[str]:
-    """The actions, sorted and without repeats; BadRequestBody unless a non-empty list of AuthAction names."""
-    if not isinstance(actions, list) or not actions or not all(isinstance(a, str) for a in actions):
+def check_actions(actions: object, *, empty_ok: bool = False) -> list[str]:
+    """The actions, sorted and without repeats; BadRequestBody unless a non-empty (or, with
+    `empty_ok`, any) list of AuthAction names."""
+    if not isinstance(actions, list) or not (actions or empty_ok) or not all(isinstance(a, str) for a in actions):
         raise BadRequestBody(f"actions are a non-empty JSON list of {', '.join(AUTH_ACTIONS)}")
     unknown = sorted({a for a in actions if a not in AUTH_ACTIONS})
     if unknown:
         raise BadRequestBody(f"unknown action(s) {', '.join(repr(a[:40]) for a in unknown[:5])} "
                              f"(one of {', '.join(AUTH_ACTIONS)})")
     return sorted(set(actions))
+
+
+def check_roles(roles: object) -> list[str]:
+    """A JSON list of roles, checked, sorted and without repeats (BadRequestBody otherwise)."""
+    if not isinstance(roles, list):
+        raise BadRequestBody("roles are a JSON list of role names")
+    return sorted({check_role(role) for role in roles})
+
+
+def check_auth_policies(value: object) -> dict:
+    """Pulsar's AuthPolicies from a namespace-create body, checked (BadRequestBody) and normalized:
+    {"namespace_auth": {role: [actions]}, "destination_auth": {topic: {role: [actions]}},
+    "subscription_auth_roles": {subscription: [roles]}}; absent or null parts are empty."""
+    if not isinstance(value, dict):
+        raise BadRequestBody("auth_policies must be a JSON object")
+
+    def part(key: str) -> dict:
+        found = value.get(key)
+        if found is not None and not isinstance(found, dict):
+            raise BadRequestBody(f"auth_policies.{key} must be a JSON object")
+        return found or {}
+
+    def grants(found: object) -> dict[str, list[str]]:
+        if not isinstance(found, dict):
+            raise BadRequestBody("a grant is a JSON object of role -> [actions]")
+        return {check_role(role): check_actions(actions, empty_ok=True) for role, actions in found.items()}
+
+    return {
+        NAMESPACE_AUTH: grants(part(NAMESPACE_AUTH)),
+        DESTINATION_AUTH: {_topic_key(parse_topic(str(topic))): grants(roles)
+                           for topic, roles in part(DESTINATION_AUTH).items()},
+        SUBSCRIPTION_AUTH: {str(sub): check_roles(roles) for sub, roles in part(SUBSCRIPTION_AUTH).items()},
+    }
 
 
 def _topic_key(topic: TopicName) -> str:
@@ -118,6 +163,30 @@ async def namespace_permissions(astore: AsyncStore, tenant: str, namespace: str)
     """{role: [actions]} granted on the namespace; NamespaceNotFound if it does not exist."""
     auth = await _auth_policies(astore, tenant, namespace)
     return {role: sorted(actions) for role, actions in sorted((auth[NAMESPACE_AUTH] or {}).items())}
+
+
+async def grant_subscription(astore: AsyncStore, tenant: str, namespace: str, subscription: str,
+                             roles: object) -> None:
+    """Only `roles` may consume on `subscription` in this namespace (replacing the earlier list)."""
+    checked = check_roles(roles)
+    if not checked:
+        raise BadRequestBody("a subscription permission names at least one role")
+    await _update(astore, tenant, namespace, lambda auth: auth[SUBSCRIPTION_AUTH].__setitem__(subscription, checked))
+
+
+async def revoke_subscription(astore: AsyncStore, tenant: str, namespace: str, subscription: str,
+                              role: str) -> None:
+    """Take `role` off the subscription's list (an emptied list lets every consumer role in again)."""
+    role = check_role(role)
+
+    def change(auth: dict) -> None:
+        roles = [r for r in auth[SUBSCRIPTION_AUTH].get(subscription) or [] if r != role]
+        if roles:
+            auth[SUBSCRIPTION_AUTH][subscription] = roles
+        else:
+            auth[SUBSCRIPTION_AUTH].pop(subscription, None)
+
+    await _update(astore, tenant, namespace, change)
 
 
 # --- topic level ----------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from collections.abc import Callable, Coroutine
 from auth.service import AuthenticationService
 from broker import dedup, listeners, offload_policy, policies, tenancy, topic_lists, topic_stats
 from broker.authorization import AuthorizationService
+from broker.authz_recheck import AuthzRecheck
 from broker.backlog_quota import BacklogQuotaChecker
 from broker.lease_watch import LeaseWatch
 from broker.load_manager import LoadManager
@@ -264,6 +265,7 @@ class BrokerService:
 
     async def _start_background(self) -> None:
         self.spawn(self._sample_stats())
+        self.spawn(AuthzRecheck(self).run())   # revoked producers/consumers closed (authorization on)
         self.retention.start()
         self.backlog_quotas.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)

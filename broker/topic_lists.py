@@ -131,6 +131,7 @@ async def _non_persistent_topics(service: BrokerService, tenant: str, namespace:
 async def get_topics_of_namespace(conn: ServerConnection, cmd: pb.CommandGetTopicsOfNamespace) -> None:
     """Answer GET_TOPICS_OF_NAMESPACE (see the module docstring)."""
     tenant, namespace = parse_namespace(cmd.namespace)
+    await conn.service.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
     topics = await namespace_topics(conn.service, tenant, namespace, cmd.mode)
     filtered = False
     if cmd.HasField("topics_pattern") and \
@@ -274,6 +275,7 @@ async def watch_topic_list(conn: ServerConnection, cmd: pb.CommandWatchTopicList
             f"this connection already has {watchers_max} topic-list watchers "
             "(broker_topic_list_watchers_per_connection_max)", watchers_max=watchers_max)
     tenant, namespace = parse_namespace(cmd.namespace)
+    await conn.service.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
     watcher = TopicListWatcher(conn, cmd.watcher_id, tenant, namespace, compile_pattern(cmd.topics_pattern))
     await conn.service.namespaces.require(tenant, namespace)
     await registry.add(watcher)

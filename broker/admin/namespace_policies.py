@@ -6,7 +6,8 @@ Fields Strata applies, stored as given (`broker.policies`, `broker.offload_polic
 `offload_threshold_in_seconds`, `offload_deletion_lag_ms`, `offload_policies` (its three
 thresholds), `backlog_quota_map` (`broker.backlog_quota`), `compaction_threshold`
 (`broker.compaction.threshold`), `schema_compatibility_strategy`, `is_allow_auto_update_schema`,
-`schema_validation_enforced` (`broker.schemas.policy`), and `replication_clusters` (this
+`schema_validation_enforced` (`broker.schemas.policy`), `auth_policies` (the grants,
+`broker.permissions`), and `replication_clusters` (this
 cluster only: Strata does not replicate).
 
 Every other field of Pulsar's Policies is accepted only at its default value (null, an empty
@@ -21,9 +22,10 @@ invalid values); the GET answer always has every field of `_PULSAR_DEFAULTS` plu
 
 from __future__ import annotations
 
-from broker import backlog_quota, offload_policy, policies
+from broker import backlog_quota, offload_policy, permissions, policies
 from broker import bundles as bundles_mod
 from broker.admin.policy_bodies import retention_value, ttl_seconds
+from broker.authorization import AUTH_POLICIES_KEY, empty_auth_policies
 from broker.bundles import NamespaceBundles
 from broker.compaction import threshold as compaction_threshold
 from broker.offload_policy import check_long
@@ -32,7 +34,6 @@ from common.errors import BadRequestBody, InvalidBundle, NotAllowed
 
 # Pulsar's Policies fields Strata does not apply, at their defaults (Policies.java)
 _PULSAR_DEFAULTS: dict[str, object] = {
-    "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
     "allowed_clusters": [],
     "clusterDispatchRate": {},
     "topicDispatchRate": {},
@@ -121,6 +122,8 @@ def _stored_fields(body: dict) -> dict:
             raise BadRequestBody("deduplicationEnabled must be true, false or null")
         fields[policies.DEDUP_KEY] = dedup
     fields.update(schema_policy.stored_fields(body))
+    if body.get(AUTH_POLICIES_KEY) is not None:   # the grants (broker.permissions, broker.authorization)
+        fields[AUTH_POLICIES_KEY] = permissions.check_auth_policies(body[AUTH_POLICIES_KEY])
     for key in _LONG_FIELDS:
         if body.get(key) is not None:
             fields[key] = check_long(body[key], key)
@@ -171,6 +174,7 @@ def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict
         offload_policy.TOPIC_OFFLOAD_KEY: offload_policy.namespace_offload_policies(stored),
         compaction_threshold.NS_KEY: stored.get(compaction_threshold.NS_KEY),
         backlog_quota.QUOTA_KEY: stored.get(backlog_quota.QUOTA_KEY, {}),
+        AUTH_POLICIES_KEY: stored.get(AUTH_POLICIES_KEY) or empty_auth_policies(),
     })
     out.update(schema_policy.json_fields(stored))
     return out

@@ -46,6 +46,7 @@ from broker.admin import (
     namespaces,
     non_persistent,
     offload,
+    permissions,
     schemas,
     subscriptions,
     tenants,
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
 _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
-              non_persistent, backlog_quota, schemas, compaction)
+              non_persistent, backlog_quota, schemas, compaction, permissions)
 
 
 class AdminServer:

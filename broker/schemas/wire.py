@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, cast
 
+from broker.authorization import Action
 from broker.codec import encode_get_or_create_schema_response, encode_get_schema_response
 from broker.schemas import compatibility, validation
 from broker.schemas.policy import policy_of
@@ -117,6 +118,7 @@ async def get_schema(conn: ServerConnection, cmd: pb.CommandGetSchema) -> None:
     """Answer GET_SCHEMA (always with GET_SCHEMA_RESPONSE, errors included)."""
     try:
         name = parse_topic(cmd.topic)
+        await conn.service.authorization.check(conn.role, Action.LOOKUP, name)   # before any read
         version = None
         if cmd.HasField("schema_version") and cmd.schema_version:
             version = version_of_bytes(cmd.schema_version)
@@ -139,6 +141,7 @@ async def get_or_create_schema(conn: ServerConnection, cmd: pb.CommandGetOrCreat
     """Answer GET_OR_CREATE_SCHEMA (always with its own response, errors included)."""
     try:
         name = parse_topic(cmd.topic)
+        await conn.service.authorization.check(conn.role, Action.PRODUCE, name)   # before the topic loads
         topic: TopicState = (await conn.service.get_topic(name) if name.persistent
                              else await conn.service.non_persistent.get(name))   # must be live here
         schema = schema_of_proto(cmd.schema)

@@ -258,3 +258,32 @@ def test_grants_are_checked_and_kept_in_the_namespace_policies(astore: AsyncMeta
         assert stored["namespace_auth"] == {} and stored["destination_auth"] == {}
 
     run(go())
+
+
+def test_subscription_permissions_and_a_create_body_s_auth_policies(astore: AsyncMetadataStore) -> None:
+    authz = service(astore)
+
+    async def go() -> None:
+        await tenant_with_namespace(astore)
+        await permissions.grant_namespace(astore, "acme", "sales", "bob", ["consume"])
+        await permissions.grant_namespace(astore, "acme", "sales", "eve", ["consume"])
+        await permissions.grant_subscription(astore, "acme", "sales", "billing", ["bob", "bob", "ann"])
+        assert not await authz.allowed("eve", CONSUME, ORDERS, subscription="billing")
+        await permissions.revoke_subscription(astore, "acme", "sales", "billing", "bob")
+        await permissions.revoke_subscription(astore, "acme", "sales", "billing", "ann")
+        assert await authz.allowed("eve", CONSUME, ORDERS, subscription="billing")   # an emptied list: open
+        with pytest.raises(BadRequestBody):
+            await permissions.grant_subscription(astore, "acme", "sales", "billing", [])
+        body = {"namespace_auth": {"alice": ["produce"], "nobody": []},
+                "destination_auth": {"acme/sales/orders": {"carol": ["consume"]}}}
+        assert permissions.check_auth_policies(body) == {
+            "namespace_auth": {"alice": ["produce"], "nobody": []},
+            "destination_auth": {"persistent://acme/sales/orders": {"carol": ["consume"]}},
+            "subscription_auth_roles": {}}
+        for bad in ([], {"namespace_auth": {"alice": ["fly"]}}, {"namespace_auth": []},
+                    {"destination_auth": {"persistent://acme/sales/orders-partition-1": {"carol": ["consume"]}}},
+                    {"subscription_auth_roles": {"s": "bob"}}):
+            with pytest.raises(BadRequestBody):
+                permissions.check_auth_policies(bad)
+
+    run(go())

@@ -17,12 +17,22 @@ Wire facts (pulsar-client 3.13, measured with tests/auth's listener decoding the
 auth_data=b"user:password" (the password split at the first ':'); an HTTP lookup sends
 `Authorization: Basic base64(user:password)`.
 
-What must hold: a password is never logged or put in an error; a user not in the file costs the
-same hash check as a wrong password (no user enumeration by timing); `authenticate` is slow by
+Credentials that verified are remembered (a keyed hash, never the password; at most
+VERIFIED_ENTRIES_MAX), so a user's further connections skip bcrypt; wrong ones are never remembered
+and pay the full check each time.
+
+What must hold: a password is never logged, stored or put in an error; a user not in the file costs
+the same hash check as a wrong password (no user enumeration by timing); `authenticate` is slow by
 design (bcrypt), so it is `blocking` and the service runs it off the event loop.
 """
 
 from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+from collections import OrderedDict
 
 from passlib.apache import HtpasswdFile  # type: ignore[import-untyped]
 from passlib.context import CryptContext  # type: ignore[import-untyped]
@@ -34,6 +44,7 @@ from common.errors import AuthenticationFailed, KeyMaterialError
 
 METHOD = "basic"
 ACCEPTED_SCHEMES = ("bcrypt", "apr_md5_crypt", "sha256_crypt", "sha512_crypt", "des_crypt")
+VERIFIED_ENTRIES_MAX = 1024      # credentials remembered as verified (the least recently used go first)
 CREDENTIALS_BYTES_MAX = 4096     # "user:password" longer than this is refused unhashed
 HTPASSWD_BYTES_MAX = 16 * 1024 * 1024
 
@@ -63,6 +74,10 @@ class BasicProvider:
             raise KeyMaterialError("basic_auth_conf names no user")
         # a user not in the file is checked against this real hash too, then refused: same cost either way
         self._decoy_hash = next(iter(self._hashes.values()))
+        # keyed hash of "user:password" that verified -> user (LRU); the file never changes, so neither do these
+        self._verified: OrderedDict[bytes, str] = OrderedDict()
+        self._memo_secret = secrets.token_bytes(32)    # never leaves the process; the memo holds no password
+        self._memo_lock = threading.Lock()             # authenticate runs on the service's threads
 
     @classmethod
     def from_config(cls, config: Config) -> BasicProvider:
@@ -74,11 +89,30 @@ class BasicProvider:
 
     def authenticate(self, credentials: Credentials) -> Identity:
         user, password = _split(credentials.data)
+        remembered = self._remembered(credentials.data)
+        if remembered is not None:
+            return Identity(remembered, METHOD)
         known = self._hashes.get(user)
         ok = self._context.verify(password, known if known is not None else self._decoy_hash)
         if known is None or not ok:
             raise AuthenticationFailed("wrong user name or password")
+        self._remember(credentials.data, user)
         return Identity(user, METHOD)
+
+    def _remembered(self, data: bytes) -> str | None:
+        key = hmac.new(self._memo_secret, data, hashlib.sha256).digest()
+        with self._memo_lock:
+            user = self._verified.get(key)
+            if user is not None:
+                self._verified.move_to_end(key)
+            return user
+
+    def _remember(self, data: bytes, user: str) -> None:
+        key = hmac.new(self._memo_secret, data, hashlib.sha256).digest()
+        with self._memo_lock:
+            self._verified[key] = user
+            while len(self._verified) > VERIFIED_ENTRIES_MAX:
+                self._verified.popitem(last=False)
 
 
 def _split(data: bytes) -> tuple[str, str]:

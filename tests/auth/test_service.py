@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 
 import pytest
 from passlib.hash import bcrypt
@@ -129,18 +130,35 @@ def test_async_runs_basic_off_the_loop_and_tokens_on_it(keys: Keys) -> None:
 def test_async_slow_checks_are_bounded(keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auth.service, "BLOCKING_PENDING_MAX", 2)
     slow_hash = bcrypt.using(rounds=10).hash("slow-pass")
-    service = AuthenticationService({"basic": BasicProvider(f"slow:{slow_hash}\n".encode())})
-    credentials = Credentials("basic", b"slow:slow-pass")
+    service = AuthenticationService({"basic": BasicProvider(f"u1:{slow_hash}\nu2:{slow_hash}\n".encode())})
+    distinct = [Credentials("basic", f"u{i}:slow-pass".encode()) for i in (1, 2, 3, 4, 5)]
 
-    async def flood() -> list[object]:
-        return await asyncio.gather(*(service.authenticate_async(credentials) for _ in range(5)),
-                                    return_exceptions=True)
+    async def flood(batch: list[Credentials]) -> list[object]:
+        return await asyncio.gather(*(service.authenticate_async(c) for c in batch), return_exceptions=True)
 
     try:
-        outcomes = asyncio.run(flood())
-        assert outcomes[:2] == [Identity("slow", "basic")] * 2
+        outcomes = asyncio.run(flood(distinct))
+        assert outcomes[:2] == [Identity("u1", "basic"), Identity("u2", "basic")]
         assert all(isinstance(o, AuthenticationBusy) and o.retriable for o in outcomes[2:])
-        assert service._pending == 0           # every slot was given back
-        assert asyncio.run(service.authenticate_async(credentials)).role == "slow"
+        assert service._pending == 0 and not service._in_flight    # every slot was given back
+        # identical credentials pending together share one check, so the bound does not refuse them
+        same = [Credentials("basic", b"u1:wrong")] * 6
+        assert all(type(o) is AuthenticationFailed for o in asyncio.run(flood(same)))
+        assert asyncio.run(service.authenticate_async(distinct[0])).role == "u1"
     finally:
         service.close()
+
+
+def test_basic_remembers_verified_credentials_only() -> None:
+    provider = BasicProvider(f"u:{bcrypt.using(rounds=10).hash('pw')}\n".encode())   # ~0.07 s a check
+    started = time.perf_counter()
+    provider.authenticate(Credentials("basic", b"u:pw"))
+    one_bcrypt_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(20):
+        assert provider.authenticate(Credentials("basic", b"u:pw")).role == "u"
+    assert time.perf_counter() - started < one_bcrypt_s     # remembered: 20 connections cost less than one bcrypt
+    for _ in range(2):
+        with pytest.raises(AuthenticationFailed):
+            provider.authenticate(Credentials("basic", b"u:pw-wrong"))
+    assert len(provider._verified) == 1

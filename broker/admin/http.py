@@ -9,7 +9,8 @@ Handlers raise typed errors (`common.errors`); `errors` (the outermost middlewar
   and an InvalidArgument about a partition count);
 - 401 no or wrong credentials (AuthenticationFailed), 403 a role without the permission
   (AuthorizationDenied), both answered before anything is looked up;
-- 503 not ready (ServiceNotReady, ShuttingDown, LeaseLost, ManagedLedgerClosed: retry shortly);
+- 503 not ready (ServiceNotReady, ShuttingDown, LeaseLost, ManagedLedgerClosed,
+  AuthenticationBusy: retry shortly);
 - 500 any other StrataError, logged.
 A handler that needs another status for one case raises `Refused(status, reason)`. aiohttp's
 own refusals (no such route 404, method not allowed 405, body too large 413) get a reason too.
@@ -28,6 +29,7 @@ from aiohttp.typedefs import Handler
 
 from common.errors import (
     AlreadyExists,
+    AuthenticationBusy,
     AuthenticationFailed,
     AuthorizationDenied,
     BadRequestBody,
@@ -61,6 +63,7 @@ BODY_BYTES_MAX = web.AppKey("body_bytes_max", int)
 _STATUS_OF: tuple[tuple[type[StrataError], int], ...] = (
     (AuthenticationFailed, 401),
     (AuthorizationDenied, 403),
+    (AuthenticationBusy, 503),      # too many slow (bcrypt) checks queued: retry shortly
     (InvalidTopicName, 400),
     (BadRequestBody, 400),
     (OffloadInProgress, 409),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import ssl
+import time
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -24,6 +26,7 @@ from common.config import default_config
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
 
+HANDSHAKE_TIMEOUT_MS = 1500
 PLACEHOLDERS = {"tenant": "tb", "ns": "ns", "topic": "t1", "sub": "s", "count": "1", "n": "1", "seconds": "1",
                 "timestamp": "1", "ledger": "1", "entry": "0", "version": "0", "cluster": "standalone",
                 "bundle": "0x00000000_0x40000000", "role": "x", "subscription": "s"}
@@ -60,7 +63,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("secured-admin")
     kit = SecurityKit.create(root / "security")
     admin_tls_port = free_port()
-    env = kit.standalone_env(tls_port=free_port(), admin_tls_port=admin_tls_port)
+    env = kit.standalone_env(tls_port=free_port(), admin_tls_port=admin_tls_port,
+                             extra={"STRATA_TLS_HANDSHAKE_TIMEOUT_MS": str(HANDSHAKE_TIMEOUT_MS)})
     with StandaloneProcess.start(root / "data", env=env) as sa:
         su = kit.token(SUPERUSER)
         base = sa.admin_url
@@ -172,6 +176,15 @@ def test_https_with_the_ca_and_mtls_roles(secured: Secured) -> None:
         assert call(url + "/admin/v2/tenants", context=mtls)[0] == expected, role
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         call(url + "/admin/v2/clusters", context=ssl.create_default_context())
+
+
+def test_a_stalled_tls_handshake_is_dropped(secured: Secured) -> None:
+    port = int(secured.tls_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        started = time.monotonic()
+        assert sock.recv(1) == b""              # nothing sent: the broker closes it
+        waited_s = time.monotonic() - started
+    assert HANDSHAKE_TIMEOUT_MS / 1000 - 0.2 < waited_s < HANDSHAKE_TIMEOUT_MS / 1000 + 3
 
 
 def test_metrics_need_credentials_and_show_a_role_its_tenants_only(secured: Secured) -> None:

@@ -7,6 +7,11 @@
 - `GET /admin/v2/brokers/leaderBroker` → `{"serviceUrl", "brokerId"}` (404 with no leader).
 - `GET /admin/v2/clusters` → `[cluster_name]`; `GET /admin/v2/clusters/{cluster}` → ClusterData
   `{"serviceUrl", "brokerServiceUrl", ...}` (this broker's URLs; 404 for another cluster).
+- `PUT /admin/v2/clusters/{cluster}` with Pulsar's ClusterData (`serviceUrl`, `serviceUrlTls`,
+  `brokerServiceUrl`, `brokerServiceUrlTls`, strings): a Strata cluster is the brokers sharing one
+  metadata store under `cluster_name`, so it exists as soon as a broker serves: 409 "Cluster already
+  exists" for it (as Pulsar answers for its standalone cluster), 412 for any other name (Strata does
+  not replicate between clusters), 400 for a body that is not ClusterData.
 - `GET /admin/v2/broker-stats/load-report` → this broker's last load report (LocalBrokerData).
 """
 
@@ -17,13 +22,14 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker.admin.http import error
+from broker.admin.http import body_json, error
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
 
 BROKERS_ROOT = "/loadbalance/brokers"
 LEADER_PATH = "/loadbalance/leader"
+CLUSTER_DATA_URLS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls")
 
 
 def register(app: web.Application, service: BrokerService) -> None:
@@ -35,6 +41,7 @@ def register(app: web.Application, service: BrokerService) -> None:
     app.router.add_get("/admin/v2/brokers/{cluster}", r.brokers)
     app.router.add_get("/admin/v2/clusters", r.clusters)
     app.router.add_get("/admin/v2/clusters/{cluster}", r.cluster)
+    app.router.add_put("/admin/v2/clusters/{cluster}", r.create_cluster)
     app.router.add_get("/admin/v2/broker-stats/load-report", r.load_report)
 
 
@@ -92,6 +99,18 @@ class _BrokerRoutes:
             return missing
         return web.json_response({"serviceUrl": self.service.web_url, "serviceUrlTls": "",
                                   "brokerServiceUrl": self.service.advertised_url, "brokerServiceUrlTls": ""})
+
+    async def create_cluster(self, request: web.Request) -> web.Response:
+        """Pulsar's createCluster: this cluster already exists; Strata has no other."""
+        body = await body_json(request)
+        if not isinstance(body, dict) or any(not isinstance(body.get(k, ""), str) for k in CLUSTER_DATA_URLS):
+            return error(400, "a cluster is ClusterData: {" + ", ".join(f'"{k}": "<url>"' for k in CLUSTER_DATA_URLS)
+                         + "}")
+        cluster = request.match_info["cluster"]
+        if cluster == self.service.config.cluster_name:
+            return error(409, "Cluster already exists")
+        return error(412, f"Strata serves one cluster, {self.service.config.cluster_name!r} (cluster_name), and "
+                          f"does not replicate to others: cluster {cluster!r} cannot be created")
 
     async def load_report(self, request: web.Request) -> web.Response:
         if not self.service.web_url:

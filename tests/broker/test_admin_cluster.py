@@ -247,6 +247,18 @@ def test_unloads_keep_clients_working(standalone: StandaloneProcess) -> None:
         client.close()
 
 
+def test_create_cluster_as_pulsar_answers(standalone: StandaloneProcess) -> None:
+    """PUT /clusters/{c} with ClusterData: this cluster exists (409, as Pulsar's standalone); another 412."""
+    admin = standalone.admin_url
+    body = {"serviceUrl": admin, "brokerServiceUrl": standalone.service_url}
+    status, answer, _ = http(f"{admin}/admin/v2/clusters/standalone", "PUT", body)
+    assert (status, answer["reason"]) == (409, "Cluster already exists")
+    status, answer, _ = http(f"{admin}/admin/v2/clusters/elsewhere", "PUT", body)
+    assert status == 412 and "does not replicate" in answer["reason"]
+    assert http(f"{admin}/admin/v2/clusters/elsewhere", "PUT", ["not", "ClusterData"])[0] == 400
+    assert http(f"{admin}/admin/v2/clusters")[:2] == (200, ["standalone"])
+
+
 def test_brokers_health_leader_clusters_and_load_report(standalone: StandaloneProcess) -> None:
     admin = standalone.admin_url
     me = urllib.parse.urlparse(admin).netloc

@@ -1,0 +1,260 @@
+"""Authorization on the binary protocol of a secured standalone, with the official client.
+
+One standalone for the module (tests/support/security.py's kit: token authentication,
+authorization on, superuser `admin`, permissions rechecked every 300 ms). Tenants `ta` (admin role
+`ta-admin`) and `tb` (admin role `tb-admin`), each with namespace `ns`; `tb/ns/secret` holds a
+message. Checked: a role without permission is refused with AuthorizationError at once and
+allowed after a grant (REST and `strata admin`); a revoke closes a live producer and consumer
+within a bounded time and nothing is stored or delivered for them after it; a role of tenant A
+can neither look up, produce to, consume from nor list tenant B's topics, and the broker's
+refusal is the same for a topic that does not exist; a tenant admin manages its own namespaces
+(grants included, also through a namespace-create body's auth_policies) and not another tenant's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from types import SimpleNamespace
+
+import pulsar
+import pytest
+
+from broker.codec import CommandType as T
+from cli.admin import main as admin_main
+from proto import pulsar_api_pb2 as pb
+from tests.acceptance.conftest import make_client
+from tests.broker.raw_client import RawClient
+from tests.support.security import SUPERUSER, SecurityKit
+from tests.support.standalone_proc import StandaloneProcess, free_port
+
+RECHECK_INTERVAL_MS = 300
+REFUSAL_S_MAX = 5.0          # an unauthorized create fails this fast (the client does not retry it)
+REVOKE_CLOSES_S_MAX = 5.0    # a revoked producer/consumer is closed within this
+_ids = itertools.count()
+
+
+def call(url: str, method: str = "GET", body: object = None, *, token: str) -> tuple[int, object]:
+    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as resp:
+            raw, status = resp.read(), resp.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    return status, (json.loads(raw) if raw else None)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("secured-authz")
+    kit = SecurityKit.create(root / "security")
+    env = kit.standalone_env(tls_port=free_port(), providers="token",
+                             extra={"STRATA_AUTHORIZATION_RECHECK_INTERVAL_MS": str(RECHECK_INTERVAL_MS)})
+    with StandaloneProcess.start(root / "data", env=env) as sa:
+        su = kit.token(SUPERUSER)
+        for tenant in ("ta", "tb"):
+            assert call(f"{sa.admin_url}/admin/v2/tenants/{tenant}", "PUT",
+                        {"adminRoles": [f"{tenant}-admin"], "allowedClusters": ["standalone"]}, token=su)[0] == 204
+            assert call(f"{sa.admin_url}/admin/v2/namespaces/{tenant}/ns", "PUT", token=su)[0] == 204
+        superuser = client_of(sa, kit, SUPERUSER)
+        superuser.create_producer("persistent://tb/ns/secret").send(b"tenant b's")
+        yield SimpleNamespace(sa=sa, kit=kit, su=su, superuser=superuser)
+        superuser.close()
+
+
+def client_of(sa: StandaloneProcess, kit: SecurityKit, role: str) -> pulsar.Client:
+    return make_client(sa.service_url, authentication=pulsar.AuthenticationToken(kit.token(role)),
+                       operation_timeout_seconds=10)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_ids)}-{time.monotonic_ns() % 10**6}"
+
+
+def refused_fast(create, *args) -> pulsar.AuthorizationError:
+    started = time.monotonic()
+    with pytest.raises(pulsar.AuthorizationError) as caught:
+        create(*args)
+    assert time.monotonic() - started < REFUSAL_S_MAX
+    return caught.value
+
+
+def cli(secured, token: str, *args: str) -> int:
+    return admin_main(["--admin-url", secured.sa.admin_url, "--auth-token", token, "-o", "json", *args])
+
+
+def stats(secured, topic: str) -> dict:
+    status, body = call(f"{secured.sa.admin_url}/admin/v2/{topic.replace('://', '/')}/stats", token=secured.su)
+    assert status == 200, body
+    return body
+
+
+def test_a_role_without_permission_is_refused_then_allowed_after_a_grant(secured, capsys) -> None:
+    role, topic = unique("app"), f"persistent://ta/ns/{unique('orders')}"
+    client = client_of(secured.sa, secured.kit, role)
+    try:
+        refused_fast(lambda: client.create_producer(topic))
+        refused_fast(lambda: client.subscribe(topic, "s"))
+        # a topic grant by REST (superuser): produce only
+        assert call(f"{secured.sa.admin_url}/admin/v2/persistent/ta/ns/{topic.rsplit('/', 1)[1]}/permissions/{role}",
+                    "POST", ["produce"], token=secured.su)[0] == 204
+        producer = client.create_producer(topic)
+        refused_fast(lambda: client.subscribe(topic, "s"))
+        # a namespace grant by the CLI, as the tenant's admin: consume
+        admin_token = secured.kit.token("ta-admin")
+        assert cli(secured, admin_token, "namespaces", "grant-permission", "ta/ns", "--role", role,
+                   "--actions", "consume") == 0
+        consumer = client.subscribe(topic, "s")
+        producer.send(b"hello")
+        assert consumer.receive(10_000).data() == b"hello"
+        capsys.readouterr()
+        assert cli(secured, admin_token, "topics", "permissions", topic) == 0
+        assert json.loads(capsys.readouterr().out)[role] == ["consume", "produce"]   # namespace's + topic's
+        assert cli(secured, admin_token, "namespaces", "permissions", "ta/ns") == 0
+        assert json.loads(capsys.readouterr().out)[role] == ["consume"]
+        assert cli(secured, admin_token, "namespaces", "grant-permission", "ta/ns", "--role", role,
+                   "--actions", "produce,fly") == 1                                  # 400: not an action
+    finally:
+        client.close()
+
+
+def test_a_revoke_closes_live_producers_and_consumers_and_nothing_passes_after_it(secured) -> None:
+    role, topic = unique("app"), f"persistent://ta/ns/{unique('revoked')}"
+    assert call(f"{secured.sa.admin_url}/admin/v2/namespaces/ta/ns/permissions/{role}", "POST",
+                ["produce", "consume"], token=secured.su)[0] == 204
+    client = client_of(secured.sa, secured.kit, role)
+    try:
+        producer = client.create_producer(topic, send_timeout_millis=2_000, batching_enabled=False)
+        consumer = client.subscribe(topic, "s", receiver_queue_size=1)
+        producer.send(b"before")
+        assert consumer.receive(10_000).data() == b"before"
+        revoked_at = time.monotonic()
+        assert call(f"{secured.sa.admin_url}/admin/v2/namespaces/ta/ns/permissions/{role}", "DELETE",
+                    token=secured.su)[0] == 204
+        while True:   # the broker closes both (its recheck), and the client's re-creation is refused
+            found = stats(secured, topic)
+            if not found["publishers"] and not found["subscriptions"]["s"]["consumers"]:
+                break
+            assert time.monotonic() - revoked_at < REVOKE_CLOSES_S_MAX, found
+            time.sleep(0.1)
+        closed_after_s = time.monotonic() - revoked_at
+        with pytest.raises(pulsar.Timeout):
+            producer.send(b"after")                              # never stored: no producer any more
+        secured.superuser.create_producer(topic).send(b"from the superuser")
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(1_500)                              # never delivered to the revoked consumer
+        reader = secured.superuser.create_reader(topic, pulsar.MessageId.earliest)
+        stored = [reader.read_next(5_000).data() for _ in range(2)]
+        assert stored == [b"before", b"from the superuser"] and not reader.has_message_available()
+        assert stats(secured, topic)["subscriptions"]["s"]["consumers"] == []
+        print(f"revoke -> closed in {closed_after_s:.2f} s (recheck every {RECHECK_INTERVAL_MS} ms)")
+    finally:
+        client.close()
+
+
+def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
+    """The broker's answers (code and message) to LOOKUP, PARTITIONED_METADATA, PRODUCER and SUBSCRIBE of `topic`."""
+    raw = RawClient(int(secured.sa.service_url.rsplit(":", 1)[1]))
+    try:
+        raw.send(pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
+            client_version="raw-test", protocol_version=20, auth_method_name="token",
+            auth_data=secured.kit.token(role).encode())))
+        assert raw.next_command().type == T.CONNECTED
+        out = {}
+        raw.send(pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=topic, request_id=1)))
+        reply = raw.next_command().lookupTopicResponse
+        out["lookup"] = f"{reply.error} {reply.message}"
+        raw.send(pb.BaseCommand(type=T.PARTITIONED_METADATA, partitionMetadata=pb.CommandPartitionedTopicMetadata(
+            topic=topic, request_id=2)))
+        reply = raw.next_command().partitionMetadataResponse
+        out["metadata"] = f"{reply.error} {reply.message}"
+        raw.send(pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1,
+                                                                            request_id=3)))
+        reply = raw.next_command().error
+        out["producer"] = f"{reply.error} {reply.message}"
+        raw.send(pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+            topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=4)))
+        reply = raw.next_command().error
+        out["subscribe"] = f"{reply.error} {reply.message}"
+        return out
+    finally:
+        raw.close()
+
+
+def raw_topic_list(secured, role: str, namespace: str) -> pb.BaseCommand:
+    """The broker's answer to GET_TOPICS_OF_NAMESPACE of `namespace`."""
+    raw = RawClient(int(secured.sa.service_url.rsplit(":", 1)[1]))
+    try:
+        raw.send(pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
+            client_version="raw-test", protocol_version=20, auth_method_name="token",
+            auth_data=secured.kit.token(role).encode())))
+        assert raw.next_command().type == T.CONNECTED
+        raw.send(pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE, getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(
+            namespace=namespace, request_id=1)))
+        return raw.next_command()
+    finally:
+        raw.close()
+
+
+def raw_topic_list_refusal(secured, role: str, namespace: str) -> str:
+    reply = raw_topic_list(secured, role, namespace)
+    assert reply.type == T.ERROR, reply
+    return f"{reply.error.error} {reply.error.message}"
+
+
+def test_a_role_of_tenant_a_cannot_reach_tenant_b_whether_the_topic_exists_or_not(secured) -> None:
+    role = unique("app")
+    assert call(f"{secured.sa.admin_url}/admin/v2/namespaces/ta/ns/permissions/{role}", "POST",
+                ["produce", "consume"], token=secured.su)[0] == 204
+    for who in (role, "ta-admin"):
+        client = client_of(secured.sa, secured.kit, who)
+        try:
+            for topic in ("persistent://tb/ns/secret", "persistent://tb/ns/no-such-topic",
+                          "persistent://tb/no-such-ns/x", "persistent://no-such-tenant/ns/x"):
+                refused_fast(client.create_producer, topic)
+                refused_fast(client.subscribe, topic, "s")
+                refused_fast(client.create_reader, topic, pulsar.MessageId.earliest)
+            with pytest.raises(pulsar.LookupError):   # the C++ client reports a refused topic list so
+                client.subscribe(re.compile("persistent://tb/ns/.*"), "s")
+        finally:
+            client.close()
+    existing = raw_refusals(secured, role, "persistent://tb/ns/secret")
+    auth_error = str(pb.AuthorizationError)
+    assert all(answer.startswith(auth_error + " Client is not authorized to") for answer in existing.values()), existing
+    for missing in ("persistent://tb/ns/no-such-topic", "persistent://no-such-tenant/ns/secret"):
+        answers = raw_refusals(secured, role, missing)
+        assert answers == {k: v.replace("persistent://tb/ns/secret", missing) for k, v in existing.items()}
+    listing = raw_topic_list_refusal(secured, role, "tb/ns")
+    assert listing.startswith(auth_error + " Client is not authorized to list the topics"), listing
+    for missing in ("tb/no-such-ns", "no-such-tenant/ns"):
+        assert raw_topic_list_refusal(secured, role, missing) == listing.replace("tb/ns", missing)
+    assert raw_topic_list(secured, role, "ta/ns").type == T.GET_TOPICS_OF_NAMESPACE_RESPONSE   # its own: listed
+
+
+def test_a_tenant_admin_manages_its_own_namespaces_only(secured) -> None:
+    base, admin_token = secured.sa.admin_url, secured.kit.token("ta-admin")
+    ns, role = unique("ns"), unique("app")
+    body = {"auth_policies": {"namespace_auth": {role: ["produce"]}}}
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}", "PUT", body, token=admin_token)[0] == 204
+    status, policies = call(f"{base}/admin/v2/namespaces/ta/{ns}", token=admin_token)
+    assert status == 200 and policies["auth_policies"]["namespace_auth"] == {role: ["produce"]}
+    client = client_of(secured.sa, secured.kit, role)
+    try:
+        client.create_producer(f"persistent://ta/{ns}/t").send(b"granted at creation")
+    finally:
+        client.close()
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}/permissions/{role}", "DELETE", token=admin_token)[0] == 204
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}/permissions", token=admin_token) == (200, {})
+    for method, path, payload in (("PUT", f"/admin/v2/namespaces/tb/{ns}", None),
+                                  ("POST", f"/admin/v2/namespaces/tb/ns/permissions/{role}", ["produce"]),
+                                  ("GET", "/admin/v2/namespaces/tb/ns/permissions", None),
+                                  ("DELETE", "/admin/v2/namespaces/tb/ns", None)):
+        assert call(base + path, method, payload, token=admin_token)[0] == 403, (method, path)
+    assert cli(secured, admin_token, "namespaces", "grant-permission", "tb/ns", "--role", role,
+               "--actions", "produce") == 1
+    assert call(f"{base}/admin/v2/namespaces/tb/ns/permissions", token=secured.su) == (200, {})

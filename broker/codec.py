@@ -353,6 +353,20 @@ def encode_error(request_id: int, server_error: int, message: str) -> bytes:
         request_id=request_id, error=server_error, message=message or ""))  # type: ignore[arg-type]
 
 
+# the request_id of an ERROR that answers no request (a refused CONNECT): Pulsar's -1 as a uint64
+REQUEST_ID_NONE = 2**64 - 1
+
+
+def encode_auth_challenge(auth_method_name: str, auth_data: bytes, protocol_version: int,
+                          server_version: str = "") -> bytes:
+    """AUTH_CHALLENGE: the client answers AUTH_RESPONSE with fresh credentials of `auth_method_name`."""
+    challenge = pb.CommandAuthChallenge(protocol_version=protocol_version,
+                                        challenge=pb.AuthData(auth_method_name=auth_method_name, auth_data=auth_data))
+    if server_version:
+        challenge.server_version = server_version
+    return _cmd(T.AUTH_CHALLENGE, "authChallenge", challenge)
+
+
 def encode_error_for(request_id: int, exc: StrataError) -> bytes:
     """ERROR carrying a StrataError's server_error (UnknownError when it has none)."""
     code = exc.server_error if exc.server_error is not None else PulsarServerError.UnknownError

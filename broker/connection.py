@@ -5,10 +5,12 @@ on the hot path (SEND, FLOW, ACK, PING) are handled inline, in arrival order; co
 the metadata store or a topic load (LOOKUP, PRODUCER, SUBSCRIBE, SEEK, ...) run as tasks that
 reply when done. Consumer commands live in `broker.consumer_commands`.
 
-States (`ConnState`): AWAIT_CONNECT → READY → CLOSED. The first frame must be CONNECT, answered
-with CONNECTED; anything else first, a second CONNECT, an unparseable or oversize frame closes
-the connection (PROTOCOL.md §2, §10). A failed request is answered with ERROR (or the
-request's own failure form) carrying the error's ServerError code; the connection stays up.
+States (`ConnState`): AWAIT_CONNECT → [AUTHENTICATING →] READY (or REFUSED) → CLOSED. The first
+frame must be CONNECT, answered with CONNECTED once its credentials are verified (`broker.wire_auth`:
+the authentication state machine, the connect deadline and the credentials' refresh); anything else
+first, a second CONNECT, an unparseable or oversize frame closes the connection (PROTOCOL.md §2,
+§10). A failed request is answered with ERROR (or the request's own failure form) carrying the
+error's ServerError code; the connection stays up.
 
 Keepalive: every `broker_keepalive_interval_ms` the broker sends PING if it heard nothing in the last
 interval, and closes the connection if the interval after that stays silent too.
@@ -52,7 +54,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from auth.api import Identity
-from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists
+from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists, wire_auth
 from broker.authorization import Action
 from broker.codec import CommandType as T
 from broker.codec import (
@@ -85,12 +87,17 @@ SERVER_VERSION = "Strata-0.1.0"
 
 class ConnState(enum.Enum):
     AWAIT_CONNECT = "await_connect"  # TCP is open; only CONNECT is accepted
+    AUTHENTICATING = "authenticating"  # CONNECT's credentials are being verified; any frame closes
+    REFUSED = "refused"              # credentials refused, CONNECTED sent anyway (a C++ client, see
+                                     # broker.wire_auth): its first request gets AuthenticationError, then close
     READY = "ready"                  # CONNECTED was sent; every command is served
     CLOSED = "closed"                # transport gone; producers and consumers released
 
 
 _TRANSITIONS = {
-    ConnState.AWAIT_CONNECT: {ConnState.READY, ConnState.CLOSED},
+    ConnState.AWAIT_CONNECT: {ConnState.AUTHENTICATING, ConnState.READY, ConnState.CLOSED},
+    ConnState.AUTHENTICATING: {ConnState.READY, ConnState.REFUSED, ConnState.CLOSED},
+    ConnState.REFUSED: {ConnState.CLOSED},
     ConnState.READY: {ConnState.CLOSED},
     ConnState.CLOSED: set(),
 }
@@ -108,6 +115,7 @@ class ServerConnection(asyncio.Protocol):
         # who the client is (auth.api.Identity), set by broker.wire_auth once CONNECT is authenticated;
         # authorization asks `role` (None before CONNECT, "" for an anonymous client without a role)
         self.identity: Identity | None = None
+        self.auth = wire_auth.WireAuth(self)         # the connect deadline, then the refresh checks
         # the client handles REACHED_END_OF_TOPIC (Pulsar: protocol >= v9); the C++ client and
         # those built on it ("Pulsar-CPP-v...") drop the connection on it (PROTOCOL.md §10)
         self.end_of_topic_ok = False
@@ -136,7 +144,7 @@ class ServerConnection(asyncio.Protocol):
         """The authenticated role (broker.authorization checks it); None before CONNECT."""
         return self.identity.role if self.identity is not None else None
 
-    def _set_state(self, new: ConnState) -> None:
+    def set_state(self, new: ConnState) -> None:
         if new not in _TRANSITIONS[self.state]:
             raise IllegalTransition("connection state", old=self.state.value, new=new.value)
         self.state = new
@@ -152,6 +160,7 @@ class ServerConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(  # type: ignore[attr-defined]
             high=self.config.broker_connection_write_buffer_bytes_high)
         self._keepalive = asyncio.get_running_loop().call_later(self._keepalive_s, self._tick)
+        self.auth.start()
 
     def data_received(self, data: bytes) -> None:
         if self.state is ConnState.CLOSED:
@@ -188,10 +197,11 @@ class ServerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is ConnState.CLOSED:
             return
-        self._set_state(ConnState.CLOSED)
+        self.set_state(ConnState.CLOSED)
         self._sink = None
         if self._keepalive is not None:
             self._keepalive.cancel()
+        self.auth.stop()
         for producer in list(self.producers.values()):
             producer.topic.remove_producer(producer)
         self.producers.clear()
@@ -333,6 +343,7 @@ class ServerConnection(asyncio.Protocol):
         return {
             T.PING: lambda cmd: self.write(encode_pong()),
             T.PONG: lambda cmd: None,
+            T.AUTH_RESPONSE: lambda cmd: self.auth.on_auth_response(cmd.authResponse),
             T.SEND: None,  # handled in _route: needs the frame's entry
             T.PARTITIONED_METADATA: lambda cmd: self._reply_async(
                 lookup.partitioned_metadata(self.service, cmd.partitionMetadata, self.role)),
@@ -362,12 +373,8 @@ class ServerConnection(asyncio.Protocol):
     def _route(self, frame: Any) -> None:
         cmd = frame.command
         kind = cmd.type
-        if self.state is ConnState.AWAIT_CONNECT:
-            if kind != T.CONNECT:
-                log.info("closing %s: first command was not CONNECT", self.peer)
-                self.close()
-                return
-            self._connect(cmd.connect)
+        if self.state is not ConnState.READY:   # CONNECT, authenticating, refused (CLOSED: never routed)
+            self.auth.before_ready(cmd)
             return
         if kind == T.SEND:
             self._send(cmd.send, frame)
@@ -389,13 +396,17 @@ class ServerConnection(asyncio.Protocol):
         log.info("closing %s: unsupported command %s", self.peer, name)
         self.close()
 
-    def _connect(self, connect: pb.CommandConnect) -> None:
+    def complete_connect(self, connect: pb.CommandConnect, identity: Identity | None) -> int:
+        """CONNECT was authenticated as `identity` (broker.wire_auth): CONNECTED, READY (None:
+        refused, REFUSED); the protocol version agreed."""
         version = negotiate_protocol_version(connect.protocol_version)
+        self.identity = identity
         self.client_version = connect.client_version
         self.end_of_topic_ok = version >= 9 and not connect.client_version.startswith("Pulsar-CPP")
         self.write(encode_connected(SERVER_VERSION, version, self.config.broker_max_message_bytes,
                                     supports_topic_watchers=True))
-        self._set_state(ConnState.READY)
+        self.set_state(ConnState.READY if identity is not None else ConnState.REFUSED)
+        return version
 
     # --- request helpers -----------------------------------------------------------------------------
 

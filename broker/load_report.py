@@ -58,7 +58,7 @@ class LoadMeter:
             "webServiceUrl": service.web_url,
             "webServiceUrlTls": "",
             "pulsarServiceUrl": service.advertised_url,
-            "pulsarServiceUrlTls": "",
+            "pulsarServiceUrlTls": service.advertised_url_tls,
             "advertisedListeners": service.listeners.to_json(),
             "brokerId": service.registry.key,        # host:webPort, as `brokers list` names it
             "loadReportType": "LocalBrokerData",

@@ -11,6 +11,10 @@ with a Failed response carrying InvalidTopicName, never with a dropped connectio
 namespace that does not exist (or is being deleted) is answered MetadataError "Policies not found
 for <t>/<ns> namespace", as Pulsar's brokers answer (`broker.tenancy`; no store read per lookup).
 
+Both answer the broker's TLS URL (`brokerServiceUrlTls`, its `pulsar+ssl://` port, from its ownership
+record or registry entry) beside its plain one: a client given a pulsar+ssl:// service URL connects
+there, and fails on an empty one.
+
 A LOOKUP naming an advertised listener (`advertised_listener_name`, the official client's
 `listener_name=`) is answered with that listener's URLs of the broker it names (the owner for
 Connect, the chosen broker for Redirect; `broker.listeners`). A name that broker does not have is
@@ -34,6 +38,8 @@ from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
+
+TLS_SCHEME = "pulsar+ssl://"
 
 
 def _code(exc: StrataError) -> int:
@@ -70,9 +76,11 @@ async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic, role: str |
 
 
 def broker_urls(answer: LookupAnswer, listener_name: str) -> tuple[str, str]:
-    """(pulsar URL, pulsar+ssl URL) a lookup answers: the broker's own service URL, or with a
+    """(pulsar URL, pulsar+ssl URL) a lookup answers: the broker's own service URL and TLS URL ('' :
+    it serves no such port; a broker with only a TLS port is known by its TLS URL), or with a
     listener name that listener's URLs (UnknownListener if the broker has no such listener)."""
     if not listener_name:
-        return answer.native_url, ""
+        plain = "" if answer.native_url.startswith(TLS_SCHEME) else answer.native_url
+        return plain, answer.native_url_tls
     listener = listeners.choose(answer.listeners, listener_name)
     return listener.pulsar_url, listener.pulsar_tls_url

@@ -1,7 +1,7 @@
 """Bundle ownership: which broker serves which namespace bundle, and the lookup decision.
 
 A bundle is owned through an ephemeral key `/namespace/<t>/<ns>/<0xLO_0xHI>` (Pulsar's path)
-holding NamespaceEphemeralData `{"nativeUrl", "httpUrl", "disabled", ...}` and bound to the
+holding NamespaceEphemeralData `{"nativeUrl", "nativeUrlTls", "httpUrl", "disabled", ...}` and bound to the
 owner's metadata session: it goes when the owner stops, or within the lease when it dies.
 Creating it is the compare-and-set that makes one broker the owner; a broker serves a topic only
 while it holds the key of the topic's bundle (`check_owned`, called before a topic is loaded).
@@ -95,6 +95,7 @@ class OwnerInfo:
     disabled: bool = False
     # its advertised listeners, from its ownership record (broker.listeners; none: {})
     listeners: Mapping[str, listeners_mod.Listener] = field(default_factory=dict, compare=False)
+    native_url_tls: str = ""     # its pulsar+ssl:// URL ('' : it serves no TLS port)
 
 
 class LookupKind(enum.Enum):
@@ -110,6 +111,7 @@ class LookupAnswer:
     authoritative: bool
     # the advertised listeners of the broker answered (a lookup naming one answers its URL)
     listeners: Mapping[str, listeners_mod.Listener] = field(default_factory=dict, compare=False)
+    native_url_tls: str = ""     # its pulsar+ssl:// URL ('' : none), LOOKUP_RESPONSE's brokerServiceUrlTls
 
 
 def _decode_owner(raw: bytes | None) -> tuple[str, str, bool] | None:
@@ -122,12 +124,16 @@ def _decode_owner(raw: bytes | None) -> tuple[str, str, bool] | None:
         return None
 
 
-def _decode_listeners(raw: bytes) -> dict[str, listeners_mod.Listener]:
+def _decode_extras(raw: bytes) -> tuple[dict[str, listeners_mod.Listener], str]:
+    """(advertised listeners, nativeUrlTls) of an ownership record ({} and '' when absent)."""
     try:
         data = json.loads(raw.decode())
     except ValueError:
-        return {}
-    return listeners_mod.decode(data.get("advertisedListeners") if isinstance(data, dict) else None)
+        return {}, ""
+    if not isinstance(data, dict):
+        return {}, ""
+    url_tls = data.get("nativeUrlTls")
+    return listeners_mod.decode(data.get("advertisedListeners")), url_tls if isinstance(url_tls, str) else ""
 
 
 class Ownership:
@@ -219,11 +225,11 @@ class Ownership:
 
     def _me(self) -> OwnerInfo:
         return OwnerInfo(self._service.advertised_url, self._service.web_url, True,
-                         listeners=self._service.listeners.by_name)
+                         listeners=self._service.listeners.by_name, native_url_tls=self._service.advertised_url_tls)
 
     def _record(self, me: OwnerInfo, *, disabled: bool) -> bytes:
         """Our ownership record: NamespaceEphemeralData, with our advertised listeners."""
-        return json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": "", "httpUrl": me.http_url,
+        return json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": me.native_url_tls, "httpUrl": me.http_url,
                            "httpUrlTls": "", "disabled": disabled,
                            "advertisedListeners": self._service.listeners.to_json()}).encode()
 
@@ -244,7 +250,8 @@ class Ownership:
         mine = found.ephemeral_owner == self._astore.session_id
         if mine and path not in self._mine and path not in self._releasing:
             self._mine[path] = found.version      # ours from before a lapse of the lease
-        return OwnerInfo(native, http, mine, disabled, _decode_listeners(found.value))
+        owner_listeners, url_tls = _decode_extras(found.value)
+        return OwnerInfo(native, http, mine, disabled, owner_listeners, url_tls)
 
     async def acquire(self, tenant: str, namespace: str, bundle: BundleRange) -> OwnerInfo:
         """Own the bundle if nobody does; the owner (us or the winner) either way."""
@@ -319,10 +326,14 @@ class Ownership:
         if seen is None or seen[0] == self._service.advertised_url or seen[2]:
             return None
         registered = self._registry.by_service_url(seen[0])    # its listeners, from its registry entry
-        return OwnerInfo(seen[0], seen[1], False, listeners=registered.listeners if registered else {})
+        if registered is None:
+            return OwnerInfo(seen[0], seen[1], False)
+        return OwnerInfo(seen[0], seen[1], False, listeners=registered.listeners,
+                         native_url_tls=registered.service_url_tls)
 
     def _connect(self, owner: OwnerInfo) -> LookupAnswer:
-        return LookupAnswer(LookupKind.CONNECT, owner.native_url, owner.http_url, True, owner.listeners)
+        return LookupAnswer(LookupKind.CONNECT, owner.native_url, owner.http_url, True, owner.listeners,
+                            owner.native_url_tls)
 
     async def _assign(self, tenant: str, namespace: str, bundle: BundleRange, path: str,
                       authoritative: bool) -> LookupAnswer:
@@ -333,7 +344,8 @@ class Ownership:
             owner = await self.acquire(tenant, namespace, bundle)
             return self._connect(owner)
         self._provisional[path] = (target.service_url, time.monotonic() + 5.0)
-        return LookupAnswer(LookupKind.REDIRECT, target.service_url, target.web_url, True, target.listeners)
+        return LookupAnswer(LookupKind.REDIRECT, target.service_url, target.web_url, True, target.listeners,
+                            target.service_url_tls)
 
     async def _choose(self, tenant: str, namespace: str, bundle: BundleRange) -> BrokerInfo | None:
         """The broker to own an unowned bundle. Another broker is confirmed in the store first:

@@ -48,6 +48,12 @@ class BrokerInfo:
     report: dict = field(default_factory=dict, compare=False)
 
     @property
+    def service_url_tls(self) -> str:
+        """Its pulsar+ssl:// URL, from its report's `pulsarServiceUrlTls` ('' : no TLS port)."""
+        url = self.report.get("pulsarServiceUrlTls")
+        return url if isinstance(url, str) else ""
+
+    @property
     def listeners(self) -> dict[str, listeners.Listener]:
         """Its advertised listeners, from its report's `advertisedListeners` (none: {})."""
         return listeners.decode(self.report.get("advertisedListeners"))

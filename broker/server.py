@@ -1,7 +1,8 @@
 """The broker process: metadata session, ledger client, BrokerService, binary and admin servers.
 
 `Broker.start()` opens everything in dependency order and listens on `broker_port` (Pulsar
-binary protocol, on `broker_bind_host`) and `broker_admin_port` (admin HTTP + /metrics, on
+binary protocol, on `broker_bind_host`), `broker_tls_port` (the same protocol over TLS,
+pulsar+ssl://; -1: not served, 0: any free port) and `broker_admin_port` (admin HTTP + /metrics, on
 `broker_admin_bind_host`), and tells clients `broker_advertised_host`; `Broker.stop()` undoes it
 in reverse: stop accepting, close connections, close topics (cursors flushed, ledgers closed),
 close the cold tier, close the ledger client, close the metadata session (its ephemeral ownership
@@ -16,15 +17,23 @@ and keeps the tier (offloads and cold reads retry until it answers); so does a c
 longer than twice `offload_s3_connect_timeout_ms`, which is all start-up waits for it.
 The event loop is uvloop; the process entry (`cli`) installs it before starting the loop.
 
-What must hold: after `start()` returns, both ports accept connections; `stop()` is idempotent.
+TLS: the port's context (`auth.tls.server_context`) and the authentication service are built before
+any port is bound, so unreadable key material stops the start with a KeyMaterialError naming the
+file. A TLS handshake not done within `tls_handshake_timeout_ms` is dropped; the connection's own
+clock (`authentication_connect_timeout_ms`, `broker.wire_auth`) starts once it is. With
+`broker_port` -1 the broker's service URL and id are the TLS port's (`pulsar+ssl://host:port`).
+
+What must hold: after `start()` returns, every configured port accepts connections; `stop()` is idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 
 import offload
+from auth import tls
 from broker import listeners, memdebug
 from broker.admin.server import AdminServer
 from broker.connection import ServerConnection
@@ -53,22 +62,38 @@ class Broker:
         self.service: BrokerService | None = None
         self.cold: ColdStorage | None = None
         self.admin: AdminServer | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.base_events.Server | None = None        # broker_port (None: -1, not served)
+        self._tls_server: asyncio.base_events.Server | None = None    # broker_tls_port (None: not served)
         self._listener_servers: list[asyncio.Server] = []   # advertised listeners' own ports
         self.connections: set[ServerConnection] = set()
-        self.port = config.broker_port
+        self.port = config.broker_port            # the bound ports once started (-1: not served)
+        self.tls_port = config.broker_tls_port
         self.admin_port = config.broker_admin_port
         self.listeners = listeners.from_config(config)   # ConfigError before anything starts
         self._stopped = False
 
     @property
     def service_url(self) -> str:
+        """The broker's own URL (its id in ownership records): the plain port's, else the TLS port's."""
         internal = self.listeners.internal   # with advertised listeners, the internal one's URL
-        return internal.pulsar_url if internal is not None else f"pulsar://{self.config.broker_advertised_host}:{self.port}"
+        if internal is not None:
+            return internal.pulsar_url
+        if self.port == -1:
+            return self.service_url_tls
+        return f"pulsar://{self.config.broker_advertised_host}:{self.port}"
+
+    @property
+    def service_url_tls(self) -> str:
+        """pulsar+ssl://host:port of the TLS port ('' : not served)."""
+        internal = self.listeners.internal
+        if internal is not None and internal.pulsar_tls_url:
+            return internal.pulsar_tls_url
+        return "" if self.tls_port == -1 else f"pulsar+ssl://{self.config.broker_advertised_host}:{self.tls_port}"
 
     @property
     def admin_url(self) -> str:
-        return f"http://{self.config.broker_advertised_host}:{self.admin_port}"
+        scheme = self.admin.scheme if self.admin is not None else "http"   # https when only the TLS port serves
+        return f"{scheme}://{self.config.broker_advertised_host}:{self.admin_port}"
 
     async def start(self) -> None:
         c = self.config
@@ -78,26 +103,42 @@ class Broker:
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
         self.cold, cold_error = await open_cold_tier(c, self.metadata_url)
         loop = asyncio.get_running_loop()
-        # bound first (the port may be 0: the service's id needs the real one), served only once
+        tls_context = tls.server_context(c) if c.broker_tls_port != -1 else None   # KeyMaterialError first
+        # bound first (a port may be 0: the service's id needs the real one), served only once
         # the service exists, so no connection is ever made without it
-        self._server = await loop.create_server(self._new_connection, host=c.broker_bind_host, port=c.broker_port,
-                                                reuse_address=True, backlog=1024, start_serving=False)
-        self.port = self._server.sockets[0].getsockname()[1]
+        if c.broker_port != -1:
+            self._server = await loop.create_server(self._new_connection, host=c.broker_bind_host, port=c.broker_port,
+                                                    reuse_address=True, backlog=1024, start_serving=False)
+            self.port = self._server.sockets[0].getsockname()[1]
+        if tls_context is not None:
+            self._tls_server = await self._bind_tls(tls_context)
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._listener_servers = await listeners.bind_listener_ports(self.listeners, self.port, self._new_connection)
-        broker_id = f"{c.broker_advertised_host}:{self.port}"
+        broker_id = f"{c.broker_advertised_host}:{self.port if self.port != -1 else self.tls_port}"
         self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
                                      self.service_url, broker_id, cold=self.cold, cold_error=cold_error)
+        self.service.advertised_url_tls = self.service_url_tls
         self.service.connection_count = lambda: len(self.connections)
+        log.info("authentication %s", self.service.authentication.methods
+                 if self.service.authentication.enabled else "off")   # built now: bad key material fails here
         self.admin = AdminServer(self.service, c.broker_admin_port)
         await self.admin.start()
         self.admin_port = self.admin.port
         # registered (BrokerAddressInUse if a live broker has our address) before serving clients
         await self.service.start_cluster(self.admin_url, f"{c.broker_advertised_host}:{self.admin_port}")
-        await self._server.start_serving()
-        for server in self._listener_servers:
-            await server.start_serving()
+        for server in (self._server, self._tls_server, *self._listener_servers):
+            if server is not None:
+                await server.start_serving()
         await start_auditor(self.ledger_client, c, self.clock, owner=broker_id)  # stops with the client
-        log.info("broker serving %s, admin %s", self.service_url, self.admin_url)
+        log.info("broker serving %s, admin %s", " and ".join(u for u in (
+            self.service_url if self.port != -1 else "", self.service_url_tls) if u), self.admin_url)
+
+    async def _bind_tls(self, context: ssl.SSLContext) -> asyncio.base_events.Server:
+        c = self.config
+        return await asyncio.get_running_loop().create_server(
+            self._new_connection, host=c.broker_bind_host, port=c.broker_tls_port, ssl=context,
+            ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000, reuse_address=True, backlog=1024,
+            start_serving=False)
 
     def _new_connection(self) -> ServerConnection:
         if self.service is None:
@@ -110,10 +151,9 @@ class Broker:
         if self._stopped:
             return
         self._stopped = True
-        if self._server is not None:
-            self._server.close()
-        for server in self._listener_servers:
-            server.close()
+        for server in (self._server, self._tls_server, *self._listener_servers):
+            if server is not None:
+                server.close()
         if self.admin is not None:
             await self.admin.stop()
         if self.service is not None:

@@ -93,6 +93,7 @@ class BrokerService:
         self.ledger_client = ledger_client
         self.clock = clock
         self.advertised_url = advertised_url
+        self.advertised_url_tls = ""        # pulsar+ssl:// URL of the TLS port ('' : none), set by the server
         self.listeners = listeners.from_config(config)   # advertised listeners (ConfigError if malformed)
         self.broker_id = broker_id          # e.g. "127.0.0.1:6650"; names generated producers
         self.web_url = ""                   # admin HTTP URL, set by the server once it listens

@@ -52,6 +52,8 @@ async def serve_until_signal(broker, on_started=None) -> None:
         await broker.stop()
         raise
     print(f"service URL {broker.service_url}", flush=True)
+    if broker.service_url_tls and broker.service_url_tls != broker.service_url:
+        print(f"TLS service URL {broker.service_url_tls}", flush=True)
     print(f"admin URL {broker.admin_url}", flush=True)
     if on_started is not None:
         on_started()

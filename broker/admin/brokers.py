@@ -98,7 +98,8 @@ class _BrokerRoutes:
         if missing is not None:
             return missing
         return web.json_response({"serviceUrl": self.service.web_url, "serviceUrlTls": "",
-                                  "brokerServiceUrl": self.service.advertised_url, "brokerServiceUrlTls": ""})
+                                  "brokerServiceUrl": self.service.advertised_url,
+                                  "brokerServiceUrlTls": self.service.advertised_url_tls})
 
     async def create_cluster(self, request: web.Request) -> web.Response:
         """Pulsar's createCluster: this cluster already exists; Strata has no other."""

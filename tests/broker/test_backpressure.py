@@ -26,6 +26,7 @@ import types
 
 import uvloop
 
+from auth.service import AuthenticationService
 from broker.codec import CommandType as T
 from broker.codec import FrameDecoder, encode_command, encode_ping, encode_pong
 from broker.connection import ConnState, ServerConnection
@@ -55,6 +56,7 @@ def run(coro) -> None:
 async def open_connection(**overrides) -> tuple[ServerConnection, socket.socket]:
     """A ServerConnection on one end of a socketpair; the other end (returned) is the client."""
     service = types.SimpleNamespace(config=default_config(**overrides))
+    service.authentication = AuthenticationService.from_config(service.config)   # off: anonymous at CONNECT
     service.topic_list_watchers = TopicListRegistry(service)   # released when the connection closes
     server_sock, client_sock = socket.socketpair()
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)

@@ -94,7 +94,8 @@ class AuthenticationService:
             return decided
         if not is_blocking(decided):
             return decided.authenticate(credentials)
-        return await asyncio.wrap_future(self._submit(decided, credentials))
+        # shielded: a waiter that goes away (its connection closed) must not cancel a check others share
+        return await asyncio.shield(asyncio.wrap_future(self._submit(decided, credentials)))
 
     def credentials_from_http(self, authorization: str | None, peer_cert_cn: str | None) -> Credentials:
         """An HTTP request's credentials: `Authorization: Bearer <jwt>` → token, `Basic <b64>` → basic

@@ -162,3 +162,24 @@ def test_basic_remembers_verified_credentials_only() -> None:
         with pytest.raises(AuthenticationFailed):
             provider.authenticate(Credentials("basic", b"u:pw-wrong"))
     assert len(provider._verified) == 1
+
+
+def test_a_waiter_cancelled_does_not_cancel_the_check_it_shares() -> None:
+    slow_hash = bcrypt.using(rounds=10).hash("pw")
+    service = AuthenticationService({"basic": BasicProvider(f"u:{slow_hash}\n".encode())})
+    credentials = Credentials("basic", b"u:pw")
+
+    async def scenario() -> Identity:
+        blocker = asyncio.create_task(service.authenticate_async(Credentials("basic", b"u:x")))
+        blocker2 = asyncio.create_task(service.authenticate_async(Credentials("basic", b"u:y")))
+        leaving = asyncio.create_task(service.authenticate_async(credentials))   # queued behind both
+        staying = asyncio.create_task(service.authenticate_async(credentials))
+        await asyncio.sleep(0)
+        leaving.cancel()
+        await asyncio.gather(blocker, blocker2, return_exceptions=True)
+        return await staying
+
+    try:
+        assert asyncio.run(scenario()) == Identity("u", "basic")
+    finally:
+        service.close()

@@ -71,7 +71,7 @@ def listener(kind: str, ssl_context: ssl.SSLContext | None = None) -> Iterator[t
                 method, data = await _read_connect(reader)
                 seen.items.append(("connect", method, data, peer_common_name(writer.transport)))
             else:
-                seen.items.append(("http", await _read_http(reader)))
+                seen.items.append(("http", await _read_http(reader), peer_common_name(writer.transport)))
 
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
@@ -142,12 +142,8 @@ def test_token_basic_and_none_connect(kit) -> None:
 
 
 def test_tls_connect_sends_method_and_certificate(kit) -> None:
-    from auth.tls import server_context
-    from common.config import load_config
-    config = load_config(env={}, broker_tls_port=0, tls_cert_file=str(kit.server_cert),
-                         tls_key_file=str(kit.server_key), tls_trust_certs_file=str(kit.ca_file))
     cert, key = kit.client_cert("carol")
-    with listener("connect", server_context(config)) as (port, seen):
+    with listener("connect", _server_context(kit)) as (port, seen):
         _kind, method, data, cn = _first(f"pulsar+ssl://localhost:{port}", seen,
                                         authentication=pulsar.AuthenticationTLS(cert, key),
                                         tls_trust_certs_file_path=str(kit.ca_file))
@@ -162,6 +158,22 @@ def test_http_lookup_authorization_header(kit) -> None:
     for auth, want in cases:
         with listener("http") as (port, seen):
             kwargs = {"authentication": auth} if auth is not None else {}
-            assert _first(f"http://127.0.0.1:{port}", seen, **kwargs) == ("http", want)
+            assert _first(f"http://127.0.0.1:{port}", seen, **kwargs) == ("http", want, None)
+
+
+def test_https_lookup_with_tls_authentication_sends_only_the_certificate(kit) -> None:
+    cert, key = kit.client_cert("carol")
+    with listener("http", _server_context(kit)) as (port, seen):
+        first = _first(f"https://localhost:{port}", seen, authentication=pulsar.AuthenticationTLS(cert, key),
+                       tls_trust_certs_file_path=str(kit.ca_file))
+    assert first == ("http", None, "carol")
+
+
+def _server_context(kit) -> ssl.SSLContext:
+    from auth.tls import server_context
+    from common.config import load_config
+    config = load_config(env={}, broker_tls_port=0, tls_cert_file=str(kit.server_cert),
+                         tls_key_file=str(kit.server_key), tls_trust_certs_file=str(kit.ca_file))
+    return server_context(config)
 
 

@@ -166,6 +166,7 @@ class BrokerService:
         await self.ownership.start()
         self.lease.start()
         await self.load_manager.start()
+        self.spawn(AuthzRecheck(self).run())   # revoked producers/consumers closed (authorization on)
 
     def load_report(self) -> dict:
         bundles = [f"{t}/{ns}/{b.key}" for t, ns, b in self.ownership.owned()]
@@ -266,7 +267,6 @@ class BrokerService:
 
     async def _start_background(self) -> None:
         self.spawn(self._sample_stats())
-        self.spawn(AuthzRecheck(self).run())   # revoked producers/consumers closed (authorization on)
         self.retention.start()
         self.backlog_quotas.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)

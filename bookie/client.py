@@ -86,7 +86,8 @@ def grpc_channel_options(config: Config) -> list[tuple[str, int]]:
 class BookieClient:
     """Client of one bookie at `address` ("host:port", its gRPC address)."""
 
-    def __init__(self, address: str, *, config: Config, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, address: str, *, config: Config, clock: Clock = SYSTEM_CLOCK,
+                 credentials: LinkCredentials | None = None) -> None:
         self.address = address
         self._host = address.rsplit(":", 1)[0]
         self._config = config
@@ -94,7 +95,8 @@ class BookieClient:
         self._add_timeout_s = config.ledger_add_timeout_ms / 1000.0
         self._read_timeout_s = config.ledger_read_timeout_ms / 1000.0
         self._entry_bytes_max = config.bookie_entry_bytes_max
-        self._credentials = LinkCredentials(config)   # secret, TLS; KeyMaterialError if unreadable
+        # the secret and TLS material (shared by a pool's clients); KeyMaterialError if unreadable
+        self._credentials = credentials if credentials is not None else LinkCredentials(config)
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BookieStub | None = None   # control calls (LAC, fence, delete, info)
         self._add_link: DataLink | None = None    # TCP link for adds; None = open on next add

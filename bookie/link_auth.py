@@ -34,7 +34,6 @@ connection (one HELLO frame, no round trip).
 from __future__ import annotations
 
 import base64
-import functools
 import hmac
 import logging
 import os
@@ -207,40 +206,38 @@ def _has_authorization(context) -> bool:
 # --- client side ------------------------------------------------------------------------------
 
 class LinkCredentials:
-    """What a client of bookies presents: read once per ledger client from the same settings."""
+    """What a client of bookies presents, read once (a pool shares one) from the same settings; an
+    unreadable secret or TLS file is a KeyMaterialError here, not at the first add."""
 
     def __init__(self, config: Config) -> None:
-        self._config = config
         self.secret = read_secret(config)
         self.hello_body = self.secret        # the data link's first frame
         self.metadata: tuple[tuple[str, str], ...] | None = (
             ((METADATA_KEY, _bearer(self.secret)),) if self.secret else None)
         self.tls = bool(config.bookie_tls_enabled)
+        self._grpc_credentials = _channel_credentials(config) if self.tls else None
+        self._ssl_context = (tls.client_context(config.tls_trust_certs_file,
+                                                cert_file=config.bookie_client_tls_cert_file,
+                                                key_file=config.bookie_client_tls_key_file,
+                                                min_version=config.tls_min_version) if self.tls else None)
 
     def channel(self, address: str, options: list) -> grpc.aio.Channel:
-        if not self.tls:
+        if self._grpc_credentials is None:
             return grpc.aio.insecure_channel(address, options=options)
         return grpc.aio.secure_channel(address, self._grpc_credentials, options=options)
 
-    @functools.cached_property
-    def _grpc_credentials(self) -> grpc.ChannelCredentials:
-        cfg = self._config
-        key = cert = None
-        if cfg.bookie_client_tls_cert_file:
-            cert = _read_pem(cfg.bookie_client_tls_cert_file, "bookie_client_tls_cert_file")
-            key = _read_pem(cfg.bookie_client_tls_key_file, "bookie_client_tls_key_file")
-        trust = _read_pem(cfg.tls_trust_certs_file, "tls_trust_certs_file")
-        return grpc.ssl_channel_credentials(root_certificates=trust, private_key=key, certificate_chain=cert)
-
-    @functools.cached_property
-    def _ssl_context(self) -> ssl.SSLContext:
-        cfg = self._config
-        return tls.client_context(cfg.tls_trust_certs_file, cert_file=cfg.bookie_client_tls_cert_file,
-                                  key_file=cfg.bookie_client_tls_key_file, min_version=cfg.tls_min_version)
-
     def ssl_context(self) -> ssl.SSLContext | None:
         """The data link's client context (server checked against the trust file and its host), or None."""
-        return self._ssl_context if self.tls else None
+        return self._ssl_context
+
+
+def _channel_credentials(config: Config) -> grpc.ChannelCredentials:
+    key = cert = None
+    if config.bookie_client_tls_cert_file:
+        cert = _read_pem(config.bookie_client_tls_cert_file, "bookie_client_tls_cert_file")
+        key = _read_pem(config.bookie_client_tls_key_file, "bookie_client_tls_key_file")
+    trust = _read_pem(config.tls_trust_certs_file, "tls_trust_certs_file")
+    return grpc.ssl_channel_credentials(root_certificates=trust, private_key=key, certificate_chain=cert)
 
 
 def refused_call(address: str, exc: grpc.aio.AioRpcError) -> AuthenticationFailed:

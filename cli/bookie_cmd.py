@@ -11,6 +11,12 @@ line). `--port`, `--host` and `--advertised-host` override the settings `bookie_
 bind host, 127.0.0.1). SIGTERM/SIGINT: stop accepting, finish in-flight requests, flush and seal the journal,
 deregister, exit 0.
 
+Who may use it: with `bookie_auth_secret` (STRATA_BOOKIE_AUTH_SECRET, the same on brokers) and/or
+`bookie_tls_client_roles` the bookie serves only clients that prove themselves (bookie/link_auth.py);
+with neither it serves anyone who reaches its ports and logs a WARNING saying so. `bookie_tls_enabled`
+puts both its ports behind TLS (`tls_cert_file`/`tls_key_file`; its advertised host must be in the
+certificate). A refused client is logged (rate-limited), never its secret.
+
 `--inject-enospc-after-bytes N` is a test seam: the journal's file writer fails with ENOSPC
 after N bytes (bookie/fileio.py `FailingFileSystem`), to test disk-full handling end to end.
 """
@@ -27,6 +33,7 @@ from typing import Any
 
 from common.config import Config, load_config
 from common.errors import StrataError
+from common.redact import redact_text
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -105,5 +112,5 @@ def main(argv: list[str]) -> int:
     try:
         return runner(_run(args))
     except StrataError as exc:
-        print(f"strata bookie: {exc}", file=sys.stderr)
+        print(f"strata bookie: {redact_text(str(exc))}", file=sys.stderr)
         return 1

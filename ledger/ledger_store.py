@@ -11,6 +11,7 @@ ledger writing to a bookie shares its one add stream, so adds from many ledgers 
 from __future__ import annotations
 
 from bookie.client import BookieClient
+from bookie.link_auth import LinkCredentials
 from common.clock import Clock
 from common.config import Config
 from ledger.ledger_metadata import LedgerMetadata, ledger_path
@@ -39,11 +40,13 @@ class BookiePool:
         self._config = config
         self._clock = clock
         self._clients: dict[str, BookieClient] = {}   # address -> its one client
+        # read once, here: an unreadable bookie secret or TLS file fails the ledger client's start
+        self._credentials = LinkCredentials(config)
 
     def get(self, address: str) -> BookieClient:
         client = self._clients.get(address)
         if client is None:
-            client = BookieClient(address, config=self._config, clock=self._clock)
+            client = BookieClient(address, config=self._config, clock=self._clock, credentials=self._credentials)
             self._clients[address] = client
         return client
 

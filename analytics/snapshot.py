@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from analytics.access import ClusterAccess
 from analytics.authorization import TopicGate, admin_get, topic_url
 from analytics.options import Position, SourceOptions
+from bookie.link_auth import link_config
 from common.clock import SYSTEM_CLOCK
-from common.config import default_config
 from common.errors import StrataError, TopicNotFound
 from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName, parse_topic
 from ledger.ledger_metadata import LedgerMetadata, ledger_path
@@ -177,7 +177,7 @@ def _bookie_lac(meta: LedgerMetadata) -> int:
         return meta.last_entry_id
 
     async def ask() -> int:
-        pool = BookiePool(default_config(), SYSTEM_CLOCK)
+        pool = BookiePool(link_config(), SYSTEM_CLOCK)   # the bookie secret / TLS files from STRATA_*
         try:
             answers = await asyncio.gather(*(asyncio.wait_for(pool.get(b).read_lac(meta.ledger_id),
                                                               BOOKIE_LAC_TIMEOUT_S)

@@ -157,6 +157,34 @@ def test_a_revoke_closes_live_producers_and_consumers_and_nothing_passes_after_i
         client.close()
 
 
+def test_a_revoke_closes_non_persistent_producers_and_consumers_too(secured) -> None:
+    role, topic = unique("app"), f"non-persistent://ta/ns/{unique('live')}"
+    grant = f"{secured.sa.admin_url}/admin/v2/non-persistent/ta/ns/{topic.rsplit('/', 1)[1]}/permissions/{role}"
+    assert call(grant, "POST", ["produce", "consume"], token=secured.su)[0] == 204
+    client = client_of(secured.sa, secured.kit, role)
+    try:
+        producer = client.create_producer(topic, send_timeout_millis=2_000, batching_enabled=False)
+        consumer = client.subscribe(topic, "s")
+        producer.send(b"before")
+        assert consumer.receive(10_000).data() == b"before"
+        revoked_at = time.monotonic()
+        assert call(grant, "DELETE", token=secured.su)[0] == 204
+        while True:
+            status, found = call(f"{secured.sa.admin_url}/admin/v2/non-persistent/ta/ns/"
+                                 f"{topic.rsplit('/', 1)[1]}/stats", token=secured.su)
+            if status == 404 or (not found["publishers"] and
+                                 not any(sub["consumers"] for sub in found["subscriptions"].values())):
+                break
+            assert time.monotonic() - revoked_at < REVOKE_CLOSES_S_MAX, found
+            time.sleep(0.1)
+        with pytest.raises(pulsar.Timeout):
+            producer.send(b"after")
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(500)
+    finally:
+        client.close()
+
+
 def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
     """The broker's answers (code and message) to LOOKUP, PARTITIONED_METADATA, PRODUCER and SUBSCRIBE of `topic`."""
     raw = RawClient(int(secured.sa.service_url.rsplit(":", 1)[1]))
@@ -215,7 +243,8 @@ def test_a_role_of_tenant_a_cannot_reach_tenant_b_whether_the_topic_exists_or_no
         client = client_of(secured.sa, secured.kit, who)
         try:
             for topic in ("persistent://tb/ns/secret", "persistent://tb/ns/no-such-topic",
-                          "persistent://tb/no-such-ns/x", "persistent://no-such-tenant/ns/x"):
+                          "persistent://tb/no-such-ns/x", "persistent://no-such-tenant/ns/x",
+                          "non-persistent://tb/ns/live"):
                 refused_fast(client.create_producer, topic)
                 refused_fast(client.subscribe, topic, "s")
                 refused_fast(client.create_reader, topic, pulsar.MessageId.earliest)

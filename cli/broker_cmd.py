@@ -25,7 +25,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
     parser.add_argument("--advertised-host", default=None, help="host clients are told to use")
-    parser.add_argument("--config", default=None, help="TOML file of settings")
+    parser.add_argument("--config", default=None,
+                        help="settings file: TOML, or Pulsar's broker.conf format when its name ends in .conf")
     return parser.parse_args(argv)
 
 

@@ -159,3 +159,40 @@ def test_broker_client_parameters_forms(tmp_path):
 def test_relations_still_checked_after_mapping(tmp_path):
     with pytest.raises(ConfigError):       # both Pulsar ports off: nothing served
         load_config(_write(tmp_path, "brokerServicePort=\nbrokerServicePortTls=\n"), env={})
+
+
+# The keys Strata maps, at the values Pulsar's own conf/standalone.conf ships (blank ones included),
+# plus a few it ignores: such a file loads, and changes only what it says.
+PULSAR_STANDALONE_DEFAULTS = {
+    "brokerServicePort": "6650", "webServicePort": "8080", "bindAddress": "0.0.0.0", "advertisedAddress": "",
+    "clusterName": "standalone", "backlogQuotaCheckEnabled": "true", "backlogQuotaCheckIntervalInSeconds": "60",
+    "backlogQuotaDefaultLimitGB": "10", "backlogQuotaDefaultLimitSecond": "-1", "ttlDurationDefaultInSeconds": "0",
+    "brokerDeduplicationMaxNumberOfProducers": "10000", "brokerDeduplicationEntriesInterval": "1000",
+    "defaultNumberOfNamespaceBundles": "4", "maxUnackedMessagesPerConsumer": "50000", "tlsCertificateFilePath": "",
+    "tlsKeyFilePath": "", "tlsTrustCertsFilePath": "", "tlsRequireTrustedClientCertOnConnect": "false",
+    "authenticationEnabled": "false", "authenticationProviders": "", "authorizationEnabled": "false",
+    "authorizationProvider": "org.apache.pulsar.broker.authorization.PulsarAuthorizationProvider",
+    "authorizationAllowWildcardsMatching": "false", "superUserRoles": "", "brokerClientAuthenticationPlugin": "",
+    "brokerClientAuthenticationParameters": "", "anonymousUserRole": "", "basicAuthConf": "", "tokenSecretKey": "",
+    "tokenPublicKey": "", "tokenAuthClaim": "", "tokenAudienceClaim": "", "tokenAudience": "",
+    "managedLedgerDefaultEnsembleSize": "1", "managedLedgerDefaultWriteQuorum": "1",
+    "managedLedgerDefaultAckQuorum": "1", "managedLedgerMaxEntriesPerLedger": "50000",
+    "managedLedgerMinLedgerRolloverTimeMinutes": "10", "managedLedgerMaxLedgerRolloverTimeMinutes": "240",
+    "managedLedgerMaxSizePerLedgerMbytes": "2048", "defaultRetentionTimeInMinutes": "0",
+    "defaultRetentionSizeInMB": "0", "keepAliveIntervalSeconds": "30", "exposeTopicLevelMetricsInPrometheus": "true",
+    "metadataStoreUrl": "", "numIOThreads": "", "tlsEnabled": "false", "webSocketServiceEnabled": "true",
+}
+
+
+def test_pulsar_standalone_defaults_load(tmp_path):
+    text = "\n".join(f"{key}={value}" for key, value in PULSAR_STANDALONE_DEFAULTS.items()) + "\n"
+    config = load_config(_write(tmp_path, text, "standalone.conf"), env={})
+    defaults = load_config(env={})
+    assert (config.broker_port, config.broker_admin_port, config.broker_tls_port) == (6650, 8080, -1)
+    assert config.broker_bind_host == config.broker_admin_bind_host == "0.0.0.0"
+    assert config.backlog_quota_default_limit_bytes == 10 * 1024 ** 3
+    assert not config.authentication_enabled and not config.authorization_enabled
+    assert config.managed_ledger_rollover_bytes == 2 * 1024 ** 3
+    for name in ("token_auth_claim", "token_audience_claim", "broker_advertised_host", "retention_time_minutes",
+                 "managed_ledger_rollover_age_ms", "broker_keepalive_interval_ms", "ledger_ensemble_size"):
+        assert getattr(config, name) == getattr(defaults, name), name

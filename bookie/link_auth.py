@@ -110,7 +110,9 @@ class LinkGuard:
         self.tls = bool(config.bookie_tls_enabled)
         # Both ports' TLS material, read now (a bad file fails the start before a port is bound).
         self._grpc_credentials = self._server_credentials() if self.tls else None
-        self._data_ssl = (tls.server_context(config, require_client_cert=bool(self.roles) or None)
+        # as gRPC: a client certificate required with roles, else optional (the broker's own
+        # tls_require_trusted_client_cert_on_connect is about its Pulsar port, not this one)
+        self._data_ssl = (tls.server_context(config, require_client_cert=bool(self.roles))
                           if self.tls else None)
 
     # --- checks ---

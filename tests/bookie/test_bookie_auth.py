@@ -25,6 +25,7 @@ from auth import certs, tls
 from bookie.client import BookieClient
 from bookie.client_core import crc32c
 from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
+from bookie.server import BookieServer
 from common.config import Config, default_config
 from common.errors import AuthenticationFailed, BookieUnavailable, NoSuchLedger
 from perf.bookie_proc import BookieProcess
@@ -301,3 +302,20 @@ def test_standalone_broker_produces_and_consumes_through_authenticated_tls_booki
         logs = "".join(p.read_text(errors="replace") for p in Path(tmp_path).rglob("*.log"))
         assert "bookie refused" not in logs and "accepts any client" not in logs
         assert kit.bookie_secret not in logs
+
+
+def test_tls_with_the_secret_alone_needs_no_client_certificate(tmp_path):
+    """An in-process bookie with TLS and the secret, no roles: a client with the secret and the trust file only."""
+    kit = SecurityKit.create(tmp_path / "security")
+    tls_only = {"bookie_tls_enabled": True, "tls_cert_file": str(kit.server_cert), "tls_key_file": str(kit.server_key),
+                "tls_trust_certs_file": str(kit.ca_file)}
+
+    async def go():
+        server = BookieServer(str(tmp_path / "b"), default_config(**tls_only, bookie_auth_secret=SECRET))
+        await server.start()
+        try:
+            await _round_trip(server.address, default_config(**tls_only, bookie_auth_secret=SECRET), 41)
+            await _assert_every_call_refused(server.address, default_config(**tls_only))
+        finally:
+            await server.stop(0)
+    asyncio.run(go())

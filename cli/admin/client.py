@@ -12,7 +12,8 @@ unless `--yes` was given, and refuses (ConfirmationRefused) when nobody can answ
 terminal).
 
 Credentials (`cli.admin.credentials.HttpAuth`: the Authorization header, the https context) go
-with every call, the redirected ones too (the 307s name brokers of the same cluster).
+with every call, the redirected ones too (the 307s name brokers of the same cluster), but never
+from https:// to a plain http:// Location: that redirect is refused (an HTTPError saying so).
 
 Errors: urllib.error.HTTPError on an error status (the caller prints the broker's `reason`),
 URLError/OSError when the broker cannot be reached, ValueError on an answer that is not JSON.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -45,6 +47,9 @@ class _RedirectEveryMethod(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
                          headers, newurl: str) -> urllib.request.Request | None:
+        if req.full_url.startswith("https:") and not newurl.startswith("https:") and req.has_header("Authorization"):
+            raise urllib.error.HTTPError(newurl, code, "refusing to follow a redirect from https to plain http "
+                                         f"with credentials ({newurl})", headers, fp)
         if code not in (307, 308):
             return super().redirect_request(req, fp, code, msg, headers, newurl)
         return urllib.request.Request(newurl, data=req.data, method=req.get_method(),

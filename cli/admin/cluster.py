@@ -9,6 +9,8 @@
     strata admin clusters list
     strata admin clusters get-cluster-name
     strata admin clusters get CLUSTER                           {"serviceUrl", "brokerServiceUrl", ...}
+    strata admin clusters create CLUSTER [--url U] [--url-secure U] [--broker-url U] [--broker-url-secure U]
+                                      Pulsar's answers: 409 for this cluster (it exists), 412 for another
     strata admin broker-stats load-report                       this broker's LocalBrokerData
 
 Every command works against any broker of a cluster: the client follows a 307 to the owner.
@@ -42,8 +44,22 @@ def add_parsers(groups: Groups) -> None:
     command(groups["clusters"], "get-cluster-name", _cluster_name)
     command(groups["clusters"], "get", routed(lambda a: ("GET", f"/admin/v2/clusters/{a.cluster}", None)),
             ).add_argument("cluster")
+    create = command(groups["clusters"], "create", routed(
+        lambda a: ("PUT", f"/admin/v2/clusters/{a.cluster}", _cluster_data(a))), "create a cluster (ClusterData)")
+    create.add_argument("cluster")
+    for flag in CLUSTER_URL_FLAGS:
+        create.add_argument(flag, default=None)
     command(groups["broker-stats"], "load-report", routed(lambda a: ("GET", "/admin/v2/broker-stats/load-report",
                                                                      None)))
+
+
+CLUSTER_URL_FLAGS = {"--url": "serviceUrl", "--url-secure": "serviceUrlTls", "--broker-url": "brokerServiceUrl",
+                     "--broker-url-secure": "brokerServiceUrlTls"}   # pulsar-admin's flag -> ClusterData field
+
+
+def _cluster_data(args: argparse.Namespace) -> dict[str, str]:
+    given = {field: getattr(args, flag[2:].replace("-", "_")) for flag, field in CLUSTER_URL_FLAGS.items()}
+    return {field: url for field, url in given.items() if url is not None}
 
 
 def _lookup(args: argparse.Namespace, client: AdminClient) -> int:

@@ -320,6 +320,8 @@ def test_strata_admin_cluster_commands(standalone: StandaloneProcess, capsys: py
     assert out("brokers", "list") == [me] == out("brokers", "list", "standalone")
     assert out("brokers", "healthcheck") == "ok"
     assert out("clusters", "list") == ["standalone"]
+    assert run_admin(url + ["clusters", "create", "standalone", "--url", standalone.admin_url]) == 1
+    assert "HTTP 409: Cluster already exists" in capsys.readouterr().err
     assert out("broker-stats", "load-report")["webServiceUrl"] == standalone.admin_url
     assert run_admin(url + ["namespaces", "unload", ns, "-b", "0x1_0x2"]) == 1
     assert "HTTP 412" in capsys.readouterr().err

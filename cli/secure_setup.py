@@ -20,7 +20,8 @@ Private keys, the secret key, the tokens and the bookie secret are written with 
 temporary file first, then renamed). `secure_settings` turns on: the TLS ports, token and TLS
 authentication (plus any provider already configured), authorization with superusers `admin` and
 `strata-broker` (plus any configured), the broker's token for broker-to-broker calls, the bookie
-secret and TLS on the bookies' ports (the broker checks their certificate, the bookies its secret). Plain ports are off unless asked for (`--port` / `--admin-port`): a token sent over a plain port
+secret and TLS on the bookies' ports (the broker checks their certificate, the bookies its secret).
+Plain ports are off unless asked for (`--port` / `--admin-port`): a token sent over a plain port
 travels in clear, and on a shared machine loopback traffic is not private to its user either.
 
 What must hold: existing material is never overwritten while it is valid; nothing secret is printed

@@ -80,8 +80,9 @@ log = logging.getLogger(__name__)
 
 TOPIC_ROUTE = "/admin/v2/persistent/{tenant}/{ns}/{topic}"
 LOOKUP_DOMAINS = ("persistent", "non-persistent")
-# topic-level routes that fan out over partitions (served by any broker, never redirected whole)
-FANOUT_SUFFIXES = frozenset({"/partitions", "/partitioned-stats"})
+# topic-level routes that fan out over partitions, or only touch the namespace's policies (permissions, as
+# Pulsar's, need no owner): served by any broker, never redirected whole
+FANOUT_SUFFIXES = frozenset({"/partitions", "/partitioned-stats", "/permissions", "/permissions/{role}"})
 # served by the owner when there is one, but nothing is assigned just for them
 NO_ASSIGN_SUFFIXES = frozenset({"/unload"})
 PEER_REQUEST_TIMEOUT_S = 30.0     # one admin call forwarded to another broker

@@ -176,6 +176,8 @@ class Server:
     admin_url: str
     cpu: ServerCpu
     started_here: bool = False
+    token: str = field(default="", repr=False)   # secured server: the clients' token ("" = none)
+    tls_trust_file: str = ""                     # secured server: the CA file for pulsar+ssl://
 
 
 def add_server_args(parser: argparse.ArgumentParser) -> None:
@@ -189,8 +191,14 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def server_from_args(args: argparse.Namespace) -> Iterator[Server]:
-    """The server to measure: the one given by --service-url, else a fresh standalone."""
+def server_from_args(args: argparse.Namespace, *, tls: bool = False, auth: str = "") -> Iterator[Server]:
+    """The server to measure: the one given by --service-url, else a fresh standalone; with `tls`
+    or `auth` ("token") a fresh secured one (perf.secure), measured through pulsar+ssl:// (tls)
+    with a superuser token (auth)."""
+    if tls or auth:
+        with _secure_standalone(args, tls, auth) as server:
+            yield server
+        return
     if args.service_url:
         from urllib.parse import urlparse
         parsed = urlparse(args.service_url)
@@ -210,12 +218,33 @@ def server_from_args(args: argparse.Namespace) -> Iterator[Server]:
             raise
 
 
-def create_partitioned_topic(admin_url: str, topic: str, partitions: int) -> None:
+@contextlib.contextmanager
+def _secure_standalone(args: argparse.Namespace, tls: bool, auth: str) -> Iterator[Server]:
+    import tempfile
+    from pathlib import Path
+
+    from common.net import free_port
+    from perf.secure import SecureSetup
+    from perf.standalone_proc import LocalStandalone
+
+    with tempfile.TemporaryDirectory(prefix="strata-perf-secure-") as directory:
+        setup = SecureSetup.create(Path(directory), tls_port=free_port(), auth=auth)
+        with LocalStandalone.start(bookies=args.bookies, env=setup.env) as sa:
+            try:
+                yield Server(setup.service_url if tls else sa.service_url, sa.admin_url, ServerCpu([sa.pid]),
+                             started_here=True, token=setup.token,
+                             tls_trust_file=str(setup.ca_file) if tls else "")
+            except StrataError:
+                print(f"--- end of the secured standalone's log ---\n{sa.log_tail()}", file=sys.stderr)
+                raise
+
+
+def create_partitioned_topic(admin_url: str, topic: str, partitions: int, token: str = "") -> None:
     """PUT /admin/v2/persistent/{tenant}/{ns}/{topic}/partitions with body N."""
     path = topic.split("://", 1)[1]
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     request = urllib.request.Request(f"{admin_url}/admin/v2/persistent/{path}/partitions",
-                                     data=str(partitions).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json"})
+                                     data=str(partitions).encode(), method="PUT", headers=headers)
     with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S) as response:
         if response.status >= 300:
             raise StrataError("creating the partitioned topic failed", status=response.status)
@@ -398,7 +427,7 @@ def prepare_topic(server: Server, args: argparse.Namespace, kind: str) -> str:
     if "://" not in topic:
         topic = f"persistent://public/default/{topic}"
     if args.partitions:
-        create_partitioned_topic(server.admin_url, topic, args.partitions)
+        create_partitioned_topic(server.admin_url, topic, args.partitions, server.token)
     return topic
 
 
@@ -411,7 +440,8 @@ def producer_kwargs(args: argparse.Namespace, server: Server, topic: str, proces
                     rate: float | None) -> list[dict]:
     return [{"service_url": server.service_url, "topic": topic, "messages": share, "size": args.size,
              "rate": (rate / processes) if rate else None, "max_pending": args.max_pending,
-             "compression": args.compression, "batch_delay_ms": args.batch_delay_ms}
+             "compression": args.compression, "batch_delay_ms": args.batch_delay_ms,
+             "token": server.token, "tls_trust_file": server.tls_trust_file}
             for share in split(args.messages, processes) if share]
 
 

@@ -51,7 +51,7 @@ def run_producer(kw: dict, signal_ready, wait_start) -> dict:
 
 
 async def _produce(kw: dict, signal_ready, wait_start) -> dict:
-    client = NativeClient(kw["service_url"])
+    client = NativeClient(kw["service_url"], token=kw.get("token", ""), tls_trust_file=kw.get("tls_trust_file", ""))
     try:
         producers = await client.create_producers(kw["topic"], max_pending_messages=kw["max_pending"])
         hist = LatencyHistogram()
@@ -177,7 +177,7 @@ class _Tally:
 
 
 async def _consume(kw: dict, signal_ready, wait_start) -> dict:
-    client = NativeClient(kw["service_url"])
+    client = NativeClient(kw["service_url"], token=kw.get("token", ""), tls_trust_file=kw.get("tls_trust_file", ""))
     try:
         consumers = await client.subscribe(kw["topic"], kw["subscription"], sub_type=kw.get("sub_type", SUB_EXCLUSIVE),
                                            initial_position=EARLIEST, receiver_queue_size=kw["receiver_queue"],

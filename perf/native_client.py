@@ -5,7 +5,8 @@ with the sans-IO codec of broker/codec.py and the client-side batches of broker/
 costs the broker exactly what the official client costs it while costing the load generator a
 small fraction of the official Python client's ~25 us per message.
 
-    client = NativeClient("pulsar://127.0.0.1:6650")
+    client = NativeClient("pulsar://127.0.0.1:6650")      # or ("pulsar+ssl://localhost:6651",
+                                                         #     token=jwt, tls_trust_file=ca_path)
     [producer] = await client.create_producers(topic)          # one per partition (or one)
     fut = await producer.send_batch([BatchMessage(b"x", partition_key="k")])   # any batch
     enc = producer.encoder(b"x" * 1024)                          # fast path, plain messages
@@ -21,6 +22,9 @@ How it works:
 - `Connection` is an asyncio.Protocol: `data_received` feeds a FrameDecoder and routes each frame
   synchronously: SEND_RECEIPT / SEND_ERROR to the producer, MESSAGE to the consumer, replies to
   the future waiting on that request_id, PING answered with PONG.
+- `pulsar+ssl://` connects with TLS (the server verified against `tls_trust_file`, hostname
+  checked) and follows lookups to `brokerServiceUrlTls`; a `token` goes in CONNECT
+  (auth_method_name "token", Pulsar's single-step token authentication).
 - A producer pipelines SENDs: each SEND is appended to an in-order pending deque; a receipt must
   match the head (PROTOCOL.md §8.2), anything else fails the producer (`BrokerError`).
   `send_batch` waits while `max_pending_messages` messages are unacknowledged.
@@ -43,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import ssl
 import time
 from collections.abc import Callable
 from urllib.parse import urlparse
@@ -164,18 +169,26 @@ class Connection(asyncio.Protocol):
         self.failure: StrataError | None = None  # why the connection is unusable; None = healthy
 
     @classmethod
-    async def open(cls, url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Connection:
-        """TCP connect to pulsar://host:port, CONNECT, wait for CONNECTED."""
+    async def open(cls, url: str, timeout_s: float = CONNECT_TIMEOUT_S, *, token: str = "",
+                   tls: ssl.SSLContext | None = None) -> Connection:
+        """TCP (pulsar://) or TLS (pulsar+ssl://, `tls` required) connect, CONNECT (with the token,
+        if any), wait for CONNECTED."""
         parsed = urlparse(url)
-        if parsed.scheme != "pulsar" or not parsed.hostname or not parsed.port:
-            raise StrataError("service URL must look like pulsar://host:port", url=url)
+        if parsed.scheme not in ("pulsar", "pulsar+ssl") or not parsed.hostname or not parsed.port:
+            raise StrataError("service URL must look like pulsar://host:port or pulsar+ssl://host:port", url=url)
+        secure = parsed.scheme == "pulsar+ssl"
+        if secure and tls is None:
+            raise StrataError("a pulsar+ssl:// URL needs a TLS context (the trust file)", url=url)
+        connect = pb.CommandConnect(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION,
+                                    auth_method_name="token" if token else "none")
+        if token:
+            connect.auth_data = token.encode()
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
-                _, conn = await loop.create_connection(lambda: cls(url), parsed.hostname, parsed.port)
-                conn.write(encode_command(pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
-                    client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION,
-                    auth_method_name="none"))))
+                _, conn = await loop.create_connection(lambda: cls(url), parsed.hostname, parsed.port,
+                                                       ssl=tls if secure else None)
+                conn.write(encode_command(pb.BaseCommand(type=T.CONNECT, connect=connect)))
                 await conn._connected
         except TimeoutError:
             raise TimeoutExpired("no CONNECTED from broker", url=url, timeout_s=timeout_s) from None
@@ -610,8 +623,15 @@ class NativeClient:
 
     LOOKUP_REDIRECTS_MAX = 20
 
-    def __init__(self, service_url: str) -> None:
+    def __init__(self, service_url: str, *, token: str = "", tls_trust_file: str = "") -> None:
         self.service_url = service_url
+        self.token = token
+        self.secure = service_url.startswith("pulsar+ssl://")
+        self._tls: ssl.SSLContext | None = None
+        if self.secure:
+            from auth.tls import client_context
+
+            self._tls = client_context(tls_trust_file) if tls_trust_file else ssl.create_default_context()
         self._connections: dict[str, Connection] = {}
         self._names = itertools.count()
 
@@ -619,7 +639,7 @@ class NativeClient:
         url = url or self.service_url
         conn = self._connections.get(url)
         if conn is None or conn.failure is not None:
-            conn = await Connection.open(url)
+            conn = await Connection.open(url, token=self.token, tls=self._tls)
             self._connections[url] = conn
         return conn
 
@@ -644,12 +664,19 @@ class NativeClient:
             r = reply.lookupTopicResponse
             if r.response == pb.CommandLookupTopicResponse.Failed:
                 raise server_error(r.error, r.message, topic=topic)
-            target = self.service_url if r.proxy_through_service_url else r.brokerServiceUrl
+            target = self.service_url if r.proxy_through_service_url else self._broker_url(r, topic)
             conn = await self.connection(target)
             if r.response == pb.CommandLookupTopicResponse.Connect:
                 return conn
             authoritative = r.authoritative
         raise BrokerError("too many lookup redirects", topic=topic)
+
+    def _broker_url(self, r: pb.CommandLookupTopicResponse, topic: str) -> str:
+        if not self.secure:
+            return r.brokerServiceUrl
+        if not r.brokerServiceUrlTls:
+            raise BrokerError("the owning broker advertises no pulsar+ssl:// URL", topic=topic)
+        return r.brokerServiceUrlTls
 
     async def _topics(self, topic: str) -> list[str]:
         name = full_topic_name(topic)

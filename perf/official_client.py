@@ -27,13 +27,18 @@ SEND_TIMEOUT_S = 30.0
 RECEIVE_POLL_MS = 200
 
 
-def _client(service_url: str):
+def _client(service_url: str, token: str = "", tls_trust_file: str = ""):
     try:
         import pulsar
     except ImportError:
         raise StrataError("--driver pulsar-client needs the official client: pip install pulsar-client") from None
+    secured: dict = {}
+    if token:
+        secured["authentication"] = pulsar.AuthenticationToken(token)
+    if tls_trust_file:
+        secured["tls_trust_certs_file_path"] = tls_trust_file
     return pulsar.Client(service_url, operation_timeout_seconds=30,
-                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error), **secured)
 
 
 def _compression(name: str):
@@ -62,7 +67,7 @@ class _Window:
 
 
 def run_producer(kw: dict, signal_ready, wait_start) -> dict:
-    client = _client(kw["service_url"])
+    client = _client(kw["service_url"], kw.get("token", ""), kw.get("tls_trust_file", ""))
     try:
         producer = client.create_producer(
             kw["topic"], batching_enabled=True, batching_max_messages=1000,
@@ -111,7 +116,7 @@ def _wait_window_empty(window: _Window, size: int) -> None:
 
 def run_consumer(kw: dict, signal_ready, wait_start) -> dict:
     import pulsar
-    client = _client(kw["service_url"])
+    client = _client(kw["service_url"], kw.get("token", ""), kw.get("tls_trust_file", ""))
     shared, expected = kw["shared_count"], kw["expected"]
     sub_type = pulsar.ConsumerType.Shared if kw.get("shared") else pulsar.ConsumerType.Exclusive
     try:

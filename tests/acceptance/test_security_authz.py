@@ -127,10 +127,14 @@ def test_a_revoke_closes_live_producers_and_consumers_and_nothing_passes_after_i
     role, topic = unique("app"), f"persistent://ta/ns/{unique('revoked')}"
     assert call(f"{secured.sa.admin_url}/admin/v2/namespaces/ta/ns/permissions/{role}", "POST",
                 ["produce", "consume"], token=secured.su)[0] == 204
-    client = client_of(secured.sa, secured.kit, role)
+    kept_role = unique("kept")    # a role whose grant stays: its consumer is never closed
+    assert call(f"{secured.sa.admin_url}/admin/v2/persistent/ta/ns/{topic.rsplit('/', 1)[1]}/permissions/{kept_role}",
+                "POST", ["consume"], token=secured.su)[0] == 204
+    client, kept_client = client_of(secured.sa, secured.kit, role), client_of(secured.sa, secured.kit, kept_role)
     try:
         producer = client.create_producer(topic, send_timeout_millis=2_000, batching_enabled=False)
         consumer = client.subscribe(topic, "s", receiver_queue_size=1)
+        kept = kept_client.subscribe(topic, "k")
         producer.send(b"before")
         assert consumer.receive(10_000).data() == b"before"
         revoked_at = time.monotonic()
@@ -152,9 +156,12 @@ def test_a_revoke_closes_live_producers_and_consumers_and_nothing_passes_after_i
         stored = [reader.read_next(5_000).data() for _ in range(2)]
         assert stored == [b"before", b"from the superuser"] and not reader.has_message_available()
         assert stats(secured, topic)["subscriptions"]["s"]["consumers"] == []
+        assert [kept.receive(5_000).data() for _ in range(2)] == [b"before", b"from the superuser"]
+        assert len(stats(secured, topic)["subscriptions"]["k"]["consumers"]) == 1   # after several rechecks
         print(f"revoke -> closed in {closed_after_s:.2f} s (recheck every {RECHECK_INTERVAL_MS} ms)")
     finally:
         client.close()
+        kept_client.close()
 
 
 def test_a_revoke_closes_non_persistent_producers_and_consumers_too(secured) -> None:

@@ -17,11 +17,12 @@ and keeps the tier (offloads and cold reads retry until it answers); so does a c
 longer than twice `offload_s3_connect_timeout_ms`, which is all start-up waits for it.
 The event loop is uvloop; the process entry (`cli`) installs it before starting the loop.
 
-TLS: the port's context (`auth.tls.server_context`) and the authentication service are built before
-any port is bound, so unreadable key material stops the start with a KeyMaterialError naming the
-file. A TLS handshake not done within `tls_handshake_timeout_ms` is dropped; the connection's own
-clock (`authentication_connect_timeout_ms`, `broker.wire_auth`) starts once it is. With
-`broker_port` -1 the broker's service URL and id are the TLS port's (`pulsar+ssl://host:port`).
+TLS: the port's context (`auth.tls.server_context`) is built before any port is bound and the
+authentication service before any serves, so unreadable key material stops the start with a
+KeyMaterialError naming the file. A TLS handshake not done within `tls_handshake_timeout_ms` is
+dropped; the connection's own clock (`authentication_connect_timeout_ms`, `broker.wire_auth`)
+starts once it is. With `broker_port` -1 the broker's service URL and id are the TLS port's
+(`pulsar+ssl://host:port`).
 
 What must hold: after `start()` returns, every configured port accepts connections; `stop()` is idempotent.
 """
@@ -38,6 +39,7 @@ from broker import listeners, memdebug
 from broker.admin.server import AdminServer
 from broker.connection import ServerConnection
 from broker.service import BrokerService
+from broker.tls_reads import BufferedReads
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
 from common.errors import ColdTierError, ColdTierUnavailable, ServiceNotReady, StrataError
@@ -136,7 +138,8 @@ class Broker:
     async def _bind_tls(self, context: ssl.SSLContext) -> asyncio.base_events.Server:
         c = self.config
         return await asyncio.get_running_loop().create_server(
-            self._new_connection, host=c.broker_bind_host, port=c.broker_tls_port, ssl=context,
+            lambda: BufferedReads(self._new_connection()),   # uvloop's cheap TLS read path (broker.tls_reads)
+            host=c.broker_bind_host, port=c.broker_tls_port, ssl=context,
             ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000, reuse_address=True, backlog=1024,
             start_serving=False)
 

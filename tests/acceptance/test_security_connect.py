@@ -9,6 +9,8 @@ only authentication is tested here) serves `pulsar://` and `pulsar+ssl://`:
 - a token that expires while connected is refreshed through AUTH_CHALLENGE (the client's token
   supplier is asked again) and the producer keeps its connection; a client that cannot refresh is
   disconnected once its token expires; an AUTH_RESPONSE with another role's token closes the connection;
+- LOOKUP (binary and HTTP) answers the broker's pulsar+ssl:// URL beside its plain one, and its
+  registry entry and ownership records carry it (what a lookup on another broker answers from);
 - 50 sockets on the TLS port, half silent and half sending garbage, do not keep a real client from
   connecting and producing within a few seconds, and the silent ones are dropped by the handshake
   timeout (the plain port's by authentication_connect_timeout_ms).
@@ -29,6 +31,7 @@ import pytest
 
 from auth import certs
 from broker.codec import CommandType as T
+from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.broker.raw_client import RawClient
@@ -149,6 +152,30 @@ def test_a_client_certificate_of_another_ca_is_refused_by_the_handshake(secured:
             client.create_producer(topic)
     finally:
         client.close()
+
+
+def test_lookups_and_records_carry_the_tls_url(secured: Secured, topic: str) -> None:
+    tls_url = f"pulsar+ssl://127.0.0.1:{secured.tls_port}"
+    raw = _raw_connect(secured.sa.port, secured.kit.token("alice"), refresh=False)
+    try:
+        raw.send(pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=topic, request_id=1)))
+        answer = raw.next_command().lookupTopicResponse
+    finally:
+        raw.close()
+    assert (answer.response, answer.brokerServiceUrl, answer.brokerServiceUrlTls) == (
+        pb.CommandLookupTopicResponse.Connect, secured.sa.service_url, tls_url)
+    request = urllib.request.Request(secured.sa.admin_url + "/lookup/v2/topic/" + topic.replace("://", "/"),
+                                     headers={"Authorization": f"Bearer {secured.kit.token(SUPERUSER)}"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert json.loads(resp.read())["brokerUrlTls"] == tls_url
+    store = open_store(secured.sa.metadata_url)
+    try:
+        brokers = [json.loads(v.value) for _, v in store.list_prefix("/loadbalance/brokers")]
+        owners = [json.loads(v.value) for _, v in store.list_prefix("/namespace/public/default")]
+    finally:
+        store.close()
+    assert [b["pulsarServiceUrlTls"] for b in brokers] == [tls_url]
+    assert owners and all(o["nativeUrlTls"] == tls_url for o in owners), owners
 
 
 def _publisher_address(secured: Secured, topic: str) -> str:

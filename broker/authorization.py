@@ -194,6 +194,13 @@ class AuthorizationService:
             raise AuthorizationDenied(f"Client is not authorized to {_VERBS[action]}", topic=str(topic),
                                       role=role or "")
 
+    async def check_producer(self, role: str | None, topic: TopicName, initial_subscription: str = "") -> None:
+        """A PRODUCER's check: produce, and consume on the subscription it asks to create
+        (`initial_subscription_name`, as Pulsar's ServerCnx checks both); AuthorizationDenied otherwise."""
+        await self.check(role, Action.PRODUCE, topic)
+        if initial_subscription:
+            await self.check(role, Action.CONSUME, topic, initial_subscription)
+
     def permits_namespace(self, grants: NamespaceGrants, role: str | None) -> bool:
         if self.is_superuser(role) or (role and role in grants.admin_roles):
             return True

@@ -55,7 +55,6 @@ from typing import TYPE_CHECKING, Any
 
 from auth.api import Identity
 from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists, wire_auth
-from broker.authorization import Action
 from broker.codec import CommandType as T
 from broker.codec import (
     FrameDecoder,
@@ -448,7 +447,7 @@ class ServerConnection(asyncio.Protocol):
         self.creating.add(key)
         try:
             name = parse_topic(cmd.topic)
-            await self.service.authorization.check(self.role, Action.PRODUCE, name)   # before any topic lookup
+            await self.service.authorization.check_producer(self.role, name, cmd.initial_subscription_name)   # first
             if not name.persistent:   # in-memory fan-out, nothing stored
                 await non_persistent.attach_producer(self, cmd, name, wanted=lambda: not (
                     key in self.cancelled or self.state is ConnState.CLOSED))

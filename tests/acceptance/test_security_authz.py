@@ -13,12 +13,14 @@ refusal is the same for a topic that does not exist; a tenant admin manages its 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pulsar
@@ -98,13 +100,18 @@ def test_a_role_without_permission_is_refused_then_allowed_after_a_grant(secured
     role, topic = unique("app"), f"persistent://ta/ns/{unique('orders')}"
     client = client_of(secured.sa, secured.kit, role)
     try:
-        refused_fast(lambda: client.create_producer(topic))
-        refused_fast(lambda: client.subscribe(topic, "s"))
+        refused_fast(client.create_producer, topic)
+        refused_fast(client.subscribe, topic, "s")
         # a topic grant by REST (superuser): produce only
         assert call(f"{secured.sa.admin_url}/admin/v2/persistent/ta/ns/{topic.rsplit('/', 1)[1]}/permissions/{role}",
                     "POST", ["produce"], token=secured.su)[0] == 204
         producer = client.create_producer(topic)
-        refused_fast(lambda: client.subscribe(topic, "s"))
+        refused_fast(client.subscribe, topic, "s")
+        with raw_session(secured, role) as raw:   # a producer creating a subscription needs consume too
+            raw.send(pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(
+                topic=topic, producer_id=1, request_id=1, initial_subscription_name="init")))
+            refusal = raw.next_command()
+            assert (refusal.type, refusal.error.error) == (T.ERROR, pb.AuthorizationError), refusal
         # a namespace grant by the CLI, as the tenant's admin: consume
         admin_token = secured.kit.token("ta-admin")
         assert cli(secured, admin_token, "namespaces", "grant-permission", "ta/ns", "--role", role,
@@ -192,14 +199,23 @@ def test_a_revoke_closes_non_persistent_producers_and_consumers_too(secured) -> 
         client.close()
 
 
-def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
-    """The broker's answers (code and message) to LOOKUP, PARTITIONED_METADATA, PRODUCER and SUBSCRIBE of `topic`."""
+@contextlib.contextmanager
+def raw_session(secured, role: str) -> Iterator[RawClient]:
+    """A raw protocol connection, CONNECTed with `role`'s token."""
     raw = RawClient(int(secured.sa.service_url.rsplit(":", 1)[1]))
     try:
         raw.send(pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
             client_version="raw-test", protocol_version=20, auth_method_name="token",
             auth_data=secured.kit.token(role).encode())))
         assert raw.next_command().type == T.CONNECTED
+        yield raw
+    finally:
+        raw.close()
+
+
+def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
+    """The broker's answers (code and message) to LOOKUP, PARTITIONED_METADATA, PRODUCER and SUBSCRIBE of `topic`."""
+    with raw_session(secured, role) as raw:
         out = {}
         raw.send(pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=topic, request_id=1)))
         reply = raw.next_command().lookupTopicResponse
@@ -217,23 +233,14 @@ def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
         reply = raw.next_command().error
         out["subscribe"] = f"{reply.error} {reply.message}"
         return out
-    finally:
-        raw.close()
 
 
 def raw_topic_list(secured, role: str, namespace: str) -> pb.BaseCommand:
     """The broker's answer to GET_TOPICS_OF_NAMESPACE of `namespace`."""
-    raw = RawClient(int(secured.sa.service_url.rsplit(":", 1)[1]))
-    try:
-        raw.send(pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
-            client_version="raw-test", protocol_version=20, auth_method_name="token",
-            auth_data=secured.kit.token(role).encode())))
-        assert raw.next_command().type == T.CONNECTED
+    with raw_session(secured, role) as raw:
         raw.send(pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE, getTopicsOfNamespace=pb.CommandGetTopicsOfNamespace(
             namespace=namespace, request_id=1)))
         return raw.next_command()
-    finally:
-        raw.close()
 
 
 def raw_topic_list_refusal(secured, role: str, namespace: str) -> str:

@@ -176,6 +176,21 @@ def test_subscription_roles_restrict_who_consumes_on_that_subscription(astore: A
     run(go())
 
 
+def test_a_producer_creating_a_subscription_needs_consume_on_it_too(astore: AsyncMetadataStore) -> None:
+    authz = service(astore)
+
+    async def go() -> None:
+        await tenant_with_namespace(astore)
+        await permissions.grant_namespace(astore, "acme", "sales", "writer", ["produce"])
+        await authz.check_producer("writer", ORDERS)
+        with pytest.raises(AuthorizationDenied, match="to Consume"):
+            await authz.check_producer("writer", ORDERS, "initial")
+        await permissions.grant_topic(astore, ORDERS, "writer", ["consume"])
+        await authz.check_producer("writer", ORDERS, "initial")
+
+    run(go())
+
+
 def test_authorization_off_allows_everything(astore: AsyncMetadataStore) -> None:
     authz = AuthorizationService(load_config(env={}), astore)
 

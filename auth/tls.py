@@ -87,8 +87,9 @@ def _load_chain(ctx: ssl.SSLContext, cert_file: str, key_file: str) -> None:
         raise KeyMaterialError("a TLS port needs tls_cert_file and tls_key_file")
     try:
         ctx.load_cert_chain(cert_file, key_file)
-    except FileNotFoundError as exc:
-        raise KeyMaterialError("TLS certificate or key file not found", path=exc.filename) from None
+    except FileNotFoundError as exc:   # ssl leaves exc.filename None: name both files
+        raise KeyMaterialError("TLS certificate or key file not found",
+                               path=exc.filename or f"{cert_file}, {key_file}") from None
     except (OSError, ssl.SSLError) as exc:
         raise KeyMaterialError(f"TLS certificate or key cannot be loaded: {exc}",
                                cert=cert_file, key=key_file) from None

@@ -214,7 +214,8 @@ def raw_session(secured, role: str) -> Iterator[RawClient]:
 
 
 def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
-    """The broker's answers (code and message) to LOOKUP, PARTITIONED_METADATA, PRODUCER and SUBSCRIBE of `topic`."""
+    """The broker's answers (code and message) to LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE, GET_SCHEMA
+    and GET_OR_CREATE_SCHEMA of `topic`."""
     with raw_session(secured, role) as raw:
         out = {}
         raw.send(pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=topic, request_id=1)))
@@ -232,6 +233,13 @@ def raw_refusals(secured, role: str, topic: str) -> dict[str, str]:
             topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=4)))
         reply = raw.next_command().error
         out["subscribe"] = f"{reply.error} {reply.message}"
+        raw.send(pb.BaseCommand(type=T.GET_SCHEMA, getSchema=pb.CommandGetSchema(topic=topic, request_id=5)))
+        answer = raw.next_command().getSchemaResponse
+        out["get schema"] = f"{answer.error_code} {answer.error_message}"
+        raw.send(pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA, getOrCreateSchema=pb.CommandGetOrCreateSchema(
+            topic=topic, request_id=6, schema=pb.Schema(name="s", schema_data=b"", type=pb.Schema.String))))
+        created = raw.next_command().getOrCreateSchemaResponse
+        out["get or create schema"] = f"{created.error_code} {created.error_message}"
         return out
 
 

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 
 from auth.api import NO_METHOD, Credentials, Identity
 from auth.tls import peer_common_name
-from broker import connection
+from broker import connection  # it imports this module: its names are read when called, never at import
 from broker.codec import (
     REQUEST_ID_NONE,
     encode_auth_challenge,
@@ -69,11 +69,11 @@ from proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from broker.connection import ServerConnection
 
-# broker.connection imports this module; its names are read when called, never at import
 log = logging.getLogger(__name__)
 
 FAILED_MESSAGE = "Failed to authenticate"      # Pulsar's ERROR message on a refused CONNECT
 CPP_CLIENT_PREFIX = "Pulsar-CPP"               # client_version of clients built on pulsar-client-cpp
+METHOD_LOGGED_CHARS_MAX = 32                   # a client's auth_method_name is logged this far at most
 REFRESH_CHALLENGE = b"refresh"                 # Pulsar's AuthData.REFRESH_AUTH_DATA
 
 
@@ -150,7 +150,7 @@ class WireAuth:
         conn = self._conn
         refusal = isinstance(exc, AuthenticationFailed) or exc.server_error is None
         log.info("%s %s: authentication (%s) refused: %s", "refusing" if refusal else "closing", conn.peer,
-                 credentials.method, exc)
+                 credentials.method[:METHOD_LOGGED_CHARS_MAX], exc)
         if refusal and connect.client_version.startswith(CPP_CLIENT_PREFIX):
             conn.complete_connect(connect, None)
             return

@@ -25,8 +25,9 @@ Reads: the tenant's and the namespace's keys (`/admin/policies/<t>`, `/admin/pol
 through the metadata store. A namespace's grants are remembered for at most `_cache_ttl_s`
 (min(1 s, half of `authorization_recheck_interval_ms`)) to spare the store a 1,000-partition
 subscribe's worth of reads; a refusal is never answered from memory (the keys are read again
-first), so a grant takes effect at once, and a revoke reaches new clients within that TTL
-and existing ones at the next recheck (`broker.authz_recheck`, which reads fresh).
+first), so a grant takes effect at once, and a revoke reaches new clients within that TTL (at
+once on the broker whose admin API made it: `forget`) and existing ones at the next recheck
+(`broker.authz_recheck`, which reads fresh).
 
 What must hold: a refusal (AuthorizationDenied) reads the same whether or not the topic or
 namespace exists; no check creates anything.
@@ -143,6 +144,10 @@ class AuthorizationService:
             self._cache.clear()
         self._cache[key] = (now_s, grants)
         return grants
+
+    def forget(self, tenant: str, namespace: str) -> None:
+        """Drop what is remembered of a namespace (its grants were just changed here)."""
+        self._cache.pop((tenant, namespace), None)
 
     async def admin_roles(self, tenant: str) -> frozenset[str]:
         """The tenant's adminRoles (none if it does not exist)."""

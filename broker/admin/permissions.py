@@ -61,6 +61,7 @@ def _topic(request: web.Request) -> TopicName:
 
 class _PermissionRoutes:
     def __init__(self, service: BrokerService) -> None:
+        self.service = service
         self.astore = service.astore
 
     async def namespace_list(self, request: web.Request) -> web.Response:
@@ -71,33 +72,38 @@ class _PermissionRoutes:
         tenant, ns = namespace_of(request)
         await permissions.grant_namespace(self.astore, tenant, ns, request.match_info["role"],
                                           await body_json(request))
-        return web.Response(status=204)
+        return self._changed(tenant, ns)
 
     async def namespace_revoke(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         await permissions.revoke_namespace(self.astore, tenant, ns, request.match_info["role"])
-        return web.Response(status=204)
+        return self._changed(tenant, ns)
 
     async def subscription_grant(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         await permissions.grant_subscription(self.astore, tenant, ns, request.match_info["subscription"],
                                              await body_json(request))
-        return web.Response(status=204)
+        return self._changed(tenant, ns)
 
     async def subscription_revoke(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         await permissions.revoke_subscription(self.astore, tenant, ns, request.match_info["subscription"],
                                               request.match_info["role"])
-        return web.Response(status=204)
+        return self._changed(tenant, ns)
 
     async def topic_list(self, request: web.Request) -> web.Response:
         return web.json_response(await permissions.topic_permissions(self.astore, _topic(request)))
 
     async def topic_grant(self, request: web.Request) -> web.Response:
-        await permissions.grant_topic(self.astore, _topic(request), request.match_info["role"],
-                                      await body_json(request))
-        return web.Response(status=204)
+        topic = _topic(request)
+        await permissions.grant_topic(self.astore, topic, request.match_info["role"], await body_json(request))
+        return self._changed(topic.tenant, topic.namespace)
 
     async def topic_revoke(self, request: web.Request) -> web.Response:
-        await permissions.revoke_topic(self.astore, _topic(request), request.match_info["role"])
+        topic = _topic(request)
+        await permissions.revoke_topic(self.astore, topic, request.match_info["role"])
+        return self._changed(topic.tenant, topic.namespace)
+
+    def _changed(self, tenant: str, ns: str) -> web.Response:
+        self.service.authorization.forget(tenant, ns)   # remembered grants go at once (on this broker)
         return web.Response(status=204)

@@ -302,3 +302,18 @@ def test_subscription_permissions_and_a_create_body_s_auth_policies(astore: Asyn
                 permissions.check_auth_policies(bad)
 
     run(go())
+
+
+def test_forget_drops_remembered_grants_at_once(astore: AsyncMetadataStore) -> None:
+    authz = service(astore)   # default recheck interval: grants remembered up to 1 s
+
+    async def go() -> None:
+        await tenant_with_namespace(astore)
+        await permissions.grant_namespace(astore, "acme", "sales", "alice", ["produce"])
+        assert await authz.allowed("alice", PRODUCE, ORDERS)
+        await permissions.revoke_namespace(astore, "acme", "sales", "alice")
+        assert await authz.allowed("alice", PRODUCE, ORDERS)       # remembered (within the TTL)
+        authz.forget("acme", "sales")                               # what the admin routes do on a change
+        assert not await authz.allowed("alice", PRODUCE, ORDERS)
+
+    run(go())

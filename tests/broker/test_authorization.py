@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -310,9 +311,11 @@ def test_forget_drops_remembered_grants_at_once(astore: AsyncMetadataStore) -> N
     async def go() -> None:
         await tenant_with_namespace(astore)
         await permissions.grant_namespace(astore, "acme", "sales", "alice", ["produce"])
+        read_at_s = time.monotonic()
         assert await authz.allowed("alice", PRODUCE, ORDERS)
         await permissions.revoke_namespace(astore, "acme", "sales", "alice")
-        assert await authz.allowed("alice", PRODUCE, ORDERS)       # remembered (within the TTL)
+        if time.monotonic() - read_at_s < 0.5:                      # (a loaded machine may take longer)
+            assert await authz.allowed("alice", PRODUCE, ORDERS)   # remembered (within the TTL)
         authz.forget("acme", "sales")                               # what the admin routes do on a change
         assert not await authz.allowed("alice", PRODUCE, ORDERS)
 

@@ -93,6 +93,8 @@ class AuthzRecheck:
                 await self.run_pass()
             except StrataError as exc:
                 log.warning("authorization recheck pass failed: %s", exc)
+            except Exception:   # a bug must not end revocation for the broker's lifetime
+                log.exception("authorization recheck pass crashed; the next pass runs as usual")
 
     async def run_pass(self) -> int:
         """One pass; returns how many producers and consumers it closed."""

@@ -6,6 +6,9 @@ only authentication is tested here) serves `pulsar://` and `pulsar+ssl://`:
 - a wrong token, one signed with another key, an expired one, a wrong password and no credentials get
   pulsar.AuthenticationError at once (well inside the operation timeout, never a Timeout); a client
   certificate from another CA is refused by the TLS handshake itself (as Pulsar's), never connected;
+- a raw client (not C++-based) refused at CONNECT gets Pulsar's ERROR{request_id -1, AuthenticationError,
+  "Failed to authenticate"} and the connection closes; a frame sent while CONNECT is being
+  authenticated closes it too;
 - a token that expires while connected is refreshed through AUTH_CHALLENGE (the client's token
   supplier is asked again) and the producer keeps its connection; a client that cannot refresh is
   disconnected once its token expires; an AUTH_RESPONSE with another role's token closes the connection;
@@ -31,6 +34,7 @@ import pytest
 
 from auth import certs
 from broker.codec import CommandType as T
+from broker.codec import encode_command
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
@@ -176,6 +180,29 @@ def test_lookups_and_records_carry_the_tls_url(secured: Secured, topic: str) -> 
         store.close()
     assert [b["pulsarServiceUrlTls"] for b in brokers] == [tls_url]
     assert owners and all(o["nativeUrlTls"] == tls_url for o in owners), owners
+
+
+def test_a_refused_connect_gets_pulsars_error_and_is_closed(secured: Secured) -> None:
+    raw = RawClient(secured.sa.port, timeout_s=5)
+    try:
+        raw.send(pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
+            client_version="raw-test", protocol_version=20, auth_method_name="token", auth_data=b"not-a-jwt")))
+        error = raw.next_command()
+        assert error.type == T.ERROR
+        assert (error.error.request_id, error.error.error, error.error.message) == (
+            2**64 - 1, pb.AuthenticationError, "Failed to authenticate")
+        assert raw.is_closed_by_broker()
+    finally:
+        raw.close()
+    raw = RawClient(secured.sa.port, timeout_s=5)
+    try:   # pipelined: the PRODUCER arrives while the (valid) credentials are being checked
+        connect = pb.CommandConnect(client_version="raw-test", protocol_version=20, auth_method_name="basic",
+                                    auth_data=b"basic-user:basic-pass")
+        raw.send_bytes(encode_command(pb.BaseCommand(type=T.CONNECT, connect=connect)) + encode_command(
+            pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(topic="t", producer_id=1, request_id=1))))
+        assert raw.is_closed_by_broker()
+    finally:
+        raw.close()
 
 
 def _publisher_address(secured: Secured, topic: str) -> str:

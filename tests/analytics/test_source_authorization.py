@@ -7,7 +7,8 @@ Tenants `ta` (admin role `alice`) and `tb` (admin role `bob`), each with namespa
 
 What must hold:
 - the broker wrote its security record (`/admin/security`) at start, and it says authorization is on;
-- alice's token reads ta's topic, every message;
+- alice's token reads ta's topic, every message (the `token` option or pulsar-spark's
+  authPluginClassName/authParams), and the token shows in no query plan;
 - alice is refused tb's topic on the driver (SourceAccessDenied, before any partition runs), with
   the same message as for a topic of tb that does not exist; the schema lookup is refused alike;
 - no credentials → refused, even for a topic she could read;
@@ -109,6 +110,12 @@ def test_the_broker_records_that_it_enforces_authorization(world: World) -> None
 def test_a_tenant_reads_its_own_topic(spark, world: World) -> None:
     df = spark.read.format("strata").options(**world.options(topic=TOPIC_A)).load()
     assert payloads(df) == sorted(f"{TOPIC_A}#{i}" for i in range(MESSAGES))
+    params = spark.read.format("strata").options(**world.options(None, topic=TOPIC_A, **{
+        "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "pulsar.client.authParams": f"token:{world.kit.token('alice')}"})).load()
+    assert payloads(params) == payloads(df)
+    for plan in (df, params):                    # Spark redacts the secret in the plans it shows
+        assert world.kit.token("alice") not in plan._jdf.queryExecution().toString()
 
 
 def test_another_tenants_topic_is_refused_on_the_driver_whether_it_exists(spark, world: World) -> None:

@@ -45,8 +45,9 @@ from tests.support.standalone_proc import StandaloneProcess, free_port
 REFRESH_CHECK_MS = 200           # how often the broker looks for expired credentials (test setting)
 CONNECT_TIMEOUT_MS = 2000        # accept -> CONNECTED, and an AUTH_CHALLENGE's answer (test setting)
 HANDSHAKE_TIMEOUT_MS = 2000      # TLS handshake (test setting)
-FAST_FAILURE_S = 3.0             # a refused client fails well inside its operation timeout
+FAST_FAILURE_S = 5.0             # a refused client fails well inside its operation timeout (a loaded machine)
 OPERATION_TIMEOUT_S = 10
+SLOW_LORIS_CLIENT_S = 5.0        # a real client connects and produces within this beside 50 bad sockets
 TOKEN_LIFETIME_S = 2             # short-lived tokens of the refresh tests (JWT exp is whole seconds)
 
 
@@ -254,7 +255,7 @@ def test_a_client_that_cannot_refresh_is_disconnected_when_its_token_expires(sec
     started = time.monotonic()
     try:
         assert raw.is_closed_by_broker()
-        assert time.monotonic() - started < 1 + 1.0 + REFRESH_CHECK_MS / 1000
+        assert time.monotonic() - started < 1 + 2.0 + REFRESH_CHECK_MS / 1000   # expiry, a check, load
     finally:
         raw.close()
 
@@ -291,7 +292,7 @@ def test_slow_loris_and_garbage_handshakes_do_not_block_a_real_client(secured: S
             client.create_producer(topic).send(b"through")
         finally:
             client.close()
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < SLOW_LORIS_CLIENT_S
         for sock in [*silent, plain_silent]:    # dropped by the handshake timeout / the connect deadline
             assert _closed_by_peer(sock, HANDSHAKE_TIMEOUT_MS / 1000 + 3.0)
     finally:

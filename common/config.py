@@ -452,7 +452,12 @@ def _coerce(setting: Setting, raw: Any, source: str) -> Any:
             return raw
     except (TypeError, ValueError):
         pass
-    raise ConfigError(f"setting {setting.name} from {source} must be {kind.__name__}", value=raw)
+    shown = "<redacted>" if any(word in setting.name for word in _SECRET_WORDS) else raw
+    raise ConfigError(f"setting {setting.name} from {source} must be {kind.__name__}", value=shown)
+
+
+# a setting whose name holds one of these may carry a secret: its value is never echoed in an error
+_SECRET_WORDS = ("secret", "token", "key", "password", "auth_conf")
 
 
 def _validated(values: Mapping[str, Any]) -> Config:

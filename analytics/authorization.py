@@ -76,12 +76,25 @@ def ssl_context(access: ClusterAccess) -> ssl.SSLContext:
     return ctx
 
 
+class _NoDowngrade(urllib.request.HTTPRedirectHandler):
+    """Follows a broker's 307 to a topic's owner (credentials kept), but never from https:// to
+    plain http://, where the credentials would travel in clear."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        if req.full_url.startswith("https://") and not newurl.startswith("https://"):
+            raise urllib.error.HTTPError(req.full_url, code, "redirect from https:// to plain http:// refused",
+                                         headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def admin_get(access: ClusterAccess, url: str, timeout_s: float = CHECK_TIMEOUT_S, limit_bytes: int = -1) -> bytes:
     """The body of GET `url` (an admin API URL) sent with the query's credentials and TLS trust.
     urllib's errors (HTTPError with .code, URLError, OSError) pass through to the caller."""
     request = urllib.request.Request(url, headers=http_headers(access))
-    context = ssl_context(access) if url.startswith("https://") else None
-    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
+    handlers: list[Any] = [_NoDowngrade()]
+    if url.startswith("https://"):
+        handlers.append(urllib.request.HTTPSHandler(context=ssl_context(access)))
+    with urllib.request.build_opener(*handlers).open(request, timeout=timeout_s) as response:
         return bytes(response.read(limit_bytes))
 
 

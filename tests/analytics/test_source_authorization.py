@@ -11,6 +11,7 @@ What must hold:
   authPluginClassName/authParams), and the token shows in no query plan;
 - alice is refused tb's topic on the driver (SourceAccessDenied, before any partition runs), with
   the same message as for a topic of tb that does not exist; the schema lookup is refused alike;
+- the broker is asked over https:// with the query's trust file (and refuses to be trusted without);
 - no credentials → refused, even for a topic she could read;
 - a topicsPattern over both tenants gives alice only ta's rows.
 """
@@ -41,6 +42,7 @@ pytestmark = pytest.mark.timeout(300)   # the first query's Spark start-up falls
 class World:
     sa: StandaloneProcess
     kit: SecurityKit
+    admin_tls_url: str
 
     def options(self, role: str | None = "alice", **extra: str) -> dict[str, str]:
         base = {"metadataUrl": self.sa.metadata_url, "admin.url": self.sa.admin_url}
@@ -68,7 +70,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("spark-authz")
     kit = SecurityKit.create(root / "security")
     # no bookie secret: the executors' bookie reads are not what this module is about
-    env = kit.standalone_env(tls_port=free_port(), providers="token", bookie_secret=False)
+    admin_tls_port = free_port()
+    env = kit.standalone_env(tls_port=free_port(), admin_tls_port=admin_tls_port, providers="token",
+                             bookie_secret=False)
     with StandaloneProcess.start(root / "data", env=env) as sa:
         su = kit.token(SUPERUSER)
         for tenant, admin in (("ta", "alice"), ("tb", "bob")):
@@ -85,7 +89,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 producer.close()
         finally:
             client.close()
-        yield World(sa, kit)
+        yield World(sa, kit, f"https://localhost:{admin_tls_port}")
 
 
 def payloads(df) -> list[str]:
@@ -105,6 +109,7 @@ def test_the_broker_records_that_it_enforces_authorization(world: World) -> None
     finally:
         store.close()
     assert record.authentication_enabled and record.authorization_enabled
+    assert record.admin_tls_url == world.admin_tls_url.replace("localhost", "127.0.0.1")
 
 
 def test_a_tenant_reads_its_own_topic(spark, world: World) -> None:
@@ -125,6 +130,15 @@ def test_another_tenants_topic_is_refused_on_the_driver_whether_it_exists(spark,
     assert "not authorized to consume" in existing
     with pytest.raises(Exception, match="not authorized to consume"):      # schema lookup, then planning
         spark.read.format("strata").options(**world.options(topic=TOPIC_B)).load().count()
+
+
+def test_the_broker_is_asked_over_https_with_the_trust_file(world: World) -> None:
+    over_https = {"admin.url": world.admin_tls_url, "tls.trustCertsFilePath": str(world.kit.ca_file)}
+    assert StrataReader(world.options(topic=TOPIC_A, **over_https)).partitions()
+    with pytest.raises(SourceAccessDenied):
+        StrataReader(world.options(topic=TOPIC_B, **over_https)).partitions()
+    with pytest.raises(SourceAccessDenied):        # the system's trust store does not know the kit's CA
+        StrataReader(world.options(topic=TOPIC_A, **{"admin.url": world.admin_tls_url})).partitions()
 
 
 def test_no_credentials_are_refused(world: World) -> None:

@@ -37,8 +37,10 @@ How exactly-once holds
   it as a duplicate (receipt (-1, -1), nothing stored), and hands the mark to a producer that
   (re)connects under that name as `last_sequence_id`. The constructor (driver side) checks, over
   the admin API, that deduplication is on for the `topic` option's topic and raises
-  SinkNotExactlyOnce if not; topics given per row are checked on the executor before the first
-  row goes to them (rows already sent by that task to other topics stay).
+  SinkNotExactlyOnce if not (also when the sink's role may not read that policy: on a secured
+  cluster a tenant admin's credentials may, a produce-only role writes with exactlyOnce=false);
+  topics given per row are checked on the executor before the first row goes to them (rows
+  already sent by that task to other topics stay).
 - Producer name = `strata-sink-{write id}-{Spark partition id}`, the same on every topic it
   writes. Write id: batch writes, `sinkId` or a fresh uuid per write job, made in the driver
   and shipped inside the pickled writer, so every attempt of a task shares it. Streaming: the
@@ -304,6 +306,14 @@ def check_deduplication(access: ClusterAccess, topic: str) -> None:
            f"{urllib.parse.quote(name.local)}/deduplicationEnabled?applied=true")
     try:
         enabled = json.loads(admin_get(access, url, ADMIN_TIMEOUT_S))
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):     # a topic policy: tenant admins read it (Pulsar's rule), producers may not
+            raise SinkNotExactlyOnce(
+                "the sink's role may not read the topic's deduplication policy (a tenant admin's or superuser's "
+                "credentials may), so exactly-once cannot be checked; set exactlyOnce=false for an "
+                "at-least-once sink", topic=str(name), status=exc.code) from None
+        raise SinkNotExactlyOnce("could not check the topic's deduplication over the admin API",
+                                 topic=str(name), error=str(exc)) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise SinkNotExactlyOnce("could not check the topic's deduplication over the admin API",
                                  topic=str(name), error=str(exc)) from None

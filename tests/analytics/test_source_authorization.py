@@ -13,7 +13,9 @@ What must hold:
   the same message as for a topic of tb that does not exist; the schema lookup is refused alike;
 - the broker is asked over https:// with the query's trust file (and refuses to be trusted without);
 - no credentials → refused, even for a topic she could read;
-- a topicsPattern over both tenants gives alice only ta's rows.
+- a topicsPattern over both tenants gives alice only ta's rows;
+- the sink writes with the role's token through pulsar+ssl:// (trust file) into its own tenant,
+  and cannot write into the other's.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class World:
     sa: StandaloneProcess
     kit: SecurityKit
     admin_tls_url: str
+    service_tls_url: str
 
     def options(self, role: str | None = "alice", **extra: str) -> dict[str, str]:
         base = {"metadataUrl": self.sa.metadata_url, "admin.url": self.sa.admin_url}
@@ -70,8 +73,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("spark-authz")
     kit = SecurityKit.create(root / "security")
     # no bookie secret: the executors' bookie reads are not what this module is about
-    admin_tls_port = free_port()
-    env = kit.standalone_env(tls_port=free_port(), admin_tls_port=admin_tls_port, providers="token",
+    admin_tls_port, tls_port = free_port(), free_port()
+    env = kit.standalone_env(tls_port=tls_port, admin_tls_port=admin_tls_port, providers="token",
                              bookie_secret=False)
     with StandaloneProcess.start(root / "data", env=env) as sa:
         su = kit.token(SUPERUSER)
@@ -79,6 +82,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             assert _admin(sa, su, "PUT", f"/admin/v2/tenants/{tenant}",
                           f'{{"adminRoles": ["{admin}"], "allowedClusters": ["standalone"]}}') == 204
             assert _admin(sa, su, "PUT", f"/admin/v2/namespaces/{tenant}/ns") == 204
+            assert _admin(sa, su, "POST", f"/admin/v2/namespaces/{tenant}/ns/deduplication", "true") == 204
         client = pulsar.Client(sa.service_url, authentication=pulsar.AuthenticationToken(su),
                                operation_timeout_seconds=20)
         try:
@@ -89,7 +93,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 producer.close()
         finally:
             client.close()
-        yield World(sa, kit, f"https://localhost:{admin_tls_port}")
+        yield World(sa, kit, f"https://localhost:{admin_tls_port}", f"pulsar+ssl://localhost:{tls_port}")
 
 
 def payloads(df) -> list[str]:
@@ -151,3 +155,19 @@ def test_a_pattern_over_both_tenants_yields_only_the_readable_rows(spark, world:
     assert payloads(df) == sorted(f"{TOPIC_A}#{i}" for i in range(MESSAGES))
     as_admin = spark.read.format("strata").options(**world.options(SUPERUSER, topicsPattern=r"persistent://t[ab]/ns/.*"))
     assert len(payloads(as_admin.load())) == 2 * MESSAGES
+
+
+def test_the_sink_writes_with_the_roles_token_over_tls(spark, world: World) -> None:
+    """Exactly-once (the deduplication check over https with the token) into alice's own tenant,
+    through pulsar+ssl:// with the trust file; tenant B's topic is refused by the broker."""
+    secured = {"service.url": world.service_tls_url, "admin.url": world.admin_tls_url,
+               "tls.trustCertsFilePath": str(world.kit.ca_file), "token": world.kit.token("alice")}
+    rows = spark.createDataFrame([(f"out#{i}",) for i in range(3)], "value string")
+    rows.write.format("strata").mode("append").options(topic="persistent://ta/ns/out", **secured).save()
+    back = spark.read.format("strata").options(**world.options(topic="persistent://ta/ns/out")).load()
+    assert payloads(back) == ["out#0", "out#1", "out#2"]
+    with pytest.raises(Exception, match="may not read the topic's deduplication policy"):
+        rows.write.format("strata").mode("append").options(topic="persistent://tb/ns/out", **secured).save()
+    with pytest.raises(Exception, match=r"(?i)authorization"):       # the broker refuses the producer
+        rows.write.format("strata").mode("append").options(topic="persistent://tb/ns/out", exactlyOnce="false",
+                                                           **secured).save()

@@ -39,10 +39,10 @@ from broker import listeners, memdebug
 from broker.admin.server import AdminServer
 from broker.connection import ServerConnection
 from broker.service import BrokerService
-from broker.tls_reads import BufferedReads
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
 from common.errors import ColdTierError, ColdTierUnavailable, ServiceNotReady, StrataError
+from common.tls_reads import BufferedReads
 from ledger.auditor import start_auditor
 from ledger.client import LedgerClient
 from ledger.cold import ColdStorage
@@ -138,7 +138,7 @@ class Broker:
     async def _bind_tls(self, context: ssl.SSLContext) -> asyncio.base_events.Server:
         c = self.config
         return await asyncio.get_running_loop().create_server(
-            lambda: BufferedReads(self._new_connection()),   # uvloop's cheap TLS read path (broker.tls_reads)
+            lambda: BufferedReads(self._new_connection()),   # uvloop's cheap TLS read path (common.tls_reads)
             host=c.broker_bind_host, port=c.broker_tls_port, ssl=context,
             ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000, reuse_address=True, backlog=1024,
             start_serving=False)

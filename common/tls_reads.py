@@ -1,4 +1,4 @@
-"""The TLS port's reads, made cheap: a BufferedProtocol in front of a connection's `data_received`.
+"""A TLS port's reads, made cheap: a BufferedProtocol in front of a connection's `data_received`.
 
     create_server(lambda: BufferedReads(new_connection()), ssl=context, ...)
 
@@ -8,7 +8,8 @@ asyncio.Protocol through its "copied" path: every read asks `SSLObject.read(256 
 then joins the chunks. For a BufferedProtocol it decrypts straight into the protocol's buffer,
 looping on the BIO's pending counts instead. Measured (perf: 512 MiB in 128 KiB writes, one
 connection, server process CPU): plain TCP 0.2 us/KiB, TLS copied 1.8 us/KiB, TLS buffered
-0.72 us/KiB; the broker's TLS cost per 1 KiB batched message drops accordingly.
+0.72 us/KiB; the broker's TLS cost per 1 KiB batched message drops accordingly. Used by the
+broker's TLS port (broker/server.py); any other TLS server with a plain Protocol can use it.
 
 `BufferedReads` owns one reusable buffer and passes each fill on as `bytes` (one copy: the
 frame decoder may keep a partial frame past the call, so it never sees the reusable buffer);

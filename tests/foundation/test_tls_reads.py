@@ -1,4 +1,4 @@
-"""broker.tls_reads.BufferedReads over a real uvloop TLS server: every byte reaches the wrapped
+"""common.tls_reads.BufferedReads over a real uvloop TLS server: every byte reaches the wrapped
 connection once and in order (writes of random sizes, some larger than its buffer), the SSL
 transport is the one the connection sees, and the end of the connection (EOF, connection_lost)
 is passed on. uvloop takes its buffered read path for it (no SSLWantReadError per read)."""
@@ -15,7 +15,7 @@ import uvloop
 
 from auth import certs
 from auth.tls import client_context
-from broker.tls_reads import BUFFER_BYTES_INITIAL, BufferedReads
+from common.tls_reads import BUFFER_BYTES_INITIAL, BufferedReads
 
 TOTAL_BYTES = 3 * 1024 * 1024
 TIMEOUT_S = 20.0

@@ -11,7 +11,10 @@ stored now, as Pulsar's brokers do when a namespace's policies change:
   `_SETTLE_S`), then it is removed and sent CLOSE_PRODUCER; a consumer no longer allowed to
   consume (on its subscription) is sent CLOSE_CONSUMER and detached at once, so nothing more is
   dispatched to it. The client re-creates it, and that PRODUCER / SUBSCRIBE is refused with
-  AuthorizationError (the same path topic unloads take);
+  AuthorizationError (the same path topic unloads take); a topic-list watcher (WATCH_TOPIC_LIST)
+  whose role may no longer list the namespace is dropped: no WATCH_TOPIC_UPDATE is sent to it any
+  more (the protocol has no server-side close of a watcher; the client's next GET_TOPICS_OF_NAMESPACE
+  or WATCH_TOPIC_LIST is refused until a re-grant);
 - bounded work: at most `_NAMESPACES_PER_PASS_MAX` namespaces are read per pass (the next pass
   goes on from there), and the pass yields to the event loop every `_CLIENTS_PER_YIELD` clients.
 
@@ -48,10 +51,12 @@ _SETTLE_S = 2.0          # a revoked producer's appends in flight get this long 
 
 @dataclass
 class _Clients:
-    """One namespace's producers (topic, producer) and consumers (topic, subscription, consumer)."""
+    """One namespace's producers (topic, producer), consumers (topic, subscription, consumer) and
+    topic-list watchers."""
 
     producers: list[tuple[Any, Any]] = field(default_factory=list)
     consumers: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    watchers: list[Any] = field(default_factory=list)
 
 
 def _role(link: object) -> str | None:
@@ -71,7 +76,10 @@ def collect(service: BrokerService) -> dict[tuple[str, str], _Clients]:
             for consumer in list(sub.consumers):
                 if _role(consumer.link) is not None and not consumer.closed:
                     clients.consumers.append((topic, sub, consumer))
-    return {key: c for key, c in found.items() if c.producers or c.consumers}
+    for watcher in service.topic_list_watchers.all():
+        if _role(watcher.conn) is not None:
+            found.setdefault((watcher.tenant, watcher.namespace), _Clients()).watchers.append(watcher)
+    return {key: c for key, c in found.items() if c.producers or c.consumers or c.watchers}
 
 
 class AuthzRecheck:
@@ -97,7 +105,7 @@ class AuthzRecheck:
                 log.exception("authorization recheck pass crashed; the next pass runs as usual")
 
     async def run_pass(self) -> int:
-        """One pass; returns how many producers and consumers it closed."""
+        """One pass; returns how many producers, consumers and topic-list watchers it closed."""
         authz = self.service.authorization
         if not authz.enabled:
             return 0
@@ -116,7 +124,7 @@ class AuthzRecheck:
                 continue
             clients = by_namespace[(tenant, namespace)]
             closed += await self._check(grants, clients)
-            checked += len(clients.producers) + len(clients.consumers)
+            checked += len(clients.producers) + len(clients.consumers) + len(clients.watchers)
             if checked >= _CLIENTS_PER_YIELD:
                 checked = 0
                 await asyncio.sleep(0)
@@ -128,11 +136,16 @@ class AuthzRecheck:
                    if not authz.permits(grants, _role(producer.link), Action.PRODUCE, topic.name)]
         consumers = [(topic, sub, consumer) for topic, sub, consumer in clients.consumers
                      if not authz.permits(grants, _role(consumer.link), Action.CONSUME, topic.name, sub.name)]
+        watchers = [w for w in clients.watchers if not authz.permits_namespace(grants, _role(w.conn))]
         for topic, sub, consumer in consumers:
             close_consumer(topic, sub, consumer)
+        for watcher in watchers:
+            log.info("topic-list watcher %d of %s/%s (role %r) is no longer authorized: dropping it",
+                     watcher.watcher_id, watcher.tenant, watcher.namespace, _role(watcher.conn))
+            self.service.topic_list_watchers.remove(watcher)
         if revoked:
             await close_producers(revoked)
-        return len(revoked) + len(consumers)
+        return len(revoked) + len(consumers) + len(watchers)
 
 
 def close_consumer(topic: Any, sub: Any, consumer: Any) -> None:

@@ -30,6 +30,8 @@ registered before its initial list is read and buffers events until then, so no 
 the read and the subscription is lost; applying them after the read is idempotent (add/remove).
 Past `_BUFFERED_CHANGES_MAX` buffered changes the request fails with ServiceNotReady (retried).
 WATCH_TOPIC_LIST_CLOSE answers SUCCESS (as Pulsar); a connection's watchers go when it closes.
+Authorization is checked on every WATCH_TOPIC_LIST, a repeated one too; a watcher whose role loses
+its grant is dropped by `broker.authz_recheck` (no more updates).
 At most `broker_topic_list_watchers_per_connection_max` watchers per connection
 (TooManyTopicListWatchers beyond).
 
@@ -253,6 +255,10 @@ class TopicListRegistry:
     def count(self) -> int:
         return sum(len(w) for w in self._by_namespace.values())
 
+    def all(self) -> list[TopicListWatcher]:
+        """Every watcher (a snapshot; `broker.authz_recheck` drops those whose grant went)."""
+        return [w for of_ns in self._by_namespace.values() for w in of_ns]
+
     def stop(self) -> None:
         self._stopped = True
         if self._watch is not None:
@@ -265,6 +271,8 @@ class TopicListRegistry:
 async def watch_topic_list(conn: ServerConnection, cmd: pb.CommandWatchTopicList) -> None:
     """Create a watcher and answer WATCH_TOPIC_LIST_SUCCESS with its topics and hash."""
     registry = conn.service.topic_list_watchers
+    tenant, namespace = parse_namespace(cmd.namespace)
+    await conn.service.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
     existing = registry.watchers_of(conn).get(cmd.watcher_id)
     if existing is not None:   # the client asked again for the same watcher: the same answer
         _write_success(conn, cmd, sorted(existing.topics))
@@ -274,8 +282,6 @@ async def watch_topic_list(conn: ServerConnection, cmd: pb.CommandWatchTopicList
         raise TooManyTopicListWatchers(
             f"this connection already has {watchers_max} topic-list watchers "
             "(broker_topic_list_watchers_per_connection_max)", watchers_max=watchers_max)
-    tenant, namespace = parse_namespace(cmd.namespace)
-    await conn.service.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
     watcher = TopicListWatcher(conn, cmd.watcher_id, tenant, namespace, compile_pattern(cmd.topics_pattern))
     await conn.service.namespaces.require(tenant, namespace)
     await registry.add(watcher)

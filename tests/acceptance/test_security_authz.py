@@ -309,3 +309,45 @@ def test_a_tenant_admin_manages_its_own_namespaces_only(secured) -> None:
     assert cli(secured, admin_token, "namespaces", "grant-permission", "tb/ns", "--role", role,
                "--actions", "produce") == 1
     assert call(f"{base}/admin/v2/namespaces/tb/ns/permissions", token=secured.su) == (200, {})
+
+
+def next_command_within(raw: RawClient, timeout_s: float) -> pb.BaseCommand | None:
+    """The broker's next command, or None if none comes within `timeout_s`."""
+    raw.sock.settimeout(timeout_s)
+    try:
+        return raw.next_command()
+    except TimeoutError:
+        return None
+    finally:
+        raw.sock.settimeout(raw.timeout_s)
+
+
+def test_a_revoke_stops_a_live_topic_list_watcher_and_a_re_grant_lets_the_role_back(secured) -> None:
+    role, base = unique("watcher"), secured.sa.admin_url
+    grant = f"{base}/admin/v2/namespaces/ta/ns/permissions/{role}"
+    assert call(grant, "POST", ["consume"], token=secured.su)[0] == 204
+
+    def watch(raw: RawClient, request_id: int) -> pb.BaseCommand:
+        raw.send(pb.BaseCommand(type=T.WATCH_TOPIC_LIST, watchTopicList=pb.CommandWatchTopicList(
+            request_id=request_id, watcher_id=7, namespace="ta/ns", topics_pattern="persistent://ta/ns/.*")))
+        return raw.next_command()
+
+    def new_topic() -> str:
+        topic = f"persistent://ta/ns/{unique('listed')}"
+        assert call(f"{base}/admin/v2/persistent/ta/ns/{topic.rsplit('/', 1)[1]}", "PUT", token=secured.su)[0] == 204
+        return topic
+
+    with raw_session(secured, role) as raw:
+        assert watch(raw, 1).type == T.WATCH_TOPIC_LIST_SUCCESS
+        topic = new_topic()
+        assert list(raw.next_command().watchTopicUpdate.new_topics) == [topic]
+        revoked_at = time.monotonic()
+        assert call(grant, "DELETE", token=secured.su)[0] == 204
+        while next_command_within(raw, 0.5) is not None or (new_topic() and next_command_within(raw, 0.5)):
+            assert time.monotonic() - revoked_at < REVOKE_CLOSES_S_MAX, "the watcher still gets updates"
+        new_topic()
+        assert next_command_within(raw, 1.0) is None                      # dropped: no more topic names
+        refusal = watch(raw, 2)                                           # asking again for the same id
+        assert (refusal.type, refusal.error.error) == (T.ERROR, pb.AuthorizationError), refusal
+        assert call(grant, "POST", ["consume"], token=secured.su)[0] == 204
+        assert watch(raw, 3).type == T.WATCH_TOPIC_LIST_SUCCESS           # a re-grant lets it back

@@ -20,8 +20,9 @@ Pulsar's PulsarAuthorizationProvider:
   policies, unload, offload, compaction, terminate, permissions, schema upload/delete);
 - NAMESPACE: any grant in the namespace (or tenant admin): listing its topics and bundles;
 - TOPIC_LOOKUP: produce or consume on the topic: lookup, stats, partition metadata, schema reads;
-- TOPIC_CONSUME: consume (on that subscription, where the path names one): peek, examine,
-  get-message-by-id, last message id, internalStats, subscriptions and their operations;
+- TOPIC_CONSUME: consume (on that subscription, where the path names one; on every subscription
+  the namespace restricts, for `/all_subscription/`): peek, examine, get-message-by-id, last
+  message id, internalStats, subscriptions and their operations;
 - TOPIC_PRODUCE: produce on the topic;
 - AUTHENTICATED: any authenticated role (the cluster list, broker readiness);
 - METRICS: `/metrics`, see below.
@@ -67,7 +68,7 @@ from aiohttp.typedefs import Handler
 from auth.api import NO_METHOD, Identity
 from auth.tls import peer_common_name
 from broker.admin import lookup
-from broker.authorization import Action
+from broker.authorization import SUBSCRIPTION_AUTH, Action, AuthorizationService
 from common.errors import AuthorizationDenied, InvalidTopicName
 from common.topic_names import TopicName, parse_topic
 
@@ -280,9 +281,23 @@ async def _authorize(request: web.Request, service: BrokerService, role: str, ru
     action = {Rule.TOPIC_LOOKUP: Action.LOOKUP, Rule.TOPIC_CONSUME: Action.CONSUME,
               Rule.TOPIC_PRODUCE: Action.PRODUCE}[rule.rule]
     topic = topic_as_asked(request)
-    if not await authz.allowed(role, action, topic, m.get("sub")):
+    if not (await authz.allowed(role, action, topic, m.get("sub"))
+            and await _every_subscription_allowed(request, authz, role, topic)):
         raise AuthorizationDenied(f"Unauthorized to validateTopicOperation for operation [{rule.operation}] "
                                   f"on topic [{topic}]")
+
+
+async def _every_subscription_allowed(request: web.Request, authz: AuthorizationService, role: str,
+                                      topic: TopicName) -> bool:
+    """A route acting on all of a topic's subscriptions (`/all_subscription/...`) needs consume on
+    each subscription the namespace restricts (`subscription_auth_roles`), whether or not the topic
+    has it: otherwise a role kept out of a subscription could still expire its messages."""
+    resource = request.match_info.route.resource
+    if resource is None or "/all_subscription/" not in resource.canonical:
+        return True
+    grants = await authz.grants(topic.tenant, topic.namespace, fresh=True)
+    restricted = grants.auth.get(SUBSCRIPTION_AUTH) or {}
+    return all(authz.permits(grants, role, Action.CONSUME, topic, sub) for sub in restricted)
 
 
 def topic_as_asked(request: web.Request) -> TopicName:

@@ -351,3 +351,22 @@ def test_a_revoke_stops_a_live_topic_list_watcher_and_a_re_grant_lets_the_role_b
         assert (refusal.type, refusal.error.error) == (T.ERROR, pb.AuthorizationError), refusal
         assert call(grant, "POST", ["consume"], token=secured.su)[0] == 204
         assert watch(raw, 3).type == T.WATCH_TOPIC_LIST_SUCCESS           # a re-grant lets it back
+
+
+def test_a_role_kept_out_of_a_subscription_cannot_expire_it_through_all_subscriptions(secured) -> None:
+    base, su = secured.sa.admin_url, secured.su
+    role, ns, sub = unique("app"), unique("ns"), unique("restricted")
+    topic = f"persistent://ta/{ns}/t"
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}", "PUT", token=su)[0] == 204
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}/permissions/{role}", "POST", ["consume"], token=su)[0] == 204
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}/permissions/subscription/{sub}", "POST", ["someone-else"],
+                token=su)[0] == 204
+    secured.superuser.subscribe(topic, sub).close()
+    secured.superuser.create_producer(topic).send(b"kept for someone-else")
+    expire = f"{base}/admin/v2/persistent/ta/{ns}/t/all_subscription/expireMessages/0"
+    status, body = call(expire, "POST", token=secured.kit.token(role))
+    assert status == 403 and "EXPIRE_MESSAGES" in body["reason"], body
+    assert stats(secured, topic)["subscriptions"][sub]["msgBacklog"] == 1
+    assert call(f"{base}/admin/v2/namespaces/ta/{ns}/permissions/subscription/{sub}", "POST",
+                ["someone-else", role], token=su)[0] == 204
+    assert call(expire, "POST", token=secured.kit.token(role))[0] == 204          # now one of its roles

@@ -11,14 +11,18 @@ required (CERT_REQUIRED). The oldest version served is `tls_min_version`.
 Client side: the server's certificate is verified against the trust file, with hostname checking.
 
 What must hold: a context is built once per port at start; a file that cannot be read or parsed is
-a KeyMaterialError naming the setting and path (at start, before any port is bound); a peer
+a KeyMaterialError naming the setting and path (at start, before any port is bound), and so is an
+expired certificate or a trust file with no CA (nor self-signed) certificate in it; a peer
 certificate's CN is only ever read from a certificate the handshake verified.
 """
 
 from __future__ import annotations
 
+import datetime
 import ssl
 from typing import Any
+
+from cryptography import x509
 
 from common.config import Config
 from common.errors import KeyMaterialError
@@ -93,6 +97,10 @@ def _load_chain(ctx: ssl.SSLContext, cert_file: str, key_file: str) -> None:
     except (OSError, ssl.SSLError) as exc:
         raise KeyMaterialError(f"TLS certificate or key cannot be loaded: {exc}",
                                cert=cert_file, key=key_file) from None
+    chain = _pem_certificates(cert_file)
+    if chain and chain[0].not_valid_after_utc < datetime.datetime.now(datetime.UTC):
+        raise KeyMaterialError("TLS certificate has expired (every client would refuse it)", path=cert_file,
+                               not_after=chain[0].not_valid_after_utc.isoformat())
 
 
 def _load_trust(ctx: ssl.SSLContext, trust_file: str) -> None:
@@ -102,3 +110,27 @@ def _load_trust(ctx: ssl.SSLContext, trust_file: str) -> None:
         raise KeyMaterialError("TLS trust file not found", path=trust_file) from None
     except (OSError, ssl.SSLError) as exc:
         raise KeyMaterialError(f"TLS trust file cannot be loaded: {exc}", path=trust_file) from None
+    anchors = _pem_certificates(trust_file)
+    if anchors and not any(_may_anchor(cert) for cert in anchors):
+        raise KeyMaterialError("TLS trust file holds no CA certificate (none has CA:TRUE or is self-signed), "
+                               "so no peer could be verified", path=trust_file)
+
+
+def _pem_certificates(path: str) -> list[x509.Certificate]:
+    """The PEM certificates of a file ssl has already loaded (empty if cryptography cannot parse it:
+    then ssl's verdict stands)."""
+    try:
+        with open(path, "rb") as source:
+            return x509.load_pem_x509_certificates(source.read())
+    except (OSError, ValueError):
+        return []
+
+
+def _may_anchor(cert: x509.Certificate) -> bool:
+    """A certificate that can verify others: a CA, or a self-signed one (pinned, or a v1 root)."""
+    if cert.issuer == cert.subject:
+        return True
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False

@@ -191,7 +191,8 @@ class BookieProcess:
             cmd += ["--config", config_path]
         self.port = port
         self.ready = threading.Event()
-        with open(bookie_dir / "bookie.log", "ab") as log_file:
+        self.log_path = bookie_dir / "bookie.log"
+        with open(self.log_path, "ab") as log_file:
             child_env = {**os.environ, **(env or {}), "STRATA_BOOKIE_METRICS_PORT": str(metrics_port)}
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env=child_env,
                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
@@ -209,9 +210,20 @@ def wait_ready(bookies: list[BookieProcess], deadline_s: float) -> None:
         while not bookie.ready.wait(0.1):
             if bookie.proc.poll() is not None:
                 raise StrataError("a bookie exited during start-up", port=bookie.port,
-                                  returncode=bookie.proc.returncode)
+                                  returncode=bookie.proc.returncode, reason=_last_line(bookie.log_path))
             if time.monotonic() > deadline_s:
                 raise TimeoutExpired("bookie did not become ready", port=bookie.port)
+
+
+def _last_line(path: Path, tail_bytes: int = 2048) -> str:
+    """The last line a bookie wrote to its log (its one-line start error, already redacted)."""
+    try:
+        with open(path, "rb") as log_file:
+            log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - tail_bytes))
+            lines = log_file.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:400] if lines else ""
 
 
 def stop_bookies(bookies: list[BookieProcess], timeout_s: float) -> None:

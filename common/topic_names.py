@@ -80,7 +80,7 @@ class TopicName:
 
 
 def _check_part(kind: str, value: str, full: str) -> None:
-    if not value or not _PART.match(value) or value in (".", ".."):
+    if not value or not _PART.fullmatch(value) or value in (".", ".."):
         raise InvalidTopicName(f"invalid {kind} in topic name", topic=full)
 
 

@@ -17,8 +17,8 @@ import pytest
 from broker import permissions, tenancy
 from broker.authorization import Action, AuthorizationService
 from common.config import load_config
-from common.errors import AuthorizationDenied, BadRequestBody, NamespaceNotFound
-from common.topic_names import parse_topic
+from common.errors import AuthorizationDenied, BadRequestBody, InvalidTopicName, NamespaceNotFound
+from common.topic_names import parse_namespace, parse_topic
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
 
@@ -320,3 +320,15 @@ def test_forget_drops_remembered_grants_at_once(astore: AsyncMetadataStore) -> N
         assert not await authz.allowed("alice", PRODUCE, ORDERS)
 
     run(go())
+
+
+def test_a_name_part_with_a_trailing_newline_is_no_topic_name() -> None:
+    """Python's `$` matches before a final newline: "ta\\n" passed as a name part, reached the
+    authorization check and the metadata store (MetadataError, HTTP 500) instead of InvalidTopicName,
+    and a LOOKUP of "persistent://ta/ns/x\\n" was answered as a topic."""
+    for name in ("persistent://acme/sales/orders\n", "persistent://acme\n/sales/orders",
+                 "persistent://acme/sales\n/orders", "non-persistent://acme/sales/orders\n", "orders\n"):
+        with pytest.raises(InvalidTopicName):
+            parse_topic(name)
+    with pytest.raises(InvalidTopicName):
+        parse_namespace("acme/sales\n")

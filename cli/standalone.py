@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import json
 import logging
 import os
@@ -328,6 +329,12 @@ def main(argv: list[str]) -> int:
         pass
     except StrataError as exc:
         print(f"strata standalone: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:   # a port already bound (another standalone?): a message, not a traceback
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        print(f"strata standalone: {exc} (another process holds it; --port, --admin-port, --tls-port and "
+              "--admin-tls-port choose others)", file=sys.stderr)
         return 1
     finally:
         if s3 is not None:

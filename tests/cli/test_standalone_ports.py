@@ -1,6 +1,13 @@
-"""The standalone never gives a bookie the broker's or the admin port (they bind later)."""
+"""The standalone never gives a bookie the broker's or the admin port (they bind later); a broker port
+another process holds stops the start with a message naming it (no traceback)."""
+
+import socket
+import subprocess
+import sys
 
 from cli import standalone
+from common.net import free_port
+from tests.support.standalone_proc import REPO_ROOT
 
 
 def test_bookie_ports_avoid_broker_and_admin_ports(tmp_path, monkeypatch):
@@ -11,3 +18,16 @@ def test_bookie_ports_avoid_broker_and_admin_ports(tmp_path, monkeypatch):
     # kept for restarts: the same ports come back without probing
     monkeypatch.setattr(standalone, "free_port", lambda host: 1 / 0)
     assert standalone.bookie_ports(tmp_path, 2, {6000, 6001}) == [6002, 6003]
+
+
+def test_a_port_in_use_is_a_message_not_a_traceback(tmp_path):
+    with socket.socket() as holder:     # e.g. a second `strata standalone --secure` on 6651
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(tmp_path / "d"),
+                               "--no-s3", "--port", str(held), "--admin-port", str(free_port())], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"('127.0.0.1', {held}): address already in use" in done.stderr
+    assert "--port" in done.stderr.splitlines()[-1]

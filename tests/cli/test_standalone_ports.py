@@ -25,8 +25,10 @@ def test_a_port_in_use_is_a_message_not_a_traceback(tmp_path):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         held = holder.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(tmp_path / "d"),
-                               "--no-s3", "--port", str(held), "--admin-port", str(free_port())], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        argv = ["standalone", "--data-dir", str(tmp_path / "d"), "--no-s3", "--port", str(held),
+                "--admin-port", str(free_port())]
+        done = subprocess.run([sys.executable, "-m", "cli.main", *argv], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert f"('127.0.0.1', {held}): address already in use" in done.stderr

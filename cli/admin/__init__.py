@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     except urllib.error.HTTPError as exc:
         return _http_error(exc)
     except (urllib.error.URLError, OSError) as exc:
-        print(f"strata admin: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
+        print(f"strata admin: cannot reach {args.admin_url}: {exc}{credentials.tls_hint(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"strata admin: unexpected answer from {args.admin_url}: {exc}", file=sys.stderr)

@@ -139,6 +139,14 @@ def _context(trust: str, cert: str, key: str) -> ssl.SSLContext:
     return ctx
 
 
+def tls_hint(exc: BaseException) -> str:
+    """What to try after an https:// broker's certificate failed the check ('' for other errors)."""
+    if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
+        return (" (--tls-trust-cert names the CA that signed the broker's certificate; the URL's host must be"
+                " one the certificate names)")
+    return ""
+
+
 def hint(status: int) -> str:
     """What to try after a 401/403 ('' for other statuses)."""
     if status == 401:

@@ -166,3 +166,6 @@ def main(argv: list[str]) -> int:
     except StrataError as exc:    # a credential that cannot be read
         print(f"strata top: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:        # the broker's certificate failed the check (cli.top.source.broker_urls)
+        print(f"strata top: cannot reach {args.admin_url}: {exc}{credentials.tls_hint(exc)}", file=sys.stderr)
+        return 1

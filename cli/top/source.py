@@ -19,6 +19,7 @@ however many brokers hang; at most `PARALLEL_MAX` requests run at once; an answe
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -67,11 +68,16 @@ def get_json(url: str, timeout_s: float, auth: HttpAuth = NO_AUTH) -> object:
 
 def broker_urls(admin_url: str, timeout_s: float, auth: HttpAuth = NO_AUTH) -> list[str]:
     """The admin URLs of the live brokers (scheme://host:webPort, the admin URL's scheme);
-    [admin_url] if the list cannot be read; Refused when the credentials are."""
+    [admin_url] if the list cannot be read; Refused when the credentials are; URLError when the
+    broker's certificate fails the check."""
     base = admin_url.rstrip("/")
     scheme = base.split("://", 1)[0] if "://" in base else "http"
     try:
         entries = get_json(base + BROKERS_PATH, timeout_s, auth)
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLCertVerificationError):
+            raise                          # retrying will not help: the caller says why
+        return [base]
     except (OSError, ValueError):
         return [base]
     if not isinstance(entries, list) or not entries:

@@ -227,3 +227,14 @@ def test_cli_with_and_without_a_token(secured: Secured, capsys: pytest.CaptureFi
     assert "HTTP 401" in err and "Traceback" not in err
     assert top_main(["--admin-url", base, "--once", "--timeout", "5", "--auth-token", kit.token(SUPERUSER)]) == 0
     assert "tb/ns/t1" in capsys.readouterr().out
+
+
+def test_cli_names_the_trust_option_when_the_certificate_fails(secured: Secured,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    token = secured.kit.token(SUPERUSER)   # the CA is not among the system's: the check fails without it
+    assert admin_main(["--admin-url", secured.tls_url, "--auth-token", token, "tenants", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "CERTIFICATE_VERIFY_FAILED" in err and "--tls-trust-cert" in err and "Traceback" not in err
+    assert top_main(["--admin-url", secured.tls_url, "--once", "--timeout", "5", "--auth-token", token]) == 1
+    err = capsys.readouterr().err      # it said only "no broker answered"
+    assert "CERTIFICATE_VERIFY_FAILED" in err and "--tls-trust-cert" in err and "Traceback" not in err

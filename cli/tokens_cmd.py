@@ -10,7 +10,7 @@ A key K is `file:///path`, `data:;base64,...`, `env:VAR`, a path, or bare base64
 keys (auth.providers.sources); key
 pairs are written as DER, as Pulsar writes them (`--pem` for PEM), and read in either form. A
 secret key without --output goes to stdout (raw bytes unless --base64). TOKEN may be `-` (stdin)
-or given with --token-file.
+or given with --token-file, or read from stdin with -i/--stdin (Pulsar's options).
 
 What must hold: every failure is one line on stderr and exit code 1 (2 for usage); no key bytes are
 ever printed except the secret key asked for with create-secret-key.
@@ -65,6 +65,7 @@ def _key_options(p: argparse.ArgumentParser, asymmetric: str, short: str) -> Non
 def _token_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("token", nargs="?", help="the JWT, or - to read it from stdin")
     p.add_argument("-f", "--token-file", help="read the token from this file")
+    p.add_argument("-i", "--stdin", action="store_true", help="read the token from stdin (as Pulsar's -i)")
 
 
 def main(argv: list[str]) -> int:
@@ -151,10 +152,10 @@ def _token(args: argparse.Namespace) -> str:
     from common.errors import ConfigError
     if args.token_file:
         return Path(args.token_file).read_text().strip()
-    if args.token == "-":
+    if args.token == "-" or (args.stdin and not args.token):
         return sys.stdin.read().strip()
     if not args.token:
-        raise ConfigError("give a token, - for stdin, or --token-file")
+        raise ConfigError("give a token, - or -i for stdin, or --token-file")
     return str(args.token).strip()
 
 

@@ -5,6 +5,7 @@ provider accept; invalid tokens and bad durations are exit code 1 with one clear
 from __future__ import annotations
 
 import base64
+import io
 import json
 import stat
 from pathlib import Path
@@ -25,7 +26,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out.strip(), err.strip()
 
 
-def test_secret_key_create_validate_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_secret_key_create_validate_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     key = tmp_path / "secret.key"
     assert run(capsys, "create-secret-key", "--output", str(key))[0] == 0
     assert len(key.read_bytes()) == 32 and stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -37,6 +39,10 @@ def test_secret_key_create_validate_round_trip(tmp_path: Path, capsys: pytest.Ca
     assert code == 0 and claims["sub"] == "alice" and 7100 < claims["exp"] - _now() <= 7200
     code, out, _ = run(capsys, "show", token)
     assert json.loads(out)["header"]["kid"] == "k1" and json.loads(out)["verified"] is False
+    for command in (["validate", "-sk", f"file://{key}"], ["show"]):    # Pulsar's -i / --stdin
+        monkeypatch.setattr("sys.stdin", io.StringIO(token + "\n"))
+        code, out, _ = run(capsys, *command, "-i")
+        assert code == 0 and '"alice"' in out
     config = load_config(env={}, authentication_enabled=True, authentication_providers="token",
                          token_secret_key=str(key))
     assert TokenProvider.from_config(config).authenticate(Credentials("token", token.encode())).role == "alice"

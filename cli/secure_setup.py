@@ -34,6 +34,7 @@ import datetime
 import ipaddress
 import os
 import secrets
+import shlex
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -235,8 +236,10 @@ def settings_env(settings: dict[str, Any]) -> dict[str, str]:
 
 
 def connect_help(material: Material, service_url_tls: str, admin_url_tls: str) -> str:
-    """How to connect: the URLs, the files, a Python snippet and the `strata admin` form."""
+    """How to connect: the URLs, the files, a Python snippet and the `strata admin` form (shell lines
+    quoted: a data dir may hold a space)."""
     ca, token = material.ca_file, material.admin_token_file
+    q_ca, q_token, q_token_url = shlex.quote(str(ca)), shlex.quote(str(token)), shlex.quote(f"file://{token}")
     return "\n".join([
         f"security: TLS and authentication on; key material in {material.dir}"
         + (f" (made now: {', '.join(material.created)})" if material.created else " (reused)"),
@@ -248,6 +251,6 @@ def connect_help(material: Material, service_url_tls: str, admin_url_tls: str) -
         f"    client = pulsar.Client({service_url_tls!r}, tls_trust_certs_file_path={str(ca)!r},",
         f"                           authentication=pulsar.AuthenticationToken(open({str(token)!r}).read().strip()))",
         "admin API:",
-        f"    strata admin --admin-url {admin_url_tls} --auth-token file://{token} --tls-trust-cert {ca} tenants list",
-        f"    curl --cacert {ca} -H \"Authorization: Bearer $(cat {token})\" {admin_url_tls}/admin/v2/tenants",
+        f"    strata admin --admin-url {admin_url_tls} --auth-token {q_token_url} --tls-trust-cert {q_ca} tenants list",
+        f"    curl --cacert {q_ca} -H \"Authorization: Bearer $(cat {q_token})\" {admin_url_tls}/admin/v2/tenants",
     ])

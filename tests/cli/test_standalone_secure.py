@@ -25,6 +25,8 @@ import psutil
 import pulsar
 import pytest
 
+from auth.keys import read_source
+from cli import secure_setup
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 
 PRIVATE_FILES = ("ca.key.pem", "server.key.pem", "admin.key.pem", "token-secret.key", "admin.token",
@@ -142,3 +144,17 @@ def test_restart_reuses_the_ca_and_tokens(secured):
         _produce_consume(client, "persistent://public/default/secure-restart")
     finally:
         client.close()
+
+
+def test_printed_shell_lines_survive_a_space_in_the_data_dir(tmp_path):
+    material = secure_setup.ensure_material(tmp_path / "my data" / "security", ["localhost"])
+    lines = secure_setup.connect_help(material, "pulsar+ssl://localhost:6651", "https://localhost:8443").splitlines()
+    admin = shlex.split(next(line for line in lines if line.startswith("    strata admin ")))
+    assert admin[admin.index("--tls-trust-cert") + 1] == str(material.ca_file)
+    assert read_source(admin[admin.index("--auth-token") + 1], what="token") == material.admin_token_file.read_bytes()
+    curl = next(line.strip() for line in lines if line.startswith("    curl "))
+    done = subprocess.run(["bash", "-c", "printf '%s\\n' " + curl.removeprefix("curl ")], capture_output=True,
+                          text=True, timeout=10)   # the words curl would get, $(cat ...) expanded
+    words = done.stdout.splitlines()
+    assert words[:2] == ["--cacert", str(material.ca_file)]
+    assert words[3] == f"Authorization: Bearer {material.admin_token_file.read_text().strip()}"

@@ -22,6 +22,12 @@ broker-wide `EntryCache` the managed ledgers share.
   to an open ledger carry the token its writer will use there.
 - `delete_ledger(id)`: delete on every bookie that ever held it, then the metadata (so a failed
   attempt can be retried: the metadata still names the bookies).
+- `check_credentials()`: at the broker's start, a few registered bookies are asked for their info
+  (bounded by `_PROBE_TIMEOUT_S`); one that refuses this client's link credentials (a wrong
+  `bookie_auth_secret` or client certificate) is AuthenticationFailed, so the start fails with
+  that line instead of every append retrying against a refusal forever. A bookie that does not
+  answer is no verdict. A refusal found by the quarantine probe is AuthenticationFailed too, not
+  "do not answer".
 """
 
 from __future__ import annotations
@@ -32,7 +38,15 @@ from collections.abc import Awaitable, Callable
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
-from common.errors import InvalidArgument, NoSuchLedger, NotEnoughBookies, NotFound, ShuttingDown, StrataError
+from common.errors import (
+    AuthenticationFailed,
+    InvalidArgument,
+    NoSuchLedger,
+    NotEnoughBookies,
+    NotFound,
+    ShuttingDown,
+    StrataError,
+)
 from common.invariant import invariant
 from ledger import placement, recovery, rereplication
 from ledger.cache import EntryCache
@@ -43,6 +57,7 @@ from ledger.rereplication import WRITER_TOKEN_PROPERTY
 from metadata.api import AsyncStore
 
 _PROBE_TIMEOUT_S = 2.0             # a quarantined bookie must answer GetInfo this fast to be used
+_CREDENTIAL_CHECK_BOOKIES = 3      # bookies asked at start whether they accept our credentials
 
 
 class LedgerClient:
@@ -99,6 +114,8 @@ class LedgerClient:
                                          for a in suspects), return_exceptions=True)
         silent = []
         for address, answer in zip(suspects, answers):
+            if isinstance(answer, AuthenticationFailed):
+                raise answer                     # refused, not silent: retrying never fixes it
             if isinstance(answer, (StrataError, TimeoutError)):
                 self.health.failed(address)
                 silent.append(address)
@@ -109,6 +126,16 @@ class LedgerClient:
         if silent:
             raise NotEnoughBookies(f"need {write_quorum} live bookies (Qw) for a new ledger; {silent} failed "
                                    "lately and do not answer", silent=silent)
+
+    async def check_credentials(self) -> None:
+        """AuthenticationFailed when a registered bookie refuses this client's link credentials
+        (see the module docstring); a bookie that does not answer in time is no verdict."""
+        bookies = (await placement.available_bookies(self._store))[:_CREDENTIAL_CHECK_BOOKIES]
+        answers = await asyncio.gather(*(asyncio.wait_for(self.pool.get(b.address).info(), _PROBE_TIMEOUT_S)
+                                         for b in bookies), return_exceptions=True)
+        refused = next((a for a in answers if isinstance(a, AuthenticationFailed)), None)
+        if refused is not None:
+            raise refused
 
     async def open_ledger(self, ledger_id: int, *, recover: bool,
                           known_prefix: tuple[int, int] | None = None) -> ReadHandle:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import socket
 import ssl
 import struct
@@ -28,6 +29,10 @@ from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from bookie.server import BookieServer
 from common.config import Config, default_config
 from common.errors import AuthenticationFailed, BookieUnavailable, NoSuchLedger
+from ledger import placement
+from ledger.client import LedgerClient
+from metadata import open_store
+from metadata.aio import AsyncMetadataStore
 from perf.bookie_proc import BookieProcess
 from proto import bookie_pb2 as pb
 from tests.support.security import BROKER_ROLE, SecurityKit
@@ -100,6 +105,27 @@ def test_right_secret_adds_reads_fences_lists_deletes(secret_bookie):
         finally:
             await client.close()
     asyncio.run(go())
+
+
+def test_a_broker_with_the_wrong_secret_fails_its_start_check(secret_bookie, tmp_path):
+    """LedgerClient.check_credentials (run at the broker's start): a registered bookie that refuses
+    the secret is AuthenticationFailed naming it (the broker used to start, then retry every append
+    against the refusal forever, logging that the bookie 'does not answer'); the right secret passes."""
+    async def go(secret: str) -> None:
+        astore = AsyncMetadataStore(open_store(f"sqlite:///{tmp_path}/meta-{len(secret)}.db"))
+        await astore.create(f"{placement.AVAILABLE_PATH}/{secret_bookie.address}",
+                            json.dumps({"address": secret_bookie.address}).encode())
+        client = LedgerClient(astore, _secret_config(secret))
+        try:
+            await client.check_credentials()
+        finally:
+            await client.close()
+            await astore.close()
+    asyncio.run(go(SECRET))
+    started = time.monotonic()
+    with pytest.raises(AuthenticationFailed, match=f"bookie {secret_bookie.address} refused"):
+        asyncio.run(go("a-wrong-secret"))
+    assert time.monotonic() - started < REFUSAL_S_MAX
 
 
 def _raw_exchange(port: int, data: bytes, *, wrap: ssl.SSLContext | None = None) -> bytes:

@@ -56,7 +56,7 @@ class LoadMeter:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return {
             "webServiceUrl": service.web_url,
-            "webServiceUrlTls": "",
+            "webServiceUrlTls": service.web_url_tls,
             "pulsarServiceUrl": service.advertised_url,
             "pulsarServiceUrlTls": service.advertised_url_tls,
             "advertisedListeners": service.listeners.to_json(),

@@ -230,7 +230,7 @@ class Ownership:
     def _record(self, me: OwnerInfo, *, disabled: bool) -> bytes:
         """Our ownership record: NamespaceEphemeralData, with our advertised listeners."""
         return json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": me.native_url_tls, "httpUrl": me.http_url,
-                           "httpUrlTls": "", "disabled": disabled,
+                           "httpUrlTls": self._service.web_url_tls, "disabled": disabled,
                            "advertisedListeners": self._service.listeners.to_json()}).encode()
 
     # --- owning --------------------------------------------------------------------------------------

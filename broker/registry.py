@@ -54,6 +54,12 @@ class BrokerInfo:
         return url if isinstance(url, str) else ""
 
     @property
+    def web_url_tls(self) -> str:
+        """Its admin https:// URL, from its report's `webServiceUrlTls` ('' : no TLS admin port)."""
+        url = self.report.get("webServiceUrlTls")
+        return url if isinstance(url, str) else ""
+
+    @property
     def listeners(self) -> dict[str, listeners.Listener]:
         """Its advertised listeners, from its report's `advertisedListeners` (none: {})."""
         return listeners.decode(self.report.get("advertisedListeners"))

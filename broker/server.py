@@ -97,12 +97,20 @@ class Broker:
         scheme = self.admin.scheme if self.admin is not None else "http"   # https when only the TLS port serves
         return f"{scheme}://{self.config.broker_advertised_host}:{self.admin_port}"
 
+    @property
+    def admin_url_tls(self) -> str:
+        """https://host:port of the admin TLS port ('' : not served)."""
+        if self.admin is None or self.admin.tls_port == -1:
+            return ""
+        return f"https://{self.config.broker_advertised_host}:{self.admin.tls_port}"
+
     async def start(self) -> None:
         c = self.config
         memdebug.install_from_env(asyncio.get_running_loop())   # off unless STRATA_TRACEMALLOC
         self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
         self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
+        await self.ledger_client.check_credentials()   # a wrong bookie_auth_secret stops the start here
         self.cold, cold_error = await open_cold_tier(c, self.metadata_url)
         loop = asyncio.get_running_loop()
         tls_context = tls.server_context(c) if c.broker_tls_port != -1 else None   # KeyMaterialError first
@@ -126,6 +134,7 @@ class Broker:
         self.admin = AdminServer(self.service, c.broker_admin_port)
         await self.admin.start()
         self.admin_port = self.admin.port
+        self.service.web_url_tls = self.admin_url_tls   # published with web_url: a 307 from https stays on https
         # registered (BrokerAddressInUse if a live broker has our address) before serving clients
         await self.service.start_cluster(self.admin_url, f"{c.broker_advertised_host}:{self.admin_port}")
         for server in (self._server, self._tls_server, *self._listener_servers):

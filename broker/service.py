@@ -97,6 +97,7 @@ class BrokerService:
         self.listeners = listeners.from_config(config)   # advertised listeners (ConfigError if malformed)
         self.broker_id = broker_id          # e.g. "127.0.0.1:6650"; names generated producers
         self.web_url = ""                   # admin HTTP URL, set by the server once it listens
+        self.web_url_tls = ""               # admin https:// URL ('' : no TLS admin port), set with web_url
         self.connection_count = lambda: 0   # the server's live connections, for the load report
         self.registry = BrokerRegistry(astore, config, "")   # keyed once the admin port is known
         self.ownership = Ownership(self, self.registry)

@@ -56,6 +56,8 @@ async def serve_until_signal(broker, on_started=None) -> None:
     if broker.service_url_tls and broker.service_url_tls != broker.service_url:
         print(f"TLS service URL {broker.service_url_tls}", flush=True)
     print(f"admin URL {broker.admin_url}", flush=True)
+    if broker.admin_url_tls and broker.admin_url_tls != broker.admin_url:
+        print(f"admin TLS URL {broker.admin_url_tls}", flush=True)
     if on_started is not None:
         on_started()
     try:

@@ -107,14 +107,27 @@ def register(app: web.Application, service: BrokerService) -> None:
 
 
 def redirect_to(http_url: str, request: web.Request) -> web.Response:
-    """307 to the same path and query on `http_url`, with `authoritative=true`."""
+    """307 to the same path and query on `http_url` (the broker's https:// URL instead when the
+    request came over TLS and it serves one: credentials never go on in clear), `authoritative=true`."""
+    service = request.app.get(_SERVICE)
+    if request.secure and service is not None:
+        http_url = tls_web_url(service, http_url) or http_url
     location = http_url.rstrip("/") + str(request.rel_url.update_query(authoritative="true"))
     return web.Response(status=307, headers={"Location": location})
 
 
-def lookup_data(native_url: str, http_url: str, native_url_tls: str = "") -> dict:
+def tls_web_url(service: BrokerService, http_url: str) -> str:
+    """The admin https:// URL of the broker whose admin URL is `http_url`, from its registry entry
+    ('' : it serves none, or it is not registered)."""
+    if http_url == service.web_url:
+        return service.web_url_tls
+    found = next((b for b in service.registry.live().values() if b.web_url == http_url), None)
+    return found.web_url_tls if found is not None else ""
+
+
+def lookup_data(native_url: str, http_url: str, native_url_tls: str = "", http_url_tls: str = "") -> dict:
     """Pulsar's LookupData."""
-    return {"brokerUrl": native_url, "brokerUrlTls": native_url_tls, "httpUrl": http_url, "httpUrlTls": "",
+    return {"brokerUrl": native_url, "brokerUrlTls": native_url_tls, "httpUrl": http_url, "httpUrlTls": http_url_tls,
             "nativeUrl": native_url}
 
 
@@ -289,7 +302,7 @@ class _LookupRoutes:
             raise Refused(404, str(exc)) from None
         if answer.kind is LookupKind.REDIRECT:
             return redirect_to(answer.http_url, request)
-        return web.json_response(lookup_data(url, answer.http_url, url_tls))
+        return web.json_response(lookup_data(url, answer.http_url, url_tls, tls_web_url(self.service, answer.http_url)))
 
     async def bundle_of_topic(self, request: web.Request) -> web.Response:
         name = lookup_topic_of(request)

@@ -5,11 +5,17 @@ localhost and 127.0.0.1). A client given broker A's pulsar+ssl:// URL, hostname 
 produces to and consumes from topics owned by A and by B: the LOOKUP answers (Connect for A's own
 bundles, Redirect or Connect for B's) carry B's TLS URL from B's registry entry or ownership
 record, and the C++ client, which connects only to `brokerServiceUrlTls` over TLS, follows them.
+Both serve admin https:// too: a topic's admin call sent to A over https:// is redirected to B's
+https:// URL (its registry entry's `webServiceUrlTls`), never to its plain http:// one, and lookups
+answer `httpUrlTls`.
 """
 
 from __future__ import annotations
 
 import re
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pulsar
@@ -25,6 +31,7 @@ from tests.support.security import SecurityKit
 
 PLACEMENT_TRIES = 40
 TLS_URL = re.compile(r"TLS service URL (pulsar\+ssl://\S+)")
+ADMIN_TLS_URL = re.compile(r"admin TLS URL (https://\S+)")
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +41,8 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> SecurityKit:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, kit: SecurityKit) -> Iterator[LocalCluster]:
-    env = {"STRATA_BROKER_TLS_PORT": "0", "STRATA_TLS_CERT_FILE": str(kit.server_cert),
-           "STRATA_TLS_KEY_FILE": str(kit.server_key)}
+    env = {"STRATA_BROKER_TLS_PORT": "0", "STRATA_BROKER_ADMIN_TLS_PORT": "0",
+           "STRATA_TLS_CERT_FILE": str(kit.server_cert), "STRATA_TLS_KEY_FILE": str(kit.server_key)}
     c = start_cluster(tmp_path_factory.mktemp("tls") / "c", env=env)
     try:
         yield c
@@ -86,3 +93,29 @@ def test_a_tls_client_of_one_broker_reaches_topics_owned_by_both(cluster: LocalC
             assert consumer.receive(timeout_millis=10_000).data() == owner.name.encode()
     finally:
         client.close()
+
+
+def _get_no_redirect(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str]:
+    class Stay(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+    handlers: list = [Stay()] + ([urllib.request.HTTPSHandler(context=context)] if context else [])
+    try:
+        with urllib.request.build_opener(*handlers).open(url, timeout=20) as answer:
+            return answer.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Location", "")
+
+
+def test_a_topic_admin_call_over_https_is_redirected_to_the_owners_https_url(cluster: LocalCluster,
+                                                                              kit: SecurityKit) -> None:
+    a, b = cluster.brokers
+    https_a, https_b = (ADMIN_TLS_URL.findall(x.log_path.read_text(errors="replace"))[-1] for x in (a, b))
+    topic = _topic_owned_by(cluster, b)
+    path = "/admin/v2/persistent/" + topic.removeprefix("persistent://") + "/stats"
+    context = ssl.create_default_context(cafile=str(kit.ca_file))
+    status, location = _get_no_redirect(https_a + path, context)
+    assert status == 307 and location.startswith(https_b + path), (status, location)
+    status, location = _get_no_redirect(a.admin_url + path)           # plain stays plain
+    assert status == 307 and location.startswith(b.admin_url + path), (status, location)
+    assert lookup(a.admin_url, topic)["httpUrlTls"] == https_b

@@ -97,7 +97,7 @@ class _BrokerRoutes:
         missing = self._check_cluster(request)
         if missing is not None:
             return missing
-        return web.json_response({"serviceUrl": self.service.web_url, "serviceUrlTls": "",
+        return web.json_response({"serviceUrl": self.service.web_url, "serviceUrlTls": self.service.web_url_tls,
                                   "brokerServiceUrl": self.service.advertised_url,
                                   "brokerServiceUrlTls": self.service.advertised_url_tls})
 

@@ -12,6 +12,7 @@ answer `httpUrlTls`.
 
 from __future__ import annotations
 
+import json
 import re
 import ssl
 import urllib.error
@@ -119,3 +120,5 @@ def test_a_topic_admin_call_over_https_is_redirected_to_the_owners_https_url(clu
     status, location = _get_no_redirect(a.admin_url + path)           # plain stays plain
     assert status == 307 and location.startswith(b.admin_url + path), (status, location)
     assert lookup(a.admin_url, topic)["httpUrlTls"] == https_b
+    with urllib.request.urlopen(f"{a.admin_url}/admin/v2/clusters/standalone", timeout=20) as answer:
+        assert json.loads(answer.read())["serviceUrlTls"] == https_a     # ClusterData, as `clusters get` shows

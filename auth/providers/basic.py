@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -62,7 +63,9 @@ class BasicProvider:
         try:
             table = HtpasswdFile.from_string(htpasswd, context=self._context)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise KeyMaterialError("basic_auth_conf is not an htpasswd file", reason=type(exc).__name__) from None
+            line = re.search(r"reading line (\d+)", str(exc))   # passlib's message; only the number is shown
+            raise KeyMaterialError("basic_auth_conf is not an htpasswd file (each line user:hash)",
+                                   line=int(line.group(1)) if line else None, reason=type(exc).__name__) from None
         self._hashes: dict[str, str] = {}
         for user in table.users():
             digest = table.get_hash(user)

@@ -1,5 +1,6 @@
-"""Key material a TLS port refuses at start: an expired server certificate, a trust file with no CA,
-and `strata standalone` naming a bookie's own start error (not only "a bookie exited").
+"""Key material refused at start: an expired server certificate, a trust file with no CA, a malformed
+htpasswd (the line named, not shown), and `strata standalone` naming a bookie's own start error
+(not only "a bookie exited").
 
 Each is a KeyMaterialError naming the file (the process exits with that one line) instead of a
 server that starts and then fails every handshake.
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from auth import certs, tls
+from auth.providers.basic import BasicProvider
 from common.config import load_config
 from common.errors import KeyMaterialError
 from tests.support.standalone_proc import REPO_ROOT
@@ -71,6 +73,12 @@ def test_a_trust_file_without_a_ca_is_refused(material):
         tls.server_context(config)
     with pytest.raises(KeyMaterialError, match="no CA certificate"):
         tls.client_context(str(material / "server.pem"))
+
+
+def test_a_malformed_htpasswd_names_the_line_and_not_its_text():
+    with pytest.raises(KeyMaterialError, match="line=2") as info:
+        BasicProvider(b"alice:$2y$05$" + b"a" * 53 + b"\nsecret-looking-line\n")
+    assert "secret-looking" not in str(info.value)
 
 
 def test_standalone_names_the_bookies_own_start_error(tmp_path):

@@ -73,11 +73,22 @@ def _namespace(sa: StandaloneProcess, quota: dict, kind: str = "destination_stor
     return ns
 
 
-def _fill(client: pulsar.Client, topic: str, count: int) -> None:
-    producer = client.create_producer(topic, batching_enabled=False)
+def _fill(client: pulsar.Client, topic: str, count: int, *, held_ok: bool = False) -> None:
+    """`count` messages; with `held_ok`, a send held back by the quota (the periodic check found the
+    topic over it first, under load, and closed the producer; "hold" keeps its sends queued until
+    they time out) ends the fill: the topic is over its quota, which is what the caller wanted."""
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=5_000 if held_ok else 30_000)
     for _ in range(count):
-        producer.send(PAYLOAD)
-    producer.close()
+        try:
+            producer.send(PAYLOAD)
+        except pulsar.Timeout:
+            if not held_ok:
+                raise
+            break
+    try:
+        producer.close()
+    except pulsar.AlreadyClosed:
+        pass
 
 
 def _drain(consumer: pulsar.Consumer) -> int:
@@ -240,7 +251,7 @@ def test_a_topic_quota_applies_to_that_topic_and_wins_over_the_namespace(standal
                                                                  "policy": "producer_request_hold"})[0] == 204
     for topic in (limited, free):
         client.subscribe(topic, "slow")
-        _fill(client, topic, 10)
+        _fill(client, topic, 10, held_ok=topic == limited)
     wait_until(lambda: _refused(client, limited, pulsar.ProducerBlockedQuotaExceededError), 20,
                what="the topic's own quota (hold) refusing producers")
     client.create_producer(free).close()                       # the namespace's 1 MiB is far off

@@ -47,6 +47,7 @@ from bookie.storage import Storage
 from common.config import Config
 from common.errors import AuthenticationFailed, BadRequest, StrataError
 from common.invariant import present
+from common.tls_reads import BufferedReads
 from proto import bookie_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -297,7 +298,9 @@ class DataServer:
         loop = asyncio.get_running_loop()
         ssl_context = self.guard.data_ssl_context()
         self._server = await loop.create_server(
-            lambda: _DataConnection(self), self._host, self._requested_port, reuse_port=False,
+            # with TLS, uvloop's cheap read path: decrypted straight into a reused buffer (common.tls_reads)
+            (lambda: BufferedReads(_DataConnection(self))) if ssl_context else (lambda: _DataConnection(self)),
+            self._host, self._requested_port, reuse_port=False,
             ssl=ssl_context, ssl_handshake_timeout=self._handshake_timeout_s if ssl_context else None)
         self.port = self._server.sockets[0].getsockname()[1]
 

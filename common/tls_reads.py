@@ -37,10 +37,12 @@ class BufferedReads(asyncio.BufferedProtocol):
         self.conn = conn
         self._buffer = bytearray(BUFFER_BYTES_INITIAL)
 
-    def get_buffer(self, sizehint: int) -> bytearray:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # a memoryview, not the bytearray: the stdlib loop's SSL path fills `buf[offset:]` after its
+        # first read, which for a bytearray is a copy (those bytes were lost); uvloop takes either
         if sizehint > len(self._buffer):
             self._buffer = bytearray(min(sizehint, BUFFER_BYTES_MAX))
-        return self._buffer
+        return memoryview(self._buffer)
 
     def buffer_updated(self, nbytes: int) -> None:
         with memoryview(self._buffer) as view:

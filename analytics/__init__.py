@@ -9,6 +9,6 @@
 - `source`: the PySpark Python Data Sources (batch, stream) over them; `sink`: the exactly-once sink.
 
 Nothing here imports `broker`: the source reads ledger lists from the metadata store, offloaded
-ledgers straight from S3 and hot ledgers straight from the bookies (DESIGN.md). pyspark is
+ledgers straight from S3 and hot ledgers straight from the bookies (docs/architecture.md). pyspark is
 imported only by `source`, `sink` and the pipelines, so `access`, `plan` and `read` load without it.
 """

@@ -45,8 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from broker.codec import encode_close_producer, encode_producer_success
 from common.errors import NotAllowed, ProducerBusy, ProducerFenced, ServiceNotReady, TopicTerminated
+from wire.pulsar import encode_close_producer, encode_producer_success
 
 if TYPE_CHECKING:
     from broker.producer import Producer

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.authorization import Action, NamespaceGrants
-from broker.codec import encode_close_producer
 from common.errors import StrataError
+from wire.pulsar import encode_close_producer
 
 if TYPE_CHECKING:
     from broker.service import BrokerService

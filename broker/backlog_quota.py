@@ -67,7 +67,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker import policies
-from broker.codec import encode_close_producer
 from common.config import Config
 from common.errors import (
     BadRequestBody,
@@ -77,6 +76,7 @@ from common.errors import (
 )
 from common.topic_names import TopicName
 from cursor.stats import backlog
+from wire.pulsar import encode_close_producer
 
 if TYPE_CHECKING:
     from broker.service import BrokerService

@@ -8,7 +8,7 @@ reply when done. Consumer commands live in `broker.consumer_commands`.
 States (`ConnState`): AWAIT_CONNECT → [AUTHENTICATING →] READY (or REFUSED) → CLOSED. The first
 frame must be CONNECT, answered with CONNECTED once its credentials are verified (`broker.wire_auth`:
 the authentication state machine, the connect deadline and the credentials' refresh); anything else
-first, a second CONNECT, an unparseable or oversize frame closes the connection (PROTOCOL.md §2,
+first, a second CONNECT, an unparseable or oversize frame closes the connection (docs/protocol.md §2,
 §10). A failed request is answered with ERROR (or the request's own failure form) carrying the
 error's ServerError code; the connection stays up.
 
@@ -55,8 +55,15 @@ from typing import TYPE_CHECKING, Any
 
 from auth.api import Identity
 from broker import access_modes, backlog_quota, consumer_commands, lookup, non_persistent, topic_lists, wire_auth
-from broker.codec import CommandType as T
-from broker.codec import (
+from broker.consumer import Consumer
+from broker.producer import Producer
+from broker.schemas import wire as schemas_wire
+from common.errors import IllegalTransition, PulsarServerError, StrataError
+from common.topic_names import parse_topic
+from ledger.position import LATEST
+from proto import pulsar_api_pb2 as pb
+from wire.pulsar import CommandType as T
+from wire.pulsar import (
     FrameDecoder,
     encode_connected,
     encode_error,
@@ -68,13 +75,6 @@ from broker.codec import (
     encode_success,
     negotiate_protocol_version,
 )
-from broker.consumer import Consumer
-from broker.producer import Producer
-from broker.schemas import wire as schemas_wire
-from common.errors import IllegalTransition, PulsarServerError, StrataError
-from common.topic_names import parse_topic
-from ledger.position import LATEST
-from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -116,7 +116,7 @@ class ServerConnection(asyncio.Protocol):
         self.identity: Identity | None = None
         self.auth = wire_auth.WireAuth(self)         # the connect deadline, then the refresh checks
         # the client handles REACHED_END_OF_TOPIC (Pulsar: protocol >= v9); the C++ client and
-        # those built on it ("Pulsar-CPP-v...") drop the connection on it (PROTOCOL.md §10)
+        # those built on it ("Pulsar-CPP-v...") drop the connection on it (docs/protocol.md §10)
         self.end_of_topic_ok = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}      # consumer_id -> consumer

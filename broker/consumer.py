@@ -9,7 +9,7 @@ consumer still holds.
 End of topic: `reached_end_of_topic` sends REACHED_END_OF_TOPIC once (Pulsar's
 Consumer.reachedEndOfTopic), after the SUBSCRIBE's SUCCESS, and only to a client that understands
 it: the connection's `end_of_topic_ok`, false for the C++ client and those built on it (Python,
-Node.js: `Pulsar-CPP-v...`), which drop the connection on that command (PROTOCOL.md §10);
+Node.js: `Pulsar-CPP-v...`), which drop the connection on that command (docs/protocol.md §10);
 they see the end as `has_message_available() == False` / GET_LAST_MESSAGE_ID instead.
 
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
@@ -25,15 +25,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from broker.codec import (
+from ledger.position import Position
+from proto import pulsar_api_pb2 as pb
+from wire.pulsar import (
     CommandType,
     encode_active_consumer_change,
     encode_close_consumer,
     encode_command,
     encode_message_prefix,
 )
-from ledger.position import Position
-from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.subscription import Subscription

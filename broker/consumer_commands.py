@@ -6,7 +6,7 @@ over `cursor_state_bytes_max`, or fenced) is answered with an error ACK_RESPONSE
 asked for a receipt (`request_id`), and logged otherwise (at most every `_ACK_ERROR_LOG_INTERVAL_S`,
 with the number of refusals in between). SUBSCRIBE creates the topic and
 the subscription on first use (durable: at Latest or Earliest by `initialPosition`; a reader's
-non-durable one at `start_message_id`, PROTOCOL.md §8.9) and replies SUCCESS before any MESSAGE
+non-durable one at `start_message_id`, docs/protocol.md §8.9) and replies SUCCESS before any MESSAGE
 or ACTIVE_CONSUMER_CHANGE for the new consumer. Commands naming an unknown consumer id are
 ignored, except those with a request id, which get SUCCESS (close) or ConsumerNotFound.
 
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from broker import non_persistent
 from broker.authorization import Action
-from broker.codec import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 from broker.compaction import reading as compaction_reading
 from broker.consumer import Consumer
 from broker.entry_facts import entry_facts
@@ -34,6 +33,7 @@ from common.invariant import present
 from common.topic_names import parse_topic
 from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
 
 if TYPE_CHECKING:
     from broker.connection import ServerConnection

@@ -1,4 +1,4 @@
-"""Message deduplication per topic: producer name + sequence id (PROTOCOL.md §8.2).
+"""Message deduplication per topic: producer name + sequence id (docs/protocol.md §8.2).
 
 How it works
 - `DedupState` (pure, no IO) keeps, per producer name, two high marks: `pushed` (the highest

@@ -1,4 +1,4 @@
-"""Delayed delivery: a time-ordered, bounded index of entries read but not yet due (PROTOCOL.md §8.7).
+"""Delayed delivery: a time-ordered, bounded index of entries read but not yet due (docs/protocol.md §8.7).
 
 How it works. Shared and Key_Shared dispatchers read entries in position order. An entry whose
 metadata carries a `deliver_at_time` later than now (wall clock in ms; the producer computed it

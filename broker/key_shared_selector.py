@@ -11,7 +11,7 @@ Two selectors, both answering `select(slot) -> consumer or None`:
   and is not dispatched.
 
 An entry's slot is `key_slot(sticky_key)`: `(murmur3_x86_32(key, seed=0) & 0x7FFFFFFF) % 65536`,
-as Pulsar's broker computes it (PROTOCOL.md §8.10), with the C `mmh3` package.
+as Pulsar's broker computes it (docs/protocol.md §8.10), with the C `mmh3` package.
 
 What must hold: `select` is a pure function of the current set of consumers (no history), so the
 dispatcher can compare owners before and after a change. The selectors never look at entries.

@@ -1,6 +1,6 @@
 """PARTITIONED_METADATA and LOOKUP: where a topic lives and how many partitions it has.
 
-LOOKUP is answered by `broker.ownership.Ownership.resolve` (PROTOCOL.md §8.1): Connect to the
+LOOKUP is answered by `broker.ownership.Ownership.resolve` (docs/protocol.md §8.1): Connect to the
 bundle's owner, or Redirect with `authoritative=true` to the broker chosen to own an unowned
 bundle (which acquires it when the client asks it in turn). A lookup that cannot be answered
 now (the owner is unloading the bundle or unreachable past `broker_lookup_owner_wait_ms`, this
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 from broker import listeners
 from broker.authorization import Action
-from broker.codec import LOOKUP_CONNECT, LOOKUP_REDIRECT, encode_lookup_response, encode_partitioned_metadata_response
 from broker.ownership import LookupAnswer, LookupKind
 from common.errors import PulsarServerError, StrataError
 from common.topic_names import parse_topic
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import LOOKUP_CONNECT, LOOKUP_REDIRECT, encode_lookup_response, encode_partitioned_metadata_response
 
 if TYPE_CHECKING:
     from broker.service import BrokerService

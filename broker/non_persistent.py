@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING
 
 from broker import access_modes
 from broker.access_modes import MemoryEpoch, ProducerAccess
-from broker.codec import encode_close_producer, encode_producer_success
 from broker.consumer import Consumer
 from broker.entry_facts import EntryFacts, facts_of_info
 from broker.internal_stats import iso_ms
@@ -74,6 +73,7 @@ from common.topic_names import TopicName
 from entries.entry import EntryInfo
 from ledger.position import LATEST, Position
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import encode_close_producer, encode_producer_success
 
 if TYPE_CHECKING:
     from broker.connection import ServerConnection

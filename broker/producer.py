@@ -50,7 +50,6 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from broker.chunk_check import ChunkCheck
-from broker.codec import encode_send_error, encode_send_receipt
 from broker.dedup import Verdict
 from broker.entry_facts import facts_of_info
 from common.errors import (
@@ -66,6 +65,7 @@ from common.invariant import present
 from common.ratelimited_log import RateLimitedLog
 from entries.entry import EntryInfo, parse_entry
 from ledger.position import Position
+from wire.pulsar import encode_send_error, encode_send_receipt
 
 if TYPE_CHECKING:
     from broker.topic import PersistentTopic
@@ -73,9 +73,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _APPEND_WARN = RateLimitedLog(log, interval_s=5.0)   # per topic: every append fails while no quorum is live
 
-# Headers a full-size message may carry on top of max_message_size (PROTOCOL.md §1.2).
+# Headers a full-size message may carry on top of max_message_size (docs/protocol.md §1.2).
 ENTRY_HEADER_SLACK_BYTES = 10 * 1024
-# Where a duplicate's receipt points (PROTOCOL.md §8.2).
+# Where a duplicate's receipt points (docs/protocol.md §8.2).
 DUPLICATE_POSITION = Position(-1, -1)
 
 

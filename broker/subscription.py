@@ -5,7 +5,7 @@ the dispatcher decides who gets which entry. The dispatcher is created for the t
 consumer and replaced only when the subscription has no consumer left, so a consumer asking for
 another type while consumers are attached is refused with ConsumerBusy (Pulsar's rule).
 
-Acks (PROTOCOL.md §8.4, §7): individual (with optional batch `ack_set`, merged by AND),
+Acks (docs/protocol.md §8.4, §7): individual (with optional batch `ack_set`, merged by AND),
 cumulative (Exclusive/Failover), and `validation_error` (the client discarded a corrupt entry:
 treated as an ack). A batch-index ack is read against the entry's real member count when a
 consumer holds the entry, whatever batch_size the client claims; an id the cursor refuses
@@ -16,7 +16,7 @@ state is at `cursor_state_bytes_max` refuses acks that would add ack holes
 (`CursorStateTooLarge`): the other acks of the command are still taken and reach the dispatcher,
 then the error goes back to the connection (an ACK_RESPONSE when the client asked for one).
 
-Redelivery (PROTOCOL.md §8.5): REDELIVER_UNACKNOWLEDGED_MESSAGES goes to the dispatcher; ids the
+Redelivery (docs/protocol.md §8.5): REDELIVER_UNACKNOWLEDGED_MESSAGES goes to the dispatcher; ids the
 consumer does not hold (unknown, acked, another consumer's, garbage) are ignored, each id costs
 O(1), and the per-entry redelivery counts live in the cursor only for unacked entries after
 mark-delete, so a nack storm is bounded by the backlog, not by the number of nacks. Seek
@@ -277,7 +277,7 @@ class Subscription:
     # --- seek and lifecycle ---------------------------------------------------------------------
 
     def seek(self, position: Position | None, publish_time_ms: int | None) -> None:
-        """PROTOCOL.md §8.8: disconnect every consumer, then reset the cursor."""
+        """docs/protocol.md §8.8: disconnect every consumer, then reset the cursor."""
         for consumer in list(self.consumers):
             consumer.close_by_broker()
             self._detach(consumer)

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 
 from broker import backlog_quota, policies
 from broker.access_modes import ProducerAccess
-from broker.codec import encode_close_producer
 from broker.compaction.topic_compaction import TopicCompaction
 from broker.dedup import Deduplication
 from broker.entry_facts import FactsCache
@@ -59,6 +58,7 @@ from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
 from ledger.ml_metadata import LedgerTotals
 from ledger.position import Position
+from wire.pulsar import encode_close_producer
 
 if TYPE_CHECKING:
     from broker.service import BrokerService

@@ -49,16 +49,16 @@ from typing import TYPE_CHECKING
 from crc32c import crc32c
 
 from broker import policies
-from broker.codec import (
+from common.errors import InvalidTopicsPattern, ServiceNotReady, TooManyTopicListWatchers
+from common.topic_names import TOPICS_ROOT, parse_namespace
+from metadata.api import EventKind, Watch, WatchEvent
+from proto import pulsar_api_pb2 as pb
+from wire.pulsar import (
     encode_get_topics_of_namespace_response,
     encode_success,
     encode_watch_topic_list_success,
     encode_watch_topic_update,
 )
-from common.errors import InvalidTopicsPattern, ServiceNotReady, TooManyTopicListWatchers
-from common.topic_names import TOPICS_ROOT, parse_namespace
-from metadata.api import EventKind, Watch, WatchEvent
-from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.connection import ServerConnection

@@ -55,16 +55,16 @@ from typing import TYPE_CHECKING
 from auth.api import NO_METHOD, Credentials, Identity
 from auth.tls import peer_common_name
 from broker import connection  # it imports this module: its names are read when called, never at import
-from broker.codec import (
+from common.errors import AuthenticationFailed, PulsarServerError, StrataError
+from proto import pulsar_api_pb2 as pb
+from wire.pulsar import (
     REQUEST_ID_NONE,
     encode_auth_challenge,
     encode_error,
     encode_lookup_response,
     encode_partitioned_metadata_response,
 )
-from broker.codec import CommandType as T
-from common.errors import AuthenticationFailed, PulsarServerError, StrataError
-from proto import pulsar_api_pb2 as pb
+from wire.pulsar import CommandType as T
 
 if TYPE_CHECKING:
     from broker.connection import ServerConnection

@@ -14,7 +14,7 @@ Every error Strata raises on purpose is a `StrataError`. Each concrete class car
       800-899  cluster (ownership, lookup, listeners)
       900-999  security (authentication, authorization, TLS, internal links)
 - `retriable`: whether the same call may succeed if simply tried again later.
-- `server_error`: the Pulsar `ServerError` value (PROTOCOL.md §5) the broker sends when this
+- `server_error`: the Pulsar `ServerError` value (docs/protocol.md §5) the broker sends when this
   error reaches a client; `None` means "UnknownError".
 
 The code -> class map (`CODE_TO_ERROR`) is built once, at import, and refuses duplicates.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 
 class PulsarServerError:
-    """Pulsar's ServerError enum values (PROTOCOL.md §5), as plain ints so common/ needs no proto."""
+    """Pulsar's ServerError enum values (docs/protocol.md §5), as plain ints so common/ needs no proto."""
 
     UnknownError = 0
     MetadataError = 1

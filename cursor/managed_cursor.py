@@ -14,7 +14,7 @@ What must hold (checked with `invariant()` after every change):
 - read_position > md.
 
 Acks below md, beyond the last confirmed entry, or past the end of a closed ledger are ignored
-silently (PROTOCOL.md §8.4). A durable cursor persists through a `CursorStore`: changes mark it
+silently (docs/protocol.md §8.4). A durable cursor persists through a `CursorStore`: changes mark it
 dirty and a write is scheduled at most once per `cursor_persist_interval_ms` (coalesced: many acks,
 one write; see `cursor.cursor_persistence`); `flush()` writes now and `close()` flushes a last
 time. Non-durable cursors (readers) never persist and have no size limit.

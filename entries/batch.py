@@ -1,4 +1,4 @@
-"""Client-side batches, built and opened exactly as the official client does (PROTOCOL.md §6).
+"""Client-side batches, built and opened exactly as the official client does (docs/protocol.md §6).
 
 A batch is one entry whose payload is, per member, `[u32 BE size][SingleMessageMetadata][payload]`,
 concatenated and then compressed as one block (NONE / LZ4 raw block / ZLIB / ZSTD). The outer
@@ -8,7 +8,7 @@ partition_key / ordering_key (what Key_Shared routes on).
 
 The broker never opens a batch nor decompresses; this module serves Strata's own load generator
 (`strata perf --driver native`), the offload format (which unpacks batches into rows) and tests:
-`build_batch` plus `broker.codec.encode_send` produce the SEND frames the official producer would,
+`build_batch` plus `wire.pulsar.encode_send` produce the SEND frames the official producer would,
 `decode_payload` reads back what a consumer receives.
 
 What must hold:

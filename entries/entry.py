@@ -1,4 +1,4 @@
-"""The stored entry: the bytes a SEND frame carries from the checksum magic on (PROTOCOL.md §1.2).
+"""The stored entry: the bytes a SEND frame carries from the checksum magic on (docs/protocol.md §1.2).
 
     [0x0E01][crc32c u32][md_size u32][MessageMetadata][payload]
 
@@ -190,7 +190,7 @@ def build_entry(metadata: pb.MessageMetadata | bytes, payload: bytes) -> bytes:
 
 def sticky_key(md: pb.MessageMetadata) -> bytes:
     """Key_Shared routing key: ordering_key, else partition_key (base64-decoded when flagged,
-    falling back to its UTF-8 bytes if that fails), else b"NONE_KEY" (PROTOCOL.md §8.10)."""
+    falling back to its UTF-8 bytes if that fails), else b"NONE_KEY" (docs/protocol.md §8.10)."""
     if md.HasField("ordering_key"):
         return md.ordering_key
     if md.HasField("partition_key"):

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import struct
 
-from broker.codec import CommandType as T
-from broker.codec import encode_payload_command
 from common.varint import encode_varint
 from entries.batch import BATCH_BYTES_MAX, BATCH_MESSAGES_MAX, NONE, compress
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_payload_command
 
 _U32 = struct.Struct(">I")
 _SIZE_HEADS_MAX = 4096  # bound of the per-payload-size header cache

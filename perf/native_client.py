@@ -1,7 +1,7 @@
 """Strata's own Pulsar-protocol client: the load generator behind `strata perf --driver native`.
 
-It speaks the binary protocol (PROTOCOL.md §1, §4, §6, §8) over one asyncio (uvloop) connection
-with the sans-IO codec of broker/codec.py and the client-side batches of broker/batch.py, so it
+It speaks the binary protocol (docs/protocol.md §1, §4, §6, §8) over one asyncio (uvloop) connection
+with the sans-IO codec of wire/pulsar.py and the client-side batches of broker/batch.py, so it
 costs the broker exactly what the official client costs it while costing the load generator a
 small fraction of the official Python client's ~25 us per message.
 
@@ -26,7 +26,7 @@ How it works:
   checked) and follows lookups to `brokerServiceUrlTls`; a `token` goes in CONNECT
   (auth_method_name "token", Pulsar's single-step token authentication).
 - A producer pipelines SENDs: each SEND is appended to an in-order pending deque; a receipt must
-  match the head (PROTOCOL.md §8.2), anything else fails the producer (`BrokerError`).
+  match the head (docs/protocol.md §8.2), anything else fails the producer (`BrokerError`).
   `send_batch` waits while `max_pending_messages` messages are unacknowledged.
 - A consumer grants permits in messages: `receiver_queue_size` after SUBSCRIBE, then the number
   of messages handed to the application once that reaches half the queue (as the official
@@ -52,21 +52,21 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlparse
 
-from broker.codec import CommandType as T
-from broker.codec import FrameDecoder, encode_command
 from common.errors import CODE_TO_ERROR, BrokerError, StrataError, TimeoutExpired
 from common.invariant import present
 from entries.batch import NONE, BatchMessage, build_batch, decode_payload
 from entries.entry import parse_entry
 from perf.batches import PlainBatchEncoder, batch_sizes, encode_send_frame  # noqa: F401 (re-exported)
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import CommandType as T
+from wire.pulsar import FrameDecoder, encode_command
 
 CLIENT_VERSION = "Strata-native-perf"
 PROTOCOL_VERSION = 20
 CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
 PENDING_REQUESTS_MAX = 1024
-FRAME_BYTES_MAX = 5 * 1024 * 1024 + 64 * 1024  # max message size plus headers (PROTOCOL.md §1.2)
+FRAME_BYTES_MAX = 5 * 1024 * 1024 + 64 * 1024  # max message size plus headers (docs/protocol.md §1.2)
 RECEIVER_QUEUE_SIZE_DEFAULT = 1000  # the official client's default, in messages
 ACK_GROUP_IDS_MAX = 1000
 ACK_GROUP_DELAY_S = 0.1

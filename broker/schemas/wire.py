@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, cast
 
 from broker.authorization import Action
-from broker.codec import encode_get_or_create_schema_response, encode_get_schema_response
 from broker.schemas import compatibility, validation
 from broker.schemas.policy import policy_of
 from broker.schemas.registry import SchemaRegistry
@@ -29,6 +28,7 @@ from common.errors import IncompatibleSchema, PulsarServerError, StrataError, Un
 from common.schema_records import TYPE_NAMES, TYPE_NUMBERS, SchemaData, StoredSchema, version_bytes, version_of_bytes
 from common.topic_names import parse_topic
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import encode_get_or_create_schema_response, encode_get_schema_response
 
 if TYPE_CHECKING:
     from broker.connection import ServerConnection

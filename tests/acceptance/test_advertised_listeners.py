@@ -29,13 +29,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess, free_port
+from wire.pulsar import CommandType as T
 
 FAST_FAILURE_S = 5.0     # an unknown listener fails well inside the client's operation timeout
 NAT_URL = "pulsar://192.0.2.10:6650"    # TEST-NET-1: never an address of this machine

@@ -38,14 +38,14 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.codec import CommandType as T
-from broker.codec import FrameDecoder, encode_command
 from common.config import KIB, MIB
 from entries.entry import parse_entry
 from perf.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import FRAME_BYTES_MAX, RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
+from wire.pulsar import FrameDecoder, encode_command
 
 MESSAGES = 100_000
 MESSAGE_BYTES = 1_000

@@ -47,8 +47,6 @@ import time
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
-from broker.codec import encode_payload_command, encode_send
 from broker.producer import ENTRY_HEADER_SLACK_BYTES
 from common.errors import PulsarServerError
 from common.topic_names import NAME_BYTES_MAX
@@ -58,6 +56,8 @@ from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_payload_command, encode_send
 
 Shared = pulsar.ConsumerType.Shared
 WAIT_S = 20.0
@@ -213,7 +213,7 @@ def test_a_chunk_over_the_max_message_size_is_refused(standalone, client, topic)
         except (ConnectionResetError, BrokenPipeError):
             pass                                     # closed while we were still sending
         else:
-            assert wire.raw.is_closed_by_broker()    # past the frame limit: PROTOCOL.md §10
+            assert wire.raw.is_closed_by_broker()    # past the frame limit: docs/protocol.md §10
     finally:
         wire.close()
     client.create_producer(topic).send(b"still served")

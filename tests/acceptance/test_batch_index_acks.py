@@ -1,4 +1,4 @@
-"""Batch-index acks (PROTOCOL.md §7): the acked members of a partly acked batch never come back.
+"""Batch-index acks (docs/protocol.md §7): the acked members of a partly acked batch never come back.
 
 The broker always keeps batch-index acks (on by default; nothing to switch on): a consumer with
 `batch_index_ack_enabled=True` sends ack_set bitmaps, the cursor merges and persists them, and

@@ -11,13 +11,13 @@ import time
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
-from broker.codec import encode_payload_command
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, receive_all
 from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_payload_command
 
 SEVEN_MIB = 7 * 1024 * 1024
 

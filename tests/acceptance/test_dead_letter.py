@@ -1,6 +1,6 @@
 """Dead-letter and retry-letter topics with the official client on a real standalone.
 
-Both are client-side moves (PROTOCOL.md §8.6); the broker's part is: redelivery counts that
+Both are client-side moves (docs/protocol.md §8.6); the broker's part is: redelivery counts that
 increment (so the client knows when to give up), PRODUCER with `initial_subscription_name`
 creating that subscription before the first message (so nothing sent to the DLQ is lost before
 anyone subscribes), delayed delivery on the retry topic, and plain acks of the originals.

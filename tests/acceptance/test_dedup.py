@@ -15,8 +15,6 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
-from broker.codec import encode_payload_command
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
@@ -24,6 +22,8 @@ from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_payload_command
 
 # Small snapshot interval: a restart then restores a snapshot AND replays entries after it.
 ENV = {"STRATA_BROKER_DEDUP_SNAPSHOT_INTERVAL_ENTRIES": "5"}

@@ -15,13 +15,13 @@ from datetime import timedelta
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
-from broker.codec import encode_payload_command
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_payload_command
 
 Shared = pulsar.ConsumerType.Shared
 KeyShared = pulsar.ConsumerType.KeyShared

@@ -15,10 +15,10 @@ import os
 import pulsar
 import pytest
 
-from broker.codec import encode_send
 from entries.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch
 from perf.native_client import EARLIEST, NativeClient, PlainBatchEncoder, batch_sizes
 from tests.acceptance.conftest import assert_no_more
+from wire.pulsar import encode_send
 
 COMPRESSIONS = {"none": NONE, "lz4": LZ4}
 

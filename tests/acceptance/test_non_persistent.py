@@ -33,7 +33,6 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String
 
-from broker.codec import CommandType as T
 from common.errors import PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
@@ -42,6 +41,7 @@ from tests.support.admin_http import admin_call
 from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
+from wire.pulsar import CommandType as T
 
 SUB_TYPES = {"Exclusive": pulsar.ConsumerType.Exclusive, "Shared": pulsar.ConsumerType.Shared,
              "Failover": pulsar.ConsumerType.Failover, "KeyShared": pulsar.ConsumerType.KeyShared}

@@ -1,7 +1,7 @@
 """Negative acks, ack timeout and redelivery counts, with the official client on a real standalone.
 
 Shared and Key_Shared redeliveries carry a redelivery_count that goes up by one per nack or ack
-timeout (PROTOCOL.md §8.5), kept in the cursor so it survives a broker restart (clean or kill -9
+timeout (docs/protocol.md §8.5), kept in the cursor so it survives a broker restart (clean or kill -9
 after the cursor persisted). Exclusive/Failover redeliver by rewinding and, as in Pulsar, do not
 count. Bad input: REDELIVER for unknown positions or unknown consumers is a no-op; a nack storm
 loses and duplicates nothing beyond at-least-once.
@@ -15,7 +15,6 @@ import time
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from common.topic_names import parse_topic
 from cursor.codec import decode
 from ledger.ml_metadata import ml_path
@@ -25,6 +24,7 @@ from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
+from wire.pulsar import CommandType as T
 
 Shared = pulsar.ConsumerType.Shared
 KeyShared = pulsar.ConsumerType.KeyShared
@@ -86,7 +86,7 @@ def test_ack_timeout_redelivers_with_a_count(client: pulsar.Client, topic: str) 
 
 
 def test_exclusive_nack_redelivers_without_counting(client: pulsar.Client, topic: str) -> None:
-    """Pulsar tracks redelivery counts only for Shared and Key_Shared (PROTOCOL.md §8.5)."""
+    """Pulsar tracks redelivery counts only for Shared and Key_Shared (docs/protocol.md §8.5)."""
     consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Exclusive,
                                 negative_ack_redelivery_delay_ms=NACK_DELAY_MS)
     producer = client.create_producer(topic)

@@ -26,12 +26,12 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
-from broker.codec import CommandType as T
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.support.admin_cli import run_admin
 from tests.support.admin_http import admin_call
 from tests.support.namespaces import ensure_namespace
+from wire.pulsar import CommandType as T
 
 
 def user(**fields) -> type:

@@ -26,13 +26,13 @@ from types import SimpleNamespace
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from cli.admin import main as admin_main
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client
 from tests.broker.raw_client import RawClient
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
+from wire.pulsar import CommandType as T
 
 RECHECK_INTERVAL_MS = 300
 REFUSAL_S_MAX = 5.0          # an unauthorized create fails this fast (the client does not retry it)

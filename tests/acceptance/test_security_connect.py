@@ -33,14 +33,14 @@ import pulsar
 import pytest
 
 from auth import certs
-from broker.codec import CommandType as T
-from broker.codec import encode_command
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.broker.raw_client import RawClient
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_command
 
 REFRESH_CHECK_MS = 200           # how often the broker looks for expired credentials (test setting)
 CONNECT_TIMEOUT_MS = 2000        # accept -> CONNECTED, and an AUTH_CHALLENGE's answer (test setting)

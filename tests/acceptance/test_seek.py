@@ -1,5 +1,5 @@
 """Seek by message id and by publish time, for consumers and readers, inclusive and exclusive
-(PROTOCOL.md §8.8), with the official client on a real standalone. Complements
+(docs/protocol.md §8.8), with the official client on a real standalone. Complements
 test_readers_seek.py (which covers the basic consumer seeks).
 
 Seek past the end is not an error: the subscription is positioned at the end, nothing stored is

@@ -9,12 +9,12 @@ import time
 
 import pulsar
 
-from broker.codec import CommandType as T
-from broker.codec import encode_payload_command
 from entries.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_payload_command
 
 
 def _entries() -> list[bytes]:

@@ -8,8 +8,6 @@ import time
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
-from broker.codec import encode_send
 from broker.dispatch_single_active import ring_pick
 from broker.key_shared_selector import key_slot
 from entries.batch import BatchMessage, build_batch
@@ -18,6 +16,8 @@ from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
+from wire.pulsar import encode_send
 
 RAW_WAIT_S = 20.0
 

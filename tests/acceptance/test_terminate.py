@@ -11,7 +11,7 @@ protocol client that introduces itself as the Java client.
   a reader's (non-durable) subscription gets it once it has read everything. A raw producer gets
   CLOSE_PRODUCER and its new PRODUCER is refused with TopicTerminatedError.
   The official client (C++ underneath) is never sent it (it drops the connection on it,
-  PROTOCOL.md §10): its consumer stays connected and its reader's `has_message_available()` is
+  docs/protocol.md §10): its consumer stays connected and its reader's `has_message_available()` is
   False at the end.
 - The state is in the managed ledger's record: after a restart the topic is still terminated at
   the same id (internal stats `state` "Terminated").
@@ -27,7 +27,6 @@ import time
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from cli import admin
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
@@ -35,6 +34,7 @@ from tests.acceptance.test_admin import http
 from tests.broker.raw_client import RawClient
 from tests.support.admin_cli import run_admin
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
 
 SUB_TYPES = {"Exclusive": pb.CommandSubscribe.Exclusive, "Shared": pb.CommandSubscribe.Shared,
              "Failover": pb.CommandSubscribe.Failover, "Key_Shared": pb.CommandSubscribe.Key_Shared}
@@ -122,7 +122,7 @@ class _JavaLikeClient(RawClient):
     def subscribe(self, topic: str, sub: str, sub_type: int, consumer_id: int, *, earliest: bool,
                   reader: bool = False) -> None:
         """A durable subscription, or with `reader` a reader's non-durable one from the earliest
-        message (PROTOCOL.md §8.9); then FLOW."""
+        message (docs/protocol.md §8.9); then FLOW."""
         self.request_id += 1
         position = pb.CommandSubscribe.Earliest if earliest else pb.CommandSubscribe.Latest
         subscribe = pb.CommandSubscribe(topic=topic, subscription=sub, subType=sub_type, consumer_id=consumer_id,

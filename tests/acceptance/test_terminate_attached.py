@@ -1,7 +1,7 @@
 """Terminating a topic while its consumers and a producer are attached (issue 16 item 6), against a
 real standalone: the official client (pulsar-client 3.13.0) for the producer and one consumer,
 and two consumers of a Java-like raw client (which, unlike the C++ client, handles
-REACHED_END_OF_TOPIC, PROTOCOL.md §10) sharing a Shared subscription.
+REACHED_END_OF_TOPIC, docs/protocol.md §10) sharing a Shared subscription.
 
 - `POST .../terminate` answers the id of the last message the attached producer sent; that
   producer's next send fails with `pulsar.TopicTerminated`.
@@ -25,10 +25,10 @@ import time
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import receive_all
 from tests.acceptance.test_terminate import _as_id, _JavaLikeClient, _terminate
+from wire.pulsar import CommandType as T
 
 
 def test_attached_consumers_reach_the_end_and_the_producer_is_refused(standalone, client: pulsar.Client,

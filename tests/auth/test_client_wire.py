@@ -21,7 +21,7 @@ import pulsar
 import pytest
 
 from auth.tls import peer_common_name
-from broker.codec import FrameDecoder
+from wire.pulsar import FrameDecoder
 
 FRAME_BYTES_MAX = 5 * 1024 * 1024
 WAIT_S = 10.0

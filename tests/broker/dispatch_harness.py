@@ -22,7 +22,6 @@ import time
 import types
 from dataclasses import dataclass
 
-from broker.codec import FrameDecoder
 from broker.consumer import Consumer
 from broker.entry_facts import FactsCache
 from broker.subscription import Subscription, SubType
@@ -36,6 +35,7 @@ from ledger.position import EARLIEST, Position
 from ledger.types import Entry
 from proto import pulsar_api_pb2 as pb
 from tests.support.ledger_view import MemoryLedgerView
+from wire.pulsar import FrameDecoder
 
 SETTLE_DEADLINE_S = 20.0
 FRAME_BYTES_MAX = 64 * 1024 * 1024

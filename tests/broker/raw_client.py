@@ -8,10 +8,10 @@ from __future__ import annotations
 import socket
 import time
 
-from broker.codec import CommandType as T
-from broker.codec import FrameDecoder, encode_command, encode_payload_command
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
+from wire.pulsar import CommandType as T
+from wire.pulsar import FrameDecoder, encode_command, encode_payload_command
 
 FRAME_BYTES_MAX = 16 * 1024 * 1024
 

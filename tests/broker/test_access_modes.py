@@ -23,11 +23,11 @@ import urllib.request
 import pytest
 
 from broker.access_modes import AccessMode
-from broker.codec import CommandType as T
 from common.errors import PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
 
 _ids = itertools.count()
 

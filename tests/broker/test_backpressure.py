@@ -27,8 +27,6 @@ import types
 import uvloop
 
 from auth.service import AuthenticationService
-from broker.codec import CommandType as T
-from broker.codec import FrameDecoder, encode_command, encode_ping, encode_pong
 from broker.connection import ConnState, ServerConnection
 from broker.consumer import Consumer
 from broker.topic_lists import TopicListRegistry
@@ -37,6 +35,8 @@ from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.broker.dispatch_harness import SHARED, Harness
 from tests.support.waiting import until
+from wire.pulsar import CommandType as T
+from wire.pulsar import FrameDecoder, encode_command, encode_ping, encode_pong
 
 TEST_TIMEOUT_S = 60.0
 SOCKET_BUFFER_BYTES = 4 * KIB          # kernel buffers kept small, so the transport's own fills

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.codec import CommandType as T
 from common.errors import PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
 
 TOPIC = "persistent://public/default/bad-input"
 

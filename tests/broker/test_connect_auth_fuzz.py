@@ -31,13 +31,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from broker.codec import CommandType as T
-from broker.codec import FrameDecoder, encode_command
 from common.errors import PulsarServerError, StrataError
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
+from wire.pulsar import CommandType as T
+from wire.pulsar import FrameDecoder, encode_command
 
 FUZZ_SEED = 20261117
 EXAMPLES = 250

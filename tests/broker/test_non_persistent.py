@@ -22,7 +22,6 @@ import types
 import pytest
 
 from broker import metrics_topics
-from broker.codec import CommandType as T
 from broker.consumer import Consumer
 from broker.entry_facts import facts_of_info
 from broker.non_persistent import NON_PERSISTENT_POSITION, NonPersistentTopic, metrics_json, topic_json
@@ -39,6 +38,7 @@ from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
+from wire.pulsar import CommandType as T
 
 
 class Link(RecordingLink):

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from broker import codec
-from broker.codec import CommandType as T
-from broker.codec import FrameDecoder
 from broker.schemas import wire
 from common.errors import MalformedFrame
 from common.schema_records import SchemaData, StoredSchema, version_bytes, version_of_bytes
 from proto import pulsar_api_pb2 as pb
+from wire import pulsar as codec
+from wire.pulsar import CommandType as T
+from wire.pulsar import FrameDecoder
 
 
 def decode_one(data: bytes) -> pb.BaseCommand:
@@ -31,7 +31,7 @@ def test_schema_of_proto() -> None:
 
 def test_an_unknown_type_number_does_not_parse() -> None:
     """proto2's closed enum: a type Pulsar does not define leaves the required `type` unset, so
-    the frame is malformed (the broker closes the connection, PROTOCOL.md §10) before any check."""
+    the frame is malformed (the broker closes the connection, docs/protocol.md §10) before any check."""
     schema = pb.Schema(name="t", schema_data=b"{}", type=pb.Schema.Avro).SerializeToString()
     odd = schema.replace(b"\x20\x04", b"\x20\x63")          # field 4 (type) = 99
     producer = pb.CommandProducer(topic="t", producer_id=1, request_id=1).SerializeToString()

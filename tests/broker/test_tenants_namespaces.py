@@ -19,7 +19,6 @@ from contextlib import closing
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from cli.admin.client import request_json
 from common.errors import PulsarServerError
 from ledger.ml_metadata import ml_path
@@ -29,6 +28,7 @@ from tests.broker.raw_client import RawClient
 from tests.support.cluster_proc import LocalCluster
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
+from wire.pulsar import CommandType as T
 
 HTTP_TIMEOUT_S = 30
 CLUSTER = "standalone"

@@ -3,7 +3,7 @@ server-side pattern, Pulsar's topics hash and `changed`), the topic-list watcher
 WATCH_TOPIC_LIST / _SUCCESS / WATCH_TOPIC_UPDATE / WATCH_TOPIC_LIST_CLOSE), and bad patterns.
 
 The official client (C++ underneath) sends neither a pattern nor a hash and never watches
-(PROTOCOL.md), so these commands are checked here byte for byte with `RawClient`.
+(docs/protocol.md), so these commands are checked here byte for byte with `RawClient`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import time
 import pytest
 
 from broker import topic_lists
-from broker.codec import CommandType as T
 from common.errors import InvalidTopicsPattern, PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call
 from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
 
 MODE = pb.CommandGetTopicsOfNamespace
 UPDATE_WAIT_S = 1.0      # a watcher hears of a new topic within this

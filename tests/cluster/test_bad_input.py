@@ -21,12 +21,12 @@ import urllib.parse
 
 import pytest
 
-from broker.codec import CommandType as T
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import LEASE_MS, unique
 from tests.cluster.helpers import MetadataView, http, lookup
 from tests.support.cluster_proc import LocalCluster
+from wire.pulsar import CommandType as T
 
 IMPOSTER_EXIT_TIMEOUT_S = 30.0
 IMPOSTER_BIND_HOST = "127.0.0.2"   # its own address, so only the advertised one clashes

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import MetadataView, http, lookup, make_client, seq_of, topic_path
 from tests.support.cluster_proc import BrokerNode, LocalCluster
+from wire.pulsar import CommandType as T
 
 MESSAGES_PER_TOPIC = 5
 PLACEMENT_TRIES = 40

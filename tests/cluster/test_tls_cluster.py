@@ -22,13 +22,13 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from broker.codec import CommandType as T
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import lookup, make_client
 from tests.support.cluster_proc import BrokerNode, LocalCluster
 from tests.support.security import SecurityKit
+from wire.pulsar import CommandType as T
 
 PLACEMENT_TRIES = 40
 TLS_URL = re.compile(r"TLS service URL (pulsar\+ssl://\S+)")

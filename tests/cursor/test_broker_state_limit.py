@@ -16,10 +16,10 @@ import urllib.request
 
 import pytest
 
-from broker.codec import CommandType as T
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
+from wire.pulsar import CommandType as T
 
 TOPIC = "persistent://public/default/cursor-state-limit"
 SUB = "holes"

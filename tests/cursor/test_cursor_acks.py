@@ -1,4 +1,4 @@
-"""ManagedCursor acks and moves, case by case (PROTOCOL.md §7, §8.4, §8.5, §8.8)."""
+"""ManagedCursor acks and moves, case by case (docs/protocol.md §7, §8.4, §8.5, §8.8)."""
 
 from __future__ import annotations
 

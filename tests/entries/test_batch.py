@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import codec
 from common.errors import MalformedPayload
 from entries import batch
 from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
+from wire import pulsar as codec
 
 ALL = [batch.NONE, batch.LZ4, batch.ZLIB, batch.ZSTD]
 

@@ -1,4 +1,4 @@
-"""Imports run one way (DESIGN.md): broker -> cursor -> ledger -> bookie client -> proto, everything
+"""Imports run one way (docs/architecture.md): broker -> cursor -> ledger -> bookie client -> proto, everything
 -> metadata and common; offload sits beside ledger (ledger reads it only through `ledger.cold`,
 so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
 offload; `analytics` (Spark source and sink) uses offload, ledger and the bookie client, never
@@ -12,22 +12,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["common", "proto", "entries", "metadata", "bookie", "ledger", "offload", "cursor", "broker",
-            "analytics", "cli", "perf"]
+PACKAGES = ["common", "proto", "auth", "entries", "wire", "metadata", "bookie", "ledger", "offload", "cursor",
+            "broker", "analytics", "cli", "perf", "bench"]
 
 ALLOWED = {
     "common": {"common"},
     "proto": {"proto"},
+    "auth": {"common", "auth"},
     "entries": {"common", "proto", "entries"},
+    "wire": {"common", "proto", "entries", "wire"},
     "metadata": {"common", "metadata"},
-    "bookie": {"common", "metadata", "proto", "bookie"},
+    "bookie": {"common", "metadata", "proto", "auth", "bookie"},
     "offload": {"common", "metadata", "proto", "entries", "offload", "ledger"},
     "ledger": {"common", "metadata", "proto", "bookie", "ledger"},
     "cursor": {"common", "metadata", "ledger", "cursor"},
-    "broker": {"common", "metadata", "proto", "entries", "bookie", "ledger", "offload", "cursor", "broker"},
-    "analytics": {"common", "metadata", "proto", "entries", "bookie", "ledger", "offload", "analytics"},
+    "broker": {"common", "metadata", "proto", "auth", "entries", "wire", "bookie", "ledger", "offload", "cursor",
+               "broker"},
+    "analytics": {"common", "metadata", "proto", "auth", "entries", "bookie", "ledger", "offload", "analytics"},
     "cli": set(PACKAGES),
-    "perf": set(PACKAGES) - {"cli"},
+    "perf": set(PACKAGES) - {"cli", "bench"},
+    "bench": set(PACKAGES) - {"cli"},
 }
 
 

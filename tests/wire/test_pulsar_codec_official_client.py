@@ -1,5 +1,5 @@
 """The codec against the real thing: the official `pulsar-client` 3.13.0 talks to a tiny asyncio
-server built only from broker.codec, entry_format and batch.
+server built only from wire.pulsar, entry_format and batch.
 
 The server answers CONNECT, PARTITIONED_METADATA, LOOKUP (Connect to itself), PRODUCER, SEND
 (recording each stored entry), SUBSCRIBE/FLOW (pushing entries it was given as MESSAGE frames),
@@ -19,12 +19,12 @@ import time
 import pulsar
 import pytest
 
-from broker import codec
-from broker.codec import CommandType as T
 from common.errors import StrataError
 from entries import batch
 from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
+from wire import pulsar as codec
+from wire.pulsar import CommandType as T
 
 FRAME_BYTES_MAX = 5 * 1024 * 1024 + 64 * 1024
 TOPIC = "persistent://public/default/codec-vectors"

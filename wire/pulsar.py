@@ -1,7 +1,7 @@
 """The Pulsar binary protocol as pure functions over bytes (sans-IO: no sockets, no asyncio).
 
 Decoding: `FrameDecoder.feed(data)` takes whatever bytes the transport read and returns the
-complete `Frame`s they finish (PROTOCOL.md §1). Encoding: `encode_command` frames any
+complete `Frame`s they finish (docs/protocol.md §1). Encoding: `encode_command` frames any
 `BaseCommand`; `encode_send_receipt` and `encode_message` are hand-encoded fast paths for the two
 commands sent once per entry; `encode_<reply>` builds every other reply the broker sends.
 
@@ -37,7 +37,7 @@ from crc32c import crc32c
 from google.protobuf.message import DecodeError, EncodeError
 
 from common.errors import FrameTooLarge, InvariantViolation, MalformedFrame, PulsarServerError, StrataError
-from entries.entry import build_entry, crc32c_from, verify_entry_checksum  # noqa: F401  (re-exported)
+from entries.entry import build_entry, crc32c_from
 from proto import pulsar_api_pb2 as pb
 
 BaseCommand = pb.BaseCommand
@@ -376,7 +376,7 @@ def encode_error_for(request_id: int, exc: StrataError) -> bytes:
 def encode_producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1,
                             producer_ready: bool = True, topic_epoch: int | None = None,
                             schema_version: bytes = b"") -> bytes:
-    """PRODUCER_SUCCESS; `schema_version` is empty for a topic without a schema (PROTOCOL.md §4.3)."""
+    """PRODUCER_SUCCESS; `schema_version` is empty for a topic without a schema (docs/protocol.md §4.3)."""
     ps = pb.CommandProducerSuccess(request_id=request_id, producer_name=producer_name,
                                    last_sequence_id=last_sequence_id, producer_ready=producer_ready,
                                    schema_version=schema_version)

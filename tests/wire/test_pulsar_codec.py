@@ -1,4 +1,4 @@
-"""broker.codec as pure bytes: framing, limits, strict parsing, checksums, every encoder."""
+"""wire.pulsar as pure bytes: framing, limits, strict parsing, checksums, every encoder."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import google_crc32c
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from broker import codec
-from broker.codec import CommandType as T
 from common.errors import (
     ChecksumError,
     FrameTooLarge,
@@ -20,6 +18,8 @@ from common.errors import (
 )
 from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
+from wire import pulsar as codec
+from wire.pulsar import CommandType as T
 
 LIMIT = 1 << 20
 U64_MAX = (1 << 64) - 1

@@ -9,11 +9,11 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import codec
-from broker.codec import CommandType as T
 from common.errors import StrataError
 from entries import entry as entry_format
 from proto import pulsar_api_pb2 as pb
+from wire import pulsar as codec
+from wire.pulsar import CommandType as T
 
 LIMIT = 64 * 1024
 

@@ -13,6 +13,7 @@ Every error Strata raises on purpose is a `StrataError`. Each concrete class car
       700-799  analytics (the Spark data source and sink, Iceberg tables)
       800-899  cluster (ownership, lookup, listeners)
       900-999  security (authentication, authorization, TLS, internal links)
+      1000-1099 admin REST API clients (admin_client/: the broker's HTTP answers, translated)
 - `retriable`: whether the same call may succeed if simply tried again later.
 - `server_error`: the Pulsar `ServerError` value (docs/protocol.md §5) the broker sends when this
   error reaches a client; `None` means "UnknownError".
@@ -701,6 +702,106 @@ class AuthenticationBusy(SecurityError):
 class InvalidDuration(SecurityError):
     """A duration such as a token's expiry is not <number><unit> with a known unit (s, m, h, d, w, y)."""
     code = 911
+
+
+# --- admin REST API clients (1000-1099): admin_client/ ----------------------------------------------
+# The client side of the broker's admin HTTP API. An error status becomes the class of its status
+# (AdminNotFound for 404, ...), so callers catch what they mean instead of comparing numbers.
+
+class AdminError(StrataError):
+    """The admin API call did not give an answer to use (the base of the classes below)."""
+    code = 1000
+
+
+class AdminHttpError(AdminError):
+    """The broker answered an error status. `status`, `reason` (the `reason` of Pulsar's error body,
+    else the HTTP reason phrase), `body` (the answer's bytes, capped), `headers` (names as the broker
+    sent them) and `url` (the last one asked, after redirects). Statuses without a class of their own
+    land here."""
+    code = 1001
+
+    def __init__(self, message: str = "", *, status: int = 0, reason: str = "", body: bytes = b"",
+                 headers: dict[str, str] | None = None, url: str = "", **details: object) -> None:
+        super().__init__(message or f"HTTP {status}: {reason}", **details)
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self.headers = headers or {}
+        self.url = url
+
+
+class AdminBadRequest(AdminHttpError):
+    """400: the request's body or value is malformed."""
+    code = 1002
+
+
+class AdminUnauthorized(AdminHttpError):
+    """401: no credentials, or ones the broker does not accept."""
+    code = 1003
+
+
+class AdminForbidden(AdminHttpError):
+    """403: the role the credentials prove may not do this."""
+    code = 1004
+
+
+class AdminNotFound(AdminHttpError):
+    """404: no such tenant, namespace, topic, subscription, ... (or no such route)."""
+    code = 1005
+
+
+class AdminConflict(AdminHttpError):
+    """409: it exists already, or the state does not allow it now (e.g. a subscription with consumers)."""
+    code = 1006
+
+
+class AdminPreconditionFailed(AdminHttpError):
+    """412: a value Pulsar's admin API refuses (a bad name or an out-of-range policy, ...)."""
+    code = 1007
+
+
+class AdminServerError(AdminHttpError):
+    """5xx: the broker failed or is not ready (503 while it starts or sheds load); may pass later."""
+    code = 1008
+    retriable = True
+
+
+class AdminRedirectError(AdminHttpError):
+    """A redirect that was not followed: more hops than the client allows, or no usable Location."""
+    code = 1009
+
+
+class AdminRedirectRefused(AdminRedirectError):
+    """A redirect from https:// to plain http:// while the request carries credentials: refused, so
+    the secret never travels in clear."""
+    code = 1010
+
+
+class AdminUnreachable(AdminError):
+    """No answer: the broker could not be reached, the TLS handshake or certificate check failed, or
+    the connection broke. `cause` is the underlying exception (`ssl.SSLCertVerificationError` when the
+    broker's certificate failed the check)."""
+    code = 1020
+    retriable = True
+
+    def __init__(self, message: str = "", *, cause: BaseException | None = None, **details: object) -> None:
+        super().__init__(message, **details)
+        self.cause = cause
+
+
+class AdminTimedOut(AdminUnreachable):
+    """The broker did not answer within the call's bound."""
+    code = 1021
+
+
+class AdminAnswerTooLarge(AdminError):
+    """The answer is larger than the client reads (`answer_bytes_max`): refused instead of filling memory."""
+    code = 1022
+
+
+class AdminBadAnswer(AdminError):
+    """A 2xx answer that is not what the call expects (not JSON where JSON was asked for)."""
+    code = 1023
 
 
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:

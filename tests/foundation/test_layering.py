@@ -2,7 +2,9 @@
 -> metadata and common; offload sits beside ledger (ledger reads it only through `ledger.cold`,
 so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
 offload; `analytics` (Spark source and sink) uses offload, ledger and the bookie client, never
-broker; nothing imports broker except cli and perf.
+broker; nothing imports broker except cli and perf; `admin_client` (the one client of the admin
+REST API) sits on common and auth and serves cli, perf, analytics and bench, and nothing below them
+imports it.
 No product package imports `tests` (it is not installed: `strata` must run without the source
 tree), also not through importlib."""
 
@@ -12,13 +14,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["common", "proto", "auth", "entries", "wire", "metadata", "bookie", "ledger", "offload", "cursor",
-            "broker", "analytics", "cli", "perf", "bench"]
+PACKAGES = ["common", "proto", "auth", "admin_client", "entries", "wire", "metadata", "bookie", "ledger", "offload",
+            "cursor", "broker", "analytics", "cli", "perf", "bench"]
 
 ALLOWED = {
     "common": {"common"},
     "proto": {"proto"},
     "auth": {"common", "auth"},
+    "admin_client": {"common", "auth", "admin_client"},
     "entries": {"common", "proto", "entries"},
     "wire": {"common", "proto", "entries", "wire"},
     "metadata": {"common", "metadata"},
@@ -28,7 +31,8 @@ ALLOWED = {
     "cursor": {"common", "metadata", "ledger", "cursor"},
     "broker": {"common", "metadata", "proto", "auth", "entries", "wire", "bookie", "ledger", "offload", "cursor",
                "broker"},
-    "analytics": {"common", "metadata", "proto", "auth", "entries", "bookie", "ledger", "offload", "analytics"},
+    "analytics": {"common", "metadata", "proto", "auth", "admin_client", "entries", "bookie", "ledger", "offload",
+                  "analytics"},
     "cli": set(PACKAGES),
     "perf": set(PACKAGES) - {"cli", "bench"},
     "bench": set(PACKAGES) - {"cli"},

@@ -18,9 +18,10 @@ Options (case-insensitive, as Spark passes them), each with its environment fall
 - credentials, as StreamNative's pulsar-spark connector names them:
   `pulsar.client.authPluginClassName` (`org.apache.pulsar.client.impl.auth.AuthenticationToken`
   or `token`; `...AuthenticationBasic` or `basic`; `...AuthenticationTls` or `tls`) with
-  `pulsar.client.authParams` (token: `token:<jwt>`, `file:///path`, or the token itself; basic:
-  `{"userId": u, "password": p}`; tls: `tlsCertFile:/p,tlsKeyFile:/p`), or the short `token`
-  option (`STRATA_AUTH_TOKEN`), any form `auth.keys.read_source` reads. Sent to the admin API
+  `pulsar.client.authParams`, read as Pulsar's Java client reads them (`auth.params`; token:
+  `token:<jwt>`, `file:///path`, `{"token": ...}` or the token itself; basic:
+  `{"userId": u, "password": p}`; tls: `tlsCertFile:/p,tlsKeyFile:/p` or its JSON form), or the
+  short `token` option (`STRATA_AUTH_TOKEN`), any form `auth.keys.read_source` reads. Sent to the admin API
   (`Authorization` header, or the client certificate) and, by the sink, to the broker.
 - `tls.trustCertsFilePath` or `pulsar.client.tlsTrustCertsFilePath`
   (`STRATA_CLIENT_TLS_TRUST_CERTS_FILE`): the CA file an https:// admin.url and a pulsar+ssl://
@@ -39,15 +40,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.errors import BadSourceOption, KeyMaterialError
+from auth import params as auth_params
+from common.errors import BadSourceOption, InvalidArgument, KeyMaterialError
 from common.redact import redact_url
 
 ACCESS_OPTIONS = ("metadataurl", "admin.url", "service.url", "s3.endpoint", "s3.region", "s3.bucket",
                   "s3.prefix", "s3.accesskey", "s3.secretkey", "token", "pulsar.client.authpluginclassname",
                   "pulsar.client.authparams", "tls.trustcertsfilepath", "pulsar.client.tlstrustcertsfilepath")
-AUTH_PLUGINS = {"token": "token", "org.apache.pulsar.client.impl.auth.authenticationtoken": "token",
-                "basic": "basic", "org.apache.pulsar.client.impl.auth.authenticationbasic": "basic",
-                "tls": "tls", "org.apache.pulsar.client.impl.auth.authenticationtls": "tls"}
 
 
 def lowered(options: Mapping[str, str]) -> dict[str, str]:
@@ -130,8 +129,9 @@ class ClusterAccess:
 
 def credentials(opts: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
     """The ClusterAccess credential fields of lower-cased options (else STRATA_AUTH_TOKEN), secrets
-    read now (on the driver). BadSourceOption for an unknown plugin or malformed params; the
-    message never holds the params, which may be a secret."""
+    read now (on the driver). pulsar.client.authParams are parsed by `auth.params` (Pulsar's Java
+    client's rule, the one StreamNative's connector follows). BadSourceOption for an unknown plugin
+    or malformed params; the message never holds the params, which may be a secret."""
     plugin = opts.get("pulsar.client.authpluginclassname", "").strip()
     params = opts.get("pulsar.client.authparams", "")
     if plugin and opts.get("token"):
@@ -141,62 +141,36 @@ def credentials(opts: Mapping[str, str], env: Mapping[str, str]) -> dict[str, st
             raise BadSourceOption("pulsar.client.authParams needs pulsar.client.authPluginClassName")
         token = opts.get("token") or env.get("STRATA_AUTH_TOKEN", "")
         return {"auth_method": "token", "auth_secret": _token(token)} if token else {}
-    method = AUTH_PLUGINS.get(plugin.lower())
-    if method is None:
+    if plugin.lower() not in auth_params.PLUGINS:
         raise BadSourceOption("unsupported pulsar.client.authPluginClassName", plugin=plugin,
-                              known="AuthenticationToken, AuthenticationBasic, AuthenticationTls")
-    if method == "token":
-        return {"auth_method": "token", "auth_secret": _token(params)}
-    if method == "basic":
-        return {"auth_method": "basic", "auth_secret": _basic(params)}
-    files = _key_values(params)
-    if not files.get("tlscertfile") or not files.get("tlskeyfile"):
-        raise BadSourceOption("AuthenticationTls params must name tlsCertFile and tlsKeyFile")
-    return {"auth_method": "tls", "tls_cert_file": files["tlscertfile"], "tls_key_file": files["tlskeyfile"]}
+                              known=auth_params.KNOWN_PLUGINS)
+    try:
+        parsed = auth_params.parse(plugin, params)
+        if parsed.method == auth_params.TOKEN:
+            return {"auth_method": "token", "auth_secret": parsed.read_token()}
+    except (InvalidArgument, KeyMaterialError) as exc:
+        raise BadSourceOption(f"pulsar.client.authParams: {exc}") from None
+    if parsed.method == auth_params.BASIC:
+        return {"auth_method": "basic", "auth_secret": f"{parsed.user}:{parsed.password}"}
+    return {"auth_method": "tls", "tls_cert_file": parsed.cert_file, "tls_key_file": parsed.key_file}
 
 
-def _token(params: str) -> str:
+def _token(option: str) -> str:
+    """The short `token` option (or STRATA_AUTH_TOKEN): any form `auth.keys.read_source` reads, also
+    after a `token:` prefix or as a JSON object's "token"."""
     from auth.keys import read_source
 
-    spec = params.strip()
+    spec = option.strip()
     if spec.startswith("token:"):
         spec = spec[len("token:"):]
-    elif spec.startswith("{"):
-        spec = str(_json_params(spec).get("token", ""))
+    elif (doc := auth_params.json_object(spec)) is not None:
+        spec = str(doc.get("token") or "")
     if not spec:
         raise BadSourceOption("the token credential is empty")
     try:
-        return read_source(spec, what="token").decode().strip()
+        token = read_source(spec, what="token").decode().strip()
     except (KeyMaterialError, UnicodeDecodeError) as exc:
         raise BadSourceOption(f"the token cannot be read: {exc}") from None
-
-
-def _basic(params: str) -> str:
-    doc = _json_params(params) if params.strip().startswith("{") else _key_values(params)
-    user = str(doc.get("userId") or doc.get("userid") or "")
-    password = str(doc.get("password") or "")
-    if not user or not password or ":" in user:
-        raise BadSourceOption('AuthenticationBasic params must be {"userId": ..., "password": ...}')
-    return f"{user}:{password}"
-
-
-def _json_params(params: str) -> dict[str, Any]:
-    import json
-
-    try:
-        doc = json.loads(params)
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        raise BadSourceOption("pulsar.client.authParams is not a JSON object")
-    return doc
-
-
-def _key_values(params: str) -> dict[str, str]:
-    """`k1:v1,k2:v2` (Pulsar's encoded auth params) as a dict with lower-cased keys."""
-    out: dict[str, str] = {}
-    for part in params.split(","):
-        key, sep, value = part.partition(":")
-        if sep:
-            out[key.strip().lower()] = value.strip()
-    return out
+    if not token:
+        raise BadSourceOption("the token credential is empty")
+    return token

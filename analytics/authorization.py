@@ -6,7 +6,7 @@ with the query's credentials, whether the role may consume that topic.
     gate.require(["persistent://a/ns/x"])        # SourceAccessDenied unless the role may consume each
     names = gate.readable(candidates)            # a topicsPattern: the topics it may not read dropped
 
-    admin_get(access, url)                       # GET with the credentials and TLS trust (every admin call)
+    admin_get(access, url)                       # GET with the credentials and TLS trust (admin_client)
     pulsar_client_kwargs(access)                 # authentication= / tls_trust_certs_file_path= for pulsar.Client
 
 How: the record (`common.security_records`) says whether authorization is on. If it is off,
@@ -15,6 +15,8 @@ is checked with `GET /admin/v2/persistent/<topic>/internalStats`, which the brok
 table makes a consume route (the same call analytics/snapshot.py makes for the last confirmed
 entry): 401/403 refuse; 200 and 404 (allowed, no such topic: the metadata store then says
 TopicNotFound) admit; anything else (broker unreachable, 5xx) refuses too, as a failure to check.
+Every admin call goes through `admin_client` (its redirect rule: a 307 to the topic's owner is
+followed, credentials kept, never from https:// to plain http://; its typed errors).
 
 What must hold: an explicitly named topic is checked before the metadata store is asked whether it
 exists, and a refusal's message is the same for a topic that exists and one that does not (the
@@ -25,19 +27,23 @@ driver only (planning), never in a partition.
 
 from __future__ import annotations
 
-import base64
 import logging
-import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from admin_client import ANSWER_BYTES_MAX, Credentials, request
 from analytics.access import ClusterAccess
 from common import security_records
-from common.errors import SourceAccessDenied
+from common.errors import (
+    AdminForbidden,
+    AdminHttpError,
+    AdminNotFound,
+    AdminUnauthorized,
+    SourceAccessDenied,
+    StrataError,
+)
 from common.topic_names import TopicName, parse_topic
 
 log = logging.getLogger(__name__)
@@ -55,47 +61,26 @@ def _denied(topic: str) -> SourceAccessDenied:
 # Admin HTTP with the query's credentials
 
 
-def http_headers(access: ClusterAccess) -> dict[str, str]:
-    """The Authorization header of token and basic credentials (TLS credentials go in the handshake)."""
-    if access.auth_method == "token":
-        return {"Authorization": f"Bearer {access.auth_secret}"}
-    if access.auth_method == "basic":
-        return {"Authorization": "Basic " + base64.b64encode(access.auth_secret.encode()).decode()}
-    return {}
+def admin_credentials(access: ClusterAccess, url: str) -> Credentials:
+    """The query's credentials for `url`: the Authorization header of token and basic credentials;
+    for an https:// URL also the trust file and the client certificate of TLS credentials (an
+    http:// URL never needs, so never loads, the TLS files). InvalidArgument / KeyMaterialError
+    when a TLS file cannot be used."""
+    https = urllib.parse.urlsplit(url).scheme.lower() == "https"
+    trust, cert, key = (access.tls_trust_file, access.tls_cert_file, access.tls_key_file) if https else ("", "", "")
+    token = access.auth_secret if access.auth_method == "token" else ""
+    user, _, password = access.auth_secret.partition(":")
+    basic = (user, password) if access.auth_method == "basic" else None
+    return Credentials.build(token=token, basic=basic, cert_file=cert, key_file=key, trust_file=trust)
 
 
-def ssl_context(access: ClusterAccess) -> ssl.SSLContext:
-    """Trust: the query's CA file, else the system's; the client certificate of TLS credentials."""
-    from auth.tls import client_context
-
-    if access.tls_trust_file:
-        return client_context(access.tls_trust_file, cert_file=access.tls_cert_file, key_file=access.tls_key_file)
-    ctx = ssl.create_default_context()
-    if access.tls_cert_file:
-        ctx.load_cert_chain(access.tls_cert_file, access.tls_key_file)
-    return ctx
-
-
-class _NoDowngrade(urllib.request.HTTPRedirectHandler):
-    """Follows a broker's 307 to a topic's owner (credentials kept), but never from https:// to
-    plain http://, where the credentials would travel in clear."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-        if req.full_url.startswith("https://") and not newurl.startswith("https://"):
-            raise urllib.error.HTTPError(req.full_url, code, "redirect from https:// to plain http:// refused",
-                                         headers, fp)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-def admin_get(access: ClusterAccess, url: str, timeout_s: float = CHECK_TIMEOUT_S, limit_bytes: int = -1) -> bytes:
-    """The body of GET `url` (an admin API URL) sent with the query's credentials and TLS trust.
-    urllib's errors (HTTPError with .code, URLError, OSError) pass through to the caller."""
-    request = urllib.request.Request(url, headers=http_headers(access))
-    handlers: list[Any] = [_NoDowngrade()]
-    if url.startswith("https://"):
-        handlers.append(urllib.request.HTTPSHandler(context=ssl_context(access)))
-    with urllib.request.build_opener(*handlers).open(request, timeout=timeout_s) as response:
-        return bytes(response.read(limit_bytes))
+def admin_get(access: ClusterAccess, url: str, timeout_s: float = CHECK_TIMEOUT_S,
+              limit_bytes: int = ANSWER_BYTES_MAX, *, read_body: bool = True) -> bytes:
+    """The body of GET `url` (an admin API URL) sent with the query's credentials and TLS trust, at
+    most `limit_bytes` of it (not read at all with read_body=False). admin_client's typed errors
+    (AdminNotFound, AdminForbidden, AdminUnreachable, AdminAnswerTooLarge, ...) reach the caller."""
+    return request("GET", url, credentials=admin_credentials(access, url), timeout_s=timeout_s,
+                   answer_bytes_max=limit_bytes, read_body=read_body).body
 
 
 def pulsar_client_kwargs(access: ClusterAccess) -> dict[str, Any]:
@@ -144,14 +129,15 @@ class TopicGate:
         if not self.enforced:
             return True
         try:
-            admin_get(self.access, topic_url(self.access.admin_url, topic, "/internalStats"), limit_bytes=0)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return True            # the check passed; whether it exists is the store's answer
-            if exc.code not in (401, 403):
-                log.warning("the broker could not check access to a topic (HTTP %d); refused", exc.code)
+            admin_get(self.access, topic_url(self.access.admin_url, topic, "/internalStats"), read_body=False)
+        except AdminNotFound:
+            return True                # the check passed; whether it exists is the store's answer
+        except (AdminUnauthorized, AdminForbidden):
             return False
-        except (urllib.error.URLError, OSError, ssl.SSLError, ValueError) as exc:
+        except AdminHttpError as exc:
+            log.warning("the broker could not check access to a topic (HTTP %d); refused", exc.status)
+            return False
+        except (StrataError, ValueError) as exc:
             log.warning("the broker could not check access to a topic (%s); refused", type(exc).__name__)
             return False
         return True

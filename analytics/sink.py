@@ -93,7 +93,6 @@ import logging
 import os
 import threading
 import time
-import urllib.error
 import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping
@@ -114,7 +113,16 @@ from pyspark.sql.types import (
 )
 
 from analytics.access import ACCESS_OPTIONS, ClusterAccess, lowered
-from common.errors import AnalyticsError, BadSourceOption, InvalidTopicName, SinkNotExactlyOnce, SinkSendFailed
+from common.errors import (
+    AdminForbidden,
+    AdminUnauthorized,
+    AnalyticsError,
+    BadSourceOption,
+    InvalidTopicName,
+    SinkNotExactlyOnce,
+    SinkSendFailed,
+    StrataError,
+)
 from common.topic_names import parse_topic
 
 log = logging.getLogger(__name__)
@@ -306,15 +314,13 @@ def check_deduplication(access: ClusterAccess, topic: str) -> None:
            f"{urllib.parse.quote(name.local)}/deduplicationEnabled?applied=true")
     try:
         enabled = json.loads(admin_get(access, url, ADMIN_TIMEOUT_S))
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):     # a topic policy: tenant admins read it (Pulsar's rule), producers may not
-            raise SinkNotExactlyOnce(
-                "the sink's role may not read the topic's deduplication policy (a tenant admin's or superuser's "
-                "credentials may), so exactly-once cannot be checked; set exactlyOnce=false for an "
-                "at-least-once sink", topic=str(name), status=exc.code) from None
-        raise SinkNotExactlyOnce("could not check the topic's deduplication over the admin API",
-                                 topic=str(name), error=str(exc)) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (AdminUnauthorized, AdminForbidden) as exc:
+        # a topic policy: tenant admins read it (Pulsar's rule), producers may not
+        raise SinkNotExactlyOnce(
+            "the sink's role may not read the topic's deduplication policy (a tenant admin's or superuser's "
+            "credentials may), so exactly-once cannot be checked; set exactlyOnce=false for an "
+            "at-least-once sink", topic=str(name), status=exc.status) from None
+    except (StrataError, ValueError) as exc:
         raise SinkNotExactlyOnce("could not check the topic's deduplication over the admin API",
                                  topic=str(name), error=str(exc)) from None
     if enabled is not True:

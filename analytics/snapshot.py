@@ -25,7 +25,6 @@ import asyncio
 import json
 import logging
 import re
-import urllib.error
 from dataclasses import dataclass
 
 from analytics.access import ClusterAccess
@@ -165,7 +164,7 @@ def _broker_last_confirmed(access: ClusterAccess, name: TopicName) -> Position |
         stats = json.loads(admin_get(access, topic_url(access.admin_url, name, "/internalStats"), ADMIN_TIMEOUT_S))
         ledger, _, entry = str(stats["lastConfirmedEntry"]).partition(":")
         return int(ledger), int(entry)
-    except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
+    except (StrataError, ValueError, KeyError) as exc:
         log.warning("admin %s did not give %s's last confirmed entry (%s); using the bookies' LAC",
                     access.admin_url, name, exc)
         return None

@@ -41,8 +41,8 @@ from __future__ import annotations
 import json
 import urllib.parse
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from auth.keys import read_source
 from common.errors import InvalidArgument, KeyMaterialError
 
 TOKEN, BASIC, TLS = "token", "basic", "tls"
@@ -67,19 +67,24 @@ class AuthParams:
     cert_file: str = ""                            # tls: the client certificate (PEM)
     key_file: str = ""                             # tls: its private key (PEM)
 
-    def read_token(self) -> str:
+    def read_token(self, what: str = "token") -> str:
         """The token: as given, or its file's content with surrounding whitespace trimmed (as Java's
-        file supplier trims). KeyMaterialError when the file cannot be read or holds no token."""
+        file supplier trims). KeyMaterialError (naming `what`) when the file cannot be read or
+        holds no token."""
         if not self.token_file:
             return self.token
         try:
-            token = Path(self.token_file).read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not text"
-            raise KeyMaterialError(f"token file cannot be read ({reason})", path=self.token_file) from None
+            token = read_source(self.file_uri, what=what).decode().strip()
+        except UnicodeDecodeError:
+            raise KeyMaterialError(f"{what}: the file is not text", path=self.token_file) from None
         if not token:
-            raise KeyMaterialError("token file is empty", path=self.token_file)
+            raise KeyMaterialError(f"{what}: the file holds no token", path=self.token_file)
         return token
+
+    @property
+    def file_uri(self) -> str:
+        """token_file as a file:/// URI (`auth.keys.read_source` reads it), "" when there is none."""
+        return "file://" + urllib.parse.quote(self.token_file) if self.token_file else ""
 
 
 def method_of(plugin: str) -> str:

@@ -28,11 +28,13 @@ import json
 import os
 import sys
 import time
-import urllib.request
 from typing import Any
+
+from admin_client import AdminClient
 
 PAYLOAD_POOL_BYTES = 4 * 1024 * 1024
 TOPIC = "persistent://public/default/perf-compaction"
+ADMIN_TIMEOUT_S = 30.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -50,10 +52,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _admin(admin_url: str, method: str, path: str) -> Any:
-    request = urllib.request.Request(admin_url + path, method=method)
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        raw = resp.read()
-    return json.loads(raw) if raw else None
+    """One admin call (admin_client: redirects followed, typed errors); the JSON answer or None."""
+    return AdminClient(admin_url, timeout_s=ADMIN_TIMEOUT_S).call(method, path)
 
 
 def _path(what: str) -> str:

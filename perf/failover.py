@@ -34,18 +34,17 @@ happens; a failover phase whose topics do not all publish again within its bound
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from admin_client import request_json
 from common.config import load_config
 from common.errors import StrataError, TimeoutExpired
 from perf.cluster_proc import BrokerNode, LocalCluster
@@ -90,12 +89,8 @@ def _quiet_logger() -> logging.Logger:
 
 
 def _http(method: str, url: str, body: dict | None = None) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-        text = response.read()
-    return json.loads(text) if text else None
+    """One admin call to a broker's URL (admin_client); the JSON answer or None."""
+    return request_json(method, url, body, timeout_s=HTTP_TIMEOUT_S)
 
 
 def _owner_web_url(admin_url: str, topic: str) -> str:

@@ -28,7 +28,6 @@ import signal
 import sys
 import time
 import traceback
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 import psutil
 from hdrh.histogram import HdrHistogram
 
+from admin_client import AdminClient, Credentials
 from common.errors import StrataError, TimeoutExpired
 
 KIB = 1024
@@ -242,12 +242,8 @@ def _secure_standalone(args: argparse.Namespace, tls: bool, auth: str) -> Iterat
 def create_partitioned_topic(admin_url: str, topic: str, partitions: int, token: str = "") -> None:
     """PUT /admin/v2/persistent/{tenant}/{ns}/{topic}/partitions with body N."""
     path = topic.split("://", 1)[1]
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-    request = urllib.request.Request(f"{admin_url}/admin/v2/persistent/{path}/partitions",
-                                     data=str(partitions).encode(), method="PUT", headers=headers)
-    with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S) as response:
-        if response.status >= 300:
-            raise StrataError("creating the partitioned topic failed", status=response.status)
+    admin = AdminClient(admin_url, credentials=Credentials.build(token=token), timeout_s=ADMIN_TIMEOUT_S)
+    admin.call("PUT", f"/admin/v2/persistent/{path}/partitions", partitions)   # AdminError when refused
 
 
 def default_topic(kind: str) -> str:

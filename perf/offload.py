@@ -54,7 +54,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import json
 import multiprocessing
 import os
 import random
@@ -66,16 +65,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from admin_client import AdminClient
 from common.config import Config, load_config
-from common.errors import StrataError, TimeoutExpired
+from common.errors import AdminHttpError, StrataError, TimeoutExpired
 from perf.harness import (
     KIB,
     MB,
@@ -205,17 +203,13 @@ async def _fill(kw: dict, signal_ready, wait_start) -> dict:
 
 
 def _admin(admin_url: str, method: str, path: str, body: Any = None) -> Any:
-    """One admin call; the parsed JSON answer (None when empty). A 4xx/5xx raises StrataError."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(admin_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    """One admin call (admin_client); the parsed JSON answer (None when empty). A 4xx/5xx raises
+    StrataError naming the call and the broker's answer; an unreachable broker AdminUnreachable."""
     try:
-        with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S) as response:
-            text = response.read()
-    except urllib.error.HTTPError as exc:
-        raise StrataError("admin call failed", method=method, path=path, status=exc.code,
-                          reason=exc.read().decode(errors="replace")[:500]) from None
-    return json.loads(text) if text.strip() else None
+        return AdminClient(admin_url, timeout_s=ADMIN_TIMEOUT_S).call(method, path, body)
+    except AdminHttpError as exc:
+        raise StrataError("admin call failed", method=method, path=path, status=exc.status,
+                          reason=exc.body.decode(errors="replace")[:500]) from None
 
 
 def _topic_path(topic: str) -> str:

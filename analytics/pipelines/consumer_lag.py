@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,15 @@ import pyarrow as pa
 
 from analytics.access import ClusterAccess
 from analytics.authorization import admin_get
-from common.errors import AnalyticsError, SubscriptionNotFound, TopicNotFound
+from common.errors import (
+    AdminAnswerTooLarge,
+    AdminError,
+    AdminHttpError,
+    AdminNotFound,
+    AnalyticsError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
 from common.topic_names import TopicName, parse_topic
 
 ADMIN_TIMEOUT_S = 10.0
@@ -115,16 +122,16 @@ def ack_state(stats: dict[str, Any], subscription: str, topic: TopicName, now_ms
 
 def _get_json(url: str, timeout_s: float, access: ClusterAccess | None) -> Any:
     try:
-        body = admin_get(access or _NO_CREDENTIALS, url, timeout_s, RESPONSE_BYTES_MAX + 1)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise TopicNotFound("the admin API does not know the topic", url=url) from exc
-        raise AnalyticsError("admin request failed", url=url, status=exc.code,
-                             reason=exc.read(2000).decode(errors="replace")) from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise AnalyticsError("admin API unreachable", url=url, error=str(exc)) from exc
-    if len(body) > RESPONSE_BYTES_MAX:
-        raise AnalyticsError("admin response too large", url=url, bytes_max=RESPONSE_BYTES_MAX)
+        body = admin_get(access or _NO_CREDENTIALS, url, timeout_s, RESPONSE_BYTES_MAX)
+    except AdminNotFound as exc:
+        raise TopicNotFound("the admin API does not know the topic", url=url) from exc
+    except AdminHttpError as exc:
+        raise AnalyticsError("admin request failed", url=url, status=exc.status,
+                             reason=exc.body[:2000].decode(errors="replace")) from exc
+    except AdminAnswerTooLarge:
+        raise AnalyticsError("admin response too large", url=url, bytes_max=RESPONSE_BYTES_MAX) from None
+    except AdminError as exc:
+        raise AnalyticsError("admin API unreachable", url=url, error=exc.message) from exc
     return json.loads(body)
 
 

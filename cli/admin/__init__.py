@@ -29,14 +29,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
-import urllib.error
 
 from cli.admin import credentials
-from cli.admin.client import OUTPUTS, AdminClient
-from common.errors import StrataError
+from cli.admin.console import OUTPUTS, AdminConsole
+from common.errors import AdminAnswerTooLarge, AdminBadAnswer, AdminHttpError, AdminUnreachable, StrataError
 
 ADMIN_URL_ENV = "STRATA_ADMIN_URL"
 GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stats", "schemas")
@@ -70,26 +68,25 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        client = AdminClient(args.admin_url, output=args.output, yes=args.yes, auth=credentials.from_args(args))
+        client = AdminConsole(args.admin_url, output=args.output, yes=args.yes,
+                              credentials=credentials.from_args(args))
         return int(args.run(args, client))
+    except AdminHttpError as exc:
+        print(f"strata admin: HTTP {exc.status}: {exc.reason}{credentials.hint(exc.status)}", file=sys.stderr)
+        return 1
+    except AdminUnreachable as exc:
+        print(f"strata admin: cannot reach {args.admin_url}: {exc.message}{credentials.tls_hint(exc)}",
+              file=sys.stderr)
+        return 1
+    except (AdminBadAnswer, AdminAnswerTooLarge) as exc:
+        print(f"strata admin: unexpected answer from {args.admin_url}: {exc.message}", file=sys.stderr)
+        return 1
     except StrataError as exc:
         print(f"strata admin: {exc}", file=sys.stderr)
         return 2
-    except urllib.error.HTTPError as exc:
-        return _http_error(exc)
-    except (urllib.error.URLError, OSError) as exc:
+    except OSError as exc:
         print(f"strata admin: cannot reach {args.admin_url}: {exc}{credentials.tls_hint(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"strata admin: unexpected answer from {args.admin_url}: {exc}", file=sys.stderr)
         return 1
-
-
-def _http_error(exc: urllib.error.HTTPError) -> int:
-    """Print the broker's `reason` for an HTTP error; exit status 1."""
-    try:
-        reason = json.loads(exc.read() or b"{}").get("reason", exc.reason)
-    except (ValueError, AttributeError):
-        reason = exc.reason
-    print(f"strata admin: HTTP {exc.code}: {reason}{credentials.hint(exc.code)}", file=sys.stderr)
-    return 1

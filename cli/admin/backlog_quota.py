@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, namespace_path, topic_path
+from cli.admin.console import AdminConsole
 from cli.admin.units import size_bytes, time_seconds
 from common.errors import InvalidArgument
 
@@ -74,7 +74,7 @@ def _limit_time(text: str) -> int:
     return value
 
 
-def _set(args: argparse.Namespace, client: AdminClient, path: str) -> int:
+def _set(args: argparse.Namespace, client: AdminConsole, path: str) -> int:
     if args.kind == "destination_storage":
         if args.limit is None:
             raise InvalidArgument("Quota type of 'destination_storage' needs a size limit (-l/--limit)")
@@ -87,7 +87,7 @@ def _set(args: argparse.Namespace, client: AdminClient, path: str) -> int:
     return 0
 
 
-def _get(args: argparse.Namespace, client: AdminClient, path: str) -> int:
+def _get(args: argparse.Namespace, client: AdminConsole, path: str) -> int:
     applied = "?applied=true" if getattr(args, "applied", False) else ""
     quotas = client.call("GET", f"{path}/backlogQuotaMap{applied}")
     if client.output == "json" or not isinstance(quotas, dict):
@@ -98,6 +98,6 @@ def _get(args: argparse.Namespace, client: AdminClient, path: str) -> int:
     return 0
 
 
-def _remove(args: argparse.Namespace, client: AdminClient, path: str) -> int:
+def _remove(args: argparse.Namespace, client: AdminConsole, path: str) -> int:
     client.call("DELETE", f"{path}/backlogQuota?backlogQuotaType={args.kind}")
     return 0

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, routed
+from cli.admin.console import AdminConsole
 from common.topic_names import parse_topic
 
 
@@ -62,14 +62,14 @@ def _cluster_data(args: argparse.Namespace) -> dict[str, str]:
     return {field: url for field, url in given.items() if url is not None}
 
 
-def _lookup(args: argparse.Namespace, client: AdminClient) -> int:
+def _lookup(args: argparse.Namespace, client: AdminConsole) -> int:
     """As pulsar-admin prints it: the owner's service URL."""
     result = client.call("GET", f"/lookup/v2/topic/persistent/{parse_topic(args.topic).path}")
     client.show(result.get("brokerUrl") if isinstance(result, dict) else result)
     return 0
 
 
-def _cluster_name(args: argparse.Namespace, client: AdminClient) -> int:
+def _cluster_name(args: argparse.Namespace, client: AdminConsole) -> int:
     names = client.call("GET", "/admin/v2/clusters")
     client.show(names[0] if isinstance(names, list) and names else names)
     return 0

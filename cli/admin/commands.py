@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from cli.admin.client import AdminClient
+from cli.admin.console import AdminConsole
 from common.topic_names import parse_namespace, parse_topic
 
 Groups = dict[str, argparse._SubParsersAction]
-Run = Callable[[argparse.Namespace, AdminClient], int]
+Run = Callable[[argparse.Namespace, AdminConsole], int]
 Route = Callable[[argparse.Namespace], tuple[str, str, object]]
 
 
@@ -31,7 +31,7 @@ def routed(route: Route, *, columns: tuple[str, ...] | None = None) -> Run:
     """The `run` of a one-call command: send `route(args)`, show the answer (if any). A GET
     answered with nothing (a policy that is not set) prints `null`, as pulsar-admin does, so
     `-o json` output is always JSON."""
-    def run(args: argparse.Namespace, client: AdminClient) -> int:
+    def run(args: argparse.Namespace, client: AdminConsole) -> int:
         method, path, body = route(args)
         result = client.call(method, path, body)
         if result is not None or method == "GET":

@@ -22,8 +22,8 @@ import argparse
 import sys
 import time
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, namespace_path, topic_path
+from cli.admin.console import AdminConsole
 from cli.admin.units import size_bytes
 from common.topic_names import parse_topic
 
@@ -50,7 +50,7 @@ def add_parsers(groups: Groups) -> None:
         command(group, "remove-compaction-threshold", _run).add_argument(what)
 
 
-def _run(args: argparse.Namespace, client: AdminClient) -> int:
+def _run(args: argparse.Namespace, client: AdminConsole) -> int:
     """Run one compaction command; HTTP errors propagate to the caller (which prints the reason)."""
     if args.group == "topics":
         path = topic_path(args.topic)
@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace, client: AdminClient) -> int:
     return _threshold(client, args, namespace_path(args.namespace), "PUT")
 
 
-def _threshold(client: AdminClient, args: argparse.Namespace, path: str, set_method: str) -> int:
+def _threshold(client: AdminConsole, args: argparse.Namespace, path: str, set_method: str) -> int:
     if args.action == "set-compaction-threshold":
         client.call(set_method, path + "/compactionThreshold", args.threshold)
     elif args.action == "get-compaction-threshold":
@@ -75,7 +75,7 @@ def _threshold(client: AdminClient, args: argparse.Namespace, path: str, set_met
     return 0
 
 
-def _status(client: AdminClient, topic: str, path: str, wait: bool, timeout_s: float) -> int:
+def _status(client: AdminConsole, topic: str, path: str, wait: bool, timeout_s: float) -> int:
     status = client.call("GET", path + "/compaction")
     if wait and status["status"] == "RUNNING":
         deadline = time.monotonic() + timeout_s

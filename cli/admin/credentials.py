@@ -8,13 +8,17 @@ Options (each falls back to an environment variable, for scripts and shells that
 secret in `ps`):
 - `--auth-token TOKEN|file:///path|env:VAR` ($STRATA_ADMIN_AUTH_TOKEN): a JWT, sent as
   `Authorization: Bearer <jwt>`;
-- `--auth-params` ($STRATA_ADMIN_AUTH_PARAMS), Pulsar's authParams: `token:<jwt>`, `file:///path`
-  (a token file), `{"userId": "u", "password": "p"}` (basic) or `tlsCertFile:/c.pem,tlsKeyFile:/k.pem`;
+- `--auth-params` ($STRATA_ADMIN_AUTH_PARAMS), Pulsar's authParams, read by `auth.params` (the Java
+  client's rule; no plugin is named, so the shape decides): `token:<jwt>`, `file:///path` (a token
+  file), `{"userId": "u", "password": "p"}` (basic) or `tlsCertFile:/c.pem,tlsKeyFile:/k.pem`;
 - `--auth-basic user:password` ($STRATA_ADMIN_AUTH_BASIC): `Authorization: Basic ...`;
 - `--tls-trust-cert PATH` ($STRATA_ADMIN_TLS_TRUST_CERT): the CA an https:// broker is verified
   against (hostname checked); without it, the system's CAs;
 - `--tls-cert PATH --tls-key PATH` ($STRATA_ADMIN_TLS_CERT, $STRATA_ADMIN_TLS_KEY): a client
   certificate (mTLS; the broker's role is its CN).
+
+The result is an `admin_client.Credentials`; this module owns only the command-line side (options,
+environment, the hints printed after a refusal).
 
 What must hold: a secret is only ever sent in the Authorization header (and re-sent on the
 cluster's own 307s, which name another broker of the same cluster); it is never printed; a
@@ -24,13 +28,13 @@ credential that cannot be read is a StrataError naming where it was looked for, 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
+from admin_client import Credentials
+from admin_client.credentials import basic_header, tls_context
+from auth import params as auth_params
 from auth.keys import read_source
 from common.errors import InvalidArgument
 
@@ -42,20 +46,6 @@ ENV = {
     "tls_cert": "STRATA_ADMIN_TLS_CERT",
     "tls_key": "STRATA_ADMIN_TLS_KEY",
 }
-
-
-@dataclass(frozen=True)
-class HttpAuth:
-    """What every admin request carries: headers (Authorization) and the https context."""
-
-    headers: dict[str, str] = field(default_factory=dict)
-    ssl_context: ssl.SSLContext | None = None
-
-    def __repr__(self) -> str:   # never the secret
-        return f"HttpAuth(headers={sorted(self.headers)}, tls={self.ssl_context is not None})"
-
-
-NO_AUTH = HttpAuth()
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -76,9 +66,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help=f"client certificate's key (default: ${ENV['tls_key']})")
 
 
-def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> HttpAuth:
-    """The HttpAuth the options (else the environment) ask for; InvalidArgument / KeyMaterialError
-    when one cannot be used."""
+def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Credentials:
+    """The Credentials the options (else the environment) ask for; InvalidArgument / KeyMaterialError
+    when one cannot be used. --auth-token, then --auth-basic, win over --auth-params."""
     env = os.environ if env is None else env
 
     def value(name: str) -> str:
@@ -93,14 +83,13 @@ def from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) ->
     if value("auth_token"):
         headers = {"Authorization": "Bearer " + _token(value("auth_token"))}
     if value("auth_basic"):
-        user, sep, _password = value("auth_basic").partition(":")
+        user, sep, password = value("auth_basic").partition(":")
         if not sep or not user:
             raise InvalidArgument("--auth-basic is user:password")
-        headers = {"Authorization": "Basic " + base64.b64encode(value("auth_basic").encode()).decode()}
+        headers = {"Authorization": basic_header(user, password)}
     if bool(cert) != bool(key):
         raise InvalidArgument("--tls-cert and --tls-key go together")
-    trust = value("tls_trust_cert")
-    return HttpAuth(headers, _context(trust, cert, key) if (trust or cert) else None)
+    return Credentials(headers, tls_context(trust_file=value("tls_trust_cert"), cert_file=cert, key_file=key))
 
 
 def _token(spec: str) -> str:
@@ -111,37 +100,20 @@ def _token(spec: str) -> str:
 
 
 def _from_params(params: str, cert: str, key: str) -> tuple[dict[str, str], str, str]:
-    """(headers, cert, key) from Pulsar-style authParams."""
-    if params.startswith("{"):
-        try:
-            data = json.loads(params)
-            user, password = str(data["userId"]), str(data["password"])
-        except (ValueError, KeyError, TypeError):
-            raise InvalidArgument('--auth-params JSON is {"userId": "...", "password": "..."}') from None
-        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}, cert, key
-    if params.startswith("tlsCertFile:") or params.startswith("tlsKeyFile:"):
-        parts = dict(item.split(":", 1) for item in params.split(",") if ":" in item)
-        return {}, parts.get("tlsCertFile", cert), parts.get("tlsKeyFile", key)
-    if params.startswith("token:"):
-        params = params[len("token:"):]
-    return {"Authorization": "Bearer " + _token(params)}, cert, key
-
-
-def _context(trust: str, cert: str, key: str) -> ssl.SSLContext:
-    if trust:
-        from auth.tls import client_context
-        return client_context(trust, cert_file=cert, key_file=key)
-    ctx = ssl.create_default_context()     # the system's CAs, a client certificate on top
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        raise InvalidArgument(f"client certificate cannot be loaded: {exc}", cert=cert, key=key) from None
-    return ctx
+    """(headers, cert, key) from Pulsar-style authParams (`auth.params`, no plugin named)."""
+    parsed = auth_params.parse(None, params)
+    if parsed.method == auth_params.TLS:
+        return {}, parsed.cert_file, parsed.key_file
+    if parsed.method == auth_params.BASIC:
+        return {"Authorization": basic_header(parsed.user, parsed.password)}, cert, key
+    token = _token(parsed.file_uri) if parsed.token_file else parsed.token
+    return {"Authorization": "Bearer " + token}, cert, key
 
 
 def tls_hint(exc: BaseException) -> str:
     """What to try after an https:// broker's certificate failed the check ('' for other errors)."""
-    if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
+    cause = getattr(exc, "cause", None) or getattr(exc, "reason", exc)
+    if isinstance(cause, ssl.SSLCertVerificationError):
         return (" (--tls-trust-cert names the CA that signed the broker's certificate; the URL's host must be"
                 " one the certificate names)")
     return ""

@@ -28,8 +28,8 @@ import re
 from rich.console import Console
 from rich.table import Table
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, topic_path
+from cli.admin.console import AdminConsole
 from common.human import human_bytes
 
 _console = Console(soft_wrap=False)
@@ -43,7 +43,7 @@ def add_parsers(groups: Groups) -> None:
                         help="a row per ledger (by default runs of ledgers with the same story are one row)")
 
 
-def run(args: argparse.Namespace, client: AdminClient) -> int:
+def run(args: argparse.Namespace, client: AdminConsole) -> int:
     answer = client.call("GET", topic_path(args.topic) + "/explain-storage")
     if client.output == "json":
         print(json.dumps(answer, indent=2, sort_keys=True))

@@ -35,8 +35,8 @@ import argparse
 import urllib.parse
 from functools import partial
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, namespace_path, routed
+from cli.admin.console import AdminConsole
 from cli.admin.tenants import check_tenant
 from cli.admin.units import positive_time_seconds, retention_mb, retention_minutes
 from common.errors import InvalidArgument
@@ -116,7 +116,7 @@ def _create_route(args: argparse.Namespace) -> tuple[str, str, object]:
     return "PUT", namespace_path(args.namespace), body or None
 
 
-def _delete(args: argparse.Namespace, client: AdminClient) -> int:
+def _delete(args: argparse.Namespace, client: AdminConsole) -> int:
     path = namespace_path(args.namespace)
     if args.force:
         client.confirm(f"Delete namespace {args.namespace}, all its topics and all their messages?")
@@ -166,7 +166,7 @@ def namespace_policy_commands(namespaces: argparse._SubParsersAction) -> None:
                 f"unset the namespace's {name} (the broker's default applies)").add_argument("namespace")
 
 
-def _remove(args: argparse.Namespace, client: AdminClient, suffixes: tuple[str, ...]) -> int:
+def _remove(args: argparse.Namespace, client: AdminConsole, suffixes: tuple[str, ...]) -> int:
     path = namespace_path(args.namespace)
     for suffix in suffixes:
         client.call("DELETE", path + suffix)

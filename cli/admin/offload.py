@@ -29,8 +29,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, namespace_path, topic_path
+from cli.admin.console import AdminConsole
 from cli.admin.units import size_bytes, time_seconds
 from common.topic_names import parse_topic
 
@@ -79,7 +79,7 @@ def add_parsers(groups: Groups) -> None:
         command(namespaces, action, _run).add_argument("namespace")
 
 
-def _run(args: argparse.Namespace, client: AdminClient) -> int:
+def _run(args: argparse.Namespace, client: AdminConsole) -> int:
     """Run one offload command; HTTP errors propagate to the caller (which prints the reason)."""
     def request(method: str, path: str, body: object) -> object:
         return client.call(method, path, body)

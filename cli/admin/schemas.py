@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, Route, command, destructive, namespace_path, routed
+from cli.admin.console import AdminConsole
 from common.errors import InvalidArgument
 from common.topic_names import parse_topic
 
@@ -86,7 +86,7 @@ def _payload(filename: str) -> dict:
     return doc
 
 
-def run_get(args: argparse.Namespace, client: AdminClient) -> int:
+def run_get(args: argparse.Namespace, client: AdminConsole) -> int:
     path = schema_path(args.topic)
     if args.all_version:
         answer = client.call("GET", path + "/schemas")
@@ -97,17 +97,17 @@ def run_get(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
-def run_upload(args: argparse.Namespace, client: AdminClient) -> int:
+def run_upload(args: argparse.Namespace, client: AdminConsole) -> int:
     client.show(client.call("POST", schema_path(args.topic) + "/schema", _payload(args.filename)))
     return 0
 
 
-def run_compatibility(args: argparse.Namespace, client: AdminClient) -> int:
+def run_compatibility(args: argparse.Namespace, client: AdminConsole) -> int:
     client.show(client.call("POST", schema_path(args.topic) + "/compatibility", _payload(args.filename)))
     return 0
 
 
-def run_delete(args: argparse.Namespace, client: AdminClient) -> int:
+def run_delete(args: argparse.Namespace, client: AdminConsole) -> int:
     path = schema_path(args.topic)
     client.confirm(f"Delete the schema of {args.topic}?")
     client.show(client.call("DELETE", path + "/schema", query={"force": "true"} if args.force else None))

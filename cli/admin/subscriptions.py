@@ -40,16 +40,15 @@ import base64
 import json
 import string
 import time
-import urllib.error
 import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, routed, topic_path
+from cli.admin.console import AdminConsole
 from cli.admin.units import positive_time_seconds
-from common.errors import MalformedPayload
+from common.errors import AdminError, AdminNotFound, MalformedPayload
 from entries.batch import BatchMessage, parse_batch
 
 PROGRESS_BACKLOG_MIN = 10_000      # entries: smaller backlogs are cleared before a bar could draw
@@ -143,33 +142,33 @@ def _reset_and_expire(topics: argparse._SubParsersAction) -> None:
                           help="older than this (seconds, or 10m/3h/2d)")
 
 
-def _list(args: argparse.Namespace, client: AdminClient) -> int:
+def _list(args: argparse.Namespace, client: AdminConsole) -> int:
     client.show(client.call("GET", topic_path(args.topic) + "/subscriptions"), title="subscription")
     return 0
 
 
 # --- commands that move a cursor ------------------------------------------------------------------
 
-def _unsubscribe(args: argparse.Namespace, client: AdminClient) -> int:
+def _unsubscribe(args: argparse.Namespace, client: AdminConsole) -> int:
     client.confirm(f"Delete subscription {args.subscription} of {args.topic} and its position?")
     client.call("DELETE", sub_path(args.topic, args.subscription), query={"force": "true"} if args.force else None)
     return 0
 
 
-def _skip(args: argparse.Namespace, client: AdminClient) -> int:
+def _skip(args: argparse.Namespace, client: AdminConsole) -> int:
     client.confirm(f"Skip {args.count} messages of subscription {args.subscription} on {args.topic}?")
     client.call("POST", f"{sub_path(args.topic, args.subscription)}/skip/{args.count}")
     return 0
 
 
-def _clear_backlog(args: argparse.Namespace, client: AdminClient) -> int:
+def _clear_backlog(args: argparse.Namespace, client: AdminConsole) -> int:
     client.confirm(f"Skip every message of subscription {args.subscription} on {args.topic}?")
     _with_progress(client, args.topic, [args.subscription], "clearing backlog", rewind=False,
                    run=lambda: client.call("POST", f"{sub_path(args.topic, args.subscription)}/skip_all"))
     return 0
 
 
-def _reset_cursor(args: argparse.Namespace, client: AdminClient) -> int:
+def _reset_cursor(args: argparse.Namespace, client: AdminConsole) -> int:
     path = sub_path(args.topic, args.subscription) + "/resetcursor"
     if args.time is not None:
         path += f"/{int(time.time() * 1000) - args.time * 1000}"
@@ -182,7 +181,7 @@ def _reset_cursor(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
-def _expire(args: argparse.Namespace, client: AdminClient) -> int:
+def _expire(args: argparse.Namespace, client: AdminConsole) -> int:
     path = sub_path(args.topic, args.subscription) + "/expireMessages"
     if args.time is not None:
         path += f"/{args.time}"
@@ -195,14 +194,14 @@ def _expire(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
-def _expire_all(args: argparse.Namespace, client: AdminClient) -> int:
+def _expire_all(args: argparse.Namespace, client: AdminConsole) -> int:
     client.confirm(f"Acknowledge messages older than {args.time} s on every subscription of {args.topic}?")
     path = f"{topic_path(args.topic)}/all_subscription/expireMessages/{args.time}"
     _with_progress(client, args.topic, None, "expiring", rewind=False, run=lambda: client.call("POST", path))
     return 0
 
 
-def subscription_backlog(client: AdminClient, topic: str, subs: list[str] | None, partitioned: bool) -> int:
+def subscription_backlog(client: AdminConsole, topic: str, subs: list[str] | None, partitioned: bool) -> int:
     """msgBacklog of `subs` (every subscription when None), from (partitioned) topic stats."""
     suffix = "/partitioned-stats?perPartition=false" if partitioned else "/stats"
     stats = client.call("GET", topic_path(topic) + suffix) or {}
@@ -210,14 +209,14 @@ def subscription_backlog(client: AdminClient, topic: str, subs: list[str] | None
     return sum(int(s.get("msgBacklog", 0)) for name, s in found.items() if subs is None or name in subs)
 
 
-def _with_progress(client: AdminClient, topic: str, subs: list[str] | None, description: str, *,
+def _with_progress(client: AdminConsole, topic: str, subs: list[str] | None, description: str, *,
                    rewind: bool, run: Callable[[], object]) -> object:
     """`run()` (the REST call), with a bar over the subscriptions' backlog when it is big (see
     the module docstring for what the bar measures)."""
     try:
         partitioned = bool((client.call("GET", topic_path(topic) + "/partitions") or {}).get("partitions"))
         before = subscription_backlog(client, topic, subs, partitioned)
-    except (urllib.error.URLError, OSError, ValueError):
+    except (AdminError, ValueError):
         before = 0          # no stats: no bar; the call itself says what is wrong
     if before < PROGRESS_BACKLOG_MIN:
         return run()
@@ -232,7 +231,7 @@ def _with_progress(client: AdminClient, topic: str, subs: list[str] | None, desc
                 pass
             try:
                 now = subscription_backlog(client, topic, subs, partitioned)
-            except (urllib.error.URLError, OSError, ValueError):
+            except (AdminError, ValueError):
                 continue
             largest = max(largest, now)
             if rewind:
@@ -244,14 +243,14 @@ def _with_progress(client: AdminClient, topic: str, subs: list[str] | None, desc
 
 # --- commands that read messages ----------------------------------------------------------------------
 
-def _peek(args: argparse.Namespace, client: AdminClient) -> int:
+def _peek(args: argparse.Namespace, client: AdminConsole) -> int:
     shown: list[dict[str, Any]] = []
     position = 1
     while len(shown) < min(args.count, PEEK_COUNT_MAX):
         try:
             raw, headers = client.call_raw("GET", f"{sub_path(args.topic, args.subscription)}/position/{position}")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404 and shown:
+        except AdminNotFound:
+            if shown:
                 break                       # no more messages: show what there is
             raise
         shown.extend(split_entry(raw, headers)[:args.count - len(shown)])
@@ -260,14 +259,14 @@ def _peek(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
-def _examine(args: argparse.Namespace, client: AdminClient) -> int:
+def _examine(args: argparse.Namespace, client: AdminConsole) -> int:
     raw, headers = client.call_raw("GET", topic_path(args.topic) + "/examinemessage",
                                    query={"initialPosition": args.initial, "messagePosition": str(args.position)})
     _print_messages(client, split_entry(raw, headers))
     return 0
 
 
-def _get_by_id(args: argparse.Namespace, client: AdminClient) -> int:
+def _get_by_id(args: argparse.Namespace, client: AdminConsole) -> int:
     raw, headers = client.call_raw("GET", f"{topic_path(args.topic)}/ledger/{args.ledger}/entry/{args.entry}")
     _print_messages(client, split_entry(raw, headers))
     return 0
@@ -316,7 +315,7 @@ def _message(message_id: str, headers: dict[str, str], properties: dict, payload
             "payloadBase64": base64.b64encode(payload).decode()}
 
 
-def _print_messages(client: AdminClient, messages: list[dict[str, Any]]) -> None:
+def _print_messages(client: AdminConsole, messages: list[dict[str, Any]]) -> None:
     if client.output == "json":
         client.show(messages)
         return

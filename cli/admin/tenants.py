@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, routed
+from cli.admin.console import AdminConsole
 from common.errors import InvalidTopicName
 from common.topic_names import parse_namespace
 
@@ -63,14 +63,14 @@ def add_parsers(groups: Groups) -> None:
                         help="also delete its namespaces and all their topics")
 
 
-def _create(args: argparse.Namespace, client: AdminClient) -> int:
+def _create(args: argparse.Namespace, client: AdminConsole) -> int:
     path = tenant_path(args.tenant)
     clusters = args.allowed_clusters or client.call("GET", "/admin/v2/clusters")
     client.call("PUT", path, {"adminRoles": args.admin_roles or [], "allowedClusters": clusters})
     return 0
 
 
-def _update(args: argparse.Namespace, client: AdminClient) -> int:
+def _update(args: argparse.Namespace, client: AdminConsole) -> int:
     path = tenant_path(args.tenant)
     current = client.call("GET", path)
     roles = args.admin_roles if args.admin_roles is not None else current.get("adminRoles", [])
@@ -79,7 +79,7 @@ def _update(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
-def _delete(args: argparse.Namespace, client: AdminClient) -> int:
+def _delete(args: argparse.Namespace, client: AdminConsole) -> int:
     path = tenant_path(args.tenant)
     if args.force:
         client.confirm(f"Delete tenant {args.tenant}, all its namespaces and all their topics and messages?")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, topic_path
+from cli.admin.console import AdminConsole
 
 _COLUMNS = ("partition", "ledgerId", "entryId", "partitionIndex")
 
@@ -25,7 +25,7 @@ def add_parsers(groups: Groups) -> None:
                         help="terminate every partition of a partitioned topic")).add_argument("topic")
 
 
-def run_terminate(args: argparse.Namespace, client: AdminClient) -> int:
+def run_terminate(args: argparse.Namespace, client: AdminConsole) -> int:
     path = topic_path(args.topic)    # a bad name is refused before asking
     client.confirm(f"Terminate {args.topic}? It will take no more messages, ever.")
     answer = client.call("POST", path + "/terminate")
@@ -33,7 +33,7 @@ def run_terminate(args: argparse.Namespace, client: AdminClient) -> int:
     return 0
 
 
-def run_partitioned(args: argparse.Namespace, client: AdminClient) -> int:
+def run_partitioned(args: argparse.Namespace, client: AdminConsole) -> int:
     path = topic_path(args.topic)
     client.confirm(f"Terminate every partition of {args.topic}? They will take no more messages, ever.")
     answer = client.call("POST", path + "/terminate/partitions")

@@ -27,8 +27,8 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from cli.admin.client import AdminClient
 from cli.admin.commands import Groups, command, destructive, routed, topic_path
+from cli.admin.console import AdminConsole
 from cli.admin.units import positive_time_seconds, retention_mb, retention_minutes
 from common.topic_names import parse_namespace
 
@@ -85,7 +85,7 @@ def _persistent_ns(namespace: str) -> str:
 
 
 def _delete(suffix: str):
-    def run(args: argparse.Namespace, client: AdminClient) -> int:
+    def run(args: argparse.Namespace, client: AdminConsole) -> int:
         path = topic_path(args.topic) + suffix
         client.confirm(f"Delete {args.topic} and all its messages?")
         client.call("DELETE", path + ("?force=true" if args.force else ""))

@@ -37,9 +37,9 @@ from cli.admin import credentials
 from cli.top.keys import ViewState, apply_key
 from cli.top.model import SORT_KEYS, History, Snapshot, in_namespace, sorted_topics
 from cli.top.render import frame, text_width, to_text
-from cli.top.source import Refused, fetch
+from cli.top.source import REFUSED, fetch
 from cli.top.terminal import Keyboard
-from common.errors import StrataError
+from common.errors import AdminUnreachable, StrataError
 from common.topic_names import parse_namespace
 
 CHROME_LINES = 7     # screen lines that are not table rows: header (2), table head (2), keys, margin
@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _snapshot(args: argparse.Namespace) -> Snapshot:
-    return in_namespace(fetch(args.admin_url, args.timeout, args.auth), args.namespace)
+    return in_namespace(fetch(args.admin_url, args.timeout, args.credentials), args.namespace)
 
 
 def _clock_text() -> str:
@@ -154,18 +154,22 @@ def _live(args: argparse.Namespace) -> int:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        args.auth = credentials.from_args(args)
+        args.credentials = credentials.from_args(args)
         if args.once:
             return _once(args)
         return _live(args) if sys.stdout.isatty() else _batch(args)
     except KeyboardInterrupt:
         return 130
-    except Refused as exc:        # 401/403: the broker's reason, not "no broker answered"
-        print(f"strata top: {exc}{credentials.hint(exc.status)}", file=sys.stderr)
+    except REFUSED as exc:        # 401/403: the broker's reason, not "no broker answered"
+        print(f"strata top: HTTP {exc.status}: {exc.reason}{credentials.hint(exc.status)}", file=sys.stderr)
+        return 1
+    except AdminUnreachable as exc:   # the broker's certificate failed the check (cli.top.source.broker_urls)
+        print(f"strata top: cannot reach {args.admin_url}: {exc.message}{credentials.tls_hint(exc)}",
+              file=sys.stderr)
         return 1
     except StrataError as exc:    # a credential that cannot be read
         print(f"strata top: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:        # the broker's certificate failed the check (cli.top.source.broker_urls)
+    except OSError as exc:
         print(f"strata top: cannot reach {args.admin_url}: {exc}{credentials.tls_hint(exc)}", file=sys.stderr)
         return 1

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 
 import pulsar
 import pytest
 
 from tests.acceptance.conftest import receive_all
+from tests.support.admin_http import call, metrics
 
 
 def http(method: str, url: str, body: object = None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as resp:
-            raw = resp.read()
-            return resp.status, (json.loads(raw) if raw else None)
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, (json.loads(raw) if raw else None)
+    return call(method, url, body)
 
 
 def _path(topic: str) -> str:
@@ -102,8 +92,7 @@ def test_list_topics_of_namespace(standalone, client: pulsar.Client, topic: str)
 def test_metrics_use_pulsar_names(standalone, client: pulsar.Client, topic: str) -> None:
     client.create_producer(topic).send(b"x")
     client.subscribe(topic, "sub")
-    with urllib.request.urlopen(f"{standalone.admin_url}/metrics", timeout=20) as resp:
-        text = resp.read().decode()
+    text = metrics(standalone.admin_url)
     lines = [line for line in text.splitlines() if f'topic="{topic}"' in line]
     names = {line.split("{", 1)[0] for line in lines}
     assert {"pulsar_in_messages_total", "pulsar_msg_backlog", "pulsar_storage_size",

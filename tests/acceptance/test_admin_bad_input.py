@@ -25,6 +25,7 @@ from broker.admin.server import AdminServer
 from common.config import load_config
 from tests.acceptance.conftest import make_client
 from tests.support.admin_cli import run_admin
+from tests.support.admin_http import exchange
 
 REFERENCE_TOPIC = "persistent://public/default/bad-input-reference"
 REF = "/admin/v2/persistent/public/default/bad-input-reference"
@@ -33,14 +34,8 @@ TIMEOUT_S = 20
 
 
 def send(base_url: str, method: str, path: str, data: bytes | None = None) -> tuple[int, object]:
-    request = urllib.request.Request(base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
-            raw = resp.read()
-            status = resp.status
-    except urllib.error.HTTPError as exc:
-        raw, status = exc.read(), exc.code
+    answer = exchange(method, base_url + path, raw=data, timeout_s=TIMEOUT_S)
+    raw, status = answer.body, answer.status
     try:
         return status, json.loads(raw) if raw else None
     except ValueError:

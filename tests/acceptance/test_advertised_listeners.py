@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.broker.raw_client import RawClient
-from tests.support.admin_http import admin_call
+from tests.support.admin_http import admin_call, exchange
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess, free_port
 from wire.pulsar import CommandType as T
 
@@ -119,12 +118,8 @@ def test_official_client_with_an_unknown_listener_is_refused_at_once(standalone:
 
 def _http_lookup(sa: StandaloneProcess, topic: str, query: str = "", header: str | None = None) -> tuple[int, dict]:
     url = f"{sa.admin_url}/lookup/v2/topic/persistent/{topic.split('://', 1)[1]}{query}"
-    request = urllib.request.Request(url, headers={"X-Pulsar-ListenerName": header} if header else {})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    answer = exchange("GET", url, headers={"X-Pulsar-ListenerName": header} if header else None)
+    return answer.status, answer.json()
 
 
 def test_http_lookup_takes_the_listener_from_the_query_or_the_header(standalone: StandaloneProcess, topic: str) -> None:

@@ -32,14 +32,13 @@ import itertools
 import json
 import threading
 import time
-import urllib.request
 
 import pulsar
 import pytest
 
 from tests.acceptance.conftest import make_client
 from tests.support.admin_cli import run_admin
-from tests.support.admin_http import admin_call, topic_get
+from tests.support.admin_http import admin_call, metrics, topic_get
 from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
@@ -176,9 +175,7 @@ def _receive_some(consumer: pulsar.Consumer) -> list[pulsar.Message]:
 
 
 def _metric(admin_url: str, name: str, **labels: str) -> float:
-    with urllib.request.urlopen(admin_url + "/metrics", timeout=20) as resp:
-        text = resp.read().decode()
-    for line in text.splitlines():
+    for line in metrics(admin_url).splitlines():
         if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return 0.0

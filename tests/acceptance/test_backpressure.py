@@ -28,16 +28,15 @@ answer PINGs. Every wait is bounded.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 
 import pytest
 
+from admin_client import request_json
 from common.config import KIB, MIB
 from entries.entry import parse_entry
 from perf.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
@@ -280,7 +279,6 @@ def client_request(topic: str, request_id: int) -> bytes:
 def unacked_of(standalone: StandaloneProcess, topic: str, subscription: str, consumer_name: str) -> int:
     """The unacked messages the broker counts for one consumer (admin topic stats)."""
     path = topic.replace("persistent://", "")
-    with urllib.request.urlopen(f"{standalone.admin_url}/admin/v2/persistent/{path}/stats", timeout=10) as reply:
-        stats = json.load(reply)
+    stats = request_json("GET", f"{standalone.admin_url}/admin/v2/persistent/{path}/stats", timeout_s=10)
     consumers = stats["subscriptions"][subscription]["consumers"]
     return sum(c["unackedMessages"] for c in consumers if c["consumerName"] == consumer_name)

@@ -14,16 +14,15 @@ is printed (`bookie_failover_s`).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pulsar
 
+from admin_client import request, request_json
 from ledger.ledger_metadata import LedgerMetadata, ledger_path
 from ledger.placement import AVAILABLE_PATH
 from metadata import open_store
@@ -39,8 +38,7 @@ RESTORE_BOUND_S = 90.0         # lease (10 s) + the auditor's reaction + copying
 
 
 def _http_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=20) as resp:
-        return json.loads(resp.read())
+    return request_json("GET", url, timeout_s=20)
 
 
 def _bookie_pids(data_dir: Path) -> dict[str, int]:
@@ -154,8 +152,7 @@ def _run(sa: StandaloneProcess, store, client: pulsar.Client) -> None:
                 return False
         return not stats["underReplicated"] and not any(e["underReplicated"] for e in stats["ledgers"])
     _wait(restored, RESTORE_BOUND_S, "every ledger back to Qw live copies")
-    with urllib.request.urlopen(f"{sa.admin_url}/metrics", timeout=20) as resp:
-        metrics = resp.read().decode()
+    metrics = request("GET", f"{sa.admin_url}/metrics", timeout_s=20).text()
     assert 'strata_ledgers_under_replicated{cluster="standalone"} 0' in metrics
     rereplicated = [line for line in metrics.splitlines() if line.startswith("strata_ledgers_rereplicated_total")]
     assert rereplicated and float(rereplicated[0].rsplit(" ", 1)[1]) >= 1   # the victim's copies moved

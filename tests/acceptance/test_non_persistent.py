@@ -27,7 +27,6 @@ import os
 import re
 import threading
 import time
-import urllib.request
 
 import pulsar
 import pytest
@@ -37,7 +36,7 @@ from common.errors import PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.broker.raw_client import RawClient
-from tests.support.admin_http import admin_call
+from tests.support.admin_http import admin_call, metrics
 from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
@@ -144,8 +143,7 @@ def test_a_slow_consumer_drops_and_the_drop_is_counted(standalone: StandalonePro
 
 def _metrics(admin_url: str, topic: str) -> dict[str, float]:
     """The /metrics samples of `topic`: name (with the subscription label, if any) → value."""
-    with urllib.request.urlopen(admin_url + "/metrics", timeout=20) as resp:
-        text = resp.read().decode()
+    text = metrics(admin_url)
     out = {}
     for line in text.splitlines():
         match = re.match(r'(\w+)\{(.*)\} (\S+)$', line)

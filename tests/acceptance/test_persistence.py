@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 
 import pulsar
 import pytest
 
+from admin_client import request
 from ledger.position import Position
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.support.standalone_proc import StandaloneProcess
@@ -26,8 +26,7 @@ POLL_INTERVAL_S = 0.05
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read()
+    return request("GET", url, timeout_s=10).body
 
 
 def _mark_delete(standalone: StandaloneProcess, subscription: str) -> Position | None:

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from admin_client import request_json
 from tests.acceptance.conftest import make_client
+from tests.support.admin_http import metrics
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess, free_port
 
 PROMETHEUS = shutil.which("prometheus")
@@ -122,7 +124,7 @@ def backlog(standalone: StandaloneProcess) -> dict:
     local = TOPIC.split("://", 1)[1]
     deadline = time.monotonic() + SCRAPED_BOUND_S
     while True:
-        stats = json.loads(_get(f"{standalone.admin_url}/admin/v2/persistent/{local}/stats"))
+        stats = request_json("GET", f"{standalone.admin_url}/admin/v2/persistent/{local}/stats")
         if stats["subscriptions"]["half"]["msgBacklog"] == MESSAGES - CONSUMED:
             return stats
         assert time.monotonic() < deadline, f"the acks never showed in the stats: {stats}"
@@ -212,7 +214,7 @@ def _exported(text: str) -> set[str]:
 
 
 def test_dashboard_names_only_exported_metrics(standalone: StandaloneProcess, prometheus: Prometheus) -> None:
-    exported = _exported(_get(standalone.admin_url + "/metrics", 20).decode())
+    exported = _exported(metrics(standalone.admin_url))
     exported |= _exported(_get(f"http://{bookie_metrics_target(standalone)}/metrics", 20).decode())
     exprs = dashboard_queries()
     assert len(exprs) >= 20

@@ -6,6 +6,7 @@ import time
 
 import pulsar
 
+from admin_client import request_json
 from tests.acceptance.conftest import assert_no_more, receive_all
 
 
@@ -48,8 +49,6 @@ def test_reader_from_message_id_exclusive_and_inclusive(client: pulsar.Client, t
 
 
 def test_readers_leave_no_subscription_behind(standalone, client: pulsar.Client, topic: str) -> None:
-    import json
-    import urllib.request
     _produce(client, topic, 2)
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     _read(reader, 2)
@@ -57,8 +56,7 @@ def test_readers_leave_no_subscription_behind(standalone, client: pulsar.Client,
     local = topic.split("://", 1)[1]
     deadline = time.monotonic() + 5
     while True:
-        with urllib.request.urlopen(f"{standalone.admin_url}/admin/v2/persistent/{local}/stats") as resp:
-            stats = json.load(resp)
+        stats = request_json("GET", f"{standalone.admin_url}/admin/v2/persistent/{local}/stats")
         if not stats["subscriptions"] or time.monotonic() > deadline:
             break
         time.sleep(0.1)

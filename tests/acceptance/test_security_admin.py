@@ -13,16 +13,17 @@ import re
 import socket
 import ssl
 import time
-import urllib.error
-import urllib.request
 from types import SimpleNamespace
 
 import pytest
 
+from admin_client import Credentials
 from broker.admin.server import AdminServer
 from cli.admin import main as admin_main
 from cli.top import main as top_main
 from common.config import default_config
+from common.errors import AdminUnreachable
+from tests.support import admin_http
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
 
@@ -40,22 +41,10 @@ class Secured(SimpleNamespace):
 
 def call(url: str, method: str = "GET", body: object = None, *, token: str | None = None,
          headers: dict[str, str] | None = None, context: ssl.SSLContext | None = None) -> tuple[int, object]:
-    """(status, decoded body) of one request; no redirects are involved on a standalone."""
-    all_headers = {"Content-Type": "application/json", **(headers or {})}
-    if token is not None:
-        all_headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
-    try:
-        with urllib.request.urlopen(request, timeout=20, context=context) as resp:
-            raw = resp.read()
-            status = resp.status
-    except urllib.error.HTTPError as exc:
-        raw, status = exc.read(), exc.code
-    try:
-        return status, (json.loads(raw) if raw else None)
-    except ValueError:
-        return status, raw.decode(errors="replace")
+    """(status, decoded body) of one request (tests.support.admin_http on admin_client); no
+    redirects are involved on a standalone."""
+    return admin_http.call(method, url, body, token=token, headers=headers,
+                           credentials=Credentials(ssl_context=context))
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +163,7 @@ def test_https_with_the_ca_and_mtls_roles(secured: Secured) -> None:
         mtls = ssl.create_default_context(cafile=str(kit.ca_file))
         mtls.load_cert_chain(*kit.client_cert(role))
         assert call(url + "/admin/v2/tenants", context=mtls)[0] == expected, role
-    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(AdminUnreachable, match="CERTIFICATE_VERIFY_FAILED"):
         call(url + "/admin/v2/clusters", context=ssl.create_default_context())
 
 

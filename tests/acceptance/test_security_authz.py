@@ -18,8 +18,6 @@ import itertools
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -30,6 +28,7 @@ from cli.admin import main as admin_main
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client
 from tests.broker.raw_client import RawClient
+from tests.support.admin_http import exchange
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
 from wire.pulsar import CommandType as T
@@ -41,14 +40,8 @@ _ids = itertools.count()
 
 
 def call(url: str, method: str = "GET", body: object = None, *, token: str) -> tuple[int, object]:
-    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), method=method,
-                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as resp:
-            raw, status = resp.read(), resp.status
-    except urllib.error.HTTPError as exc:
-        raw, status = exc.read(), exc.code
-    return status, (json.loads(raw) if raw else None)
+    answer = exchange(method, url, body, token=token)
+    return answer.status, (json.loads(answer.body) if answer.body else None)
 
 
 @pytest.fixture(scope="module")

@@ -25,13 +25,13 @@ import json
 import socket
 import ssl
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from admin_client import Credentials, request_json
 from auth import certs
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
@@ -169,10 +169,10 @@ def test_lookups_and_records_carry_the_tls_url(secured: Secured, topic: str) -> 
         raw.close()
     assert (answer.response, answer.brokerServiceUrl, answer.brokerServiceUrlTls) == (
         pb.CommandLookupTopicResponse.Connect, secured.sa.service_url, tls_url)
-    request = urllib.request.Request(secured.sa.admin_url + "/lookup/v2/topic/" + topic.replace("://", "/"),
-                                     headers={"Authorization": f"Bearer {secured.kit.token(SUPERUSER)}"})
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        assert json.loads(resp.read())["brokerUrlTls"] == tls_url
+    superuser = Credentials.build(token=secured.kit.token(SUPERUSER))
+    lookup = request_json("GET", secured.sa.admin_url + "/lookup/v2/topic/" + topic.replace("://", "/"),
+                          credentials=superuser, timeout_s=10)
+    assert lookup["brokerUrlTls"] == tls_url
     store = open_store(secured.sa.metadata_url)
     try:
         brokers = [json.loads(v.value) for _, v in store.list_prefix("/loadbalance/brokers")]
@@ -208,10 +208,8 @@ def test_a_refused_connect_gets_pulsars_error_and_is_closed(secured: Secured) ->
 
 def _publisher_address(secured: Secured, topic: str) -> str:
     path = "/admin/v2/persistent/" + topic.split("://", 1)[1] + "/stats"
-    request = urllib.request.Request(secured.sa.admin_url + path,
-                                     headers={"Authorization": f"Bearer {secured.kit.token(SUPERUSER)}"})
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        publishers = json.loads(resp.read())["publishers"]
+    superuser = Credentials.build(token=secured.kit.token(SUPERUSER))
+    publishers = request_json("GET", secured.sa.admin_url + path, credentials=superuser, timeout_s=10)["publishers"]
     assert len(publishers) == 1, publishers
     return publishers[0]["address"]
 

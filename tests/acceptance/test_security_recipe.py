@@ -17,21 +17,19 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
-import ssl
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from admin_client import Credentials
 from common.net import free_port
+from tests.support.admin_http import exchange
 from tests.support.security import SecurityKit
 from tests.support.standalone_proc import REPO_ROOT
 from tests.support.waiting import wait_until
@@ -66,16 +64,11 @@ class Recipe:
         return f"https://localhost:{self.admin_tls_port}"
 
     def rest(self, method: str, path: str, body: object = None, role: str = "admin") -> tuple[int, object]:
-        context = ssl.create_default_context(cafile=str(self.kit.ca_file))
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.admin_url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.tokens[role]}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=15, context=context) as answer:
-                raw = answer.read()
-                return answer.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")
+        credentials = Credentials.build(token=self.tokens[role], trust_file=str(self.kit.ca_file))
+        answer = exchange(method, self.admin_url + path, body, credentials=credentials, timeout_s=15)
+        if answer.status >= 300:
+            return answer.status, answer.text()
+        return answer.status, answer.json()
 
 
 def _standalone_conf(r: Recipe, secret_key: Path, admin_token_file: Path) -> str:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from entries.batch import parse_batch
 from tests.acceptance.conftest import assert_no_more, receive_all
+from tests.support.admin_http import exchange
 from tests.support.waiting import wait_until
 
 HTTP_TIMEOUT_S = 20
@@ -35,13 +36,8 @@ def call(method: str, url: str, body: object = None) -> tuple[int, object]:
 
 def call_raw(method: str, url: str, body: object = None, raw_body: bytes | None = None,
              ) -> tuple[int, dict[str, str], bytes]:
-    data = raw_body if raw_body is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as resp:
-            return resp.status, dict(resp.headers.items()), resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers.items()), exc.read()
+    answer = exchange(method, url, body, raw=raw_body, timeout_s=HTTP_TIMEOUT_S)
+    return answer.status, answer.headers, answer.body
 
 
 def base_url(standalone, topic: str) -> str:

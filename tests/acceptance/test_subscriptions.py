@@ -8,6 +8,7 @@ import time
 import pulsar
 import pytest
 
+from admin_client import request_json
 from broker.dispatch_single_active import ring_pick
 from broker.key_shared_selector import key_slot
 from entries.batch import BatchMessage, build_batch
@@ -263,12 +264,7 @@ def test_cumulative_ack_on_exclusive(client: pulsar.Client, topic: str) -> None:
 
 def test_failover_on_partitioned_topic_spreads_partitions_by_pulsar_rule(standalone, client: pulsar.Client,
                                                                          topic: str) -> None:
-    import json
-    import urllib.request
-    request = urllib.request.Request(f"{standalone.admin_url}/admin/v2/persistent/{topic.split('://')[1]}/partitions",
-                                     data=json.dumps(2).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(request, timeout=20).close()
+    request_json("PUT", f"{standalone.admin_url}/admin/v2/persistent/{topic.split('://')[1]}/partitions", 2)
     a = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="a")
     b = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name="b")
     producer = client.create_producer(topic, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)

@@ -55,17 +55,9 @@ class World:
 
 
 def _admin(sa: StandaloneProcess, token: str, method: str, path: str, body: str | None = None) -> int:
-    import urllib.error
-    import urllib.request
+    from tests.support.admin_http import exchange
 
-    request = urllib.request.Request(sa.admin_url + path, data=None if body is None else body.encode(),
-                                     method=method, headers={"Authorization": f"Bearer {token}",
-                                                             "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+    return exchange(method, sa.admin_url + path, raw=None if body is None else body.encode(), token=token).status
 
 
 @pytest.fixture(scope="module")

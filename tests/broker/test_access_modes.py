@@ -18,7 +18,6 @@ topic_epoch, CLOSE_PRODUCER) is seen as sent.
 from __future__ import annotations
 
 import itertools
-import urllib.request
 
 import pytest
 
@@ -26,6 +25,7 @@ from broker.access_modes import AccessMode
 from common.errors import PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
+from tests.support.admin_http import admin_call
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
 
@@ -143,10 +143,9 @@ def test_fencing_takes_the_topic_and_the_old_producer_stays_out(standalone: Stan
 
 
 def _unload(admin_url: str, topic: str) -> None:
-    request = urllib.request.Request(f"{admin_url}/admin/v2/persistent/{topic.split('://', 1)[1]}/unload",
-                                     method="PUT")
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        assert resp.status in (200, 204)
+    status, body = admin_call(admin_url, "PUT", f"/admin/v2/persistent/{topic.split('://', 1)[1]}/unload",
+                              timeout_s=30)
+    assert status in (200, 204), (status, body)
 
 
 def test_the_epoch_is_kept_with_the_topic(standalone: StandaloneProcess, topic: str) -> None:

@@ -108,19 +108,3 @@ def _app_with(handler) -> web.Application:
     app.router.add_get("/admin/v2/x/stats", handler)
     return app
 
-
-def test_the_cli_does_not_follow_https_to_http_with_credentials():
-    import urllib.error
-    import urllib.request
-
-    import pytest
-
-    from cli.admin.client import _RedirectEveryMethod
-
-    handler = _RedirectEveryMethod()
-    secret = urllib.request.Request("https://a:8443/x", headers={"Authorization": "Bearer t"}, method="PUT")
-    with pytest.raises(urllib.error.HTTPError, match="from https to plain http"):
-        handler.redirect_request(secret, None, 307, "Temporary Redirect", {}, "http://b:8080/x")   # type: ignore[arg-type]
-    followed = handler.redirect_request(secret, None, 307, "Temporary Redirect", {}, "https://b:8443/x")  # type: ignore[arg-type]
-    assert followed is not None and followed.get_method() == "PUT"
-    assert followed.get_header("Authorization") == "Bearer t"

@@ -27,9 +27,10 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from cli.admin.client import request_json
+from admin_client import request_json
 from metadata import open_store
 from tests.support.admin_cli import run_admin
+from tests.support.admin_http import decoded, exchange
 from tests.support.cluster_proc import BrokerNode, LocalCluster
 from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
@@ -39,26 +40,11 @@ LEASE_MS = 4000
 HTTP_TIMEOUT_S = 20
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None     # a 3xx reaches the caller as an HTTPError
-
-
-_PLAIN = urllib.request.build_opener(_NoRedirect)
-
-
 def http(url: str, method: str = "GET", body: object = None, raw: bytes | None = None,
          ) -> tuple[int, object, dict[str, str]]:
     """(status, decoded body, headers) without following redirects."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with _PLAIN.open(request, timeout=HTTP_TIMEOUT_S) as resp:
-            text = resp.read()
-            return resp.status, (json.loads(text) if text else None), dict(resp.headers)
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, (json.loads(text) if text else None), dict(exc.headers)
+    answer = exchange(method, url, body, raw=raw, follow=False, timeout_s=HTTP_TIMEOUT_S)
+    return answer.status, decoded(answer), answer.headers
 
 
 def unique(prefix: str) -> str:
@@ -343,7 +329,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 def owner_of(cluster: LocalCluster, topic_path: str) -> tuple[BrokerNode, BrokerNode]:
     """(owner, the other broker) of `t/ns/topic`, after a lookup assigned it."""
-    data = request_json(f"{cluster.brokers[0].admin_url}/lookup/v2/topic/persistent/{topic_path}")
+    data = request_json("GET", f"{cluster.brokers[0].admin_url}/lookup/v2/topic/persistent/{topic_path}")
     assert isinstance(data, dict)
     owner = next(b for b in cluster.brokers if b.service_url == data["brokerUrl"])
     other = next(b for b in cluster.brokers if b is not owner)
@@ -364,7 +350,7 @@ def topics_on_each_broker(cluster: LocalCluster, ns: str, wanted: int = 1) -> di
 
 def test_a_call_on_the_wrong_broker_is_redirected_with_its_body(two: LocalCluster) -> None:
     ns = f"public/{unique('redir')}"
-    assert request_json(f"{two.brokers[1].admin_url}/admin/v2/namespaces/{ns}", "PUT",
+    assert request_json("PUT", f"{two.brokers[1].admin_url}/admin/v2/namespaces/{ns}",
                         {"bundles": {"numBundles": 8}}) is None
     on = topics_on_each_broker(two, ns)
     retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}
@@ -378,10 +364,10 @@ def test_a_call_on_the_wrong_broker_is_redirected_with_its_body(two: LocalCluste
         assert f"{location.scheme}://{location.netloc}" == owner.admin_url and location.path == path
         assert urllib.parse.parse_qs(location.query) == {"authoritative": ["true"]}
         assert http(owner.admin_url + path, "POST", retention)[0] == 204            # the owner serves it
-        assert request_json(other.admin_url + path, "POST", {**retention, "retentionSizeInMB": 20}) is None
+        assert request_json("POST", other.admin_url + path, {**retention, "retentionSizeInMB": 20}) is None
         assert http(owner.admin_url + path)[1] == {**retention, "retentionSizeInMB": 20}
         assert http(other.admin_url + path)[0] == 307
-        assert request_json(other.admin_url + path, "DELETE") is None             # DELETE follows too
+        assert request_json("DELETE", other.admin_url + path) is None             # DELETE follows too
         assert http(owner.admin_url + path)[:2] == (200, None)
         # a topic-level query keeps its parameters through the redirect
         status, _, headers = http(other.admin_url + path + "?applied=true")
@@ -404,17 +390,17 @@ def test_partitioned_and_namespace_routes_are_not_redirected(two: LocalCluster) 
 
 def test_bundle_unload_on_the_wrong_broker_is_redirected(two: LocalCluster) -> None:
     ns = f"public/{unique('bunl')}"
-    assert request_json(f"{two.brokers[0].admin_url}/admin/v2/namespaces/{ns}", "PUT",
+    assert request_json("PUT", f"{two.brokers[0].admin_url}/admin/v2/namespaces/{ns}",
                         {"bundles": {"numBundles": 8}}) is None
     on = topics_on_each_broker(two, ns)
     for owner in two.brokers:
         other = next(b for b in two.brokers if b is not owner)
         topic = on[owner.service_url][0]
-        bundle = request_json(f"{other.admin_url}/lookup/v2/topic/persistent/{topic}/bundle")
+        bundle = request_json("GET", f"{other.admin_url}/lookup/v2/topic/persistent/{topic}/bundle")
         path = f"/admin/v2/namespaces/{ns}/{bundle}/unload"
         status, _, headers = http(other.admin_url + path, "PUT")
         assert status == 307 and headers["Location"].startswith(owner.admin_url + path)
-        assert request_json(other.admin_url + path, "PUT") is None
+        assert request_json("PUT", other.admin_url + path) is None
         assert bundle_owner(two, ns, str(bundle)) is None
         owner_of(two, topic)        # assigned again (to either broker)
 
@@ -439,7 +425,7 @@ def owned_bundles(cluster: LocalCluster, ns: str) -> list[str]:
 def test_namespace_and_partitioned_unloads_reach_every_owner(two: LocalCluster) -> None:
     ns = f"public/{unique('nsunl')}"
     a = two.brokers[0]
-    assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}", "PUT", {"bundles": {"numBundles": 16}}) is None
+    assert request_json("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}", {"bundles": {"numBundles": 16}}) is None
     topics_on_each_broker(two, ns, wanted=2)
     assert len(owned_bundles(two, ns)) >= 2
     assert http(f"{a.admin_url}/admin/v2/namespaces/{ns}/unload", "PUT")[:2] == (204, None)
@@ -468,9 +454,9 @@ def spread_partitions(cluster: LocalCluster, ns: str, topic: str, count: int) ->
     owners = {owner_of(cluster, f"{ns}/{topic}-partition-{i}")[0].service_url for i in range(count)}
     if len(owners) == 1:
         _, other = owner_of(cluster, f"{ns}/{topic}-partition-0")
-        bundle = request_json(f"{a.admin_url}/lookup/v2/topic/persistent/{ns}/{topic}-partition-0/bundle")
-        assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload"
-                            f"?destinationBroker={other.web_id}", "PUT") is None
+        bundle = request_json("GET", f"{a.admin_url}/lookup/v2/topic/persistent/{ns}/{topic}-partition-0/bundle")
+        assert request_json("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}/{bundle}/unload"
+                            f"?destinationBroker={other.web_id}") is None
         owners = {owner_of(cluster, f"{ns}/{topic}-partition-{i}")[0].service_url for i in range(count)}
     assert len(owners) == 2, "the partitions all live on one broker"
 
@@ -478,7 +464,7 @@ def spread_partitions(cluster: LocalCluster, ns: str, topic: str, count: int) ->
 def test_partitioned_stats_and_delete_reach_every_partitions_owner(two: LocalCluster) -> None:
     ns = f"public/{unique('pstats')}"
     a, b = two.brokers
-    assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}", "PUT", {"bundles": {"numBundles": 16}}) is None
+    assert request_json("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}", {"bundles": {"numBundles": 16}}) is None
     assert http(f"{a.admin_url}/admin/v2/persistent/{ns}/p/partitions", "PUT", 6)[0] == 204
     spread_partitions(two, ns, "p", 6)
     client = quiet_client(a.service_url)
@@ -501,7 +487,7 @@ def test_partitioned_stats_and_delete_reach_every_partitions_owner(two: LocalClu
     assert http(f"{b.admin_url}/admin/v2/persistent/{ns}/p/partitions", "DELETE")[:2] == (204, None)
     assert http(f"{a.admin_url}/admin/v2/persistent/{ns}/p/partitions")[1] == {"partitions": 0}
     for broker in two.brokers:   # every partition was deleted, on whichever broker served it
-        assert request_json(f"{broker.admin_url}/admin/v2/persistent/{ns}") == []
+        assert request_json("GET", f"{broker.admin_url}/admin/v2/persistent/{ns}") == []
 
 
 def test_cli_gives_the_same_answers_against_either_broker(two: LocalCluster, capsys: pytest.CaptureFixture) -> None:
@@ -529,7 +515,7 @@ def test_cli_gives_the_same_answers_against_either_broker(two: LocalCluster, cap
                 answer = {k: answer[k] for k in ("publishers", "subscriptions", "msgInCounter")}
             answers.append(answer)
         assert answers[0] == answers[1], question
-    assert sorted(json.loads(json.dumps(request_json(f"{two.brokers[0].admin_url}/admin/v2/brokers")))) == \
+    assert sorted(json.loads(json.dumps(request_json("GET", f"{two.brokers[0].admin_url}/admin/v2/brokers")))) == \
         sorted(b.web_id for b in two.brokers)
 
 
@@ -537,7 +523,7 @@ def test_with_the_owner_dead_a_call_finds_no_owner(two: LocalCluster) -> None:
     """Last in the module: it kills a broker. Until its lease runs out, its bundles are neither its
     (it is gone) nor anyone else's: a topic call is answered 412 with Pulsar's reason."""
     ns = f"public/{unique('dead')}"
-    assert request_json(f"{two.brokers[0].admin_url}/admin/v2/namespaces/{ns}", "PUT",
+    assert request_json("PUT", f"{two.brokers[0].admin_url}/admin/v2/namespaces/{ns}",
                         {"bundles": {"numBundles": 8}}) is None
     on = topics_on_each_broker(two, ns)
     victim, survivor = two.brokers[1], two.brokers[0]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pulsar
 import pytest
 
 from tests.support.admin_cli import run_admin
+from tests.support.admin_http import admin_call, metrics
 from tests.support.standalone_proc import StandaloneProcess
 
 ROLLOVER_ENTRIES = 5
@@ -33,16 +32,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneP
 
 def http(sa: StandaloneProcess, method: str, path: str, body: object = None, raw: bytes | None = None,
          ) -> tuple[int, object]:
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(sa.admin_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as resp:
-            text = resp.read()
-            return resp.status, (json.loads(text) if text else None)
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, (json.loads(text) if text else None)
+    return admin_call(sa.admin_url, method, path, body, raw=raw)
 
 
 def _topic_with_ledgers(sa: StandaloneProcess, local: str, messages: int = 23) -> str:
@@ -226,8 +216,7 @@ def test_topic_stats_and_metrics_carry_the_offload_fields(standalone) -> None:
     assert stats["offloadedStorageSize"] == 0 and stats["storageSize"] > 0
     for key in ("lastOffloadLedgerId", "lastOffloadSuccessTimeStamp", "lastOffloadFailureTimeStamp"):
         assert stats[key] == 0
-    with urllib.request.urlopen(standalone.admin_url + "/metrics", timeout=20) as resp:
-        text = resp.read().decode()
+    text = metrics(standalone.admin_url)
     assert any(line.startswith("pulsar_storage_offloaded_size{") and f'topic="{topic}"' in line
                and float(line.rsplit(" ", 1)[1]) == 0 for line in text.splitlines())
     assert "strata_offload_bookie_copies_deleted_total" in text

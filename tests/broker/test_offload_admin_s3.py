@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 
 from tests.broker.test_offload_admin import NS, _cli, _path, http
 from tests.support.admin_cli import run_admin
+from tests.support.admin_http import metrics
 from tests.support.standalone_proc import StandaloneProcess
 
 ROLLOVER_ENTRIES = 5
@@ -67,10 +67,9 @@ def _wait_status(sa: StandaloneProcess, topic: str) -> dict:
 
 
 def _metric(sa: StandaloneProcess, name: str, topic: str | None = None) -> float:
-    with urllib.request.urlopen(sa.admin_url + "/metrics", timeout=20) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(name + "{") and (topic is None or f'topic="{topic}"' in line):
-                return float(line.rsplit(" ", 1)[1])
+    for line in metrics(sa.admin_url).splitlines():
+        if line.startswith(name + "{") and (topic is None or f'topic="{topic}"' in line):
+            return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"metric {name} not found")
 
 

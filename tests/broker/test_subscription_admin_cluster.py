@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cli.admin.client import request_json, request_raw
+from admin_client import request, request_json
 from tests.broker.test_admin_cluster import LEASE_MS, http, owner_of, quiet_client, spread_partitions, unique
 from tests.support.cluster_proc import LocalCluster
 from tests.support.namespaces import ensure_namespace
@@ -31,7 +31,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def test_partitioned_subscription_operations_reach_every_partitions_owner(two: LocalCluster) -> None:
     ns = f"public/{unique('psubs')}"
     a, b = two.brokers
-    assert request_json(f"{a.admin_url}/admin/v2/namespaces/{ns}", "PUT", {"bundles": {"numBundles": 16}}) is None
+    assert request_json("PUT", f"{a.admin_url}/admin/v2/namespaces/{ns}", {"bundles": {"numBundles": 16}}) is None
     base = f"/admin/v2/persistent/{ns}/p"
     assert http(a.admin_url + base + "/partitions", "PUT", 6)[0] == 204
     spread_partitions(two, ns, "p", 6)
@@ -80,9 +80,9 @@ def test_a_topic_call_on_the_other_broker_lands_on_the_owner(two: LocalCluster) 
     path = f"/admin/v2/persistent/{ns}/t/subscription/s"
     status, _, headers = http(other.admin_url + path, "PUT", EARLIEST)
     assert status == 307 and headers["Location"].startswith(owner.admin_url + path)
-    assert request_json(other.admin_url + path, "PUT", EARLIEST) is None        # followed, body and all
-    assert request_json(other.admin_url + path + "/skip/1", "POST") is None
-    body, headers = request_raw(other.admin_url + path + "/position/1")
-    assert body == b"m1" and headers["X-Pulsar-PROPERTY"] == '{"i": "1"}'
-    stats = request_json(owner.admin_url + f"/admin/v2/persistent/{ns}/t/stats")
+    assert request_json("PUT", other.admin_url + path, EARLIEST) is None        # followed, body and all
+    assert request_json("POST", other.admin_url + path + "/skip/1") is None
+    peeked = request("GET", other.admin_url + path + "/position/1")
+    assert peeked.body == b"m1" and peeked.headers["X-Pulsar-PROPERTY"] == '{"i": "1"}'
+    stats = request_json("GET", owner.admin_url + f"/admin/v2/persistent/{ns}/t/stats")
     assert isinstance(stats, dict) and stats["subscriptions"]["s"]["msgBacklog"] == 3

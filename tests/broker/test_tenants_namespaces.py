@@ -9,22 +9,20 @@ for <t>/<ns> namespace").
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import closing
 
 import pulsar
 import pytest
 
-from cli.admin.client import request_json
+from admin_client import request_json
 from common.errors import PulsarServerError
 from ledger.ml_metadata import ml_path
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
+from tests.support.admin_http import call
 from tests.support.cluster_proc import LocalCluster
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
@@ -36,15 +34,7 @@ CLUSTER = "standalone"
 
 def http(url: str, method: str = "GET", body: object = None, raw: bytes | None = None) -> tuple[int, object]:
     """(status, decoded body); redirects are not expected from a standalone."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as resp:
-            text = resp.read()
-            return resp.status, (json.loads(text) if text else None)
-    except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, (json.loads(text) if text else None)
+    return call(method, url, body, raw=raw, timeout_s=HTTP_TIMEOUT_S)
 
 
 def unique(prefix: str) -> str:
@@ -424,7 +414,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _owner(cluster: LocalCluster, topic: str) -> str:
-    data = request_json(f"{cluster.brokers[0].admin_url}/lookup/v2/topic/persistent/{topic}")
+    data = request_json("GET", f"{cluster.brokers[0].admin_url}/lookup/v2/topic/persistent/{topic}")
     assert isinstance(data, dict)
     return str(data["brokerUrl"])
 

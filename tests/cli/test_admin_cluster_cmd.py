@@ -1,22 +1,22 @@
 """`strata admin` cluster commands: their routes (pulsar-admin's paths and bodies), and the HTTP
 client, which follows a 307 to the owner for every method with the same body, a bounded number of
-times. The client is checked against two real HTTP servers on loopback ports: one that redirects
-and one that answers with what it received. (The commands against real brokers are in
-tests/broker/test_admin_cluster.py.)
+times. The client (admin_client, which `strata admin` calls through) is checked against two real
+HTTP servers on loopback ports: one that redirects and one that answers with what it received.
+(The commands against real brokers are in tests/broker/test_admin_cluster.py.)
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import urllib.error
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from admin_client import REDIRECTS_MAX, request_json
 from cli import admin
-from cli.admin.client import REDIRECTS_MAX, request_json
+from common.errors import AdminNotFound, AdminRedirectError
 from tests.support.admin_cli import run_admin
 
 
@@ -84,24 +84,24 @@ def servers() -> Iterator[_Servers]:
 @pytest.mark.parametrize("method", ["GET", "PUT", "POST", "DELETE"])
 def test_a_307_is_followed_with_the_same_method_and_body(servers: _Servers, method: str) -> None:
     body = None if method == "GET" else {"bundles": {"numBundles": 8}}
-    answer = request_json(servers.echo_url + "/hop/admin/v2/x?authoritative=true", method, body)
+    answer = request_json(method, servers.echo_url + "/hop/admin/v2/x?authoritative=true", body)
     assert answer == {"method": method, "path": "/admin/v2/x?authoritative=true", "body": body,
                       "type": "application/json"}
     assert servers.hits == [(method, "/hop/admin/v2/x?authoritative=true"), (method, "/admin/v2/x?authoritative=true")]
 
 
 def test_redirects_are_bounded(servers: _Servers) -> None:
-    with pytest.raises(urllib.error.HTTPError) as raised:
-        request_json(servers.echo_url + "/loop/0", "PUT", 1)
-    assert raised.value.code == 307
+    with pytest.raises(AdminRedirectError) as raised:
+        request_json("PUT", servers.echo_url + "/loop/0", 1)
+    assert raised.value.status == 307
     assert len(servers.hits) == REDIRECTS_MAX + 1
 
 
 def test_an_error_status_reaches_the_caller_with_its_reason(servers: _Servers) -> None:
-    with pytest.raises(urllib.error.HTTPError) as raised:
-        request_json(servers.echo_url + "/gone/x", "DELETE")
-    assert raised.value.code == 404
-    assert json.loads(raised.value.read()) == {"reason": "Topic not found"}
+    with pytest.raises(AdminNotFound) as raised:
+        request_json("DELETE", servers.echo_url + "/gone/x")
+    assert raised.value.status == 404 and raised.value.reason == "Topic not found"
+    assert json.loads(raised.value.body) == {"reason": "Topic not found"}
 
 
 def test_every_admin_command_goes_through_the_redirecting_client(servers: _Servers, capsys) -> None:

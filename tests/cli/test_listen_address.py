@@ -15,12 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from common.net import free_port
+from tests.support.admin_http import metrics
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,8 +96,7 @@ def test_every_port_listens_on_the_configured_host(standalone_on_127_0_0_2):
     for p in (int(bookie_port), bookies[0]["data_port"]):      # gRPC and framed data port
         assert _listening(HOST, p) and not _listening("127.0.0.1", p), p
 
-    with urllib.request.urlopen(f"http://{HOST}:{admin_port}/metrics", timeout=10) as response:
-        assert response.status == 200
+    assert metrics(f"http://{HOST}:{admin_port}", timeout_s=10)        # answers 200
 
     import pulsar
     client = pulsar.Client(f"pulsar://{HOST}:{port}", operation_timeout_seconds=30)

@@ -9,17 +9,16 @@ credentials; `strata standalone` starts one by default with its credentials kept
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import stat
 import time
-import urllib.request
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from admin_client import request
 from common.errors import ColdTierAccessDenied
 from common.invariant import present
 from offload.embedded_s3 import S3Credentials, _client_error, s3_client
@@ -102,12 +101,8 @@ def _bucket_keys(endpoint: str, creds: dict, bucket: str = "strata-offload") -> 
 
 
 def _admin(sa: StandaloneProcess, method: str, path: str, body: object = None) -> tuple[int, object]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(sa.admin_url + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=20) as resp:
-        raw = resp.read()
-        return resp.status, json.loads(raw) if raw else None
+    answer = request(method, sa.admin_url + path, body, timeout_s=20)    # an error status raises
+    return answer.status, answer.json()
 
 
 def _produce_and_offload(sa: StandaloneProcess, topic: str, count: int) -> list[bytes]:

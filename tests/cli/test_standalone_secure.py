@@ -18,15 +18,15 @@ import stat
 import subprocess
 import sys
 import textwrap
-import urllib.error
-import urllib.request
 
 import psutil
 import pulsar
 import pytest
 
+from admin_client import Credentials
 from auth.keys import read_source
 from cli import secure_setup
+from tests.support.admin_http import exchange
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 
 PRIVATE_FILES = ("ca.key.pem", "server.key.pem", "admin.key.pem", "token-secret.key", "admin.token",
@@ -52,14 +52,9 @@ def _printed_snippet(sa) -> str:
 
 
 def _admin_get(sa, path: str, token: str | None) -> tuple[int, object]:
-    context = ssl.create_default_context(cafile=str(sa.security_dir / "ca.cert.pem"))
-    request = urllib.request.Request(sa.admin_url + path,
-                                     headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10, context=context) as answer:
-            return answer.status, json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
+    trusting = Credentials(ssl_context=ssl.create_default_context(cafile=str(sa.security_dir / "ca.cert.pem")))
+    answer = exchange("GET", sa.admin_url + path, token=token or None, credentials=trusting, timeout_s=10)
+    return answer.status, answer.json() if answer.status < 300 else None
 
 
 def _produce_consume(client: pulsar.Client, topic: str) -> None:

@@ -6,17 +6,16 @@ against each topic's own stats, and a broker that never answers counted as faile
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import socket
 import termios
 import time
-import urllib.request
 import uuid
 
 import pytest
 
+from admin_client import request_json
 from cli import top
 from cli.top import keys as k
 from cli.top.keys import ViewState, apply_key, decode
@@ -300,8 +299,7 @@ def test_no_broker_answering_exits_1(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def _get(url: str) -> object:
-    with urllib.request.urlopen(url, timeout=15) as resp:
-        return json.loads(resp.read())
+    return request_json("GET", url, timeout_s=15)
 
 
 _RATES = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut")

@@ -1,6 +1,7 @@
 """Helpers for the cluster acceptance tests (tests/cluster/): the official client, admin HTTP that
-does not follow redirects, ownership as the metadata store records it, and load generators that
-record every acknowledged and every received message with its time.
+does not follow redirects unless told to (admin_client underneath), ownership as the metadata store
+records it, and load generators that record every acknowledged and every received message with its
+time.
 
 What must hold:
 - Nothing here hides a failure: a send whose callback is not Ok is recorded in `errors`, a
@@ -15,13 +16,11 @@ What must hold:
 from __future__ import annotations
 
 import contextlib
-import http.client as http_client
 import itertools
 import json
 import logging
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +28,10 @@ from typing import Any
 import pulsar
 
 from metadata import open_store
+from tests.support.admin_http import exchange
 from tests.support.waiting import wait_until
 
 HTTP_TIMEOUT_S = 15.0
-REDIRECTS_MAX = 5
 RECEIVE_POLL_MS = 200
 THREAD_STOP_TIMEOUT_S = 30.0
 CLIENT_OPERATION_TIMEOUT_S = 30
@@ -84,24 +83,11 @@ class HttpAnswer:
 
 def http(method: str, url: str, body: Any = None, *, follow: bool = False,
          timeout_s: float = HTTP_TIMEOUT_S) -> HttpAnswer:
-    """One HTTP call; with follow=True a 307/308 is followed (same method and body, at most
-    REDIRECTS_MAX hops), otherwise the redirect itself is returned."""
-    data = None if body is None else json.dumps(body).encode()
-    for _ in range(REDIRECTS_MAX + 1):
-        parts = urllib.parse.urlsplit(url)
-        conn = http_client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
-        try:
-            path = parts.path + (f"?{parts.query}" if parts.query else "")
-            headers = {"Content-Type": "application/json"} if data is not None else {}
-            conn.request(method, path, body=data, headers=headers)
-            resp = conn.getresponse()
-            answer = HttpAnswer(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read(), url)
-        finally:
-            conn.close()
-        if not (follow and answer.status in (307, 308) and answer.location):
-            return answer
-        url = urllib.parse.urljoin(url, answer.location)
-    raise AssertionError(f"more than {REDIRECTS_MAX} redirects from {method} {url}")
+    """One admin call (tests.support.admin_http, on admin_client); with follow=True a 307/308 is
+    followed (same method and body, at most admin_client.REDIRECTS_MAX hops), otherwise the
+    redirect itself is returned. Header names are lower-cased."""
+    answer = exchange(method, url, body, follow=follow, timeout_s=timeout_s)
+    return HttpAnswer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.body, answer.url)
 
 
 def topic_path(topic: str) -> str:

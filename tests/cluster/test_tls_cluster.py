@@ -12,20 +12,19 @@ answer `httpUrlTls`.
 
 from __future__ import annotations
 
-import json
 import re
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pulsar
 import pytest
 
+from admin_client import Credentials, request_json
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import lookup, make_client
+from tests.support.admin_http import exchange
 from tests.support.cluster_proc import BrokerNode, LocalCluster
 from tests.support.security import SecurityKit
 from wire.pulsar import CommandType as T
@@ -97,15 +96,8 @@ def test_a_tls_client_of_one_broker_reaches_topics_owned_by_both(cluster: LocalC
 
 
 def _get_no_redirect(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str]:
-    class Stay(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-    handlers: list = [Stay()] + ([urllib.request.HTTPSHandler(context=context)] if context else [])
-    try:
-        with urllib.request.build_opener(*handlers).open(url, timeout=20) as answer:
-            return answer.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Location", "")
+    answer = exchange("GET", url, credentials=Credentials(ssl_context=context), follow=False)
+    return answer.status, answer.header("Location")
 
 
 def test_a_topic_admin_call_over_https_is_redirected_to_the_owners_https_url(cluster: LocalCluster,
@@ -120,5 +112,5 @@ def test_a_topic_admin_call_over_https_is_redirected_to_the_owners_https_url(clu
     status, location = _get_no_redirect(a.admin_url + path)           # plain stays plain
     assert status == 307 and location.startswith(b.admin_url + path), (status, location)
     assert lookup(a.admin_url, topic)["httpUrlTls"] == https_b
-    with urllib.request.urlopen(f"{a.admin_url}/admin/v2/clusters/standalone", timeout=20) as answer:
-        assert json.loads(answer.read())["serviceUrlTls"] == https_a     # ClusterData, as `clusters get` shows
+    cluster_data = request_json("GET", f"{a.admin_url}/admin/v2/clusters/standalone")
+    assert cluster_data["serviceUrlTls"] == https_a     # ClusterData, as `clusters get` shows

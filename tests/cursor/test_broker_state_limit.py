@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import json
 import time
-import urllib.request
 
 import pytest
 
+from admin_client import request
 from proto import pulsar_api_pb2 as pb
 from tests.broker.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
@@ -35,8 +35,7 @@ def standalone(tmp_path_factory):
 
 
 def admin_json(sa: StandaloneProcess, path: str):
-    with urllib.request.urlopen(sa.admin_url + path, timeout=30) as reply:
-        body = reply.read().decode()
+    body = request("GET", sa.admin_url + path, timeout_s=30).text()
     return json.loads(body) if path.endswith("stats") else body
 
 

@@ -6,39 +6,27 @@ topic of one that was never created is refused, as in Pulsar).
     ensure_topic_namespace(admin_url, "persistent://acme/orders/paid")
 
 Both are idempotent (an existing tenant or namespace is left as it is) and bounded by
-HTTP_TIMEOUT_S per call; any other answer than 204/409 fails the test with the broker's reason.
+HTTP_TIMEOUT_S per call (tests.support.admin_http, on admin_client); any other answer than
+204/409 fails the test with the broker's reason.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
+from tests.support.admin_http import call
 
 HTTP_TIMEOUT_S = 30.0
-
-
-def _call(url: str, method: str, body: object = None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as resp:
-            raw = resp.read()
-            return resp.status, (json.loads(raw) if raw else None)
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, (json.loads(raw) if raw else None)
 
 
 def ensure_namespace(admin_url: str, namespace: str, body: object = None) -> None:
     """The tenant (allowed on this cluster) and `tenant/ns` exist (created with `body` if absent)."""
     base = admin_url.rstrip("/") + "/admin/v2"
     tenant = namespace.split("/", 1)[0]
-    status, clusters = _call(f"{base}/clusters", "GET")
+    status, clusters = call("GET", f"{base}/clusters", timeout_s=HTTP_TIMEOUT_S)
     assert status == 200 and isinstance(clusters, list), (status, clusters)
-    status, answer = _call(f"{base}/tenants/{tenant}", "PUT", {"adminRoles": [], "allowedClusters": clusters})
+    status, answer = call("PUT", f"{base}/tenants/{tenant}", {"adminRoles": [], "allowedClusters": clusters},
+                          timeout_s=HTTP_TIMEOUT_S)
     assert status in (204, 409), (status, answer)
-    status, answer = _call(f"{base}/namespaces/{namespace}", "PUT", body)
+    status, answer = call("PUT", f"{base}/namespaces/{namespace}", body, timeout_s=HTTP_TIMEOUT_S)
     assert status in (204, 409), (status, answer)
 
 

@@ -21,14 +21,13 @@ import asyncio
 import json
 import random
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pulsar
 
+from tests.support.admin_http import call
 from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -44,23 +43,7 @@ COMPRESSIONS = (("plain", pulsar.CompressionType.NONE), ("lz4", pulsar.Compressi
 
 def http(method: str, url: str, body: object = None) -> tuple[int, Any]:
     """One admin call: (status, JSON body, or the raw text when it is not JSON, or None)."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as resp:
-            return resp.status, _decoded(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, _decoded(exc.read())
-
-
-def _decoded(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode(errors="replace")
+    return call(method, url, body, timeout_s=HTTP_TIMEOUT_S)
 
 
 def topic_path(topic: str) -> str:

@@ -29,7 +29,8 @@ it, RFC 7617). The whole string is stripped of surrounding whitespace first (a t
 from a file or an environment variable).
 
 No plugin named: a JSON object with "userId" is basic, one with "tlsCertFile" or "tlsKeyFile"
-(JSON or key:value) is tls; anything else is a token, read as AuthenticationToken reads it.
+(JSON or key:value) is tls; anything else is a token, read as AuthenticationToken reads it, except
+a string that opens with `{` and is no JSON object (a typo, refused rather than sent as a token).
 
 What must hold: `parse` does no I/O (a token file is read by `read_token`); an error is an
 InvalidArgument that names the key or the shape expected, never the string itself (it may be a
@@ -128,6 +129,8 @@ def json_object(text: str) -> dict[str, object] | None:
 
 def _inferred(text: str) -> str:
     doc = json_object(text)
+    if doc is None and text.startswith("{"):
+        raise InvalidArgument("authParams that open with { must be a JSON object")
     if doc is not None:
         return BASIC if "userId" in doc else TLS if _TLS_KEYS & doc.keys() else TOKEN
     if text.startswith(("token:", "file:")):

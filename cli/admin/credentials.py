@@ -101,7 +101,13 @@ def _token(spec: str) -> str:
 
 def _from_params(params: str, cert: str, key: str) -> tuple[dict[str, str], str, str]:
     """(headers, cert, key) from Pulsar-style authParams (`auth.params`, no plugin named)."""
-    parsed = auth_params.parse(None, params)
+    try:
+        parsed = auth_params.parse(None, params)
+    except InvalidArgument:
+        doc = auth_params.json_object(params)
+        if params.startswith("{") and (doc is None or "userId" in doc or "password" in doc):
+            raise InvalidArgument('--auth-params JSON is {"userId": "...", "password": "..."}') from None
+        raise
     if parsed.method == auth_params.TLS:
         return {}, parsed.cert_file, parsed.key_file
     if parsed.method == auth_params.BASIC:

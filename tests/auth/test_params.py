@@ -107,3 +107,9 @@ def test_plugin_names_java_or_short_any_case() -> None:
 def test_without_a_plugin_the_shape_decides(text: str, method: str) -> None:
     assert parse(None, text).method == method
     assert parse("", text).method == method
+
+
+def test_without_a_plugin_a_brace_that_is_no_json_object_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="JSON object"):
+        parse(None, '{"userId": "u", "password": ')
+    assert parse("token", "{not json").token == "{not json"        # a named token plugin: Java's rule

@@ -16,7 +16,8 @@ table makes a consume route (the same call analytics/snapshot.py makes for the l
 entry): 401/403 refuse; 200 and 404 (allowed, no such topic: the metadata store then says
 TopicNotFound) admit; anything else (broker unreachable, 5xx) refuses too, as a failure to check.
 Every admin call goes through `admin_client` (its redirect rule: a 307 to the topic's owner is
-followed, credentials kept, never from https:// to plain http://; its typed errors).
+followed, credentials kept, but never from https:// to plain http:// while they would be sent;
+its typed errors).
 
 What must hold: an explicitly named topic is checked before the metadata store is asked whether it
 exists, and a refusal's message is the same for a topic that exists and one that does not (the

@@ -29,11 +29,11 @@ from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from bookie.server import BookieServer
 from common.config import Config, default_config
 from common.errors import AuthenticationFailed, BookieUnavailable, NoSuchLedger
+from launch.bookie import BookieProcess
 from ledger import placement
 from ledger.client import LedgerClient
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
-from perf.bookie_proc import BookieProcess
 from proto import bookie_pb2 as pb
 from tests.support.security import BROKER_ROLE, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port

@@ -30,7 +30,7 @@ import pytest
 from cli.admin.client import request_json
 from metadata import open_store
 from tests.support.admin_cli import run_admin
-from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.cluster_proc import BrokerProcess, LocalCluster
 from tests.support.namespaces import ensure_namespace
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
@@ -341,7 +341,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                                                         if "Traceback" in t)
 
 
-def owner_of(cluster: LocalCluster, topic_path: str) -> tuple[BrokerNode, BrokerNode]:
+def owner_of(cluster: LocalCluster, topic_path: str) -> tuple[BrokerProcess, BrokerProcess]:
     """(owner, the other broker) of `t/ns/topic`, after a lookup assigned it."""
     data = request_json(f"{cluster.brokers[0].admin_url}/lookup/v2/topic/persistent/{topic_path}")
     assert isinstance(data, dict)

@@ -38,7 +38,7 @@ import pytest
 from broker.bundles import BundleRange, equal_boundaries, topic_hash
 from tests.cluster.helpers import Consuming, MetadataView, Producing, http, make_client
 from tests.support.admin_cli import run_admin
-from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.cluster_proc import BrokerProcess, LocalCluster
 from tests.support.namespaces import ensure_namespace
 from tests.support.waiting import wait_until
 
@@ -133,7 +133,7 @@ def ns_bundles(admin_url: str, ns: str) -> dict:
     return answer.json()
 
 
-def leader_named_by(broker: BrokerNode) -> dict | None:
+def leader_named_by(broker: BrokerProcess) -> dict | None:
     answer = http("GET", f"{broker.admin_url}/admin/v2/brokers/leaderBroker")
     return answer.json() if answer.status == 200 else None
 

@@ -2,7 +2,9 @@
 -> metadata and common; offload sits beside ledger (ledger reads it only through `ledger.cold`,
 so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
 offload; `analytics` (Spark source and sink) uses offload, ledger and the bookie client, never
-broker; nothing imports broker except cli and perf.
+broker; nothing imports broker except cli and perf. `launch` (the processes Strata starts: bookie,
+broker, standalone, cluster, PostgreSQL, SeaweedFS) sits above the product packages and below
+cli, perf and bench, which use it; no product package imports it.
 No product package imports `tests` (it is not installed: `strata` must run without the source
 tree), also not through importlib."""
 
@@ -13,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["common", "proto", "auth", "entries", "wire", "metadata", "bookie", "ledger", "offload", "cursor",
-            "broker", "analytics", "cli", "perf", "bench"]
+            "broker", "analytics", "launch", "cli", "perf", "bench"]
 
 ALLOWED = {
     "common": {"common"},
@@ -29,6 +31,7 @@ ALLOWED = {
     "broker": {"common", "metadata", "proto", "auth", "entries", "wire", "bookie", "ledger", "offload", "cursor",
                "broker"},
     "analytics": {"common", "metadata", "proto", "auth", "entries", "bookie", "ledger", "offload", "analytics"},
+    "launch": {"common", "auth", "metadata", "offload", "launch"},
     "cli": set(PACKAGES),
     "perf": set(PACKAGES) - {"cli", "bench"},
     "bench": set(PACKAGES) - {"cli"},
@@ -85,3 +88,14 @@ def test_the_check_sees_imports_of_tests(tmp_path):
                       "    importlib.import_module('tests.support.z')\n")
     assert _imports(source) == {"tests"}
     assert all("tests" not in allowed for allowed in ALLOWED.values())
+
+
+# The packages that use the launchers; every other package is below `launch` and never imports it.
+LAUNCH_USERS = {"cli", "perf", "bench"}
+
+
+def test_no_product_package_imports_launch():
+    below = [p for p in PACKAGES if p not in LAUNCH_USERS | {"launch"}]
+    assert [p for p in below if "launch" in ALLOWED[p]] == []
+    assert all("launch" in ALLOWED[p] for p in LAUNCH_USERS)
+    assert not ALLOWED["launch"] & (LAUNCH_USERS | FORBIDDEN)

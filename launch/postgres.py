@@ -1,10 +1,18 @@
-"""Start a real, throw-away PostgreSQL server from the machine's binaries.
+"""A real PostgreSQL server from the machine's binaries: throw-away for tests and perf tools, or
+the metadata store of a local cluster (`strata cluster up`).
 
-Used by the tests (`tests/support/postgres.py`) and by `strata perf metadata`, which must not
-import tests. It runs `initdb` and `pg_ctl` on a temp dir, listening on 127.0.0.1 at a free port
-with its unix socket inside the temp dir, trust auth for the superuser `strata`. PostgreSQL
-refuses to run as root, so as root the commands run through `runuser -u postgres` (or `nobody`)
-and the temp dir is handed to that user.
+    server = PostgresServer(settings={"fsync": "off"}).start()   # initdb + pg_ctl start in a temp dir
+    server.url("postgres"); server.create_database("t1")
+    server.stop(); server.start()                                 # the same data dir and port
+    server.cleanup()                                              # stop, remove the temp dir
+    PostgresServer.attach(root, data_dir, port).start()           # a stopped cluster's server again
+    stop_recorded({"data_dir": ...})                              # `strata cluster down`
+
+It runs `initdb` and `pg_ctl` on a temp dir, listening on 127.0.0.1 at a free port with its unix
+socket inside the temp dir, trust auth for the superuser `strata`. PostgreSQL refuses to run as
+root, so as root the commands run through `runuser -u postgres` (or `nobody`) and the temp dir is
+handed to that user. `pg_ctl` daemonizes the server: it is not our child and gets no parent-death
+signal; its owners stop it (LocalCluster at exit, the test session's fixture).
 
 What must hold: `start()` returns only when the server accepts connections, or raises
 `PostgresServerError` with the server log's tail (never hangs: every step has a time bound);
@@ -21,8 +29,12 @@ import socket
 import subprocess
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
+from common.errors import StrataError
 from common.net import free_port
+from launch.ready import wait_until_ready
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -81,6 +93,24 @@ class PostgresServer:
             for path in (self.root, self.socket_dir):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
 
+    @classmethod
+    def attach(cls, root: str, data_dir: str, port: int) -> PostgresServer:
+        """The stopped server a cluster's state records, ready to start() again without initdb.
+        Built field by field as __init__ would, since that creates a new temp dir; as root, the
+        server runs as the user owning its data dir."""
+        server = cls.__new__(cls)
+        server.bin_dir = find_bin_dir()
+        server.user = _owner_unless_root(data_dir)
+        server.port = int(port)
+        server.settings = {}
+        server.root = root
+        server.data_dir = data_dir
+        server.socket_dir = os.path.join(root, "sock")
+        server.log_path = os.path.join(root, "server.log")
+        server._initialised = True
+        server.running = False
+        return server
+
     def url(self, database: str = "postgres") -> str:
         """A URL for open_store(): postgresql://strata@127.0.0.1:PORT/DATABASE."""
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
@@ -116,14 +146,16 @@ class PostgresServer:
         return self
 
     def _wait_accepting(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise PostgresServerError(f"server not accepting on port {self.port}\n{self.log_tail()}")
+        wait_until_ready(self._accepting, deadline=time.monotonic() + START_TIMEOUT_S,
+                         timed_out=lambda: PostgresServerError(
+                             f"server not accepting on port {self.port}\n{self.log_tail()}"))
+
+    def _accepting(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (mode: smart | fast | immediate); the data dir stays for start()."""
@@ -166,3 +198,25 @@ class PostgresServer:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+def _owner_unless_root(data_dir: str | Path) -> str | None:
+    """As root, the (non-root) user owning `data_dir`, whom the server must run as; else None."""
+    owner = os.stat(data_dir).st_uid
+    return pwd.getpwuid(owner).pw_name if os.geteuid() == 0 and owner != 0 else None
+
+
+def stop_recorded(recorded: dict[str, Any], timeout_s: int = int(STOP_TIMEOUT_S)) -> None:
+    """`pg_ctl stop -m fast` on a server a cluster's state records (`data_dir`), as the user that
+    owns its data dir; nothing when it is not running (no postmaster.pid)."""
+    data_dir = Path(recorded["data_dir"])
+    if not (data_dir / "postmaster.pid").exists():
+        return
+    cmd = [os.path.join(find_bin_dir(), "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "-t", str(timeout_s),
+           "stop"]
+    user = _owner_unless_root(data_dir)
+    if user is not None:
+        cmd = ["runuser", "-u", user, "--", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 10)
+    if proc.returncode != 0:
+        raise StrataError("pg_ctl stop failed", stderr=proc.stderr.strip()[-1000:])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pulsar
 
-from perf.cluster_proc import pid_alive
-from tests.support.cluster_proc import LocalCluster
+from launch.cluster import LocalCluster
+from launch.process import pid_alive
 
 
 def _produce_and_consume(service_url: str, topic: str) -> bytes:

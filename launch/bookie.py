@@ -12,6 +12,10 @@ listens on 127.0.0.1 (`--host`; `host=None` leaves the bind host to the settings
 `strata standalone` does) and logs to `<data_dir's parent>/bookie-<port>.log`. The rest is
 process.NodeProcess: the ready line `bookie ready <host>:<port>` (cli/bookie_cmd.py prints it on
 stdout), bounded waits, death with the process that started it.
+
+What must hold: a bookie keeps its port and data dir for the object's life, so a restart comes
+back at the same address with its data (ledger metadata names bookies by address); a settings
+file is passed as an absolute path, so it means the same whatever the child's working directory.
 """
 
 from __future__ import annotations

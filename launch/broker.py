@@ -4,8 +4,12 @@
     broker.launch()                  # waits for `admin URL http://127.0.0.1:<admin_port>`
     broker.service_url, broker.admin_url, broker.broker_id, broker.web_id
 
-It listens and advertises on loopback (HOST) at the ports it is given, so a restart comes back
-at the same addresses; its log is `<node_dir>/broker.log`. The rest is process.NodeProcess.
+It listens and advertises on loopback (HOST) at the ports it is given; its log is
+`<node_dir>/broker.log`. The rest is process.NodeProcess.
+
+What must hold: the ports are fixed for the object's life, so a restart comes back at the same
+addresses (clients and the other brokers find it again); it is ready only once it prints its admin
+URL, which cli/broker_cmd.py does after the broker has started.
 """
 
 from __future__ import annotations

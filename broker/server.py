@@ -20,7 +20,7 @@ The event loop is uvloop; the process entry (`cli`) installs it before starting 
 TLS: the port's context (`auth.tls.server_context`) is built before any port is bound and the
 authentication service before any serves, so unreadable key material stops the start with a
 KeyMaterialError naming the file. A TLS handshake not done within `tls_handshake_timeout_ms` is
-dropped; the connection's own clock (`authentication_connect_timeout_ms`, `broker.wire_auth`)
+dropped; the connection's own clock (`authentication_connect_timeout_ms`, `broker.protocol.auth`)
 starts once it is. With `broker_port` -1 the broker's service URL and id are the TLS port's
 (`pulsar+ssl://host:port`).
 
@@ -35,9 +35,10 @@ import ssl
 
 import offload
 from auth import tls
-from broker import listeners, memdebug
+from broker import memdebug
 from broker.admin.server import AdminServer
-from broker.connection import ServerConnection
+from broker.cluster import listeners
+from broker.protocol.connection import ServerConnection
 from broker.service import BrokerService
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config

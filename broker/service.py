@@ -1,17 +1,17 @@
 """BrokerService: the topics this broker serves, and the shared things they need.
 
 Topics are loaded lazily, the first time a PRODUCER, SUBSCRIBE or admin call names them, and only
-while this broker owns the topic's namespace bundle (`broker.ownership`: an unowned bundle is
+while this broker owns the topic's namespace bundle (`broker.cluster.ownership`: an unowned bundle is
 acquired then; one owned elsewhere raises OwnedElsewhere, which the client answers with a fresh
 lookup and the admin API with a 307). A topic of a namespace that was never created is not loaded
-(NamespaceNotFound; `broker.tenancy`, whose `ensure_defaults` creates `public/default` at
+(NamespaceNotFound; `broker.records.tenancy`, whose `ensure_defaults` creates `public/default` at
 `start_cluster`). Loading records the topic in the topic list, opens its
 managed ledger (which fences any previous writer) and loads its cursors. Concurrent callers share
 one load; each waits at most `broker_topic_load_timeout_ms` and then gets ServiceNotReady, which
 the client retries.
 
-Cluster membership (`start_cluster`): the broker registers itself (`broker.registry`), keeps the
-ownership view, follows its metadata lease (`broker.lease_watch`: a lapsed lease stops all serving
+Cluster membership (`start_cluster`): the broker registers itself (`broker.cluster.registry`), keeps the
+ownership view, follows its metadata lease (`broker.cluster.lease_watch`: a lapsed lease stops all serving
 at once) and rewrites its load report. `close()` unloads every bundle first, so clients move to
 the other brokers before this one lets go of anything else.
 
@@ -19,15 +19,15 @@ Policies: the dedup switch of loaded topics follows the namespace and topic poli
 API applies a change to this broker's topics at once (`apply_dedup_policy`); a watch on
 `/admin` applies changes made through any other broker within about a second.
 
-Retention: `broker.retention_task.RetentionTask` applies TTL and retention to every loaded topic
+Retention: `broker.retention.task.RetentionTask` applies TTL and retention to every loaded topic
 every `broker_retention_check_interval_ms` (started with the other background work).
 
 Cold tier: the broker's `ColdStorage` (None without a usable one; `cold_error` then says why,
 and offload-status reports it) is handed to every managed ledger it opens; each closed ledger
-triggers the automatic offload check (`broker.offload_policy.on_ledger_closed`).
+triggers the automatic offload check (`broker.retention.offload.on_ledger_closed`).
 
 Stats: every `broker_stats_sample_interval_ms` the counters of the topics with recent traffic
-are sampled (`broker.topic_stats.StatsSampler`) so the admin API can report rates; an idle topic
+are sampled (`broker.stats.topic_stats.StatsSampler`) so the admin API can report rates; an idle topic
 is not visited at all.
 
 What must hold: at most one `PersistentTopic` per name per process; a topic is served only while
@@ -42,18 +42,23 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from auth.service import AuthenticationService
-from broker import dedup, listeners, offload_policy, policies, tenancy, topic_lists, topic_stats
-from broker.authorization import AuthorizationService
-from broker.authz_recheck import AuthzRecheck
-from broker.backlog_quota import BacklogQuotaChecker
-from broker.lease_watch import LeaseWatch
-from broker.load_manager import LoadManager
-from broker.load_report import LoadMeter
-from broker.non_persistent import NonPersistentTopics
-from broker.ownership import Ownership
-from broker.registry import BrokerRegistry
-from broker.retention_task import RetentionTask
-from broker.topic import PersistentTopic
+from broker.cluster import listeners
+from broker.cluster.lease_watch import LeaseWatch
+from broker.cluster.load_manager import LoadManager
+from broker.cluster.load_report import LoadMeter
+from broker.cluster.ownership import Ownership
+from broker.cluster.registry import BrokerRegistry
+from broker.nonpersistent.topic import NonPersistentTopics
+from broker.protocol import topic_lists
+from broker.protocol.revocation import AuthzRecheck
+from broker.records import policies, tenancy
+from broker.retention import offload as offload_policy
+from broker.retention.backlog_quota import BacklogQuotaChecker
+from broker.retention.task import RetentionTask
+from broker.security.authorization import AuthorizationService
+from broker.stats import topic_stats
+from broker.topics import dedup
+from broker.topics.topic import PersistentTopic
 from common import security_records
 from common.clock import Clock
 from common.config import Config
@@ -127,7 +132,7 @@ class BrokerService:
 
     @functools.cached_property
     def authorization(self) -> AuthorizationService:
-        """What a role may do (broker.authorization)."""
+        """What a role may do (broker.security.authorization)."""
         return AuthorizationService(self.config, self.astore)
 
     # --- background work --------------------------------------------------------------------------
@@ -295,7 +300,7 @@ class BrokerService:
         return await policies.partition_count(self.astore, name)
 
     def non_persistent_topics(self, tenant: str, namespace: str) -> list[str]:
-        """The namespace's live non-persistent topics on this broker (`broker.non_persistent`)."""
+        """The namespace's live non-persistent topics on this broker (`broker.nonpersistent.topic`)."""
         return self.non_persistent.names(tenant, namespace)
 
     async def topics_of_namespace(self, tenant: str, namespace: str) -> list[str]:

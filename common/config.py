@@ -179,7 +179,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to"),
     Setting("advertised_listeners", str, "",
             doc="named addresses of this broker, Pulsar's advertisedListeners: 'name:pulsar://host:port,...' "
-                "(a lookup naming a listener is answered its URL; '' : none; see broker.listeners)"),
+                "(a lookup naming a listener is answered its URL; '' : none; see broker.cluster.listeners)"),
     Setting("internal_listener_name", str, "",
             doc="the listener whose pulsar:// URL is this broker's own service URL ('' : the first listener)"),
     Setting("broker_bind_host", str, "127.0.0.1",
@@ -263,7 +263,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),
     Setting("ttl_seconds", int, 0, 0, 10_000_000, "messages older than this are acked by TTL (0: off)"),
-    # --- backlog quotas (broker.backlog_quota; Pulsar's backlogQuota* settings) ---
+    # --- backlog quotas (broker.retention.backlog_quota; Pulsar's backlogQuota* settings) ---
     Setting("backlog_quota_check_enabled", bool, True,
             doc="enforce backlog quotas: the periodic check and the refusal of producers (false: shown only)"),
     Setting("backlog_quota_check_interval_ms", int, 60_000, 10, 86_400_000,
@@ -367,7 +367,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_client_auth_token", str, "",
             doc="token this broker presents to other brokers' admin APIs (brokerClientAuthenticationParameters): "
                 "file:///path, data:;base64,..., env:VAR or the token"),
-    # --- security: authorization (broker.authorization); Pulsar's authorization* settings ---
+    # --- security: authorization (broker.security.authorization); Pulsar's authorization* settings ---
     Setting("authorization_enabled", bool, False,
             doc="check every producer, consumer, lookup and admin call against roles and permissions "
                 "(authorizationEnabled)"),

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import backlog_quota as bq
-from broker import policies
 from broker.admin import lookup
 from broker.admin.http import body_json, flag, namespace_of, topic_of
+from broker.records import policies
+from broker.retention import backlog_quota as bq
 from common.errors import NotAllowed
 from common.topic_names import TopicName
 

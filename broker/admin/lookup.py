@@ -12,7 +12,7 @@ the HTTP service URL calls (the C++ client's HTTPLookupService; then it connects
   broker, the answer is a 307 to the same path there with `authoritative=true` (that broker
   takes the bundle and answers), as Pulsar's TopicLookup does; clients follow it (curl does).
   `?listenerName=` (or header `X-Pulsar-ListenerName`; the query wins) picks the owner's
-  advertised listener for `brokerUrl`/`brokerUrlTls` (`broker.listeners`); one the owner does not
+  advertised listener for `brokerUrl`/`brokerUrlTls` (`broker.cluster.listeners`); one the owner does not
   have is a 404 "the broker do not have <name> listener ...". Unknown namespace: 404.
 - `GET    .../bundle` → the topic's bundle, `"0x00000000_0x40000000"` (a JSON string).
 The same client reads partition counts from `GET /admin/v2/{domain}/.../partitions?checkAllowAutoCreation=true`
@@ -50,14 +50,14 @@ import yarl
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from broker import bundles as bundles_mod
-from broker import listeners
 from broker.admin.http import Refused, error, flag, topic_of
-from broker.bundles import NamespaceBundles
-from broker.lookup import broker_urls
-from broker.ownership import LookupKind, ownership_path
-from broker.peer_auth import peer_headers, peer_ssl
-from broker.topic_stats import topic_stats
+from broker.cluster import listeners
+from broker.cluster.ownership import LookupKind, ownership_path
+from broker.protocol.lookup import broker_urls
+from broker.records import bundles as bundles_mod
+from broker.records.bundles import NamespaceBundles
+from broker.security.peer_auth import peer_headers, peer_ssl
+from broker.stats.topic_stats import topic_stats
 from common.config import Config
 from common.errors import (
     BundleNotOwned,
@@ -73,7 +73,7 @@ from common.errors import (
 from common.topic_names import TopicName, parse_topic
 
 if TYPE_CHECKING:
-    from broker.ownership import Ownership
+    from broker.cluster.ownership import Ownership
     from broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ PEER_REDIRECTS_MAX = 5
 UNLOAD_TOPIC_TIMEOUT_S = 30.0     # closing one topic for `topics unload`
 
 _SERVICE: web.AppKey[BrokerService] = web.AppKey("cluster_service")
-# the settings `peer_call` takes this broker's credentials from (`broker.peer_auth`): set for every
+# the settings `peer_call` takes this broker's credentials from (`broker.security.peer_auth`): set for every
 # admin request by `broker.admin.access.access` (tasks a handler starts inherit it)
 PEER_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar("peer_config", default=None)
 
@@ -150,7 +150,7 @@ def listener_name_of(request: web.Request) -> str:
 async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
                     body: object = None) -> tuple[int, object]:
     """An admin call on another broker (`authoritative=true`; `body` sent as JSON unless None),
-    with this broker's credentials (`PEER_CONFIG`, `broker.peer_auth`), its 307/308s followed
+    with this broker's credentials (`PEER_CONFIG`, `broker.security.peer_auth`), its 307/308s followed
     (at most PEER_REDIRECTS_MAX, credentials and body re-sent: aiohttp would drop the
     Authorization header on a redirect to another broker): (status, decoded JSON body or None; for
     an error status, the reason). Status 0 when it could not be reached or did not answer within

@@ -8,7 +8,7 @@ Resources (each module's docstring lists its routes):
   `broker.admin.brokers`: brokers, health, leader, clusters; `broker.admin.broker_stats`: every
   loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`;
   `broker.admin.schemas`: the schema registry and the schema policies.
-- `GET /metrics` → Prometheus text (`broker.metrics`).
+- `GET /metrics` → Prometheus text (`broker.stats.metrics`).
 
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with
 Pulsar's status codes), then `broker.admin.access.access` (authentication and authorization of
@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from auth import tls
-from broker import metrics
 from broker.admin import (
     access,
     backlog_quota,
@@ -54,6 +53,7 @@ from broker.admin import (
     topics,
 )
 from broker.admin.http import BODY_BYTES_MAX, errors
+from broker.stats import metrics
 
 if TYPE_CHECKING:
     from broker.service import BrokerService

@@ -2,7 +2,7 @@
 
 The threshold (bytes; 0 = off) is the topic's `compactionThreshold` (topic policies), else its
 namespace's `compaction_threshold` (Pulsar's Policies field), else the broker's
-`compaction_threshold_bytes`. The retention pass (`broker.retention_task`, every
+`compaction_threshold_bytes`. The retention pass (`broker.retention.task`, every
 `broker_retention_check_interval_ms`) calls `retention_pass` for each loaded topic: with a
 threshold set, the `__compaction` subscription is made to exist (so what is not compacted yet is
 kept), and a run starts when its backlog (bytes not compacted yet) exceeds the threshold, as
@@ -21,7 +21,7 @@ from common.errors import BadRequestBody, NotAllowed
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.topics.topic import PersistentTopic
 
 NS_KEY = "compaction_threshold"         # namespace Policies field (bytes)
 TOPIC_KEY = "compactionThreshold"       # topic policies field (bytes)

@@ -50,8 +50,8 @@ from cursor.stats import backlog
 from ledger.position import EARLIEST
 
 if TYPE_CHECKING:
-    from broker.subscription import Subscription
-    from broker.topic import PersistentTopic
+    from broker.topics.subscription import Subscription
+    from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 

@@ -78,8 +78,9 @@ class _Scope:
             await policies.set_topic_policy(self.service.astore, self.name, bq.QUOTA_KEY, value)
         else:
             await policies.set_namespace_policy(self.service.astore, self.tenant, self.ns, bq.QUOTA_KEY, value)
-        await bq.reload_matching(self.service, lambda n: (n.tenant, n.namespace) == (self.tenant, self.ns) and (
-            self.name is None or n.base.path == self.name.base.path))
+        await bq.reload_matching(self.service.ctx, self.service, lambda n: (
+            (n.tenant, n.namespace) == (self.tenant, self.ns)
+            and (self.name is None or n.base.path == self.name.base.path)))
 
 
 async def refuse_retention_under_quotas(service: BrokerService, tenant: str, ns: str, name: TopicName | None,

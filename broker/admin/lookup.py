@@ -52,8 +52,7 @@ from aiohttp.typedefs import Handler
 
 from broker.admin.http import Refused, error, flag, topic_of
 from broker.cluster import listeners
-from broker.cluster.ownership import LookupKind, ownership_path
-from broker.protocol.lookup import broker_urls
+from broker.cluster.ownership import LookupKind, broker_urls, ownership_path
 from broker.records import bundles as bundles_mod
 from broker.records.bundles import NamespaceBundles
 from broker.security.peer_auth import peer_headers, peer_ssl
@@ -119,8 +118,8 @@ def redirect_to(http_url: str, request: web.Request) -> web.Response:
 def tls_web_url(service: BrokerService, http_url: str) -> str:
     """The admin https:// URL of the broker whose admin URL is `http_url`, from its registry entry
     ('' : it serves none, or it is not registered)."""
-    if http_url == service.web_url:
-        return service.web_url_tls
+    if http_url == service.identity.web_url:
+        return service.identity.web_url_tls
     found = next((b for b in service.registry.live().values() if b.web_url == http_url), None)
     return found.web_url_tls if found is not None else ""
 
@@ -197,7 +196,7 @@ async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bo
     an unowned bundle is assigned first (`Ownership.resolve`; NotAllowed "Can't find owner for
     topic <t>" if nobody can take it); without, an unowned topic counts as this broker's (there is
     nothing loaded anywhere). ServiceNotReady while starting or with the lease lapsed."""
-    if not service.web_url:
+    if not service.identity.web_url:
         raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
     if assign:
         try:
@@ -206,7 +205,7 @@ async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bo
             raise NotAllowed(f"Can't find owner for topic {name}") from None     # 412
         except LeaseLost as exc:
             raise ServiceNotReady(str(exc)) from None                           # 503
-        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url
+        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.identity.service_url
         return None if mine else answer.http_url
     bundle = await service.ownership.bundle_of(name)
     owner = await service.ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
@@ -266,7 +265,7 @@ async def delete_partition(service: BrokerService, name: TopicName, *, force: bo
 
 def ownership_of(service: BrokerService) -> Ownership:
     """The broker's ownership once it is registered; ServiceNotReady (503) while it starts."""
-    if not service.web_url:
+    if not service.identity.web_url:
         raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
     return service.ownership
 

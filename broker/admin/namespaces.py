@@ -234,7 +234,7 @@ class _NamespaceRoutes:
     async def unload_namespace(self, request: web.Request) -> web.Response:
         """Each owned bundle unloaded by its owner (at once); unowned ones skipped."""
         tenant, ns = namespace_of(request)
-        if not self.service.web_url:
+        if not self.service.identity.web_url:
             raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
         failures = await unload_everywhere(self.service, tenant, ns)
         if failures:

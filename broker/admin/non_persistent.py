@@ -262,7 +262,7 @@ async def live_topics(service: BrokerService, tenant: str, ns: str, *, local: bo
     names = set(service.non_persistent_topics(tenant, ns))
     if not local:
         for broker in service.registry.live().values():
-            if broker.web_url and broker.web_url != service.web_url:
+            if broker.web_url and broker.web_url != service.identity.web_url:
                 names.update(await _peer_list(broker.web_url, tenant, ns))
     return sorted(names)
 

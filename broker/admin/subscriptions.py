@@ -56,7 +56,7 @@ from aiohttp import web
 from broker.admin import lookup
 from broker.admin.http import body_json, error, flag, reason_of, status_of, topic_of
 from broker.records import policies
-from broker.stats.topic_stats import expire_counted
+from broker.topics.rates import expire_counted
 from common.errors import (
     AlreadyExists,
     BadRequestBody,

@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from common.errors import StrataError
 from metadata.api import SessionEvent
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.cluster.ownership import Ownership
+    from broker.cluster.registry import BrokerRegistry
+    from broker.context import BrokerContext
+    from metadata.api import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -35,32 +39,39 @@ _RENEW_RETRY_S = 1.0
 
 
 class LeaseWatch:
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(self, ctx: BrokerContext, store: MetadataStore, registry: BrokerRegistry, ownership: Ownership,
+                 load_report: Callable[[], dict]) -> None:
+        self._ctx = ctx
+        self._store = store                  # the synchronous store: a new session is made on it
+        self._registry = registry
+        self._ownership = ownership
+        self._load_report = load_report      # this broker's load report, as registered
         self._renewing: asyncio.Task | None = None
+        self._stopped = False                # the broker is stopping: nothing more is done
 
     def start(self) -> None:
-        self._service.astore.add_session_listener(self._on_event)
-        self._service.spawn(self._report_loop())
+        self._ctx.astore.add_session_listener(self._on_event)
+        self._ctx.spawn(self._report_loop())
+
+    def stop(self) -> None:
+        self._stopped = True
 
     def _on_event(self, event: SessionEvent) -> None:
-        service = self._service
-        if service.closing:
+        if self._stopped:
             return
         if event is SessionEvent.LEASE_LOST:
-            service.spawn(service.ownership.drop_all("metadata lease lapsed"))
+            self._ctx.spawn(self._ownership.drop_all("metadata lease lapsed"))
         elif event is SessionEvent.LEASE_REGAINED:
             log.warning("metadata lease renewed again; serving resumes")
         elif event is SessionEvent.EXPIRED and (self._renewing is None or self._renewing.done()):
-            self._renewing = service.spawn(self._new_session())
+            self._renewing = self._ctx.spawn(self._new_session())
 
     async def _new_session(self) -> None:
-        service = self._service
-        await service.ownership.drop_all("metadata session expired")
-        while not service.closing:
+        await self._ownership.drop_all("metadata session expired")
+        while not self._stopped:
             try:
-                session_id = await asyncio.to_thread(service.store.new_session)
-                await service.registry.register(service.load_report())
+                session_id = await asyncio.to_thread(self._store.new_session)
+                await self._registry.register(self._load_report())
                 log.warning("registered again under a new metadata session %s", session_id[:8])
                 return
             except StrataError as exc:
@@ -68,16 +79,15 @@ class LeaseWatch:
                 await asyncio.sleep(_RENEW_RETRY_S)
 
     async def _report_loop(self) -> None:
-        service = self._service
-        interval_s = service.config.broker_load_report_interval_ms / 1000
-        while not service.closing:
+        interval_s = self._ctx.config.broker_load_report_interval_ms / 1000
+        while not self._stopped:
             await asyncio.sleep(interval_s)
-            if service.closing or not service.astore.lease_valid():
+            if self._stopped or not self._ctx.astore.lease_valid():
                 continue
             if self._renewing is not None and not self._renewing.done():
                 continue
             try:
-                if not await service.registry.report(service.load_report()):
-                    await service.registry.register(service.load_report())
+                if not await self._registry.report(self._load_report()):
+                    await self._registry.register(self._load_report())
             except StrataError as exc:
                 log.warning("load report not written: %s", exc)

@@ -41,13 +41,15 @@ from broker.cluster.ownership import HINT_TTL_MS, NAMESPACE_ROOT
 from broker.cluster.placement import load_score
 from broker.records import bundles as bundle_math
 from broker.security.peer_auth import peer_headers, peer_ssl
-from broker.stats.topic_stats import out_rates, rates
+from broker.topics.rates import out_rates, rates
 from common.errors import AlreadyExists, StrataError
 from metadata.api import EventKind, Watch, WatchEvent
 
 if TYPE_CHECKING:
-    from broker.cluster.registry import BrokerInfo
-    from broker.service import BrokerService
+    from broker.cluster.identity import BrokerIdentity
+    from broker.cluster.ownership import Ownership
+    from broker.cluster.registry import BrokerInfo, BrokerRegistry
+    from broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +59,13 @@ _UNLOAD_CALL_TIMEOUT_S = 30.0
 
 
 class LoadManager:
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(self, ctx: BrokerContext, identity: BrokerIdentity, registry: BrokerRegistry,
+                 ownership: Ownership) -> None:
+        self._ctx = ctx
+        self._identity = identity
+        self._registry = registry
+        self._ownership = ownership
+        self._stopped = False                # the broker is stopping: no more passes or elections
         self.is_leader = False
         self._leader: dict | None = None
         self._watch: Watch | None = None
@@ -70,11 +77,12 @@ class LoadManager:
     # --- leader ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._watch = await self._service.astore.watch(LEADER_PATH, self._leader_changed)
+        self._watch = await self._ctx.astore.watch(LEADER_PATH, self._leader_changed)
         await self.elect()
-        self._service.spawn(self._loop())
+        self._ctx.spawn(self._loop())
 
     def stop(self) -> None:
+        self._stopped = True
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
@@ -83,17 +91,18 @@ class LoadManager:
         if event.kind is EventKind.DELETED:
             self._leader = None
             self.is_leader = False
-            if not self._service.closing and not self._service.draining:
-                self._service.spawn(self.elect())
+            if not self._stopped and not self._ownership.draining:
+                self._ctx.spawn(self.elect())
         elif event.value is not None:
             self._leader = json.loads(event.value.decode())
 
     async def elect(self) -> None:
         """Become leader if nobody is; learn who is otherwise."""
-        s = self._service
-        me = {"brokerId": s.registry.key, "serviceUrl": s.advertised_url, "webServiceUrl": s.web_url}
+        me = {"brokerId": self._identity.registry_key, "serviceUrl": self._identity.service_url,
+              "webServiceUrl": self._identity.web_url}
+        astore = self._ctx.astore
         try:
-            await s.astore.create(LEADER_PATH, json.dumps(me).encode(), ephemeral=True)
+            await astore.create(LEADER_PATH, json.dumps(me).encode(), ephemeral=True)
             self.is_leader, self._leader = True, me
             log.info("this broker is the leader")
             return
@@ -102,31 +111,31 @@ class LoadManager:
         except StrataError as exc:
             log.warning("leader election: %s", exc)
             return
-        found = await s.astore.get(LEADER_PATH)
+        found = await astore.get(LEADER_PATH)
         if found is None:
             return
         self._leader = json.loads(found.value.decode())
-        self.is_leader = found.ephemeral_owner == s.astore.session_id
+        self.is_leader = found.ephemeral_owner == astore.session_id
 
     async def leader(self) -> dict | None:
         """The current leader's `{"brokerId", "serviceUrl", "webServiceUrl"}`, or None."""
         if self._leader is None:
-            found = await self._service.astore.get(LEADER_PATH)
+            found = await self._ctx.astore.get(LEADER_PATH)
             self._leader = json.loads(found.value.decode()) if found is not None else None
         return self._leader
 
     # --- periodic passes ------------------------------------------------------------------------------
 
     async def _loop(self) -> None:
-        s = self._service
-        interval_s = s.config.broker_load_shedding_interval_ms / 1000
-        while not s.closing:
+        config = self._ctx.config
+        interval_s = config.broker_load_shedding_interval_ms / 1000
+        while not self._stopped:
             await asyncio.sleep(interval_s)
-            if s.closing or s.draining or not s.astore.lease_valid():
+            if self._stopped or self._ownership.draining or not self._ctx.astore.lease_valid():
                 continue
             self._pass += 1
             try:
-                if s.config.broker_bundle_auto_split:
+                if config.broker_bundle_auto_split:
                     await self.split_busy_bundles()
                 if self.is_leader:
                     await self.shed()
@@ -137,22 +146,21 @@ class LoadManager:
 
     async def split_busy_bundles(self) -> list[str]:
         """Split every bundle of ours past a topic-count or msg-rate threshold; returns their keys."""
-        s, c = self._service, self._service.config
+        ownership, c = self._ownership, self._ctx.config
         split = []
-        for tenant, ns, bundle in s.ownership.owned():
-            topics = s.ownership.topics_in(tenant, ns, bundle)
+        for tenant, ns, bundle in ownership.owned():
+            topics = ownership.topics_in(tenant, ns, bundle)
             msg_rate = sum(rates(t)[0] + out_rates(t)[0] for t in topics)
             if len(topics) <= c.broker_bundle_split_topics_max and msg_rate <= c.broker_bundle_split_msg_rate_max:
                 continue
             log.info("splitting bundle %s/%s/%s: %d topics, %.0f msg/s", tenant, ns, bundle.key, len(topics), msg_rate)
-            await s.ownership.split(tenant, ns, bundle, unload=False)
+            await ownership.split(tenant, ns, bundle, unload=False)
             split.append(f"{tenant}/{ns}/{bundle.key}")
         return split
 
     async def shed(self) -> str | None:
         """One shedding decision (see the module docstring); the bundle moved, if any."""
-        s = self._service
-        live = s.registry.live()
+        live = self._registry.live()
         if len(live) < 2:
             return None
         counts = self._counts()
@@ -162,7 +170,7 @@ class LoadManager:
         target = min(live.values(), key=lambda b: (scores[b.key], counts.get(b.service_url, 0), b.key))
         over, least = scores[busiest.key], scores[target.key]
         count_gap = counts.get(busiest.service_url, 0) - counts.get(target.service_url, 0)
-        if over - least < 2.0 or (over <= s.config.broker_load_shedding_ratio_max * average and count_gap < 2):
+        if over - least < 2.0 or (over <= self._ctx.config.broker_load_shedding_ratio_max * average and count_gap < 2):
             return None
         bundle = self._pick_bundle(busiest)
         if bundle is None:
@@ -179,8 +187,8 @@ class LoadManager:
     def _counts(self) -> dict[str, int]:
         """Bundles per broker service URL: the ownership view, plus each bundle shed and not yet
         acquired (counted as its destination's until someone owns it or its hint expires)."""
-        counts = self._service.ownership.owner_counts()
-        owners = {path: native for path, (native, _, _) in self._service.ownership.view_items()}
+        counts = self._ownership.owner_counts()
+        owners = {path: native for path, (native, _, _) in self._ownership.view_items()}
         now = time.monotonic()
         for path, (source, destination, until) in list(self._pending.items()):
             owner = owners.get(path)
@@ -192,7 +200,7 @@ class LoadManager:
 
     def _pick_bundle(self, broker: BrokerInfo) -> str | None:
         owned = [path[len(NAMESPACE_ROOT) + 1:] for path, (native, _, disabled) in
-                 self._service.ownership.view_items() if native == broker.service_url and not disabled]
+                 self._ownership.view_items() if native == broker.service_url and not disabled]
         moved = self._recently_moved
         movable = [b for b in sorted(owned) if self._pass - moved.get(b, -_GRACE_PASSES) >= _GRACE_PASSES]
         if len(owned) < 2 or not movable:
@@ -201,16 +209,16 @@ class LoadManager:
 
     async def _unload_on(self, broker: BrokerInfo, bundle: str, destination: str) -> None:
         tenant, ns, key = bundle.split("/")
-        s = self._service
-        if broker.service_url == s.advertised_url:
-            await s.ownership.unload(tenant, ns, bundle_math.parse_bundle(key), destination=destination)
+        config = self._ctx.config
+        if broker.service_url == self._identity.service_url:
+            await self._ownership.unload(tenant, ns, bundle_math.parse_bundle(key), destination=destination)
             return
         url = f"{broker.web_url}/admin/v2/namespaces/{tenant}/{ns}/{key}/unload"
         timeout = aiohttp.ClientTimeout(total=_UNLOAD_CALL_TIMEOUT_S)
         try:   # as this broker (broker_client_auth_token), the peer verified against tls_trust_certs_file
-            async with aiohttp.ClientSession(timeout=timeout, headers=peer_headers(s.config)) as http, \
+            async with aiohttp.ClientSession(timeout=timeout, headers=peer_headers(config)) as http, \
                     http.put(url, params={"destinationBroker": destination},
-                             ssl=peer_ssl(s.config) or True) as response:
+                             ssl=peer_ssl(config) or True) as response:
                 if response.status >= 300:
                     log.warning("shedding: %s answered %d: %s", url, response.status, await response.text())
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -1,6 +1,6 @@
 """This broker's load report: what it registers for placement and shedding (Pulsar's LocalBrokerData).
 
-`LoadMeter.report(service)` returns the JSON fields Pulsar's modular load manager publishes under
+`LoadMeter.report(identity, topics, ...)` returns the JSON fields Pulsar's modular load manager publishes under
 `/loadbalance/brokers/<host>:<webPort>`. Identity: Pulsar's LocalBrokerData is identified by its
 four URLs (`webServiceUrl`, `webServiceUrlTls`, `pulsarServiceUrl`, `pulsarServiceUrlTls`: its
 equals/hashCode), and Pulsar 3.x names a broker by its brokerId `<advertisedAddress>:<webPort>`,
@@ -9,7 +9,7 @@ leader's `brokerId` (`broker.cluster.load_manager`) names: never the binary port
 `loadReportType` "LocalBrokerData", `brokerVersionString`, `persistentTopicsEnabled` true and
 `nonPersistentTopicsEnabled` true (`broker.nonpersistent.topic`). Load: message and
 byte rates in and out (summed over the
-loaded topics' sampled rates, `broker.stats.topic_stats.rates`), topic, bundle, producer, consumer and
+loaded topics' sampled rates, `broker.topics.rates.rates`), topic, bundle, producer, consumer and
 connection counts, and CPU as the process's CPU time over wall time since the previous report
 (percent of one core; `limit` is 100 × the cores it may use).
 
@@ -22,13 +22,15 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from broker.protocol.connection import SERVER_VERSION
-from broker.stats.topic_stats import out_rates, rates
+from broker import SERVER_VERSION
+from broker.topics.rates import out_rates, rates
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.cluster.identity import BrokerIdentity
+    from broker.topics.topic import PersistentTopic
 
 
 class LoadMeter:
@@ -43,10 +45,11 @@ class LoadMeter:
         self._cpu_s, self._wall_s = cpu_s, wall_s
         return max(0.0, 100.0 * spent / elapsed) if elapsed > 0 else 0.0
 
-    def report(self, service: BrokerService, connections: int, bundles: list[str]) -> dict:
+    def report(self, identity: BrokerIdentity, topics: Collection[PersistentTopic], connections: int,
+               bundles: list[str]) -> dict:
         rate_in = rate_out = bytes_in = bytes_out = 0.0
         producers = consumers = 0
-        for topic in list(service.topics.values()):
+        for topic in list(topics):
             m_in, b_in = rates(topic)
             m_out, b_out = out_rates(topic)
             rate_in, bytes_in = rate_in + m_in, bytes_in + b_in
@@ -55,12 +58,12 @@ class LoadMeter:
             consumers += sum(len(s.consumers) for s in topic.subscriptions.values())
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return {
-            "webServiceUrl": service.web_url,
-            "webServiceUrlTls": service.web_url_tls,
-            "pulsarServiceUrl": service.advertised_url,
-            "pulsarServiceUrlTls": service.advertised_url_tls,
-            "advertisedListeners": service.listeners.to_json(),
-            "brokerId": service.registry.key,        # host:webPort, as `brokers list` names it
+            "webServiceUrl": identity.web_url,
+            "webServiceUrlTls": identity.web_url_tls,
+            "pulsarServiceUrl": identity.service_url,
+            "pulsarServiceUrlTls": identity.service_url_tls,
+            "advertisedListeners": identity.listeners.to_json(),
+            "brokerId": identity.registry_key,        # host:webPort, as `brokers list` names it
             "loadReportType": "LocalBrokerData",
             "brokerVersionString": SERVER_VERSION,
             "persistentTopicsEnabled": True,
@@ -73,7 +76,7 @@ class LoadMeter:
             "msgRateOut": rate_out,
             "msgThroughputIn": bytes_in,
             "msgThroughputOut": bytes_out,
-            "numTopics": len(service.topics),
+            "numTopics": len(topics),
             "numBundles": len(bundles),
             "numProducers": producers,
             "numConsumers": consumers,

@@ -58,8 +58,12 @@ from common.topic_names import TopicName
 from metadata.api import EventKind, Versioned, Watch, WatchEvent
 
 if TYPE_CHECKING:
+    from broker.cluster.identity import BrokerIdentity
     from broker.cluster.registry import BrokerInfo, BrokerRegistry
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
+    from broker.nonpersistent.topic import NonPersistentTopics
+    from broker.records.tenancy import NamespaceCache
+    from broker.topics.loaded import LoadedTopics
     from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -114,6 +118,20 @@ class LookupAnswer:
     native_url_tls: str = ""     # its pulsar+ssl:// URL ('' : none), LOOKUP_RESPONSE's brokerServiceUrlTls
 
 
+TLS_SCHEME = "pulsar+ssl://"
+
+
+def broker_urls(answer: LookupAnswer, listener_name: str) -> tuple[str, str]:
+    """(pulsar URL, pulsar+ssl URL) a lookup answers: the broker's own service URL and TLS URL ('' :
+    it serves no such port; a broker with only a TLS port is known by its TLS URL), or with a
+    listener name that listener's URLs (UnknownListener if the broker has no such listener)."""
+    if not listener_name:
+        plain = "" if answer.native_url.startswith(TLS_SCHEME) else answer.native_url
+        return plain, answer.native_url_tls
+    listener = listeners_mod.choose(answer.listeners, listener_name)
+    return listener.pulsar_url, listener.pulsar_tls_url
+
+
 def _decode_owner(raw: bytes | None) -> tuple[str, str, bool] | None:
     if raw is None:
         return None
@@ -137,11 +155,17 @@ def _decode_extras(raw: bytes) -> tuple[dict[str, listeners_mod.Listener], str]:
 
 
 class Ownership:
-    def __init__(self, service: BrokerService, registry: BrokerRegistry) -> None:
-        self._service = service
-        self._astore = service.astore
-        self._config = service.config
+    def __init__(self, ctx: BrokerContext, identity: BrokerIdentity, registry: BrokerRegistry,
+                 namespaces: NamespaceCache, loaded: LoadedTopics, non_persistent: NonPersistentTopics) -> None:
+        self._ctx = ctx
+        self._astore = ctx.astore
+        self._config = ctx.config
+        self._identity = identity
         self._registry = registry
+        self._namespaces = namespaces
+        self._loaded = loaded                  # the persistent topics this broker serves: closed on unload
+        self._non_persistent = non_persistent  # and the non-persistent ones
+        self.draining = False                  # stopping: acquire nothing more, send lookups elsewhere
         self._bundles: dict[tuple[str, str], NamespaceBundles] = {}
         self._view: dict[str, tuple[str, str, bool]] = {}      # every ownership key: (native, http, disabled)
         self._mine: dict[str, int] = {}                         # our keys -> version
@@ -173,7 +197,7 @@ class Ownership:
             if waiting is not None:
                 waiting.set()
             if event.path in self._mine and event.path not in self._releasing:
-                self._service.spawn(self._check_lost(event.path))
+                self._ctx.spawn(self._check_lost(event.path))
             return
         owner = _decode_owner(event.value)
         if owner is not None:
@@ -224,14 +248,14 @@ class Ownership:
         return (await self.namespace_bundles(name.tenant, name.namespace)).find(str(name))
 
     def _me(self) -> OwnerInfo:
-        return OwnerInfo(self._service.advertised_url, self._service.web_url, True,
-                         listeners=self._service.listeners.by_name, native_url_tls=self._service.advertised_url_tls)
+        return OwnerInfo(self._identity.service_url, self._identity.web_url, True,
+                         listeners=self._identity.listeners.by_name, native_url_tls=self._identity.service_url_tls)
 
     def _record(self, me: OwnerInfo, *, disabled: bool) -> bytes:
         """Our ownership record: NamespaceEphemeralData, with our advertised listeners."""
         return json.dumps({"nativeUrl": me.native_url, "nativeUrlTls": me.native_url_tls, "httpUrl": me.http_url,
-                           "httpUrlTls": self._service.web_url_tls, "disabled": disabled,
-                           "advertisedListeners": self._service.listeners.to_json()}).encode()
+                           "httpUrlTls": self._identity.web_url_tls, "disabled": disabled,
+                           "advertisedListeners": self._identity.listeners.to_json()}).encode()
 
     # --- owning --------------------------------------------------------------------------------------
 
@@ -258,7 +282,7 @@ class Ownership:
         path = ownership_path(tenant, namespace, bundle)
         me = self._me()
         value = self._record(me, disabled=False)
-        if self._service.draining:
+        if self.draining:
             raise BundleNotOwned("this broker is stopping", bundle=f"{tenant}/{namespace}/{bundle.key}")
         for _ in range(3):
             if path in self._mine and path not in self._releasing:
@@ -302,7 +326,7 @@ class Ownership:
 
     async def resolve(self, name: TopicName, *, authoritative: bool) -> LookupAnswer:
         """The lookup decision of the module docstring (NamespaceNotFound: never created)."""
-        await self._service.namespaces.require(name.tenant, name.namespace)
+        await self._namespaces.require(name.tenant, name.namespace)
         bundle = await self.bundle_of(name)
         path = ownership_path(name.tenant, name.namespace, bundle)
         if not self._astore.lease_valid():   # answer only with other owners; assign nothing
@@ -323,7 +347,7 @@ class Ownership:
 
     def _owner_from_view(self, path: str) -> OwnerInfo | None:
         seen = self._view.get(path)
-        if seen is None or seen[0] == self._service.advertised_url or seen[2]:
+        if seen is None or seen[0] == self._identity.service_url or seen[2]:
             return None
         registered = self._registry.by_service_url(seen[0])    # its listeners, from its registry entry
         if registered is None:
@@ -338,9 +362,9 @@ class Ownership:
     async def _assign(self, tenant: str, namespace: str, bundle: BundleRange, path: str,
                       authoritative: bool) -> LookupAnswer:
         target = None if authoritative else await self._choose(tenant, namespace, bundle)
-        if self._service.draining and (target is None or target.service_url == self._service.advertised_url):
+        if self.draining and (target is None or target.service_url == self._identity.service_url):
             raise NoOwner("this broker is stopping and no other broker is live")
-        if target is None or target.service_url == self._service.advertised_url:
+        if target is None or target.service_url == self._identity.service_url:
             owner = await self.acquire(tenant, namespace, bundle)
             return self._connect(owner)
         self._provisional[path] = (target.service_url, time.monotonic() + 5.0)
@@ -352,13 +376,13 @@ class Ownership:
         the watch-fed view may still list a broker whose session was just reaped (it then looks
         idle, having lost every bundle), and a client sent there waits for nothing."""
         live = self._registry.live()
-        if self._service.draining:
-            live = {k: b for k, b in live.items() if b.service_url != self._service.advertised_url}
+        if self.draining:
+            live = {k: b for k, b in live.items() if b.service_url != self._identity.service_url}
         hint = await self._hint(tenant, namespace, bundle)
         for _ in range(len(live) + 1):
             target = live[hint] if hint is not None and hint in live else \
                 placement.least_loaded(live.values(), self.owner_counts())
-            if target is None or target.service_url == self._service.advertised_url:
+            if target is None or target.service_url == self._identity.service_url:
                 return target
             if await self._registry.is_registered(target.key):
                 return target
@@ -417,7 +441,7 @@ class Ownership:
 
     def topics_in(self, tenant: str, namespace: str, bundle: BundleRange) -> list[PersistentTopic]:
         out = []
-        for topic in list(self._service.topics.values()):
+        for topic in list(self._loaded.topics.values()):
             n = topic.name
             if (n.tenant, n.namespace) == (tenant, namespace) and bundle.holds(bundle_math.topic_hash(str(n))):
                 out.append(topic)
@@ -435,7 +459,7 @@ class Ownership:
             version = await self._disable(path, version)
             await self._leave_hint(tenant, namespace, bundle, destination)
             await self._close_topics(self.topics_in(tenant, namespace, bundle))
-            await self._service.non_persistent.close_where(lambda n: (n.tenant, n.namespace) == (tenant, namespace)
+            await self._non_persistent.close_where(lambda n: (n.tenant, n.namespace) == (tenant, namespace)
                                                            and bundle.holds(bundle_math.topic_hash(str(n))))
             try:
                 await self._astore.delete(path, expected_version=version)
@@ -458,7 +482,7 @@ class Ownership:
     async def _leave_hint(self, tenant: str, namespace: str, bundle: BundleRange, destination: str | None) -> None:
         live = self._registry.live()
         if destination is None:
-            others = [b for b in live.values() if b.service_url != self._service.advertised_url]
+            others = [b for b in live.values() if b.service_url != self._identity.service_url]
             chosen = placement.least_loaded(others, self.owner_counts())
             destination = chosen.key if chosen is not None else None
         if destination is None:
@@ -469,7 +493,7 @@ class Ownership:
     async def _close_topics(self, topics: Iterable[PersistentTopic]) -> None:
         async def close_one(topic: PersistentTopic) -> None:
             try:
-                await asyncio.wait_for(self._service.release(topic), UNLOAD_TOPIC_CLOSE_S)
+                await asyncio.wait_for(self._loaded.release(topic), UNLOAD_TOPIC_CLOSE_S)
             except (StrataError, TimeoutError) as exc:
                 log.warning("closing %s while unloading: %s", topic.name, exc)
 
@@ -494,7 +518,7 @@ class Ownership:
         except StrataError:
             found = None
         if found is not None and found.ephemeral_owner == self._astore.session_id:
-            self._view.setdefault(path, (self._service.advertised_url, self._service.web_url, False))
+            self._view.setdefault(path, (self._identity.service_url, self._identity.web_url, False))
             log.info("%s: the delete seen is its previous holder's; ours stands", path)
             return
         if path in self._mine and path not in self._releasing:
@@ -515,8 +539,8 @@ class Ownership:
             log.error("%s: no longer serving %d bundle(s)", reason, len(paths))
         self._mine.clear()
         self._view.clear()
-        await self._close_topics(list(self._service.topics.values()))
-        await self._service.non_persistent.close_where(lambda _name: True)
+        await self._close_topics(list(self._loaded.topics.values()))
+        await self._non_persistent.close_where(lambda _name: True)
 
     async def split(self, tenant: str, namespace: str, bundle: BundleRange, *,
                     unload: bool) -> tuple[BundleRange, BundleRange]:

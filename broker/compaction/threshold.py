@@ -20,8 +20,7 @@ from common.config import Config
 from common.errors import BadRequestBody, NotAllowed
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
-    from broker.topics.topic import PersistentTopic
+    from broker.compaction.topic_compaction import TopicCompaction
 
 NS_KEY = "compaction_threshold"         # namespace Policies field (bytes)
 TOPIC_KEY = "compactionThreshold"       # topic policies field (bytes)
@@ -46,11 +45,11 @@ def effective(ns_policies: dict, config: Config, topic_policies: dict | None) ->
     return config.compaction_threshold_bytes
 
 
-async def retention_pass(service: BrokerService, topic: PersistentTopic, ns_policies: dict,
+async def retention_pass(config: Config, compaction: TopicCompaction, ns_policies: dict,
                          topic_policies: dict | None) -> bool:
-    """Start a compaction of `topic` if its threshold is exceeded; True if one started."""
-    threshold = effective(ns_policies, service.config, topic_policies)
-    compaction = topic.compaction
+    """Start a compaction of the topic if its threshold is exceeded; True if one started."""
+    threshold = effective(ns_policies, config, topic_policies)
+    topic = compaction.topic
     if threshold <= 0 or compaction.running or topic.closing:
         return False
     if COMPACTION_SUBSCRIPTION not in topic.subscriptions:

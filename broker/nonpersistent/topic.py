@@ -30,9 +30,13 @@ kept in memory only (`MemoryEpoch`): it starts again at 0 when the topic is crea
 (fan-out is synchronous: nothing waits in flight), so it stays 0.0.
 
 Rates: the registry samples every live topic's counters each `broker_stats_sample_interval_ms`
-into `broker.stats.topic_stats.TrafficMeter`s (the persistent topics' sampler is not used: it reads
-managed ledgers). `service.non_persistent_topics(tenant, ns)` lists the live topics (topic lists,
-admin).
+into `broker.topics.rates.TrafficMeter`s (the persistent topics' sampler is not used: it reads
+managed ledgers). `NonPersistentTopics.names(tenant, ns)` lists the live topics (topic lists,
+admin). The PRODUCER and SUBSCRIBE commands that reach these topics are
+`broker.protocol.nonpersistent`.
+
+Admission: the registry creates a topic only while the broker serves and owns the topic's bundle;
+it asks a `TopicAdmission` (the service), the same checks a persistent topic's load makes.
 
 What must hold: no message byte outlives the write that sends it (nothing is queued or kept); a
 message goes to at most one consumer per subscription; every message that reaches no consumer of
@@ -45,39 +49,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from broker.nonpersistent.dispatch import KeySharedRouter, Router, SharedRouter, SingleActiveRouter
-from broker.protocol import schemas as schemas_wire
-from broker.stats.internal_stats import iso_ms
-from broker.stats.topic_stats import TrafficMeter
-from broker.topics import access_modes
 from broker.topics.access_modes import MemoryEpoch, ProducerAccess
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import EntryFacts, facts_of_info
 from broker.topics.producer import Producer, ProducerLink, _Slot
-from broker.topics.subscription import SUB_TYPE_NAMES, Subscription, SubType
+from broker.topics.rates import TrafficMeter
+from broker.topics.subscription import SUB_TYPE_NAMES, AckedId, KeySharedSpec, Subscription, SubType
 from common.errors import (
-    BundleNotOwned,
     ConsumerBusy,
     NotAllowed,
     NotOnNonPersistent,
     ProducerBusy,
     ServiceNotReady,
-    ShuttingDown,
     StrataError,
     SubscriptionNotFound,
 )
+from common.human import iso_ms
 from common.topic_names import TopicName
 from entries.entry import EntryInfo
-from ledger.position import LATEST, Position
-from proto import pulsar_api_pb2 as pb
-from wire.pulsar import encode_close_producer, encode_producer_success
+from ledger.position import Position
 
 if TYPE_CHECKING:
-    from broker.protocol.connection import ServerConnection
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +82,25 @@ log = logging.getLogger(__name__)
 NON_PERSISTENT_POSITION = Position(0, 0)
 
 
-def _meter(service: BrokerService) -> TrafficMeter:
+class TopicAdmission(Protocol):
+    """Whether this broker may serve a topic now (the service answers)."""
+
+    def check_serving(self, name: TopicName) -> None:
+        """ShuttingDown or BundleNotOwned (lease lapsed) when this broker serves nothing now."""
+        ...
+
+    async def check_owned(self, name: TopicName) -> None:
+        """NamespaceNotFound, OwnedElsewhere or BundleNotOwned unless this broker may serve `name`."""
+        ...
+
+
+def _meter(ctx: BrokerContext) -> TrafficMeter:
     """A meter whose first sample is now, at zero: counts made before the next tick show in rates."""
-    config = service.config
+    config = ctx.config
     window_s = config.broker_stats_rate_window_ms / 1000
     samples_max = config.broker_stats_rate_window_ms // config.broker_stats_sample_interval_ms + 2
     meter = TrafficMeter(window_s, samples_max, with_events=True)
-    meter.sample(service.clock.monotonic_s(), 0, 0, 0)
+    meter.sample(ctx.clock.monotonic_s(), 0, 0, 0)
     return meter
 
 
@@ -112,7 +121,7 @@ class NonPersistentProducer(Producer):
         # outside the store step overridden here; NonPersistentTopic offers those three.
         super().__init__(link, topic, producer_id, name, pending_max, max_message_bytes)  # type: ignore[arg-type]
         self.np_topic = topic
-        self.meter = _meter(topic.service)
+        self.meter = _meter(topic.ctx)
 
     def _store(self, slot: _Slot, entry: bytes, meta: EntryInfo) -> None:
         messages = max(1, meta.num_messages)
@@ -134,7 +143,7 @@ class NonPersistentSubscription(Subscription):
         self.np_topic = topic
         self.router: Router | None = None   # None until the first consumer; by the first one's type
         self.msg_drop_counter = 0           # messages no consumer of this subscription could take
-        self.meter = _meter(topic.service)
+        self.meter = _meter(topic.ctx)
         self.consumer_meters: dict[Consumer, TrafficMeter] = {}
 
     @property
@@ -145,14 +154,14 @@ class NonPersistentSubscription(Subscription):
     def consumers(self) -> list[Consumer]:
         return self.router.consumers if self.router is not None else []
 
-    def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+    def add_consumer(self, consumer: Consumer, key_shared: KeySharedSpec | None) -> None:
         sub_type = SubType(consumer.sub_type)
         if self.router is not None and self.router.consumers and sub_type != self.sub_type:
             raise ConsumerBusy("subscription has consumers of another type", subscription=self.name,
                                current=SUB_TYPE_NAMES[SubType(self.sub_type or 0)], asked=SUB_TYPE_NAMES[sub_type])
-        sticky = bool(key_shared_meta is not None and key_shared_meta.keySharedMode == pb.STICKY)
-        if sticky and key_shared_meta is not None:
-            consumer.key_ranges = [(r.start, r.end) for r in key_shared_meta.hashRanges]
+        sticky = key_shared is not None and key_shared.sticky
+        if sticky and key_shared is not None:
+            consumer.key_ranges = list(key_shared.ranges)
         if self.router is None or not self.router.consumers:
             self.router = self._new_router(sub_type, sticky)
             self.sub_type = sub_type
@@ -160,7 +169,7 @@ class NonPersistentSubscription(Subscription):
             self.router.add(consumer, sticky)
         else:
             self.router.add(consumer)
-        self.consumer_meters[consumer] = _meter(self.np_topic.service)
+        self.consumer_meters[consumer] = _meter(self.np_topic.ctx)
         self.np_topic.idle_since_s = None
 
     def _new_router(self, sub_type: SubType, sticky: bool) -> Router:
@@ -192,10 +201,11 @@ class NonPersistentSubscription(Subscription):
     def on_appended(self) -> None:
         return None
 
-    def ack(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
+    def ack(self, consumer: Consumer, ids: Sequence[AckedId], *, cumulative: bool = False,
+            corrupt: bool = False) -> None:
         return None                      # accepted and ignored: nothing is kept to acknowledge
 
-    def redeliver(self, consumer: Consumer, ids: list[pb.MessageIdData]) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         return None                      # nothing is kept to send again
 
     def seek(self, position: Position | None, publish_time_ms: int | None) -> None:
@@ -233,9 +243,9 @@ class NonPersistentSubscription(Subscription):
 # --- the topic ----------------------------------------------------------------------------------
 
 class NonPersistentTopic:
-    def __init__(self, service: BrokerService, name: TopicName) -> None:
-        self.service = service
-        self.config = service.config
+    def __init__(self, ctx: BrokerContext, name: TopicName) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
         self.name = name
         self.producers: dict[str, NonPersistentProducer] = {}
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
@@ -246,9 +256,9 @@ class NonPersistentTopic:
         self.msg_out_from_removed_subscriptions = 0
         self.bytes_out_from_removed_subscriptions = 0
         self.msg_drop_from_removed_subscriptions = 0
-        self.idle_since_s: float | None = service.clock.monotonic_s()   # None: has clients
-        self.meter = _meter(service)       # messages/bytes in; events: drops of every subscription
-        self.out_meter = _meter(service)   # messages/bytes out
+        self.idle_since_s: float | None = ctx.clock.monotonic_s()   # None: has clients
+        self.meter = _meter(ctx)       # messages/bytes in; events: drops of every subscription
+        self.out_meter = _meter(ctx)   # messages/bytes out
         # access modes read name, config and producers of the topic; the epoch lives in memory
         self.access = ProducerAccess(self, MemoryEpoch())  # type: ignore[arg-type]
         self.terminating = False              # what access_modes.admit reads: never terminated
@@ -312,7 +322,7 @@ class NonPersistentTopic:
     def check_idle(self) -> None:
         """Start the idle clock when the last producer or consumer has gone."""
         if self.idle_since_s is None and not self.has_clients():
-            self.idle_since_s = self.service.clock.monotonic_s()
+            self.idle_since_s = self.ctx.clock.monotonic_s()
 
     # --- subscriptions ------------------------------------------------------------------------
 
@@ -358,8 +368,7 @@ class NonPersistentTopic:
         self.closing = True
         self.access.close()               # WaitForExclusive producers retry with the next owner
         for producer in list(self.producers.values()):
-            producer.close()
-            producer.link.write(encode_close_producer(producer.producer_id, 0))
+            producer.close_by_broker()
         self.producers.clear()
         for sub in list(self.subscriptions.values()):
             sub.disconnect_all()
@@ -371,29 +380,25 @@ class NonPersistentTopic:
 class NonPersistentTopics:
     """Every live non-persistent topic of this broker, by full name; the sampler and idle reaper."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, ctx: BrokerContext, admission: TopicAdmission) -> None:
+        self.ctx = ctx
+        self._admission = admission
         self.topics: dict[str, NonPersistentTopic] = {}
         self._task: asyncio.Task | None = None   # the sampling / idle-reaping loop, once started
+        self._stopped = False                    # the broker is stopping
 
     async def get(self, name: TopicName) -> NonPersistentTopic:
         """The live topic, created if needed, once the namespace exists and this broker owns
         its bundle (NamespaceNotFound, OwnedElsewhere, BundleNotOwned otherwise)."""
-        service = self.service
-        if service.closing:
-            raise ShuttingDown("broker is shutting down")
-        if not service.astore.lease_valid():
-            raise BundleNotOwned("this broker's metadata lease has lapsed", topic=str(name))
+        self._admission.check_serving(name)
         topic = self.topics.get(str(name))
         if topic is not None and not topic.closing:
             return topic
-        await service.namespaces.require(name.tenant, name.namespace)
-        await service.ownership.check_owned(name)
-        if service.closing:
-            raise ShuttingDown("broker is shutting down")
+        await self._admission.check_owned(name)
+        self._admission.check_serving(name)
         topic = self.topics.get(str(name))    # another caller may have created it meanwhile
         if topic is None or topic.closing:
-            topic = self.topics[str(name)] = NonPersistentTopic(service, name)
+            topic = self.topics[str(name)] = NonPersistentTopic(self.ctx, name)
             self._start()
         return topic
 
@@ -418,13 +423,13 @@ class NonPersistentTopics:
 
     def _start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = self.service.spawn(self._run())
+            self._task = self.ctx.spawn(self._run())
 
     async def _run(self) -> None:
         """Sample the live topics' counters; forget those idle past broker_non_persistent_idle_ms."""
-        config, clock = self.service.config, self.service.clock
+        config, clock = self.ctx.config, self.ctx.clock
         interval_s = config.broker_stats_sample_interval_ms / 1000
-        while not self.service.closing and self.topics:
+        while not self._stopped and self.topics:
             now_s = clock.monotonic_s()
             for topic in list(self.topics.values()):
                 idle = topic.idle_since_s
@@ -435,6 +440,7 @@ class NonPersistentTopics:
             await asyncio.sleep(interval_s)
 
     async def stop(self) -> None:
+        self._stopped = True
         await self.close_where(lambda _name: True)
         if self._task is not None:
             self._task.cancel()
@@ -508,9 +514,9 @@ def metrics_json(topic: NonPersistentTopic) -> dict:
     return stats
 
 
-def metrics_stats(service: BrokerService) -> dict[str, dict]:
+def metrics_stats(registry: NonPersistentTopics) -> dict[str, dict]:
     """{full name: `metrics_json`} of this broker's live non-persistent topics."""
-    return {name: metrics_json(topic) for name, topic in sorted(service.non_persistent.topics.items())
+    return {name: metrics_json(topic) for name, topic in sorted(registry.topics.items())
             if not topic.closing}
 
 
@@ -519,36 +525,3 @@ def internal_json(topic: NonPersistentTopic) -> dict:
     return {"entriesAddedCounter": topic.entries_added_counter, "numberOfEntries": 0, "totalSize": 0,
             "currentLedgerEntries": 0, "currentLedgerSize": 0, "ledgers": [],
             "cursors": {name: {} for name in topic.subscriptions}}
-
-
-# --- the connection's PRODUCER ------------------------------------------------------------------
-
-async def attach_producer(conn: ServerConnection, cmd: pb.CommandProducer, name: TopicName, *,
-                          wanted: Callable[[], bool]) -> None:
-    """PRODUCER on a non-persistent topic: the schema checked (registered if new and allowed), the
-    producer admitted under its access mode, and PRODUCER_SUCCESS with the schema version and
-    the topic epoch; nothing attached if `wanted()` turned false meanwhile (the client closed the
-    producer or the connection)."""
-    topic = await conn.service.non_persistent.get(name)
-    schema_version = await schemas_wire.producer_schema_version(conn.service, topic, cmd)
-    if cmd.initial_subscription_name:
-        await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)
-    producer_name = cmd.producer_name or await conn.service.next_producer_name()
-    producer = NonPersistentProducer(conn, topic, cmd.producer_id, producer_name,
-                                     conn.config.broker_pending_sends_max, conn.config.broker_max_message_bytes)
-    if not wanted():
-        return
-    admitted = await access_modes.admit(conn, topic, producer, cmd, wanted)  # type: ignore[arg-type]
-    if admitted is None:
-        return
-    producer.schema_version = schema_version
-    conn.producers[cmd.producer_id] = producer
-    conn.write(encode_producer_success(cmd.request_id, producer_name, topic.last_sequence_id(producer_name),
-                                       topic_epoch=admitted.epoch, schema_version=schema_version))
-
-
-async def topic_for(conn: ServerConnection, cmd: pb.CommandSubscribe, name: TopicName) -> NonPersistentTopic:
-    """SUBSCRIBE on a non-persistent topic: the live topic (read_compacted refused, as Pulsar does)."""
-    if cmd.read_compacted:
-        raise NotOnNonPersistent("readCompacted only valid on persistent topics", topic=str(name))
-    return await conn.service.non_persistent.get(name)

@@ -1,6 +1,6 @@
 """Authentication on the binary protocol: CONNECT's credentials and their refresh (Pulsar's ServerCnx).
 
-The connection's states (`broker.protocol.connection.ConnState`) up to READY are driven from here:
+The connection's states (`broker.protocol.ConnState`) up to READY are driven from here:
 
     AWAIT_CONNECT ──CONNECT──▶ AUTHENTICATING ──verified──▶ READY ──▶ CLOSED
           │                          │   └──refused (C++)──▶ REFUSED ──first request──▶ CLOSED
@@ -9,7 +9,7 @@ The connection's states (`broker.protocol.connection.ConnState`) up to READY are
 AWAIT_CONNECT   TCP (and, on the TLS port, the handshake) is done; the first frame must be CONNECT.
 AUTHENTICATING  CONNECT's credentials, Credentials(auth_method_name or "none", auth_data, the CN of
                 a client certificate the TLS handshake verified), are with
-                `service.authentication.authenticate_async` (a task; bcrypt runs off the loop). Any
+                `front.authentication.authenticate_async` (a task; bcrypt runs off the loop). Any
                 frame meanwhile, a second CONNECT too, closes the connection (clients wait for
                 CONNECTED). Verified: `conn.identity` is set, CONNECTED sent, READY. Refused:
                 ERROR{request_id=-1 (2^64-1 on the wire), AuthenticationError, "Failed to
@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING
 
 from auth.api import NO_METHOD, Credentials, Identity
 from auth.tls import peer_common_name
-from broker.protocol import connection  # it imports this module: its names are read when called, never at import
+from broker import SERVER_VERSION
+from broker.protocol.state import ConnState
 from common.errors import AuthenticationFailed, PulsarServerError, StrataError
 from proto import pulsar_api_pb2 as pb
 from wire.pulsar import (
@@ -107,32 +108,32 @@ class WireAuth:
         """A frame before READY: the first CONNECT starts authenticating; REFUSED answers a request
         with AuthenticationError; anything else closes."""
         conn = self._conn
-        if conn.state is connection.ConnState.REFUSED:
+        if conn.state is ConnState.REFUSED:
             self._refused_request(cmd)
             return
-        if conn.state is not connection.ConnState.AWAIT_CONNECT or cmd.type != T.CONNECT:
+        if conn.state is not ConnState.AWAIT_CONNECT or cmd.type != T.CONNECT:
             log.info("closing %s: %s before CONNECTED", conn.peer, pb.BaseCommand.Type.Name(cmd.type))
             conn.close()
             return
         connect = cmd.connect
         self.supports_refresh = connect.feature_flags.supports_auth_refresh
         credentials = self._credentials(connect.auth_method_name, connect.auth_data)
-        authentication = conn.service.authentication
+        authentication = conn.front.authentication
         if not authentication.enabled:            # anonymous at once: no task, no turn lost
             self._ready(connect, authentication.authenticate(credentials))
             return
-        conn.set_state(connection.ConnState.AUTHENTICATING)
+        conn.set_state(ConnState.AUTHENTICATING)
         conn.spawn(self._authenticate(connect, credentials))
 
     async def _authenticate(self, connect: pb.CommandConnect, credentials: Credentials) -> None:
         conn = self._conn
         try:
-            identity = await conn.service.authentication.authenticate_async(credentials)
+            identity = await conn.front.authentication.authenticate_async(credentials)
         except StrataError as exc:
-            if conn.state is connection.ConnState.AUTHENTICATING:
+            if conn.state is ConnState.AUTHENTICATING:
                 self._refuse(connect, credentials, exc)
             return
-        if conn.state is connection.ConnState.AUTHENTICATING:   # not closed meanwhile
+        if conn.state is ConnState.AUTHENTICATING:   # not closed meanwhile
             self._ready(connect, identity)
 
     def _ready(self, connect: pb.CommandConnect, identity: Identity) -> None:
@@ -179,7 +180,7 @@ class WireAuth:
     def _connect_deadline(self) -> None:
         self._timer = None
         state = self._conn.state
-        if state is not connection.ConnState.READY and state is not connection.ConnState.CLOSED:
+        if state is not ConnState.READY and state is not ConnState.CLOSED:
             log.info("closing %s: not connected within authentication_connect_timeout_ms (%d)",
                      self._conn.peer, self._conn.config.authentication_connect_timeout_ms)
             self._conn.close()
@@ -193,10 +194,10 @@ class WireAuth:
         conn = self._conn
         self._timer = None
         identity = conn.identity
-        if conn.state is not connection.ConnState.READY or identity is None:
+        if conn.state is not ConnState.READY or identity is None:
             return
         self._timer = asyncio.get_running_loop().call_later(self._check_s, self._check_expiry)
-        if self._challenge is not None or not identity.expired(conn.service.clock.wall_ms() / 1000):
+        if self._challenge is not None or not identity.expired(conn.front.ctx.clock.wall_ms() / 1000):
             return
         if not self.supports_refresh:
             log.info("closing %s: the credentials of role %r expired and the client cannot refresh them",
@@ -204,7 +205,7 @@ class WireAuth:
             conn.close()
             return
         conn.write(encode_auth_challenge(identity.method, REFRESH_CHALLENGE, self._protocol_version,
-                                         connection.SERVER_VERSION))
+                                         SERVER_VERSION))
         self._challenge = asyncio.get_running_loop().call_later(self._timeout_s, self._no_answer)
 
     def _no_answer(self) -> None:
@@ -225,7 +226,7 @@ class WireAuth:
         conn = self._conn
         old = conn.identity
         try:
-            identity = await conn.service.authentication.authenticate_async(credentials)
+            identity = await conn.front.authentication.authenticate_async(credentials)
             if old is None or identity.role != old.role:
                 raise AuthenticationFailed("the refreshed credentials are another role's")
         except StrataError as exc:

@@ -48,21 +48,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import enum
 import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from auth.api import Identity
-from broker.nonpersistent import topic as non_persistent
+from broker import SERVER_VERSION
 from broker.protocol import auth as wire_auth
-from broker.protocol import consumer_commands, lookup, topic_lists
+from broker.protocol import consumer_commands, lookup, nonpersistent, topic_lists
 from broker.protocol import schemas as schemas_wire
+from broker.protocol.links import PulsarClientLink
+from broker.protocol.state import ConnState, transition
 from broker.retention import backlog_quota
 from broker.topics import access_modes
 from broker.topics.consumer import Consumer
 from broker.topics.producer import Producer
-from common.errors import IllegalTransition, PulsarServerError, StrataError
+from common.errors import PulsarServerError, StrataError
 from common.topic_names import parse_topic
 from ledger.position import LATEST
 from proto import pulsar_api_pb2 as pb
@@ -81,35 +82,15 @@ from wire.pulsar import (
 )
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.protocol.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
-SERVER_VERSION = "Strata-0.1.0"
 
-
-class ConnState(enum.Enum):
-    AWAIT_CONNECT = "await_connect"  # TCP is open; only CONNECT is accepted
-    AUTHENTICATING = "authenticating"  # CONNECT's credentials are being verified; any frame closes
-    REFUSED = "refused"              # credentials refused, CONNECTED sent anyway (a C++ client, see
-                                     # broker.protocol.auth): its first request gets AuthenticationError, then close
-    READY = "ready"                  # CONNECTED was sent; every command is served
-    CLOSED = "closed"                # transport gone; producers and consumers released
-
-
-_TRANSITIONS = {
-    ConnState.AWAIT_CONNECT: {ConnState.AUTHENTICATING, ConnState.READY, ConnState.CLOSED},
-    ConnState.AUTHENTICATING: {ConnState.READY, ConnState.REFUSED, ConnState.CLOSED},
-    ConnState.REFUSED: {ConnState.CLOSED},
-    ConnState.READY: {ConnState.CLOSED},
-    ConnState.CLOSED: set(),
-}
-
-
-class ServerConnection(asyncio.Protocol):
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self.config = service.config
+class ServerConnection(PulsarClientLink, asyncio.Protocol):
+    def __init__(self, front: FrontEnd) -> None:
+        self.front = front
+        self.config = front.ctx.config
         self.state = ConnState.AWAIT_CONNECT
         self.decoder = FrameDecoder(self.config.broker_frame_bytes_max)
         self.transport: asyncio.Transport | None = None
@@ -119,9 +100,7 @@ class ServerConnection(asyncio.Protocol):
         # authorization asks `role` (None before CONNECT, "" for an anonymous client without a role)
         self.identity: Identity | None = None
         self.auth = wire_auth.WireAuth(self)         # the connect deadline, then the refresh checks
-        # the client handles REACHED_END_OF_TOPIC (Pulsar: protocol >= v9); the C++ client and
-        # those built on it ("Pulsar-CPP-v...") drop the connection on it (docs/protocol.md §10)
-        self.end_of_topic_ok = False
+        self.end_of_topic_ok = False   # set at CONNECT (broker.protocol.links.PulsarClientLink)
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}      # consumer_id -> consumer
         self.creating: set[tuple[str, int]] = set()   # ("p"|"c", id) whose creation is under way
@@ -148,9 +127,7 @@ class ServerConnection(asyncio.Protocol):
         return self.identity.role if self.identity is not None else None
 
     def set_state(self, new: ConnState) -> None:
-        if new not in _TRANSITIONS[self.state]:
-            raise IllegalTransition("connection state", old=self.state.value, new=new.value)
-        self.state = new
+        self.state = transition(self.state, new)
 
     # --- transport callbacks ----------------------------------------------------------------------
 
@@ -225,8 +202,6 @@ class ServerConnection(asyncio.Protocol):
             sub = consumer.subscription
             if sub is not None and sub.dispatcher is not None:
                 sub.dispatcher.kick()
-
-    # --- links used by producers and consumers ------------------------------------------------------
 
     def writable(self) -> bool:
         """True while the client keeps up: open, and the write buffer not over its high mark."""
@@ -349,8 +324,8 @@ class ServerConnection(asyncio.Protocol):
             T.AUTH_RESPONSE: lambda cmd: self.auth.on_auth_response(cmd.authResponse),
             T.SEND: None,  # handled in _route: needs the frame's entry
             T.PARTITIONED_METADATA: lambda cmd: self._reply_async(
-                lookup.partitioned_metadata(self.service, cmd.partitionMetadata, self.role)),
-            T.LOOKUP: lambda cmd: self._reply_async(lookup.lookup(self.service, cmd.lookupTopic, self.role)),
+                lookup.partitioned_metadata(self.front, cmd.partitionMetadata, self.role)),
+            T.LOOKUP: lambda cmd: self._reply_async(lookup.lookup(self.front, cmd.lookupTopic, self.role)),
             T.PRODUCER: lambda cmd: self._request(cmd.producer.request_id, self._producer(cmd.producer)),
             T.CLOSE_PRODUCER: lambda cmd: self._close_producer(cmd.close_producer),
             T.SUBSCRIBE: lambda cmd: self._request(cmd.subscribe.request_id, c.subscribe(self, cmd.subscribe)),
@@ -451,21 +426,23 @@ class ServerConnection(asyncio.Protocol):
         self.creating.add(key)
         try:
             name = parse_topic(cmd.topic)
-            await self.service.authorization.check_producer(self.role, name, cmd.initial_subscription_name)   # first
+            await self.front.authorization.check_producer(self.role, name, cmd.initial_subscription_name)   # first
             if not name.persistent:   # in-memory fan-out, nothing stored
-                await non_persistent.attach_producer(self, cmd, name, wanted=lambda: not (
+                await nonpersistent.attach_producer(self, cmd, name, wanted=lambda: not (
                     key in self.cancelled or self.state is ConnState.CLOSED))
                 return
-            topic = await self.service.get_topic(name)
-            schema_version = await schemas_wire.producer_schema_version(self.service, topic, cmd)
+            topic = await self.front.service.get_topic(name)
+            schema_version = await schemas_wire.producer_schema_version(self.front, topic, cmd)
             if cmd.initial_subscription_name:
                 await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)
-            producer_name = cmd.producer_name or await self.service.next_producer_name()
+            producer_name = cmd.producer_name or await self.front.service.next_producer_name()
             producer = Producer(self, topic, cmd.producer_id, producer_name,
                                 self.config.broker_pending_sends_max, self.config.broker_max_message_bytes)
-            await backlog_quota.refuse_producer(self.service, topic)
-            admitted = await access_modes.admit(self, topic, producer, cmd, wanted=lambda: not (
-                key in self.cancelled or self.state is ConnState.CLOSED))
+            await backlog_quota.refuse_producer(self.front.ctx, topic)
+            admitted = await access_modes.admit(
+                topic, producer, cmd.producer_access_mode, self.client_epoch(cmd),
+                self.producer_waits(cmd, producer_name, topic.last_sequence_id(producer_name)),
+                wanted=lambda: not (key in self.cancelled or self.state is ConnState.CLOSED))
             if admitted is None:
                 return
             producer.schema_version = schema_version
@@ -476,6 +453,17 @@ class ServerConnection(asyncio.Protocol):
         self.write(encode_producer_success(cmd.request_id, producer_name,
                                            topic.last_sequence_id(producer_name), topic_epoch=admitted.epoch,
                                            schema_version=schema_version))
+
+    @staticmethod
+    def client_epoch(cmd: pb.CommandProducer) -> int | None:
+        """The topic epoch an exclusive producer shows when it reconnects (None: none)."""
+        return cmd.topic_epoch if cmd.HasField("topic_epoch") else None
+
+    def producer_waits(self, cmd: pb.CommandProducer, producer_name: str, last_sequence_id: int) -> Callable[[], None]:
+        """What tells a WaitForExclusive producer that it is queued: PRODUCER_SUCCESS with
+        producer_ready=false (the client then waits without a timeout)."""
+        return lambda: self.write(encode_producer_success(cmd.request_id, producer_name, last_sequence_id,
+                                                          producer_ready=False))
 
     def _send(self, send: pb.CommandSend, frame: Any) -> None:
         producer = self.producers.get(send.producer_id)

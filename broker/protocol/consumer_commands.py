@@ -21,13 +21,13 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
-from broker.nonpersistent import topic as non_persistent
+from broker.protocol import nonpersistent
 from broker.protocol import schemas as schemas_wire
 from broker.security.authorization import Action
 from broker.topics.consumer import Consumer
 from broker.topics.dispatch import compacted as compaction_reading
 from broker.topics.entry_facts import entry_facts
-from broker.topics.subscription import Subscription, start_position
+from broker.topics.subscription import AckedId, KeySharedSpec, Subscription
 from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
 from common.invariant import present
 from common.topic_names import parse_topic
@@ -53,7 +53,7 @@ class _AckErrorLog:
 
 
 def _log_ack_error(conn: ServerConnection, cmd: pb.CommandAck, exc: StrataError) -> None:
-    now_s = conn.service.clock.monotonic_s()
+    now_s = conn.front.ctx.clock.monotonic_s()
     _AckErrorLog.unlogged += 1
     if _AckErrorLog.last_s is not None and now_s - _AckErrorLog.last_s < _ACK_ERROR_LOG_INTERVAL_S:
         return
@@ -61,6 +61,45 @@ def _log_ack_error(conn: ServerConnection, cmd: pb.CommandAck, exc: StrataError)
                 "client asked for no receipt: %s", conn.peer, cmd.consumer_id,
                 _AckErrorLog.unlogged, exc)
     _AckErrorLog.last_s, _AckErrorLog.unlogged = now_s, 0
+
+
+U64 = 2**64
+
+
+def wire_position(mid: pb.MessageIdData) -> Position:
+    """A MessageIdData as a Position, reading the uint64 fields as signed (2^64-1 -> -1)."""
+    ledger, entry = mid.ledgerId, mid.entryId
+    if ledger >= 2**63:
+        ledger -= U64
+    if entry >= 2**63:
+        entry -= U64
+    return Position(ledger, entry)
+
+
+def start_position(mid: pb.MessageIdData) -> Position:
+    """SUBSCRIBE.start_message_id / SEEK.message_id: earliest and latest map to the markers."""
+    position = wire_position(mid)
+    if position.ledger_id < 0:
+        return EARLIEST
+    if position.ledger_id >= 2**63 - 1:
+        return LATEST
+    return position
+
+
+def key_shared_spec(cmd: pb.CommandSubscribe) -> KeySharedSpec | None:
+    """SUBSCRIBE's keySharedMeta in the core's words (None: not given)."""
+    if not cmd.HasField("keySharedMeta"):
+        return None
+    meta = cmd.keySharedMeta
+    sticky = meta.keySharedMode == pb.STICKY
+    return KeySharedSpec(sticky=sticky, ranges=tuple((r.start, r.end) for r in meta.hashRanges) if sticky else (),
+                         allow_out_of_order=meta.allowOutOfOrderDelivery)
+
+
+def acked_ids(cmd: pb.CommandAck) -> list[AckedId]:
+    """ACK's message ids in the core's words."""
+    return [AckedId(wire_position(mid), mid.ack_set, mid.batch_size if mid.HasField("batch_size") else 0)
+            for mid in cmd.message_id]
 
 
 def _start_of(cmd: pb.CommandSubscribe):
@@ -77,10 +116,10 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
     conn.creating.add(key)
     try:
         name = parse_topic(cmd.topic)
-        await conn.service.authorization.check(conn.role, Action.CONSUME, name, cmd.subscription)   # first
-        topic = (await conn.service.get_topic(name) if name.persistent
-                 else await non_persistent.topic_for(conn, cmd, name))
-        await schemas_wire.check_consumer(conn.service, topic, cmd)   # before the subscription exists
+        await conn.front.authorization.check(conn.role, Action.CONSUME, name, cmd.subscription)   # first
+        topic = (await conn.front.service.get_topic(name) if name.persistent
+                 else await nonpersistent.topic_for(conn, cmd, name))
+        await schemas_wire.check_consumer(conn.front, topic, cmd)   # before the subscription exists
         compacted = name.persistent and cmd.read_compacted     # broker.topics.dispatch.compacted
         compaction_reading.check_subscribe(cmd.subType, compacted)
         from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST
@@ -90,8 +129,7 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         consumer = Consumer(conn, cmd.consumer_id, cmd.consumer_name, cmd.subType,
                             cmd.priority_level, name.partition_index, f"{cmd.consumer_name}#{next(_labels)}")
         consumer.subscription = sub
-        meta = cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None
-        sub.add_consumer(consumer, meta)
+        sub.add_consumer(consumer, key_shared_spec(cmd))
         compaction_reading.attach(sub, compacted, from_earliest)
         conn.consumers[cmd.consumer_id] = consumer
     finally:
@@ -124,7 +162,8 @@ def ack(conn: ServerConnection, cmd: pb.CommandAck) -> None:
     try:
         if consumer is None:
             raise ConsumerNotFound("no such consumer on this connection", consumer_id=cmd.consumer_id)
-        _subscription_of(consumer).ack(consumer, cmd)
+        _subscription_of(consumer).ack(consumer, acked_ids(cmd), cumulative=cmd.ack_type == pb.CommandAck.Cumulative,
+                                       corrupt=cmd.HasField("validation_error"))
     except StrataError as exc:
         if has_request:
             code = exc.server_error if exc.server_error is not None else 0
@@ -141,7 +180,8 @@ def ack(conn: ServerConnection, cmd: pb.CommandAck) -> None:
 def redeliver(conn: ServerConnection, cmd: pb.CommandRedeliverUnacknowledgedMessages) -> None:
     consumer = conn.consumers.get(cmd.consumer_id)
     if consumer is not None:
-        _subscription_of(consumer).redeliver(consumer, list(cmd.message_ids))
+        ids = cmd.message_ids
+        _subscription_of(consumer).redeliver(consumer, [wire_position(mid) for mid in ids] if ids else None)
 
 
 def close_consumer(conn: ServerConnection, cmd: pb.CommandCloseConsumer) -> None:

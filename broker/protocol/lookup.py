@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.cluster import listeners
-from broker.cluster.ownership import LookupAnswer, LookupKind
+from broker.cluster.ownership import LookupKind, broker_urls
 from broker.security.authorization import Action
 from common.errors import PulsarServerError, StrataError
 from common.topic_names import parse_topic
@@ -37,50 +36,38 @@ from proto import pulsar_api_pb2 as pb
 from wire.pulsar import LOOKUP_CONNECT, LOOKUP_REDIRECT, encode_lookup_response, encode_partitioned_metadata_response
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.protocol.frontend import FrontEnd
 
-TLS_SCHEME = "pulsar+ssl://"
 
 
 def _code(exc: StrataError) -> int:
     return exc.server_error if exc.server_error is not None else PulsarServerError.UnknownError
 
 
-async def partitioned_metadata(service: BrokerService, cmd: pb.CommandPartitionedTopicMetadata,
+async def partitioned_metadata(front: FrontEnd, cmd: pb.CommandPartitionedTopicMetadata,
                                role: str | None) -> bytes:
     try:
         name = parse_topic(cmd.topic)
-        await service.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
-        await service.namespaces.require_live(name.tenant, name.namespace)
-        partitions = await service.partitions(name)
+        await front.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
+        await front.namespaces.require_live(name.tenant, name.namespace)
+        partitions = await front.service.partitions(name)
     except StrataError as exc:
         return encode_partitioned_metadata_response(cmd.request_id, server_error=_code(exc), message=str(exc))
     return encode_partitioned_metadata_response(cmd.request_id, partitions)
 
 
-async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic, role: str | None) -> bytes:
-    if service.closing:
+async def lookup(front: FrontEnd, cmd: pb.CommandLookupTopic, role: str | None) -> bytes:
+    if front.service.closing:
         return encode_lookup_response(cmd.request_id, server_error=PulsarServerError.ServiceNotReady,
                                       message="broker is shutting down")
     try:
         name = parse_topic(cmd.topic)
-        await service.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
-        await service.namespaces.require_live(name.tenant, name.namespace)
-        answer = await service.ownership.resolve(name, authoritative=cmd.authoritative)
+        await front.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
+        await front.namespaces.require_live(name.tenant, name.namespace)
+        answer = await front.ownership.resolve(name, authoritative=cmd.authoritative)
         url, url_tls = broker_urls(answer, cmd.advertised_listener_name)
     except StrataError as exc:
         return encode_lookup_response(cmd.request_id, server_error=_code(exc), message=str(exc))
     response = LOOKUP_REDIRECT if answer.kind is LookupKind.REDIRECT else LOOKUP_CONNECT
     return encode_lookup_response(cmd.request_id, url, response=response, authoritative=answer.authoritative,
                                   broker_service_url_tls=url_tls)
-
-
-def broker_urls(answer: LookupAnswer, listener_name: str) -> tuple[str, str]:
-    """(pulsar URL, pulsar+ssl URL) a lookup answers: the broker's own service URL and TLS URL ('' :
-    it serves no such port; a broker with only a TLS port is known by its TLS URL), or with a
-    listener name that listener's URLs (UnknownListener if the broker has no such listener)."""
-    if not listener_name:
-        plain = "" if answer.native_url.startswith(TLS_SCHEME) else answer.native_url
-        return plain, answer.native_url_tls
-    listener = listeners.choose(answer.listeners, listener_name)
-    return listener.pulsar_url, listener.pulsar_tls_url

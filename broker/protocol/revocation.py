@@ -37,10 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.security.authorization import Action, NamespaceGrants
 from common.errors import StrataError
-from wire.pulsar import encode_close_producer
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.protocol.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +62,10 @@ def _role(link: object) -> str | None:
     return getattr(link, "role", None)
 
 
-def collect(service: BrokerService) -> dict[tuple[str, str], _Clients]:
+def collect(front: FrontEnd) -> dict[tuple[str, str], _Clients]:
     """Every producer and consumer with a role, by (tenant, namespace) (synchronous: a snapshot)."""
     found: dict[tuple[str, str], _Clients] = {}
-    topics: list[Any] = list(service.topics.values()) + list(service.non_persistent.topics.values())
+    topics: list[Any] = list(front.service.topics.values()) + list(front.non_persistent.topics.values())
     for topic in topics:
         clients = found.setdefault((topic.name.tenant, topic.name.namespace), _Clients())
         for producer in list(topic.producers.values()):
@@ -76,7 +75,7 @@ def collect(service: BrokerService) -> dict[tuple[str, str], _Clients]:
             for consumer in list(sub.consumers):
                 if _role(consumer.link) is not None and not consumer.closed:
                     clients.consumers.append((topic, sub, consumer))
-    for watcher in service.topic_list_watchers.all():
+    for watcher in front.topic_lists.all():
         if _role(watcher.conn) is not None:
             found.setdefault((watcher.tenant, watcher.namespace), _Clients()).watchers.append(watcher)
     return {key: c for key, c in found.items() if c.producers or c.consumers or c.watchers}
@@ -85,17 +84,17 @@ def collect(service: BrokerService) -> dict[tuple[str, str], _Clients]:
 class AuthzRecheck:
     """The periodic pass (see the module docstring)."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, front: FrontEnd) -> None:
+        self.front = front
         self._next = 0      # where the next pass starts among the sorted namespaces
 
     async def run(self) -> None:
         """Pass after pass until the service closes; returns at once when authorization is off."""
-        authz = self.service.authorization
+        authz = self.front.authorization
         if not authz.enabled:
             return
-        interval_s = self.service.config.authorization_recheck_interval_ms / 1000
-        while not self.service.closing:
+        interval_s = self.front.ctx.config.authorization_recheck_interval_ms / 1000
+        while not self.front.service.closing:
             await asyncio.sleep(interval_s)
             try:
                 await self.run_pass()
@@ -106,10 +105,10 @@ class AuthzRecheck:
 
     async def run_pass(self) -> int:
         """One pass; returns how many producers, consumers and topic-list watchers it closed."""
-        authz = self.service.authorization
+        authz = self.front.authorization
         if not authz.enabled:
             return 0
-        by_namespace = collect(self.service)
+        by_namespace = collect(self.front)
         keys = sorted(by_namespace)
         if len(keys) > _NAMESPACES_PER_PASS_MAX:
             start = self._next % len(keys)
@@ -131,7 +130,7 @@ class AuthzRecheck:
         return closed
 
     async def _check(self, grants: NamespaceGrants, clients: _Clients) -> int:
-        authz = self.service.authorization
+        authz = self.front.authorization
         revoked = [(topic, producer) for topic, producer in clients.producers
                    if not authz.permits(grants, _role(producer.link), Action.PRODUCE, topic.name)]
         consumers = [(topic, sub, consumer) for topic, sub, consumer in clients.consumers
@@ -142,7 +141,7 @@ class AuthzRecheck:
         for watcher in watchers:
             log.info("topic-list watcher %d of %s/%s (role %r) is no longer authorized: dropping it",
                      watcher.watcher_id, watcher.tenant, watcher.namespace, _role(watcher.conn))
-            self.service.topic_list_watchers.remove(watcher)
+            self.front.topic_lists.remove(watcher)
         if revoked:
             await close_producers(revoked)
         return len(revoked) + len(consumers) + len(watchers)
@@ -169,4 +168,4 @@ async def close_producers(revoked: list[tuple[Any, Any]]) -> None:
         log.info("producer %s of %s (role %r) is no longer authorized to produce: closing it",
                  producer.name, topic.name, _role(producer.link))
         topic.remove_producer(producer)
-        producer.link.write(encode_close_producer(producer.producer_id, 0))
+        producer.close_by_broker()

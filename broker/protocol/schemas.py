@@ -32,7 +32,7 @@ from wire.pulsar import encode_get_or_create_schema_response, encode_get_schema_
 
 if TYPE_CHECKING:
     from broker.protocol.connection import ServerConnection
-    from broker.service import BrokerService
+    from broker.protocol.frontend import FrontEnd
     from common.topic_names import TopicName
 
 class TopicState(Protocol):
@@ -70,21 +70,21 @@ def proto_of(schema_name: str, stored: StoredSchema) -> pb.Schema:
     return out
 
 
-def _registry(service: BrokerService) -> SchemaRegistry:
-    return SchemaRegistry(service.astore, service.clock)
+def _registry(front: FrontEnd) -> SchemaRegistry:
+    return SchemaRegistry(front.ctx.astore, front.ctx.clock)
 
 
-async def producer_schema_version(service: BrokerService, topic: TopicState, cmd: pb.CommandProducer) -> bytes:
+async def producer_schema_version(front: FrontEnd, topic: TopicState, cmd: pb.CommandProducer) -> bytes:
     """The schema version for a new producer (b"" without a schema); IncompatibleSchema if refused."""
     schema = schema_of_proto(cmd.schema) if cmd.HasField("schema") else None
-    registry = _registry(service)
+    registry = _registry(front)
     if schema is None:
         if await registry.get(topic.name) is None:       # the usual case: one read, no policy lookup
             return b""
-        if (await policy_of(service.astore, topic.name)).validation_enforced:
+        if (await policy_of(front.ctx.astore, topic.name)).validation_enforced:
             raise IncompatibleSchema(NO_SCHEMA_ENFORCED, topic=str(topic.name))
         return b""
-    policy = await policy_of(service.astore, topic.name)
+    policy = await policy_of(front.ctx.astore, topic.name)
     version = await registry.put_if_absent(topic.name, schema, policy.strategy, auto_update=policy.auto_update)
     return version_bytes(version)
 
@@ -94,14 +94,14 @@ def _idle(topic: TopicState) -> bool:
             and not any(sub.consumers for sub in topic.subscriptions.values()))
 
 
-async def check_consumer(service: BrokerService, topic: TopicState, cmd: pb.CommandSubscribe) -> None:
+async def check_consumer(front: FrontEnd, topic: TopicState, cmd: pb.CommandSubscribe) -> None:
     """May this SUBSCRIBE's consumer attach, given its schema? IncompatibleSchema if not."""
     schema = schema_of_proto(cmd.schema) if cmd.HasField("schema") else None
     if schema is None:
         return
     validation.validate(schema)
-    registry = _registry(service)
-    policy = await policy_of(service.astore, topic.name)
+    registry = _registry(front)
+    policy = await policy_of(front.ctx.astore, topic.name)
     live = await registry.live(topic.name)
     if not live and _idle(topic):
         await registry.put_if_absent(topic.name, schema, policy.strategy, auto_update=policy.auto_update)
@@ -118,13 +118,13 @@ async def get_schema(conn: ServerConnection, cmd: pb.CommandGetSchema) -> None:
     """Answer GET_SCHEMA (always with GET_SCHEMA_RESPONSE, errors included)."""
     try:
         name = parse_topic(cmd.topic)
-        await conn.service.authorization.check(conn.role, Action.LOOKUP, name)   # before any read
+        await conn.front.authorization.check(conn.role, Action.LOOKUP, name)   # before any read
         version = None
         if cmd.HasField("schema_version") and cmd.schema_version:
             version = version_of_bytes(cmd.schema_version)
             if version is None:
                 raise UnknownSchemaType("a schema version is 8 bytes", got=len(cmd.schema_version))
-        stored = await _registry(conn.service).get(name, version)
+        stored = await _registry(conn.front).get(name, version)
     except StrataError as exc:
         code = exc.server_error if exc.server_error is not None else PulsarServerError.UnknownError
         conn.write(encode_get_schema_response(cmd.request_id, code, str(exc)))
@@ -141,14 +141,14 @@ async def get_or_create_schema(conn: ServerConnection, cmd: pb.CommandGetOrCreat
     """Answer GET_OR_CREATE_SCHEMA (always with its own response, errors included)."""
     try:
         name = parse_topic(cmd.topic)
-        await conn.service.authorization.check(conn.role, Action.PRODUCE, name)   # before the topic loads
-        topic: TopicState = (await conn.service.get_topic(name) if name.persistent
-                             else await conn.service.non_persistent.get(name))   # must be live here
+        await conn.front.authorization.check(conn.role, Action.PRODUCE, name)   # before the topic loads
+        topic: TopicState = (await conn.front.service.get_topic(name) if name.persistent
+                             else await conn.front.non_persistent.get(name))   # must be live here
         schema = schema_of_proto(cmd.schema)
         version = b""
         if schema is not None:
-            policy = await policy_of(conn.service.astore, topic.name)
-            version = version_bytes(await _registry(conn.service).put_if_absent(
+            policy = await policy_of(conn.front.ctx.astore, topic.name)
+            version = version_bytes(await _registry(conn.front).put_if_absent(
                 topic.name, schema, policy.strategy, auto_update=policy.auto_update))
     except StrataError as exc:
         code = exc.server_error if exc.server_error is not None else PulsarServerError.UnknownError

@@ -4,7 +4,7 @@ GET_TOPICS_OF_NAMESPACE (`get_topics_of_namespace`) answers the topics of a name
 named `<topic>-partition-N` (the client strips the suffix):
 - `mode` PERSISTENT (default) lists the persistent topics recorded under `/topics` (every topic
   and partition ever created, `broker.records.policies.register_topic`); NON_PERSISTENT lists the live
-  non-persistent topics this broker serves (`service.non_persistent_topics(tenant, ns)`,
+  non-persistent topics this broker serves (`front.non_persistent.names(tenant, ns)`,
   `broker.nonpersistent.topic`: they live in memory only); ALL lists both.
 - `topics_pattern` filters on the broker, as Pulsar's `TopicList.filterTopics`: the pattern loses
   its domain prefix (`persistent://`, `non-persistent://`, as `removeTopicDomainScheme`) and must
@@ -51,7 +51,7 @@ from crc32c import crc32c
 from broker.records import policies
 from common.errors import InvalidTopicsPattern, ServiceNotReady, TooManyTopicListWatchers
 from common.topic_names import TOPICS_ROOT, parse_namespace
-from metadata.api import EventKind, Watch, WatchEvent
+from metadata.api import AsyncStore, EventKind, Watch, WatchEvent
 from proto import pulsar_api_pb2 as pb
 from wire.pulsar import (
     encode_get_topics_of_namespace_response,
@@ -62,7 +62,7 @@ from wire.pulsar import (
 
 if TYPE_CHECKING:
     from broker.protocol.connection import ServerConnection
-    from broker.service import BrokerService
+    from broker.protocol.frontend import FrontEnd
 
 log = logging.getLogger(__name__)
 
@@ -112,29 +112,29 @@ def filter_topics(topics: list[str], compiled: re.Pattern[str]) -> list[str]:
 
 # --- GET_TOPICS_OF_NAMESPACE ------------------------------------------------------------------------
 
-async def namespace_topics(service: BrokerService, tenant: str, namespace: str, mode: int) -> list[str]:
+async def namespace_topics(front: FrontEnd, tenant: str, namespace: str, mode: int) -> list[str]:
     """Sorted full names of the namespace's topics (partitions included) of the given mode;
     NamespaceNotFound if the namespace does not exist."""
     names: list[str] = []
     if mode in (_MODE.PERSISTENT, _MODE.ALL):
-        names.extend(await service.topics_of_namespace(tenant, namespace))
+        names.extend(await front.service.topics_of_namespace(tenant, namespace))
     else:
-        await service.namespaces.require(tenant, namespace)
+        await front.namespaces.require(tenant, namespace)
     if mode in (_MODE.NON_PERSISTENT, _MODE.ALL):
-        names.extend(await _non_persistent_topics(service, tenant, namespace))
+        names.extend(await _non_persistent_topics(front, tenant, namespace))
     return sorted(names)
 
 
-async def _non_persistent_topics(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+async def _non_persistent_topics(front: FrontEnd, tenant: str, namespace: str) -> list[str]:
     """The live non-persistent topics this broker serves (`broker.nonpersistent.topic`)."""
-    return [str(name) for name in service.non_persistent_topics(tenant, namespace)]
+    return [str(name) for name in front.non_persistent.names(tenant, namespace)]
 
 
 async def get_topics_of_namespace(conn: ServerConnection, cmd: pb.CommandGetTopicsOfNamespace) -> None:
     """Answer GET_TOPICS_OF_NAMESPACE (see the module docstring)."""
     tenant, namespace = parse_namespace(cmd.namespace)
-    await conn.service.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
-    topics = await namespace_topics(conn.service, tenant, namespace, cmd.mode)
+    await conn.front.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
+    topics = await namespace_topics(conn.front, tenant, namespace, cmd.mode)
     filtered = False
     if cmd.HasField("topics_pattern") and \
             len(cmd.topics_pattern) <= conn.config.broker_subscription_pattern_length_max:
@@ -200,8 +200,8 @@ class TopicListWatcher:
 class TopicListRegistry:
     """Every watcher of this broker, fed by one metadata-store watch on `/topics`."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, astore: AsyncStore) -> None:
+        self._astore = astore
         self._by_namespace: dict[tuple[str, str], set[TopicListWatcher]] = {}
         self._by_connection: dict[ServerConnection, dict[int, TopicListWatcher]] = {}
         self._watch: Watch | None = None
@@ -212,7 +212,7 @@ class TopicListRegistry:
 
     async def _ensure_watch(self) -> None:
         if self._watch is None:
-            watch = await self.service.astore.watch(TOPICS_ROOT, self._on_event)
+            watch = await self._astore.watch(TOPICS_ROOT, self._on_event)
             if self._watch is not None or self._stopped:   # another caller won, or stopped meanwhile
                 watch.cancel()
             else:
@@ -270,9 +270,9 @@ class TopicListRegistry:
 
 async def watch_topic_list(conn: ServerConnection, cmd: pb.CommandWatchTopicList) -> None:
     """Create a watcher and answer WATCH_TOPIC_LIST_SUCCESS with its topics and hash."""
-    registry = conn.service.topic_list_watchers
+    registry = conn.front.topic_lists
     tenant, namespace = parse_namespace(cmd.namespace)
-    await conn.service.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
+    await conn.front.authorization.check_namespace(conn.role, tenant, namespace)   # before any read
     existing = registry.watchers_of(conn).get(cmd.watcher_id)
     if existing is not None:   # the client asked again for the same watcher: the same answer
         _write_success(conn, cmd, sorted(existing.topics))
@@ -283,10 +283,10 @@ async def watch_topic_list(conn: ServerConnection, cmd: pb.CommandWatchTopicList
             f"this connection already has {watchers_max} topic-list watchers "
             "(broker_topic_list_watchers_per_connection_max)", watchers_max=watchers_max)
     watcher = TopicListWatcher(conn, cmd.watcher_id, tenant, namespace, compile_pattern(cmd.topics_pattern))
-    await conn.service.namespaces.require(tenant, namespace)
+    await conn.front.namespaces.require(tenant, namespace)
     await registry.add(watcher)
     try:
-        names = await policies.topics_of_namespace(conn.service.astore, tenant, namespace)
+        names = await policies.topics_of_namespace(conn.front.ctx.astore, tenant, namespace)
     except BaseException:
         registry.remove(watcher)
         raise
@@ -316,7 +316,7 @@ def _write_success(conn: ServerConnection, cmd: pb.CommandWatchTopicList, topics
 
 def close_watcher(conn: ServerConnection, cmd: pb.CommandWatchTopicListClose) -> None:
     """WATCH_TOPIC_LIST_CLOSE: drop the watcher (if any) and answer SUCCESS, as Pulsar."""
-    registry = conn.service.topic_list_watchers
+    registry = conn.front.topic_lists
     watcher = registry.watchers_of(conn).get(cmd.watcher_id)
     if watcher is not None:
         registry.remove(watcher)
@@ -325,4 +325,4 @@ def close_watcher(conn: ServerConnection, cmd: pb.CommandWatchTopicListClose) ->
 
 def release(conn: ServerConnection) -> None:
     """The connection closed: its watchers go."""
-    conn.service.topic_list_watchers.release(conn)
+    conn.front.topic_lists.release(conn)

@@ -76,10 +76,10 @@ from common.errors import (
 )
 from common.topic_names import TopicName
 from cursor.stats import backlog
-from wire.pulsar import encode_close_producer
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
+    from broker.topics.loaded import LoadedTopics
     from broker.topics.subscription import Subscription
     from broker.topics.topic import PersistentTopic
 
@@ -177,20 +177,20 @@ _quotas: weakref.WeakKeyDictionary[PersistentTopic, dict[str, BacklogQuota]] = w
 _evictions: weakref.WeakKeyDictionary[PersistentTopic, collections.Counter[str]] = weakref.WeakKeyDictionary()
 
 
-async def load(service: BrokerService, topic: PersistentTopic) -> dict[str, BacklogQuota]:
+async def load(ctx: BrokerContext, topic: PersistentTopic) -> dict[str, BacklogQuota]:
     """Read the topic's effective quotas from the metadata store and cache them."""
     name = topic.name
-    ns = await policies.namespace_policies(service.astore, name.tenant, name.namespace)
-    found = effective(ns, await policies.topic_policies(service.astore, name), service.config)
+    ns = await policies.namespace_policies(ctx.astore, name.tenant, name.namespace)
+    found = effective(ns, await policies.topic_policies(ctx.astore, name), ctx.config)
     _quotas[topic] = found
     return found
 
 
-async def reload_matching(service: BrokerService, match: Callable[[TopicName], bool]) -> None:
+async def reload_matching(ctx: BrokerContext, loaded: LoadedTopics, match: Callable[[TopicName], bool]) -> None:
     """Read again the quotas of the loaded topics whose name matches (a policy changed)."""
-    for topic in list(service.topics.values()):
+    for topic in list(loaded.topics.values()):
         if match(topic.name) and not topic.closing:
-            await load(service, topic)
+            await load(ctx, topic)
 
 
 def quotas_of(topic: PersistentTopic) -> dict[str, BacklogQuota]:
@@ -260,15 +260,15 @@ def _limited(quotas: dict[str, BacklogQuota]) -> bool:
 
 # --- producers -----------------------------------------------------------------------------------
 
-async def refuse_producer(service: BrokerService, topic: PersistentTopic) -> None:
+async def refuse_producer(ctx: BrokerContext, topic: PersistentTopic) -> None:
     """Refuse a new producer while the topic is over a quota whose policy holds producers back.
     The quotas are the cached ones (read when the topic was loaded, at every check, and when
     changed through this broker); the backlog is measured now."""
     quotas = quotas_of(topic)
-    if not service.config.backlog_quota_check_enabled or not _limited(quotas):
+    if not ctx.config.backlog_quota_check_enabled or not _limited(quotas):
         return
     subs = measure(topic)
-    now_ms = service.clock.wall_ms()
+    now_ms = ctx.clock.wall_ms()
     for kind in TYPES:
         quota = quotas[kind]
         if quota.policy == EVICTION or not exceeded(kind, quota, subs, now_ms):
@@ -290,7 +290,7 @@ async def disconnect_producers(topic: PersistentTopic) -> int:
     for producer in producers:
         log.info("producer %s exceeded the backlog quota of %s: disconnecting it", producer.name, topic.name)
         topic.remove_producer(producer)
-        producer.link.write(encode_close_producer(producer.producer_id, 0))
+        producer.close_by_broker()
     return len(producers)
 
 
@@ -350,18 +350,21 @@ async def apply(topic: PersistentTopic, quotas: dict[str, BacklogQuota], now_ms:
 class BacklogQuotaChecker:
     """The periodic check over the loaded topics (see the module docstring)."""
 
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self.interval_s = service.config.backlog_quota_check_interval_ms / 1000
+    def __init__(self, ctx: BrokerContext, loaded: LoadedTopics) -> None:
+        self.ctx = ctx
+        self.loaded = loaded     # the topics this broker serves
+        self.interval_s = ctx.config.backlog_quota_check_interval_ms / 1000
         self.passes = 0          # passes completed since start
         self.errors = 0          # topic checks that failed (logged)
         self._task: asyncio.Task | None = None   # None until started, and again once stopped
+        self._stopped = False    # the broker is stopping
 
     def start(self) -> None:
-        if self._task is None and self.service.config.backlog_quota_check_enabled:
-            self._task = self.service.spawn(self._run())
+        if self._task is None and self.ctx.config.backlog_quota_check_enabled:
+            self._task = self.ctx.spawn(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
@@ -369,10 +372,10 @@ class BacklogQuotaChecker:
 
     async def reload(self, match: Callable[[TopicName], bool]) -> None:
         """A policy changed: read the matching loaded topics' quotas again."""
-        await reload_matching(self.service, match)
+        await reload_matching(self.ctx, self.loaded, match)
 
     async def _run(self) -> None:
-        while not self.service.closing:
+        while not self._stopped:
             await asyncio.sleep(self.interval_s)
             await self.check_all()
 
@@ -380,9 +383,9 @@ class BacklogQuotaChecker:
         """One pass; never raises but for cancellation. Each namespace's policies and all its
         topic-level policies are read once per pass (a get and a prefix listing)."""
         read: dict[tuple[str, str], tuple[dict, dict[str, dict]]] = {}
-        astore = self.service.astore
-        for topic in list(self.service.topics.values()):
-            if topic.closing or self.service.closing:
+        astore = self.ctx.astore
+        for topic in list(self.loaded.topics.values()):
+            if topic.closing or self._stopped:
                 continue
             try:
                 key = (topic.name.tenant, topic.name.namespace)
@@ -391,9 +394,9 @@ class BacklogQuotaChecker:
                                  await policies.namespace_topic_policies(astore, *key))
                 ns_policies, topic_level = read[key]
                 quotas = _quotas[topic] = effective(ns_policies, topic_level.get(topic.name.base.local),
-                                                    self.service.config)
+                                                    self.ctx.config)
                 if _limited(quotas) and not topic.closing:
-                    await apply(topic, quotas, self.service.clock.wall_ms())
+                    await apply(topic, quotas, self.ctx.clock.wall_ms())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:       # one topic's failure must not stop the others

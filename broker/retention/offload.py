@@ -19,7 +19,7 @@ When the broker acts (`auto_offload`, `retention_pass`): on every ledger close o
 thresholds go to `ManagedLedger.maybe_offload` (one offload at a time per managed ledger: it
 does nothing while one runs); in the retention pass, the effective deletion lag goes to
 `ManagedLedger.delete_offloaded_from_bookies`. Nothing happens while the broker has no usable
-cold tier (`service.cold is None`): deleting bookie copies then would leave data unreadable.
+cold tier (`ctx.cold is None`): deleting bookie copies then would leave data unreadable.
 
 What must hold: a stored value always passes `check_*` (the admin API refuses anything else with
 400/412 before writing); an automatic offload never raises into the ledger-close path.
@@ -37,7 +37,7 @@ from common.config import Config
 from common.errors import BadRequestBody, NotAllowed
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
     from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -139,11 +139,11 @@ def effective(ns_policies: dict, config: Config, topic_policies: dict | None = N
         deletion_lag_ms=pick(DELETION_LAG_FIELD, NS_DELETION_LAG_KEY, None, config.offload_deletion_lag_ms))
 
 
-async def effective_for(service: BrokerService, topic: PersistentTopic) -> OffloadPolicy:
+async def effective_for(ctx: BrokerContext, topic: PersistentTopic) -> OffloadPolicy:
     """The effective policy of a topic, read from the metadata store now."""
     name = topic.name
-    ns_policies = await policies.namespace_policies(service.astore, name.tenant, name.namespace)
-    return effective(ns_policies, service.config, await policies.topic_policies(service.astore, name))
+    ns_policies = await policies.namespace_policies(ctx.astore, name.tenant, name.namespace)
+    return effective(ns_policies, ctx.config, await policies.topic_policies(ctx.astore, name))
 
 
 def _start_auto(topic: PersistentTopic, policy: OffloadPolicy, now_ms: int) -> asyncio.Task | None:
@@ -166,31 +166,31 @@ def _log_failure(topic_name: str):
     return done
 
 
-async def auto_offload(service: BrokerService, topic: PersistentTopic) -> asyncio.Task | None:
+async def auto_offload(ctx: BrokerContext, topic: PersistentTopic) -> asyncio.Task | None:
     """A ledger of `topic` closed: start an automatic offload if its thresholds say so."""
-    if service.cold is None or topic.closing or service.closing:
+    if ctx.cold is None or topic.closing:
         return None
-    policy = await effective_for(service, topic)
-    return _start_auto(topic, policy, service.clock.wall_ms())
+    policy = await effective_for(ctx, topic)
+    return _start_auto(topic, policy, ctx.clock.wall_ms())
 
 
-def on_ledger_closed(service: BrokerService, topic: PersistentTopic) -> None:
+def on_ledger_closed(ctx: BrokerContext, topic: PersistentTopic) -> None:
     """The managed ledger's ledger-closed listener: evaluate the thresholds in the background
-    (policy reads are asynchronous; a failure is logged by `service.spawn`)."""
-    if service.cold is None or topic.closing or service.closing:
+    (policy reads are asynchronous; a failure is logged by `ctx.spawn`)."""
+    if ctx.cold is None or topic.closing:
         return
-    service.spawn(auto_offload(service, topic))
+    ctx.spawn(auto_offload(ctx, topic))
 
 
-async def retention_pass(service: BrokerService, topic: PersistentTopic, ns_policies: dict,
+async def retention_pass(ctx: BrokerContext, topic: PersistentTopic, ns_policies: dict,
                          topic_policies: dict | None) -> list[int]:
     """The retention task's offload step for one topic: start an automatic offload if due, then
     delete the bookie copies of ledgers offloaded longer than the deletion lag ago. Returns the
     ids of the ledgers whose bookie copy was deleted."""
-    if service.cold is None or topic.closing:
+    if ctx.cold is None or topic.closing:
         return []
-    policy = effective(ns_policies, service.config, topic_policies)
-    now_ms = service.clock.wall_ms()
+    policy = effective(ns_policies, ctx.config, topic_policies)
+    now_ms = ctx.clock.wall_ms()
     _start_auto(topic, policy, now_ms)
     if policy.deletion_lag_ms < 0:
         return []

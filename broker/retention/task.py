@@ -8,7 +8,7 @@ next, so passes never overlap) each topic loaded on this broker is checked once,
    subscription's cursor acks what was published more than TTL ago (`ManagedCursor.expire`). Its
    dispatcher forgets those entries. TTL deletes nothing. The entries it acks are counted in
    the subscription's stats (`totalMsgExpired`, `msgRateExpired`, `lastExpireTimestamp`:
-   `broker.stats.topic_stats.expire_counted`).
+   `broker.topics.rates.expire_counted`).
 2. Retention (`policies.RETENTION_KEY` of the topic, else of the namespace, else config
    `retention_time_minutes`/`retention_size_mb`):
    `cursor.retention.apply_retention` with the DURABLE subscriptions' cursors only (a reader's
@@ -41,12 +41,13 @@ from broker.compaction import threshold as compaction_threshold
 from broker.compaction.topic_compaction import COMPACTION_SUBSCRIPTION
 from broker.records import policies
 from broker.retention import offload as offload_policy
-from broker.stats.topic_stats import expire_counted
+from broker.topics.rates import expire_counted
 from cursor.retention import RetentionPolicy, apply_retention, trim_position
 from ledger.position import Position
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
+    from broker.topics.loaded import LoadedTopics
     from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -77,28 +78,31 @@ class _RecheckedTrim:
 
 
 class RetentionTask:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self.interval_s = service.config.broker_retention_check_interval_ms / 1000
+    def __init__(self, ctx: BrokerContext, loaded: LoadedTopics) -> None:
+        self.ctx = ctx
+        self.loaded = loaded             # the topics this broker serves
+        self.interval_s = ctx.config.broker_retention_check_interval_ms / 1000
         self.passes = 0              # passes completed since start
         self.errors = 0              # topic checks that failed (logged) since start
         self.expired_cursors = 0     # times TTL moved a subscription's mark-delete
         self.trimmed_ledgers = 0     # ledgers retention deleted
         self.bookie_copies_deleted = 0   # offloaded ledgers whose bookie copy the deletion lag removed
         self._task: asyncio.Task | None = None   # None until started, and again once stopped
+        self._stopped = False            # the broker is stopping
 
     def start(self) -> None:
         if self._task is None:
-            self._task = self.service.spawn(self._run())
+            self._task = self.ctx.spawn(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
     async def _run(self) -> None:
-        while not self.service.closing:
+        while not self._stopped:
             await self.check_all()
             await asyncio.sleep(self.interval_s)
 
@@ -106,14 +110,14 @@ class RetentionTask:
         """One pass over the loaded topics; never raises but for cancellation."""
         ns_policies: dict[tuple[str, str], dict] = {}
         topic_level: dict[tuple[str, str], dict[str, dict]] = {}
-        for topic in list(self.service.topics.values()):
-            if topic.closing or self.service.closing:
+        for topic in list(self.loaded.topics.values()):
+            if topic.closing or self._stopped:
                 continue
             try:
                 key = (topic.name.tenant, topic.name.namespace)
                 if key not in ns_policies:
-                    ns_policies[key] = await policies.namespace_policies(self.service.astore, *key)
-                    topic_level[key] = await policies.namespace_topic_policies(self.service.astore, *key)
+                    ns_policies[key] = await policies.namespace_policies(self.ctx.astore, *key)
+                    topic_level[key] = await policies.namespace_topic_policies(self.ctx.astore, *key)
                 await self.check_topic(topic, ns_policies[key], topic_level[key].get(topic.name.base.local))
             except asyncio.CancelledError:
                 raise
@@ -126,8 +130,8 @@ class RetentionTask:
     async def check_topic(self, topic: PersistentTopic, ns_policies: dict,
                           topic_policies: dict | None = None) -> list[int]:
         """Apply TTL, retention, then offload, to one topic; returns the ids of the ledgers trimmed."""
-        config = self.service.config
-        now_ms = self.service.clock.wall_ms()
+        config = self.ctx.config
+        now_ms = self.ctx.clock.wall_ms()
         ttl_seconds = policies.ttl_seconds_of(ns_policies, config, topic_policies)
         if ttl_seconds > 0:
             for sub in [s for s in list(topic.subscriptions.values())
@@ -142,7 +146,7 @@ class RetentionTask:
         ledger = _RecheckedTrim(topic, policy, now_ms)
         await apply_retention(ledger, topic.ml, durable_cursors(topic), policy, now_ms)
         self.trimmed_ledgers += len(ledger.trimmed)
-        deleted = await offload_policy.retention_pass(self.service, topic, ns_policies, topic_policies)
+        deleted = await offload_policy.retention_pass(self.ctx, topic, ns_policies, topic_policies)
         self.bookie_copies_deleted += len(deleted)
-        await compaction_threshold.retention_pass(self.service, topic, ns_policies, topic_policies)
+        await compaction_threshold.retention_pass(config, topic.compaction, ns_policies, topic_policies)
         return ledger.trimmed

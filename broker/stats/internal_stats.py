@@ -42,12 +42,12 @@ Not reported, because Strata does not count them: a cursor's `messagesConsumedCo
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pyroaring import BitMap64
 
+from common.human import iso_ms
 from cursor.stats import subscription_stats
 from ledger import auditor
 from ledger.types import LedgerState
@@ -59,12 +59,6 @@ if TYPE_CHECKING:
 # ManagedLedger state (ledger.managed_ledger.MLState values) -> Pulsar's ManagedLedgerImpl.State
 _ML_STATE_NAMES = {"ready": "LedgerOpened", "rolling": "ClosingLedger", "no_ledger": "ClosedLedger",
                    "fenced": "Fenced", "failed": "Fenced", "closed": "Closed", "terminated": "Terminated"}
-
-
-def iso_ms(ms: int) -> str:
-    """Pulsar's admin timestamp format, e.g. 2021-01-22T21:12:14.868+00:00."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.isoformat(timespec="milliseconds")
 
 
 def ack_ranges(acked_ledgers: Mapping[int, BitMap64]) -> list[tuple[int, int, int]]:

@@ -1,6 +1,6 @@
 """`/metrics`: the broker's Prometheus exposition, with Pulsar's metric names and labels.
 
-Built with prometheus_client: one `BrokerCollector` per `BrokerService`, registered on that
+Built with prometheus_client: one `BrokerCollector` per `MetricsSource`, registered on that
 service's own `CollectorRegistry` (several brokers may share a process, as in tests), with
 prometheus_client's process, platform and GC collectors beside it; `render(service)` is
 `generate_latest` of that registry. Values are computed on each scrape from the loaded topics
@@ -56,8 +56,8 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -77,7 +77,23 @@ from cursor import metrics as cursor_metrics
 from ledger import auditor
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
+    from broker.nonpersistent.topic import NonPersistentTopics
+    from broker.retention.task import RetentionTask
+    from broker.topics.topic import PersistentTopic
+
+
+class MetricsSource(Protocol):
+    """What the families are computed from (the service is one)."""
+
+    ctx: BrokerContext
+    non_persistent: NonPersistentTopics         # live non-persistent topics
+    retention: RetentionTask                    # its pass counters
+
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """Loaded persistent topics."""
+        ...
 
 CLUSTER = "standalone"                # the label of module-level helpers that have no service
 CONTENT_TYPE = CONTENT_TYPE_LATEST    # "text/plain; version=0.0.4; charset=utf-8"
@@ -86,31 +102,31 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST    # "text/plain; version=0.0.4; charset=utf-
 class BrokerCollector:
     """Every broker family, computed at scrape time from `service`."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: MetricsSource) -> None:
         self._service = weakref.ref(service)   # the registry must not keep a stopped broker alive
 
     def collect(self) -> Iterator[Metric]:
         service = self._service()
         if service is None:
             return
-        cluster = service.config.cluster_name
+        cluster = service.ctx.config.cluster_name
         stats = {name: topic_stats(topic) for name, topic in sorted(service.topics.items())}
-        stats.update(non_persistent.metrics_stats(service))   # same families (storage ones skip them)
+        stats.update(non_persistent.metrics_stats(service.non_persistent))   # same families (storage ones skip them)
         topics_count = GaugeMetricFamily("pulsar_topics_count", "topics loaded on this broker", labels=["cluster"])
         topics_count.add_metric([cluster], len(stats))
         yield topics_count
         yield from broker_counter_families(service, cluster)
         yield from retry_families(cluster)
         yield from auditor_families(cluster)
-        topic_level = service.config.broker_metrics_topic_level
+        topic_level = service.ctx.config.broker_metrics_topic_level
         yield from metrics_topics.families(stats, cluster, topic_level)
         yield from metrics_storage.families(service.topics, stats, cluster, topic_level)
 
 
-_registries: weakref.WeakKeyDictionary[BrokerService, CollectorRegistry] = weakref.WeakKeyDictionary()
+_registries: weakref.WeakKeyDictionary[MetricsSource, CollectorRegistry] = weakref.WeakKeyDictionary()
 
 
-def registry_for(service: BrokerService) -> CollectorRegistry:
+def registry_for(service: MetricsSource) -> CollectorRegistry:
     """The service's registry (made on first use): its collector plus process, platform, GC."""
     registry = _registries.get(service)
     if registry is None:
@@ -123,12 +139,12 @@ def registry_for(service: BrokerService) -> CollectorRegistry:
     return registry
 
 
-def render(service: BrokerService) -> str:
+def render(service: MetricsSource) -> str:
     """The Prometheus text exposition (content type `CONTENT_TYPE`), all on the calling thread."""
     return generate_latest(registry_for(service)).decode()
 
 
-async def render_async(service: BrokerService) -> str:
+async def render_async(service: MetricsSource) -> str:
     """`render` for the event loop: the families are collected here (they read live topic state),
     then formatted on a worker thread (`generate_latest` is ~5 us a sample: ~180 ms at 1,000 topics
     with two subscriptions each), so the loop keeps serving between the interpreter's thread
@@ -143,10 +159,10 @@ def _counter(name: str, help_text: str, cluster: str, value: float) -> CounterMe
     return family
 
 
-def broker_counter_families(service: BrokerService, cluster: str) -> list[Metric]:
+def broker_counter_families(service: MetricsSource, cluster: str) -> list[Metric]:
     out: list[Metric] = [_counter(name, "cursor persistence counter", cluster, value)
                          for name, value in cursor_metrics.snapshot().items()]
-    writer, retention = service.cursor_writer, service.retention
+    writer, retention = service.ctx.cursor_writer, service.retention
     for name, help_text, value in (
             ("strata_cursor_writer_transactions_total", "group transactions carrying cursor persists",
              writer.transactions),

@@ -21,7 +21,7 @@ What must hold: every value is read from live state at scrape time; nothing here
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -55,7 +55,7 @@ def ack_ranges(acked_ledgers: Any) -> int:
                for bitmap in acked_ledgers.values())
 
 
-def families(topics: dict[str, PersistentTopic], stats: dict[str, dict], cluster: str,
+def families(topics: Mapping[str, PersistentTopic], stats: dict[str, dict], cluster: str,
              topic_level: bool) -> Iterator[Metric]:
     loaded = {name: topics[name] for name in stats if name in topics}
     yield from _ml_families(loaded, stats, cluster)

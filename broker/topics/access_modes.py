@@ -46,12 +46,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from common.errors import NotAllowed, ProducerBusy, ProducerFenced, ServiceNotReady, TopicTerminated
-from wire.pulsar import encode_close_producer, encode_producer_success
 
 if TYPE_CHECKING:
     from broker.topics.producer import Producer
     from broker.topics.topic import PersistentTopic
-    from proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +172,7 @@ class ProducerAccess:
             log.info("%s: fencing out producer %s", self.topic.name, producer.name)
             del self.topic.producers[producer.name]
             producer.quiesce()     # later SENDs are dropped: stored, they would follow the new holder's
-            self.topic.service.spawn(_close_when_settled(producer))
+            self.topic.ctx.spawn(_close_when_settled(producer))
         self.holder = None
 
     async def wait_turn(self, name: str, on_queued: Callable[[], None]) -> None:
@@ -252,21 +250,17 @@ async def _close_when_settled(producer: Producer) -> None:
         await asyncio.wait_for(producer.settled(), FENCE_SETTLE_S)
     except TimeoutError:
         log.warning("fenced producer %s: receipts still pending after %.1f s", producer.name, FENCE_SETTLE_S)
-    producer.close()
-    producer.link.write(encode_close_producer(producer.producer_id, 0))
+    producer.close_by_broker()
 
 
-def _client_epoch(cmd: pb.CommandProducer) -> int | None:
-    return cmd.topic_epoch if cmd.HasField("topic_epoch") else None
-
-
-async def admit(conn, topic: PersistentTopic, producer: Producer, cmd: pb.CommandProducer,
-                wanted: Callable[[], bool]) -> Admission | None:
-    """Attach `producer` to `topic` under its access mode; None if its request was abandoned
-    meanwhile (`wanted()` turned false: nothing is attached). Raises ProducerBusy, ProducerFenced,
-    or what `topic.add_producer` raises."""
+async def admit(topic: PersistentTopic, producer: Producer, mode: int, client_epoch: int | None,
+                on_queued: Callable[[], None], wanted: Callable[[], bool]) -> Admission | None:
+    """Attach `producer` to `topic` under its access `mode` (`client_epoch`: the topic epoch the
+    client shows, None: none); None if its request was abandoned meanwhile (`wanted()` turned
+    false: nothing is attached). A WaitForExclusive producer that must queue calls `on_queued`
+    first (the front end tells the client it waits). Raises ProducerBusy, ProducerFenced, or what
+    `topic.add_producer` raises."""
     access: ProducerAccess = topic.access
-    mode = cmd.producer_access_mode
     producer.access_mode = _MODE_NAMES.get(int(mode), "Shared")
     if topic.closing:
         raise ServiceNotReady("topic is closing", topic=str(topic.name))
@@ -278,19 +272,18 @@ async def admit(conn, topic: PersistentTopic, producer: Producer, cmd: pb.Comman
         return Admission(access.epoch)
     if mode == AccessMode.EXCLUSIVE:
         access.refuse_exclusive()
-        access.check_epoch(_client_epoch(cmd))
+        access.check_epoch(client_epoch)
     elif mode == AccessMode.EXCLUSIVE_WITH_FENCING:
-        access.check_epoch(_client_epoch(cmd))
+        access.check_epoch(client_epoch)
         access.fence_all()
     elif mode != AccessMode.WAIT_FOR_EXCLUSIVE:
         raise NotAllowed(f"Invalid producer access mode: {mode}")
     if mode == AccessMode.WAIT_FOR_EXCLUSIVE and access.busy():
-        await access.wait_turn(producer.name, lambda: conn.write(encode_producer_success(
-            cmd.request_id, producer.name, topic.last_sequence_id(producer.name), producer_ready=False)))
+        await access.wait_turn(producer.name, on_queued)
     else:
         access.holder = producer.name
     try:
-        epoch = await access.take(producer.name, _client_epoch(cmd))
+        epoch = await access.take(producer.name, client_epoch)
         if topic.terminating or topic.terminated:     # terminated while it waited or took the topic
             raise TopicTerminated("Topic was already terminated", topic=str(topic.name))
         if not wanted():

@@ -6,11 +6,13 @@ delivered to this consumer and not yet acknowledged to its message count; the di
 to give the entries back (close, redelivery) and Key_Shared uses it to know which hashes this
 consumer still holds.
 
-End of topic: `reached_end_of_topic` sends REACHED_END_OF_TOPIC once (Pulsar's
-Consumer.reachedEndOfTopic), after the SUBSCRIBE's SUCCESS, and only to a client that understands
-it: the connection's `end_of_topic_ok`, false for the C++ client and those built on it (Python,
-Node.js: `Pulsar-CPP-v...`), which drop the connection on that command (docs/protocol.md §10);
-they see the end as `has_message_available() == False` / GET_LAST_MESSAGE_ID instead.
+End of topic: `reached_end_of_topic` tells the client once (Pulsar's Consumer.reachedEndOfTopic),
+after the SUBSCRIBE's SUCCESS. The link decides whether its client understands the notice (the
+Pulsar front end sends REACHED_END_OF_TOPIC only to clients that handle it; docs/protocol.md §10).
+
+The consumer knows no wire protocol: it talks to its client through a `ConsumerLink`, which the
+protocol front end implements (`broker.protocol.connection` frames MESSAGE, ACTIVE_CONSUMER_CHANGE,
+REACHED_END_OF_TOPIC and CLOSE_CONSUMER).
 
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
 (dispatchers enforce it); `send_entry` is the only way an entry reaches the client;
@@ -26,31 +28,29 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from ledger.position import Position
-from proto import pulsar_api_pb2 as pb
-from wire.pulsar import (
-    CommandType,
-    encode_active_consumer_change,
-    encode_close_consumer,
-    encode_command,
-    encode_message_prefix,
-)
 
 if TYPE_CHECKING:
     from broker.topics.subscription import Subscription
 
-# Entries at least this big go out as [header, entry] (writev) instead of one joined frame:
-# joining copies the entry (a fresh allocation per frame), which for 128 KiB entries cost the
-# dispatch pass a seventh of its time; below it one joined write is the cheaper call.
-WRITE_PARTS_ENTRY_BYTES_MIN = 8 * 1024
-
-
 class ConsumerLink(Protocol):
-    """What a consumer needs from its connection."""
+    """What a consumer needs from its client's connection (a protocol front end implements it)."""
 
-    def write(self, data: bytes) -> None: ...
+    def send_message(self, consumer_id: int, partition: int, position: Position, data: bytes,
+                     redelivery_count: int, ack_set: list[int] | None) -> None:
+        """Deliver one stored entry (`data`, as stored) to the client's consumer `consumer_id`."""
+        ...
 
-    def write_parts(self, parts: list[bytes | memoryview]) -> None:
-        """Write several buffers back to back without joining them."""
+    def active_consumer_changed(self, consumer_id: int, is_active: bool) -> None:
+        """A Failover consumer became (or stopped being) the active one."""
+        ...
+
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        """The topic is terminated and the consumer has everything (dropped if the client
+        does not understand the notice)."""
+        ...
+
+    def consumer_closed(self, consumer_id: int) -> None:
+        """The broker closed the consumer: the client subscribes again (seek, topic unload)."""
         ...
 
     def writable(self) -> bool:
@@ -97,13 +97,8 @@ class Consumer:
 
     def send_entry(self, position: Position, data: bytes, messages: int,
                    redelivery_count: int, ack_set: list[int] | None) -> None:
-        """Write one MESSAGE and record it as pending; costs `messages` permits."""
-        prefix = encode_message_prefix(self.consumer_id, position.ledger_id, position.entry_id,
-                                       self.partition, redelivery_count, ack_set, len(data))
-        if len(data) >= WRITE_PARTS_ENTRY_BYTES_MIN:
-            self.link.write_parts([prefix, data])
-        else:
-            self.link.write(prefix + data)
+        """Deliver one entry and record it as pending; costs `messages` permits."""
+        self.link.send_message(self.consumer_id, self.partition, position, data, redelivery_count, ack_set)
         self.permits -= messages
         self.unacked_count += messages - self.pending.get(position, 0)
         self.pending[position] = messages
@@ -119,7 +114,7 @@ class Consumer:
         if not self.announced:
             self._held_active = is_active
             return
-        self.link.write(encode_active_consumer_change(self.consumer_id, is_active))
+        self.link.active_consumer_changed(self.consumer_id, is_active)
 
     def announce(self) -> None:
         """SUCCESS for the SUBSCRIBE went out: release what was held back."""
@@ -134,23 +129,20 @@ class Consumer:
 
     def reached_end_of_topic(self) -> None:
         """The topic is terminated and this consumer's subscription has everything: tell the
-        client once, if it understands the command (see the module docstring)."""
+        client once (see the module docstring)."""
         if self.closed or self.end_of_topic_sent:
             return
         self.end_of_topic_sent = True
         if not self.announced:
             self._held_end_of_topic = True
             return
-        if getattr(self.link, "end_of_topic_ok", False):
-            self.link.write(encode_command(pb.BaseCommand(
-                type=CommandType.REACHED_END_OF_TOPIC,
-                reachedEndOfTopic=pb.CommandReachedEndOfTopic(consumer_id=self.consumer_id))))
+        self.link.reached_end_of_topic(self.consumer_id)
 
     def close_by_broker(self) -> None:
         """Ask the client to re-subscribe (seek, topic unload); the connection forgets us."""
         if not self.closed:
             self.closed = True
-            self.link.write(encode_close_consumer(self.consumer_id, 0))
+            self.link.consumer_closed(self.consumer_id)
             self.link.forget_consumer(self)
 
     # --- pending entries --------------------------------------------------------------------

@@ -56,7 +56,6 @@ from common.errors import (
     ChecksumError,
     InvalidArgument,
     MessageTooLarge,
-    PulsarServerError,
     ServiceNotReady,
     StrataError,
     TopicTerminated,
@@ -65,7 +64,6 @@ from common.invariant import present
 from common.ratelimited_log import RateLimitedLog
 from entries.entry import EntryInfo, parse_entry
 from ledger.position import Position
-from wire.pulsar import encode_send_error, encode_send_receipt
 
 if TYPE_CHECKING:
     from broker.topics.topic import PersistentTopic
@@ -80,9 +78,23 @@ DUPLICATE_POSITION = Position(-1, -1)
 
 
 class ProducerLink(Protocol):
-    def write(self, data: bytes) -> None: ...
+    """What a producer needs from its client's connection (a protocol front end implements it)."""
 
-    def producer_backlogged(self, producer: Producer, backlogged: bool) -> None: ...
+    def send_receipt(self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int) -> None:
+        """The message `sequence_id` is stored at (ledger_id, entry_id) (-1, -1: a duplicate)."""
+        ...
+
+    def send_failed(self, producer_id: int, sequence_id: int, error: StrataError) -> None:
+        """The message `sequence_id` was not stored, for `error`; the producer stays usable."""
+        ...
+
+    def producer_closed(self, producer_id: int) -> None:
+        """The broker closed the producer: the client reconnects (topic closed, fenced, quota)."""
+        ...
+
+    def producer_backlogged(self, producer: Producer, backlogged: bool) -> None:
+        """Stop (True) or resume (False) reading the client's messages."""
+        ...
 
 
 class _Slot:
@@ -257,12 +269,9 @@ class Producer:
                 continue
             if slot.error is None:
                 ledger_id, entry_id = present(slot.position, "a slot stored without error has its position")
-                self.link.write(encode_send_receipt(self.producer_id, slot.sequence_id, ledger_id, entry_id))
+                self.link.send_receipt(self.producer_id, slot.sequence_id, ledger_id, entry_id)
             else:
-                code = slot.error.server_error
-                if code is None:
-                    code = PulsarServerError.UnknownError
-                self.link.write(encode_send_error(self.producer_id, slot.sequence_id, code, str(slot.error)))
+                self.link.send_failed(self.producer_id, slot.sequence_id, slot.error)
         if stored:
             # Receipts first, then dispatch: see Topic.notify_appended.
             self.topic.notify_appended()
@@ -283,6 +292,11 @@ class Producer:
         """Wait until every SEND accepted before `quiesce()` has its reply written."""
         if self._settled is not None:
             await self._settled.wait()
+
+    def close_by_broker(self) -> None:
+        """Close, and tell the client to reconnect."""
+        self.close()
+        self.link.producer_closed(self.producer_id)
 
     def close(self) -> None:
         """Stop replying; appends in flight still complete (their entries stay stored)."""

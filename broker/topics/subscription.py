@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.topics.consumer import Consumer
 from broker.topics.dispatch.base import Dispatcher
@@ -48,16 +50,12 @@ from broker.topics.dispatch.shared import SharedDispatcher
 from broker.topics.dispatch.single_active import SingleActiveDispatcher
 from common.errors import ConsumerBusy, CursorStateTooLarge, InvalidArgument, NotAllowed, StrataError
 from common.invariant import present
-from ledger.position import EARLIEST, LATEST, Position
-from proto import pulsar_api_pb2 as pb
+from ledger.position import Position
 
 if TYPE_CHECKING:
     from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
-
-U64 = 2**64
-
 
 class SubType(enum.IntEnum):
     EXCLUSIVE = 0
@@ -70,24 +68,21 @@ SUB_TYPE_NAMES = {SubType.EXCLUSIVE: "Exclusive", SubType.SHARED: "Shared",
                   SubType.FAILOVER: "Failover", SubType.KEY_SHARED: "Key_Shared"}
 
 
-def wire_position(mid: pb.MessageIdData) -> Position:
-    """A MessageIdData as a Position, reading the uint64 fields as signed (2^64-1 -> -1)."""
-    ledger, entry = mid.ledgerId, mid.entryId
-    if ledger >= 2**63:
-        ledger -= U64
-    if entry >= 2**63:
-        entry -= U64
-    return Position(ledger, entry)
+@dataclass(frozen=True)
+class KeySharedSpec:
+    """What a Key_Shared consumer asked for when it subscribed."""
+
+    sticky: bool = False                          # its own hash ranges; False: auto-split
+    ranges: tuple[tuple[int, int], ...] = ()      # the sticky ranges (inclusive slot bounds)
+    allow_out_of_order: bool = False              # deliver a key's new messages before older ones are acked
 
 
-def start_position(mid: pb.MessageIdData) -> Position:
-    """SUBSCRIBE.start_message_id / SEEK.message_id: earliest and latest map to the markers."""
-    position = wire_position(mid)
-    if position.ledger_id < 0:
-        return EARLIEST
-    if position.ledger_id >= 2**63 - 1:
-        return LATEST
-    return position
+class AckedId(NamedTuple):
+    """One acknowledged id: an entry, or members of a batch entry."""
+
+    position: Position
+    ack_set: Sequence[int] = ()   # batch members still unacked, as bits in 64-bit words; empty: the whole entry
+    batch_size: int = 0           # members in the batch as the client says (0: not said)
 
 
 class Subscription:
@@ -127,24 +122,24 @@ class Subscription:
 
     # --- consumers ----------------------------------------------------------------------------
 
-    def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+    def add_consumer(self, consumer: Consumer, key_shared: KeySharedSpec | None) -> None:
         sub_type = SubType(consumer.sub_type)
         if self.dispatcher is not None and self.dispatcher.consumers and sub_type != self.sub_type:
             raise ConsumerBusy("subscription has consumers of another type", subscription=self.name,
                                current=SUB_TYPE_NAMES[present(self.sub_type, "a dispatcher has a type")],
                                asked=SUB_TYPE_NAMES[sub_type])
-        sticky = bool(key_shared_meta is not None and key_shared_meta.keySharedMode == pb.STICKY)
-        if sticky and key_shared_meta is not None:
-            consumer.key_ranges = [(r.start, r.end) for r in key_shared_meta.hashRanges]
+        sticky = key_shared is not None and key_shared.sticky
+        if sticky and key_shared is not None:
+            consumer.key_ranges = list(key_shared.ranges)
         if self.dispatcher is None or not self.dispatcher.consumers:
-            self._new_dispatcher(sub_type, key_shared_meta, sticky)
+            self._new_dispatcher(sub_type, key_shared, sticky)
         dispatcher = self._active
         if isinstance(dispatcher, KeySharedDispatcher):
             dispatcher.add_consumer(consumer, sticky)
         else:
             dispatcher.add_consumer(consumer)
 
-    def _new_dispatcher(self, sub_type: SubType, meta: pb.KeySharedMeta | None, sticky: bool) -> None:
+    def _new_dispatcher(self, sub_type: SubType, key_shared: KeySharedSpec | None, sticky: bool) -> None:
         if self.dispatcher is not None:
             self.dispatcher.close()
         self.cursor.rewind()
@@ -156,14 +151,14 @@ class Subscription:
         elif sub_type == SubType.SHARED:
             self.dispatcher = SharedDispatcher(self, start, batch)
         else:
-            allow = bool(meta is not None and meta.allowOutOfOrderDelivery)
+            allow = key_shared is not None and key_shared.allow_out_of_order
             self.dispatcher = KeySharedDispatcher(self, start, batch, sticky, allow)
         self.sub_type = sub_type
 
     def remove_consumer(self, consumer: Consumer) -> None:
         consumer.closed = True
         self._detach(consumer)
-        self.topic.service.spawn(self._flush_quietly())
+        self.topic.ctx.spawn(self._flush_quietly())
         if not self.durable and not self.consumers:
             self.topic.drop_subscription(self)
 
@@ -195,23 +190,26 @@ class Subscription:
 
     # --- acks and redelivery --------------------------------------------------------------------
 
-    def ack(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
+    def ack(self, consumer: Consumer, ids: Sequence[AckedId], *, cumulative: bool = False,
+            corrupt: bool = False) -> None:
+        """Acknowledge `ids` (cumulative: everything up to the first; `corrupt`: the client
+        discarded them as corrupt, which acks the whole entries)."""
         if not self.durable or self.dispatcher is None or self.closed:
             return
         try:
-            if cmd.ack_type == pb.CommandAck.Cumulative:
-                if cmd.message_id:
-                    self._ack_cumulative(consumer, cmd.message_id[0])
+            if cumulative:
+                if ids:
+                    self._ack_cumulative(consumer, ids[0])
             else:
-                self._ack_individual(consumer, cmd)
+                self._ack_individual(consumer, ids, corrupt)
         finally:
             if self.dispatcher is not None:
                 self.dispatcher.kick()
 
-    def _ack_cumulative(self, consumer: Consumer, mid: pb.MessageIdData) -> None:
+    def _ack_cumulative(self, consumer: Consumer, mid: AckedId) -> None:
         if self.sub_type in (SubType.SHARED, SubType.KEY_SHARED):
             raise NotAllowed("cumulative ack on a shared subscription", subscription=self.name)
-        position = wire_position(mid)
+        position = mid.position
         if any(mid.ack_set):
             # A member of a partly acked batch: everything before the entry, plus those members.
             upto = Position(position.ledger_id, position.entry_id - 1)
@@ -222,12 +220,11 @@ class Subscription:
             self.cursor.ack_cumulative(upto)
         self._active.on_acked_upto(upto)
 
-    def _ack_individual(self, consumer: Consumer, cmd: pb.CommandAck) -> None:
+    def _ack_individual(self, consumer: Consumer, ids: Sequence[AckedId], corrupt: bool) -> None:
         whole: list[Position] = []
         refused: StrataError | None = None  # why one id was refused; the others were taken
-        corrupt = cmd.HasField("validation_error")
-        for mid in cmd.message_id:
-            position = wire_position(mid)
+        for mid in ids:
+            position = mid.position
             if any(mid.ack_set) and not corrupt:
                 try:
                     if self._ack_batch(consumer, position, mid):
@@ -246,7 +243,7 @@ class Subscription:
         if refused is not None:
             raise refused
 
-    def _ack_batch(self, consumer: Consumer, position: Position, mid: pb.MessageIdData) -> bool:
+    def _ack_batch(self, consumer: Consumer, position: Position, mid: AckedId) -> bool:
         """Merge a batch-index ack; True if the whole entry is now acked."""
         self.cursor.ack_batch_indexes(position, list(mid.ack_set), self._batch_size(consumer, position, mid))
         if self.cursor.is_acked(position):
@@ -254,7 +251,7 @@ class Subscription:
             return True
         return False
 
-    def _batch_size(self, consumer: Consumer, position: Position, mid: pb.MessageIdData) -> int:
+    def _batch_size(self, consumer: Consumer, position: Position, mid: AckedId) -> int:
         """Members of the entry a batch-index ack is about. The broker's own count wins when a
         consumer holds the entry (it was read from the entry): a client's batch_size that is
         too small would ack members it says are unacked, one too large would leave the entry
@@ -264,14 +261,14 @@ class Subscription:
             messages = holder.pending.get(position)
             if messages:
                 return messages
-        if mid.HasField("batch_size") and mid.batch_size > 0:
+        if mid.batch_size > 0:
             return mid.batch_size
         return 64 * len(mid.ack_set)
 
-    def redeliver(self, consumer: Consumer, ids: list[pb.MessageIdData]) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Send `positions` (None: all the consumer holds) again, to whoever may take them."""
         if self.dispatcher is None or consumer not in self.dispatcher.consumers:
             return
-        positions = [wire_position(mid) for mid in ids] if ids else None
         self.dispatcher.redeliver(consumer, positions)
 
     # --- seek and lifecycle ---------------------------------------------------------------------
@@ -288,7 +285,7 @@ class Subscription:
         if self.dispatcher is not None:
             self.dispatcher.close()
             self.dispatcher = None
-        self.topic.service.spawn(self._flush_quietly())
+        self.topic.ctx.spawn(self._flush_quietly())
 
     def on_cursor_moved(self) -> None:
         """The cursor's mark-delete moved forward outside an ACK (admin skip, clear-backlog,

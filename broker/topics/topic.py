@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 
 from broker.compaction.topic_compaction import TopicCompaction
 from broker.records import policies
-from broker.retention import backlog_quota
 from broker.topics.access_modes import ProducerAccess
 from broker.topics.dedup import Deduplication
 from broker.topics.entry_facts import FactsCache
@@ -59,10 +58,9 @@ from cursor.cursor_store import CursorStore
 from cursor.managed_cursor import ManagedCursor
 from ledger.ml_metadata import LedgerTotals
 from ledger.position import Position
-from wire.pulsar import encode_close_producer
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from broker.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +68,9 @@ HANDOVER_SETTLE_S = 5.0   # closing: how long appends in flight may take to get 
 
 
 class PersistentTopic:
-    def __init__(self, service: BrokerService, name: TopicName, ml, cursor_store: CursorStore) -> None:
-        self.service = service
-        self.config = service.config
+    def __init__(self, ctx: BrokerContext, name: TopicName, ml, cursor_store: CursorStore) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
         self.name = name
         self.ml = ml
         self.cursor_store = cursor_store
@@ -80,7 +78,7 @@ class PersistentTopic:
         self.subscriptions: dict[str, Subscription] = {}  # subscription name -> subscription
         self.closing = False
         self.terminating = False      # terminate() is under way: no new producer
-        self.dedup = Deduplication(ml, service.astore, service.config, service.clock, service.spawn)
+        self.dedup = Deduplication(ml, ctx.astore, ctx.config, ctx.clock, ctx.spawn)
         stored = ml.trimmed_totals + LedgerTotals.of(ml.ledgers())
         self.msg_in_counter = stored.messages      # messages ever stored (trimmed ones included)
         self.bytes_in_counter = stored.size_bytes  # entry bytes ever stored (trimmed ones included)
@@ -91,14 +89,13 @@ class PersistentTopic:
         self.compaction = TopicCompaction(self)   # compacted view, runs, status (broker.compaction)
 
     @classmethod
-    async def open(cls, service: BrokerService, name: TopicName, ml) -> PersistentTopic:
-        store = CursorStore(service.astore, name.managed_ledger_name, service.cursor_writer)
-        topic = cls(service, name, ml, store)
-        cursors = await store.load_all(ml, clock=service.clock, config=service.config)
+    async def open(cls, ctx: BrokerContext, name: TopicName, ml) -> PersistentTopic:
+        store = CursorStore(ctx.astore, name.managed_ledger_name, ctx.cursor_writer)
+        topic = cls(ctx, name, ml, store)
+        cursors = await store.load_all(ml, clock=ctx.clock, config=ctx.config)
         for cursor_name, cursor in cursors.items():
             topic.subscriptions[cursor_name] = Subscription(topic, cursor_name, cursor, durable=True)
-        await topic.dedup.load(await policies.dedup_enabled(service.astore, name))
-        await backlog_quota.load(service, topic)     # its quotas, for stats from the start
+        await topic.dedup.load(await policies.dedup_enabled(ctx.astore, name))
         await topic.compaction.load()
         return topic
 
@@ -109,7 +106,7 @@ class PersistentTopic:
         its place now (no task per entry); a refusal raises at once."""
         if self.closing:
             raise ServiceNotReady("topic is closing", topic=str(self.name))
-        self.service.stats.touch(self)
+        self.ctx.activity.touch(self)
         appended = self.ml.append_future(entry, messages=messages, publish_time_ms=publish_time_ms)
         appended.add_done_callback(functools.partial(self._count_in, messages, len(entry)))
         return appended
@@ -180,9 +177,9 @@ class PersistentTopic:
             return sub
         if durable:
             cursor = await self.cursor_store.open_cursor(self.ml, name, start=start,
-                                                         clock=self.service.clock, config=self.config)
+                                                         clock=self.ctx.clock, config=self.config)
         else:
-            cursor = ManagedCursor.starting_at(name, self.ml, start, durable=False, clock=self.service.clock)
+            cursor = ManagedCursor.starting_at(name, self.ml, start, durable=False, clock=self.ctx.clock)
         sub = self.subscriptions.get(name)   # another SUBSCRIBE may have won the await
         if sub is None:
             sub = Subscription(self, name, cursor, durable)
@@ -244,8 +241,7 @@ class PersistentTopic:
             self.terminating = False
             for producer in list(self.producers.values()):
                 del self.producers[producer.name]
-                producer.close()
-                producer.link.write(encode_close_producer(producer.producer_id, 0))
+                producer.close_by_broker()
         self.access.on_terminated()  # WaitForExclusive producers are refused: TopicTerminated
         log.info("%s: terminated at %s", self.name, last)
         self.notify_appended()       # consumers that have everything learn the end of the topic
@@ -258,7 +254,7 @@ class PersistentTopic:
         Producers are quiesced first: appends in flight get their receipts (at most
         `HANDOVER_SETTLE_S`), later SENDs are resent by the client to the next owner."""
         self.closing = True
-        self.service.stats.discard(self)
+        self.ctx.activity.discard(self)
         self.access.close()               # WaitForExclusive producers retry with the next owner
         await self.compaction.close()      # a run in progress stops (its new ledger is deleted)
         producers = list(self.producers.values())
@@ -269,8 +265,7 @@ class PersistentTopic:
         except TimeoutError:
             log.warning("closing %s: appends still in flight after %.1f s", self.name, HANDOVER_SETTLE_S)
         for producer in list(self.producers.values()):
-            producer.close()
-            producer.link.write(encode_close_producer(producer.producer_id, 0))
+            producer.close_by_broker()
         for sub in list(self.subscriptions.values()):
             sub.disconnect_all()
             try:

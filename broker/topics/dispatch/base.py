@@ -211,7 +211,7 @@ class Dispatcher(abc.ABC):
     def deliver(self, consumer: Consumer, position: Position, data: bytes, facts: EntryFacts) -> None:
         """Send one entry to `consumer` with its redelivery count and remaining batch ack set."""
         topic = self.sub.topic
-        topic.service.stats.touch(topic)     # before the consumer's counters move (rates)
+        topic.ctx.activity.touch(topic)     # before the consumer's counters move (rates)
         ack_set = self.sub.cursor.batch_ack_set(position) if facts.is_batch else None
         if self.compacted is not None and facts.is_batch:
             ack_set = self.compacted.ack_set(position, ack_set)
@@ -222,7 +222,7 @@ class Dispatcher(abc.ABC):
         """The client asked for some (None: all) of its pending entries again: count them
         (the consumer's msgRateRedeliver) before they go back."""
         topic = self.sub.topic
-        topic.service.stats.touch(topic)     # before the consumer's counter moves (rates)
+        topic.ctx.activity.touch(topic)     # before the consumer's counter moves (rates)
         consumer.count_redelivery(positions)
 
     def any_can_take(self) -> bool:

@@ -77,7 +77,7 @@ class SharedDispatcher(Dispatcher):
         self.unacked_messages_max = config.broker_consumer_unacked_messages_max   # 0: no limit
         self.delayed = DelayedDeliveryIndex(config.broker_delayed_delivery_entries_max,
                                             config.broker_delayed_delivery_tick_ms,
-                                            sub.topic.service.clock)
+                                            sub.topic.ctx.clock)
         self.overflow = DelayedOverflow()                 # delayed entries the full index turned away
         self._wake: asyncio.TimerHandle | None = None     # kicks a pass when the next delay ends
         self._wake_at_s = 0.0                             # loop time `_wake` fires at

@@ -15,7 +15,7 @@ from common.config import default_config
 
 def _registered_routes() -> set[tuple[str, str]]:
     service = SimpleNamespace(config=default_config(), astore=None)
-    app = AdminServer(service, 0).app()   # type: ignore[arg-type]
+    app = AdminServer(service.config, 0).app(service)   # type: ignore[arg-type]
     assert isinstance(app, web.Application)
     routes = set()
     for route in app.router.routes():

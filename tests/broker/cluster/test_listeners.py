@@ -9,8 +9,7 @@ import asyncio
 import pytest
 
 from broker.cluster import listeners
-from broker.cluster.ownership import LookupAnswer, LookupKind
-from broker.protocol.lookup import broker_urls
+from broker.cluster.ownership import LookupAnswer, LookupKind, broker_urls
 from broker.server import Broker
 from common.config import default_config, load_config
 from common.errors import ConfigError, PulsarServerError, UnknownListener

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 
 from broker.cluster import ownership
-from broker.cluster.ownership import LookupAnswer, LookupKind
+from broker.cluster.ownership import LookupAnswer, LookupKind, broker_urls
 from broker.cluster.registry import BrokerInfo
-from broker.protocol.lookup import broker_urls
 
 PLAIN = "pulsar://broker-2:6650"
 TLS = "pulsar+ssl://broker-2:6651"

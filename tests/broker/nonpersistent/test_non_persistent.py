@@ -25,7 +25,7 @@ from broker.nonpersistent.topic import NON_PERSISTENT_POSITION, NonPersistentTop
 from broker.stats import metrics_topics
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import facts_of_info
-from broker.topics.subscription import SubType
+from broker.topics.subscription import KeySharedSpec, SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
 from common.errors import ConsumerBusy, NotOnNonPersistent
@@ -54,8 +54,8 @@ class Link(RecordingLink):
 
 class Setup:
     def __init__(self) -> None:
-        service = types.SimpleNamespace(config=default_config(), clock=SYSTEM_CLOCK)
-        self.topic = NonPersistentTopic(service, parse_topic("non-persistent://public/default/np"))  # type: ignore[arg-type]
+        ctx = types.SimpleNamespace(config=default_config(), clock=SYSTEM_CLOCK)
+        self.topic = NonPersistentTopic(ctx, parse_topic("non-persistent://public/default/np"))  # type: ignore[arg-type]
         self.sent: list[Delivery] = []
         self.links: dict[str, Link] = {}
         self._ids = 0
@@ -67,8 +67,7 @@ class Setup:
         consumer = Consumer(link, self._ids, name, int(sub_type), priority, -1, f"{name}#{self._ids}")
         sub = await self.topic.subscription(sub_name, durable=durable, start=LATEST)
         consumer.subscription = sub
-        meta = pb.KeySharedMeta(keySharedMode=pb.AUTO_SPLIT) if sub_type == SubType.KEY_SHARED else None
-        sub.add_consumer(consumer, meta)
+        sub.add_consumer(consumer, KeySharedSpec() if sub_type == SubType.KEY_SHARED else None)
         consumer.announce()
         sub.flow(consumer, permits)
         return consumer

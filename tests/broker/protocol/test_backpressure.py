@@ -27,7 +27,8 @@ import types
 import uvloop
 
 from auth.service import AuthenticationService
-from broker.protocol.connection import ConnState, ServerConnection
+from broker.protocol.connection import ServerConnection
+from broker.protocol.state import ConnState
 from broker.protocol.topic_lists import TopicListRegistry
 from broker.topics.consumer import Consumer
 from common.config import KIB, default_config
@@ -55,15 +56,16 @@ def run(coro) -> None:
 
 async def open_connection(**overrides) -> tuple[ServerConnection, socket.socket]:
     """A ServerConnection on one end of a socketpair; the other end (returned) is the client."""
-    service = types.SimpleNamespace(config=default_config(**overrides))
-    service.authentication = AuthenticationService.from_config(service.config)   # off: anonymous at CONNECT
-    service.topic_list_watchers = TopicListRegistry(service)   # released when the connection closes
+    config = default_config(**overrides)
+    front = types.SimpleNamespace(ctx=types.SimpleNamespace(config=config),
+                                  authentication=AuthenticationService.from_config(config),   # off: anonymous
+                                  topic_lists=TopicListRegistry(None))   # released when the connection closes
     server_sock, client_sock = socket.socketpair()
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
     client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
     client_sock.setblocking(False)
     _, conn = await asyncio.get_running_loop().connect_accepted_socket(
-        lambda: ServerConnection(service), server_sock)
+        lambda: ServerConnection(front), server_sock)
     return conn, client_sock
 
 

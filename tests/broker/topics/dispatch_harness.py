@@ -4,8 +4,9 @@ ManagedCursor, over a fake managed ledger whose reads can be held or made to fai
 Only the storage side is faked (`FakeLedger`, on `tests.support.ledger_view.MemoryLedgerView`):
 what a dispatcher does while a read is in flight, or when a read fails, is exactly what these
 tests are about, and a real ledger cannot be paused at will. Everything else is the product code:
-acks, redeliveries and closes go through `broker.topics.subscription.Subscription`, frames are encoded
-by `Consumer.send_entry` and decoded back with the real codec, so a test sees what a client would.
+acks, redeliveries and closes go through `broker.topics.subscription.Subscription`, frames are
+encoded by the product's Pulsar link (`broker.protocol.links`) and decoded back with the real
+codec, so a test sees what a client would.
 
     h = Harness(KEY_SHARED)
     a = h.consumer("A", permits=10)
@@ -22,9 +23,10 @@ import time
 import types
 from dataclasses import dataclass
 
+from broker.protocol.links import PulsarClientLink
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import FactsCache
-from broker.topics.subscription import Subscription, SubType
+from broker.topics.subscription import AckedId, KeySharedSpec, Subscription, SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
 from common.errors import BookieUnavailable
@@ -117,8 +119,9 @@ class Delivery:
     redelivery_count: int
 
 
-class RecordingLink:
-    """A consumer's connection: decodes every frame written, with the real codec."""
+class RecordingLink(PulsarClientLink):
+    """A consumer's connection: the product's Pulsar link, decoding every frame written with
+    the real codec."""
 
     def __init__(self, name: str, log: list[Delivery]) -> None:
         self.name = name
@@ -160,10 +163,10 @@ class Harness:
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
         self.sub_type = sub_type
-        service = types.SimpleNamespace(clock=SYSTEM_CLOCK, spawn=self._spawn,
-                                        stats=types.SimpleNamespace(touch=lambda topic: None))
+        ctx = types.SimpleNamespace(clock=SYSTEM_CLOCK, spawn=self._spawn,
+                                    activity=types.SimpleNamespace(touch=lambda topic: None))
         self.topic = types.SimpleNamespace(
-            ml=self.ml, config=self.config, service=service, drop_subscription=lambda sub: None,
+            ml=self.ml, config=self.config, ctx=ctx, drop_subscription=lambda sub: None,
             name=_TopicName(), entry_facts=FactsCache())
         cursor = ManagedCursor.starting_at("sub", self.ml.view, EARLIEST, durable=False)
         self.sub = Subscription(self.topic, "sub", cursor, durable=True)
@@ -199,12 +202,10 @@ class Harness:
         consumer_id = next(self._ids)
         consumer = Consumer(RecordingLink(name, self.sent), consumer_id, name, int(self.sub_type),
                             0, -1, f"{name}#{consumer_id}")
-        meta = None
+        spec = None
         if self.sub_type == KEY_SHARED:
-            meta = pb.KeySharedMeta(keySharedMode=pb.STICKY if sticky_ranges else pb.AUTO_SPLIT)
-            for start, end in sticky_ranges or []:
-                meta.hashRanges.add(start=start, end=end)
-        self.sub.add_consumer(consumer, meta)
+            spec = KeySharedSpec(sticky=bool(sticky_ranges), ranges=tuple(sticky_ranges or ()))
+        self.sub.add_consumer(consumer, spec)
         consumer.announce()
         if permits:
             self.sub.flow(consumer, permits)
@@ -217,14 +218,10 @@ class Harness:
         self.sub.remove_consumer(consumer)
 
     def ack(self, consumer: Consumer, positions: list[Position]) -> None:
-        cmd = pb.CommandAck(consumer_id=consumer.consumer_id, ack_type=pb.CommandAck.Individual)
-        for position in positions:
-            cmd.message_id.add(ledgerId=position.ledger_id, entryId=position.entry_id)
-        self.sub.ack(consumer, cmd)
+        self.sub.ack(consumer, [AckedId(position) for position in positions])
 
     def nack(self, consumer: Consumer, positions: list[Position]) -> None:
-        ids = [pb.MessageIdData(ledgerId=p.ledger_id, entryId=p.entry_id) for p in positions]
-        self.sub.redeliver(consumer, ids)
+        self.sub.redeliver(consumer, list(positions) if positions else None)
 
     # --- waiting ---
     async def settle(self, deadline_s: float = SETTLE_DEADLINE_S) -> None:

@@ -1,11 +1,12 @@
-"""Rates from sampled cumulative counters (broker.stats.topic_stats.RateWindow), driven by a manual clock."""
+"""Rates from sampled cumulative counters (broker.topics.rates.RateWindow), driven by a manual clock."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 
-from broker.stats.topic_stats import RateWindow, partitioned_stats
+from broker.stats.topic_stats import partitioned_stats
+from broker.topics.rates import RateWindow
 from broker.topics.subscription import SubType
 from common.clock import ManualClock
 from tests.broker.topics.dispatch_harness import Harness

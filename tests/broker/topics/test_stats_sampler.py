@@ -1,4 +1,4 @@
-"""The stats sampler visits only topics with recent traffic (broker.stats.topic_stats.StatsSampler).
+"""The stats sampler visits only topics with recent traffic (broker.topics.rates.StatsSampler).
 
 Idle topics cost no CPU and hold no rate meters; a topic that gets traffic again reports the same
 rates as if it had been sampled all along. Driven by a manual clock with fake topics.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from broker.stats import topic_stats
-from broker.stats.topic_stats import StatsSampler, rates
+from broker.topics import rates as topic_rates
+from broker.topics.rates import StatsSampler, rates
 from common.clock import ManualClock
 
 CONFIG = SimpleNamespace(broker_stats_rate_window_ms=5_000, broker_stats_sample_interval_ms=1_000)
@@ -73,7 +73,7 @@ def test_idle_topics_are_never_sampled_and_hold_no_meters() -> None:
     topics = [FakeTopic() for _ in range(100)]
     run_ticks(sampler, clock, 3)
     assert not sampler.active
-    assert all(topic_stats._meters.get(t) is None for t in topics)
+    assert all(topic_rates._meters.get(t) is None for t in topics)
     assert all(rates(t) == (0.0, 0.0) for t in topics)
 
 
@@ -90,7 +90,7 @@ def test_rate_while_active_then_forgotten_after_a_flat_window() -> None:
     assert topic in sampler.active and rates(topic)[0] > 0
     run_ticks(sampler, clock, 2)                          # flat for a whole window: let go
     assert topic not in sampler.active
-    assert rates(topic) == (0.0, 0.0) and topic_stats._meters.get(topic.producers["p"]) is None
+    assert rates(topic) == (0.0, 0.0) and topic_rates._meters.get(topic.producers["p"]) is None
     run_ticks(sampler, clock, 3, lambda: topic.publish(sampler, 50))
     assert rates(topic)[0] == 50.0                        # back again: same rates as sampled all along
 
@@ -102,4 +102,4 @@ def test_closing_topic_leaves_the_sampler() -> None:
     topic.publish(sampler, 1)
     topic.closing = True
     sampler.tick()
-    assert topic not in sampler.active and topic_stats._meters.get(topic) is None
+    assert topic not in sampler.active and topic_rates._meters.get(topic) is None

@@ -256,3 +256,30 @@ def test_the_broker_check_sees_type_only_imports(tmp_path):
                       "    from broker.service import BrokerService\n")
     assert _broker_imports(source) == {"broker.service"}
     assert _runtime_imports(source, {"broker.service"}) == set()
+
+
+# The core below the front ends knows no wire protocol: no `wire` codec, no protocol messages.
+# One exception: compaction writes entries in Pulsar's stored entry format (MessageMetadata and
+# SingleMessageMetadata are the bytes a topic stores, not commands).
+BROKER_FRONT_ENDS = {"server", "protocol", "admin"}
+BROKER_STORED_FORMAT = {"broker/compaction/format.py"}
+
+
+def test_the_broker_core_speaks_no_protocol():
+    bad = []
+    for path in sorted((ROOT / "broker").rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if _broker_unit(_module_of(path)) in BROKER_FRONT_ENDS:
+            continue
+        tree = ast.parse(path.read_text(), filename=rel)
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] == "wire" or (name.startswith("proto.pulsar_api_pb2")
+                                                    and rel not in BROKER_STORED_FORMAT):
+                    bad.append(f"{rel} imports {name}")
+    assert not bad, "the core imports a wire protocol:\n" + "\n".join(sorted(set(bad)))

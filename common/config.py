@@ -71,8 +71,6 @@ SETTINGS: tuple[Setting, ...] = (
             "next one anyway)"),
     Setting("bookie_journal_group_commit_bytes_max", int, 4 * MIB, 4 * KIB, 256 * MIB,
             "flush the journal once this many bytes are buffered"),
-    Setting("bookie_journal_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB,
-            "roll the journal to a new file past this size"),
     Setting("bookie_segment_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB,
             "roll to a new segment file past this size"),
     Setting("bookie_checkpoint_interval_ms", int, 10_000, 100, 3_600_000,

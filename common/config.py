@@ -7,7 +7,12 @@ command-line flags that set it, and the `Section` of the table it sits under.
 it checks every value against its type and bounds and the relations between settings, and returns
 a frozen `Config`. Unknown names are an error, not a silent no-op.
 
-What must hold: a `Config` that exists is valid; nothing reads a setting that is not in `SETTINGS`.
+Generated from the table by `python -m common.settings_doc`: common/settings_fields.py (each
+setting's name and type, which `Config` inherits, so mypy checks every `config.<name>` read and
+every keyword override) and docs/configuration.md (the settings reference).
+
+What must hold: a `Config` that exists is valid; nothing reads a setting that is not in `SETTINGS`
+(mypy refuses it; at run time it is an AttributeError naming it).
 """
 
 from __future__ import annotations
@@ -18,10 +23,14 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from common.errors import ConfigError
 from common.invariant import present
+from common.settings_fields import SettingsFields
+
+if TYPE_CHECKING:
+    from common.settings_fields import SettingValues
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -62,7 +71,8 @@ def _sectioned(table: tuple[Section | Setting, ...]) -> tuple[Setting, ...]:
     return tuple(out)
 
 
-# Settings in sections: each Setting belongs to the Section above it.
+# Settings in sections. After a change, run `python -m common.settings_doc`: it writes the typed
+# fields (common/settings_fields.py) and the reference page (docs/configuration.md) from this table.
 TABLE: tuple[Section | Setting, ...] = (
     Section("metadata store", "the metadata store (SQLite or PostgreSQL) every node shares"),
     Setting("metadata_value_bytes_max", int, 8 * MIB, 1, 64 * MIB, "largest value one key may hold"),
@@ -442,24 +452,31 @@ SECTIONS: tuple[Section, ...] = tuple(item for item in TABLE if isinstance(item,
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
-class Config:
-    """Validated, read-only settings. Read them as attributes: `config.bookie_entry_bytes_max`."""
+class Config(SettingsFields):
+    """Validated, read-only settings. Read them as attributes: `config.bookie_entry_bytes_max`.
 
-    __slots__ = ("_values",)
+    Each setting is a slot, so a read is a plain attribute read (settings are read on hot paths).
+    `SettingsFields`, generated from the table, declares each one's name and type to mypy and
+    editors: `config.brokr_port` is a type error, and "go to definition" finds the setting's doc.
+    """
+
+    __slots__ = ("_values", *SETTINGS_BY_NAME)
+    _values: dict[str, Any]         # the same values by name (for replace())
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         object.__setattr__(self, "_values", dict(values))
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"no setting named {name!r}") from None
+    if not TYPE_CHECKING:   # hidden from mypy, which would otherwise accept any name
+        def __getattr__(self, name: str) -> Any:
+            """Only reached for a name that is not a setting (settings are slots)."""
+            raise AttributeError(f"no setting named {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Config is read-only; build a new one with replace()")
 
-    def replace(self, **overrides: Any) -> Config:
+    def replace(self, **overrides: Unpack[SettingValues]) -> Config:
         merged = dict(self._values)
         merged.update(overrides)
         return _validated(merged)
@@ -624,7 +641,7 @@ def _check_security(v: Mapping[str, Any]) -> None:
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-    **overrides: Any,
+    **overrides: Unpack[SettingValues],
 ) -> Config:
     """Defaults, then the TOML file (or a Pulsar `.conf` file, common.pulsar_conf), then STRATA_*
     environment variables, then overrides."""
@@ -652,6 +669,6 @@ def load_config(
     return _validated(values)
 
 
-def default_config(**overrides: Any) -> Config:
+def default_config(**overrides: Unpack[SettingValues]) -> Config:
     """The defaults plus overrides, ignoring files and the environment (for tests and tools)."""
     return load_config(env={}, **overrides)

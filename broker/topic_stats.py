@@ -99,6 +99,7 @@ from cursor.stats import SubscriptionStats, storage_size_bytes, subscription_sta
 if TYPE_CHECKING:
     from broker.subscription import Subscription
     from broker.topic import PersistentTopic
+    from common.config import Config
 
 
 class RateWindow:
@@ -161,7 +162,7 @@ class TrafficMeter:
 _meters: weakref.WeakKeyDictionary[object, TrafficMeter] = weakref.WeakKeyDictionary()
 
 
-def _sample(obj: object, config, now_s: float, messages: int, size: int, events: int | None = None) -> None:
+def _sample(obj: object, config: Config, now_s: float, messages: int, size: int, events: int | None = None) -> None:
     meter = _meters.get(obj)
     if meter is None:
         window_s = config.broker_stats_rate_window_ms / 1000
@@ -272,7 +273,7 @@ class StatsSampler:
     last_tick_s: monotonic time of the previous tick; None before the first.
     """
 
-    def __init__(self, config, clock) -> None:
+    def __init__(self, config: Config, clock) -> None:
         self.clock = clock
         self.window_s = config.broker_stats_rate_window_ms / 1000
         self.active: dict = {}

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.retention.offload import OffloadPolicy
+from common.config import Config
 from cursor.retention import RetentionPolicy
 from ledger.ml_metadata import LedgerRecord
 from ledger.position import Position
@@ -53,7 +54,7 @@ class Settings:
     s3_bucket: str                   # offload_s3_bucket ("" when there is no cold tier)
 
     @classmethod
-    def of(cls, config) -> Settings:
+    def of(cls, config: Config) -> Settings:
         return cls(config.managed_ledger_rollover_entries, config.managed_ledger_rollover_bytes,
                    config.managed_ledger_rollover_age_ms, config.managed_ledger_rollover_min_age_ms,
                    config.broker_retention_check_interval_ms,

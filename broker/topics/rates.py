@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from broker.topics.subscription import Subscription
     from broker.topics.topic import PersistentTopic
+    from common.clock import Clock
+    from common.config import Config
 
 
 class RateWindow:
@@ -96,7 +98,7 @@ class TrafficMeter:
 _meters: weakref.WeakKeyDictionary[object, TrafficMeter] = weakref.WeakKeyDictionary()
 
 
-def _sample(obj: object, config, now_s: float, messages: int, size: int, events: int | None = None) -> None:
+def _sample(obj: object, config: Config, now_s: float, messages: int, size: int, events: int | None = None) -> None:
     meter = _meters.get(obj)
     if meter is None:
         window_s = config.broker_stats_rate_window_ms / 1000
@@ -207,7 +209,7 @@ class StatsSampler:
     last_tick_s: monotonic time of the previous tick; None before the first.
     """
 
-    def __init__(self, config, clock) -> None:
+    def __init__(self, config: Config, clock: Clock) -> None:
         self.clock = clock
         self.window_s = config.broker_stats_rate_window_ms / 1000
         self.active: dict = {}

@@ -33,7 +33,7 @@ Rates: the registry samples every live topic's counters each `broker_stats_sampl
 into `broker.topics.rates.TrafficMeter`s (the persistent topics' sampler is not used: it reads
 managed ledgers). `NonPersistentTopics.names(tenant, ns)` lists the live topics (topic lists,
 admin). The PRODUCER and SUBSCRIBE commands that reach these topics are
-`broker.protocol.nonpersistent`.
+`broker.protocol.producer_commands` and `broker.protocol.consumer_commands`.
 
 Admission: the registry creates a topic only while the broker serves and owns the topic's bundle;
 it asks a `TopicAdmission` (the service), the same checks a persistent topic's load makes.

@@ -2,7 +2,9 @@
 
 - `connection`: one client connection (routing, keepalive, backpressure); `state`: its states;
 - `auth`: CONNECT's authentication and the credentials' refresh;
-- `producer_commands`, `consumer_commands`, `nonpersistent`: PRODUCER/SEND, SUBSCRIBE/FLOW/ACK/SEEK...;
+- `producer_commands`, `consumer_commands`: PRODUCER, CLOSE_PRODUCER; SUBSCRIBE, FLOW, ACK, SEEK...
+  (for persistent and non-persistent topics); `links`: what producers and consumers send, as frames;
+- `frontend`: the collaborators every connection is handed;
 - `lookup`, `topic_lists`, `schemas`: LOOKUP, topic lists and watchers, schema commands;
 - `revocation`: closing producers and consumers whose grants were revoked.
 

@@ -3,7 +3,8 @@
 Bytes go through the sans-IO `FrameDecoder`; each frame's command is routed by type. Commands
 on the hot path (SEND, FLOW, ACK, PING) are handled inline, in arrival order; commands that need
 the metadata store or a topic load (LOOKUP, PRODUCER, SUBSCRIBE, SEEK, ...) run as tasks that
-reply when done. Consumer commands live in `broker.protocol.consumer_commands`.
+reply when done. Their handlers live in `broker.protocol.producer_commands` and
+`broker.protocol.consumer_commands`; what producers and consumers send is `broker.protocol.links`.
 
 States (`ConnState`): AWAIT_CONNECT → [AUTHENTICATING →] READY (or REFUSED) → CLOSED. The first
 frame must be CONNECT, answered with CONNECTED once its credentials are verified (`broker.protocol.auth`:
@@ -55,17 +56,13 @@ from typing import TYPE_CHECKING, Any
 from auth.api import Identity
 from broker import SERVER_VERSION
 from broker.protocol import auth as wire_auth
-from broker.protocol import consumer_commands, lookup, nonpersistent, topic_lists
+from broker.protocol import consumer_commands, lookup, producer_commands, topic_lists
 from broker.protocol import schemas as schemas_wire
 from broker.protocol.links import PulsarClientLink
 from broker.protocol.state import ConnState, transition
-from broker.retention import backlog_quota
-from broker.topics import access_modes
 from broker.topics.consumer import Consumer
 from broker.topics.producer import Producer
 from common.errors import PulsarServerError, StrataError
-from common.topic_names import parse_topic
-from ledger.position import LATEST
 from proto import pulsar_api_pb2 as pb
 from wire.pulsar import CommandType as T
 from wire.pulsar import (
@@ -75,9 +72,7 @@ from wire.pulsar import (
     encode_error_for,
     encode_ping,
     encode_pong,
-    encode_producer_success,
     encode_send_error,
-    encode_success,
     negotiate_protocol_version,
 )
 
@@ -317,7 +312,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
     # --- routing -------------------------------------------------------------------------------------
 
     def _handler_table(self) -> dict[int, Callable[[Any], None] | None]:
-        c = consumer_commands
+        c, p = consumer_commands, producer_commands
         return {
             T.PING: lambda cmd: self.write(encode_pong()),
             T.PONG: lambda cmd: None,
@@ -326,8 +321,8 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
             T.PARTITIONED_METADATA: lambda cmd: self._reply_async(
                 lookup.partitioned_metadata(self.front, cmd.partitionMetadata, self.role)),
             T.LOOKUP: lambda cmd: self._reply_async(lookup.lookup(self.front, cmd.lookupTopic, self.role)),
-            T.PRODUCER: lambda cmd: self._request(cmd.producer.request_id, self._producer(cmd.producer)),
-            T.CLOSE_PRODUCER: lambda cmd: self._close_producer(cmd.close_producer),
+            T.PRODUCER: lambda cmd: self._request(cmd.producer.request_id, p.producer(self, cmd.producer)),
+            T.CLOSE_PRODUCER: lambda cmd: p.close_producer(self, cmd.close_producer),
             T.SUBSCRIBE: lambda cmd: self._request(cmd.subscribe.request_id, c.subscribe(self, cmd.subscribe)),
             T.FLOW: lambda cmd: c.flow(self, cmd.flow),
             T.ACK: lambda cmd: c.ack(self, cmd.ack),
@@ -407,63 +402,12 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
                 self.write(encode_error(request_id, PulsarServerError.UnknownError, f"internal error: {exc}"))
         self.spawn(run())
 
-    # --- producers -----------------------------------------------------------------------------------
+    # --- producers (PRODUCER and CLOSE_PRODUCER: broker.protocol.producer_commands) -----------------
 
-    async def _producer(self, cmd: pb.CommandProducer) -> None:
-        existing = self.producers.get(cmd.producer_id)
-        if existing is not None and not existing.closed:   # the client asked again: same answer
-            topic_epoch = existing.topic.access.epoch
-            self.write(encode_producer_success(cmd.request_id, existing.name,
-                                               existing.topic.last_sequence_id(existing.name),
-                                               topic_epoch=topic_epoch,
-                                               schema_version=existing.schema_version))
-            return
-        if existing is not None:  # closed by the broker (topic unloaded or deleted): start afresh
-            self.producers.pop(cmd.producer_id, None)
-            self._backlogged.discard(existing)
-            self._update_reading()
-        key = ("p", cmd.producer_id)
-        self.creating.add(key)
-        try:
-            name = parse_topic(cmd.topic)
-            await self.front.authorization.check_producer(self.role, name, cmd.initial_subscription_name)   # first
-            if not name.persistent:   # in-memory fan-out, nothing stored
-                await nonpersistent.attach_producer(self, cmd, name, wanted=lambda: not (
-                    key in self.cancelled or self.state is ConnState.CLOSED))
-                return
-            topic = await self.front.service.get_topic(name)
-            schema_version = await schemas_wire.producer_schema_version(self.front, topic, cmd)
-            if cmd.initial_subscription_name:
-                await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)
-            producer_name = cmd.producer_name or await self.front.service.next_producer_name()
-            producer = Producer(self, topic, cmd.producer_id, producer_name,
-                                self.config.broker_pending_sends_max, self.config.broker_max_message_bytes)
-            await backlog_quota.refuse_producer(self.front.ctx, topic)
-            admitted = await access_modes.admit(
-                topic, producer, cmd.producer_access_mode, self.client_epoch(cmd),
-                self.producer_waits(cmd, producer_name, topic.last_sequence_id(producer_name)),
-                wanted=lambda: not (key in self.cancelled or self.state is ConnState.CLOSED))
-            if admitted is None:
-                return
-            producer.schema_version = schema_version
-            self.producers[cmd.producer_id] = producer
-        finally:
-            self.creating.discard(key)
-            self.cancelled.discard(key)
-        self.write(encode_producer_success(cmd.request_id, producer_name,
-                                           topic.last_sequence_id(producer_name), topic_epoch=admitted.epoch,
-                                           schema_version=schema_version))
-
-    @staticmethod
-    def client_epoch(cmd: pb.CommandProducer) -> int | None:
-        """The topic epoch an exclusive producer shows when it reconnects (None: none)."""
-        return cmd.topic_epoch if cmd.HasField("topic_epoch") else None
-
-    def producer_waits(self, cmd: pb.CommandProducer, producer_name: str, last_sequence_id: int) -> Callable[[], None]:
-        """What tells a WaitForExclusive producer that it is queued: PRODUCER_SUCCESS with
-        producer_ready=false (the client then waits without a timeout)."""
-        return lambda: self.write(encode_producer_success(cmd.request_id, producer_name, last_sequence_id,
-                                                          producer_ready=False))
+    def forget_producer(self, producer: Producer) -> None:
+        """`producer` is no longer this connection's: it cannot hold reads paused any more."""
+        self._backlogged.discard(producer)
+        self._update_reading()
 
     def _send(self, send: pb.CommandSend, frame: Any) -> None:
         producer = self.producers.get(send.producer_id)
@@ -472,13 +416,3 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
                                          PulsarServerError.NotAllowedError, "producer not found"))
             return
         producer.send(send.sequence_id, frame.entry, frame.checksum_ok)
-
-    def _close_producer(self, cmd: pb.CommandCloseProducer) -> None:
-        producer = self.producers.pop(cmd.producer_id, None)
-        if producer is not None:
-            producer.topic.remove_producer(producer)
-            self._backlogged.discard(producer)
-            self._update_reading()
-        elif ("p", cmd.producer_id) in self.creating:
-            self.cancelled.add(("p", cmd.producer_id))
-        self.write(encode_success(cmd.request_id))

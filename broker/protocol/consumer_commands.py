@@ -21,16 +21,16 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
-from broker.protocol import nonpersistent
+from broker.nonpersistent.topic import NonPersistentTopic
 from broker.protocol import schemas as schemas_wire
 from broker.security.authorization import Action
 from broker.topics.consumer import Consumer
 from broker.topics.dispatch import compacted as compaction_reading
 from broker.topics.entry_facts import entry_facts
 from broker.topics.subscription import AckedId, KeySharedSpec, Subscription
-from common.errors import ConsumerNotFound, CursorError, InvalidArgument, StrataError
+from common.errors import ConsumerNotFound, CursorError, InvalidArgument, NotOnNonPersistent, StrataError
 from common.invariant import present
-from common.topic_names import parse_topic
+from common.topic_names import TopicName, parse_topic
 from ledger.position import EARLIEST, LATEST, Position
 from proto import pulsar_api_pb2 as pb
 from wire.pulsar import encode_ack_response, encode_error_for, encode_get_last_message_id_response, encode_success
@@ -118,7 +118,7 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         name = parse_topic(cmd.topic)
         await conn.front.authorization.check(conn.role, Action.CONSUME, name, cmd.subscription)   # first
         topic = (await conn.front.service.get_topic(name) if name.persistent
-                 else await nonpersistent.topic_for(conn, cmd, name))
+                 else await non_persistent_topic(conn, cmd, name))
         await schemas_wire.check_consumer(conn.front, topic, cmd)   # before the subscription exists
         compacted = name.persistent and cmd.read_compacted     # broker.topics.dispatch.compacted
         compaction_reading.check_subscribe(cmd.subType, compacted)
@@ -265,4 +265,8 @@ async def _last_batch_index(sub: Subscription, last: Position) -> int | None:
     return facts.messages - 1 if facts is not None and facts.is_batch else None
 
 
-
+async def non_persistent_topic(conn: ServerConnection, cmd: pb.CommandSubscribe, name: TopicName) -> NonPersistentTopic:
+    """SUBSCRIBE on a non-persistent topic: the live topic (read_compacted refused, as Pulsar does)."""
+    if cmd.read_compacted:
+        raise NotOnNonPersistent("readCompacted only valid on persistent topics", topic=str(name))
+    return await conn.front.non_persistent.get(name)

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 
-from common.config import default_config
+from common.config import Config, default_config
 from launch.postgres import PostgresServer
 from metadata import open_store
 from metadata.api import WatchEvent
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _print(results: dict[str, float], backends: list[str], config, *, as_json: bool) -> None:
+def _print(results: dict[str, float], backends: list[str], config: Config, *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(results))
         return

@@ -22,10 +22,10 @@ import pulsar
 import pytest
 
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import MetadataView, http, lookup, make_client, seq_of, topic_path
 from tests.support.cluster_proc import BrokerProcess, LocalCluster
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 
 MESSAGES_PER_TOPIC = 5

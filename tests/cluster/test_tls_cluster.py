@@ -23,10 +23,10 @@ import pulsar
 import pytest
 
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import lookup, make_client
 from tests.support.cluster_proc import BrokerProcess, LocalCluster
+from tests.support.raw_client import RawClient
 from tests.support.security import SecurityKit
 from wire.pulsar import CommandType as T
 

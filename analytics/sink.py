@@ -33,7 +33,7 @@ sources); `SinkWriter(..., overwrite=True)` is refused: a topic is append-only.
 
 How exactly-once holds
 - Deduplication: the broker keeps, per topic and producer name, the highest sequence id it
-  stored (its "mark"; broker/dedup.py), answers a SEND whose first sequence id is at or below
+  stored (its "mark"; broker/topics/dedup.py), answers a SEND whose first sequence id is at or below
   it as a duplicate (receipt (-1, -1), nothing stored), and hands the mark to a producer that
   (re)connects under that name as `last_sequence_id`. The constructor (driver side) checks, over
   the admin API, that deduplication is on for the `topic` option's topic and raises

@@ -1,7 +1,7 @@
 """Server RSS and CPU (psutil): all of a system's server processes summed.
 
 A system's processes are the members of the sessions of the server processes the harness
-started (bench/server.py starts each in its own session), so a standalone's bookies, an Erlang
+started (bench/server.py and launch/standalone.py start each in its own session), so a standalone's bookies, an Erlang
 VM's helper processes and the like are counted with their leader. CPU is user + system seconds,
 RSS the resident set size, both as psutil reads them. A process that exits between two samples
 is simply absent from the later one; a sampler thread records peak RSS.

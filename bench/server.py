@@ -1,7 +1,8 @@
-"""Start and stop a server process for the benchmark: own session, log file, bounded waits.
+"""Start and stop a peer's server process for the benchmark: own session, log file, bounded waits.
+(Strata's own standalone is launched by launch/standalone.py, also in its own session.)
 
 Every server runs in its own session (`start_new_session=True`), so stopping it signals the
-whole process group (an Erlang VM's helpers, a standalone's bookies) and procstat can find all
+whole process group (an Erlang VM's helpers, say) and procstat can find all
 of a system's processes by session id. `stop()` sends SIGTERM, waits, then SIGKILLs the group;
 it is idempotent and safe to call from `finally`.
 """

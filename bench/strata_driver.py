@@ -1,8 +1,9 @@
 """Strata: `strata standalone` (1 bookie at 1/1/1, or 3 bookies at 3/2/2) driven by the native driver
 (perf/native_client.py) or by the official pulsar-client.
 
-The standalone runs as a subprocess in its own session (broker + bookie processes: all counted
-by procstat) with its data in the run's temp dir, on free loopback ports. A topic is
+The standalone runs as a subprocess in its own session (broker, bookie and SeaweedFS processes: all
+counted by procstat) with its data in the run's temp dir, on free loopback ports; it is launched
+by launch/standalone.py, as the perf tools and the tests launch theirs. A topic is
 `persistent://public/default/<name>` with one exclusive subscription `bench` created at its start
 (EARLIEST); the 16-partition workload creates a real partitioned topic through the admin API and
 drives its partitions.
@@ -24,17 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from bench.driver import Driver
-from bench.server import ServerProcess
-from common.net import free_port
+from common.invariant import present
+from launch.standalone import StandaloneProcess
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SUBSCRIPTION = "bench"
 RECEIVER_QUEUE = 10_000
 PRODUCER_PENDING_MAX = 10_000
@@ -51,32 +50,33 @@ def full_name(topic: str) -> str:
 
 
 class StrataServer:
-    """`strata standalone` on free ports in `workdir`; stopped with SIGTERM to its session."""
+    """`strata standalone` (with its embedded S3) on free ports in `workdir/strata`, its output in
+    `workdir/strata.log`; stopped with SIGTERM (SIGKILL of its session after the bound).
+    proc: the running standalone, None when stopped."""
 
     def __init__(self, bookies: int) -> None:
         self.bookies = bookies
-        self.port = self.admin_port = 0
-        self.proc: ServerProcess | None = None
+        self.proc: StandaloneProcess | None = None
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.port}"
+        return present(self.proc, "started").service_url
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
+        return present(self.proc, "started").admin_url
 
     def start(self, workdir: Path) -> None:
-        self.port, self.admin_port = free_port(), free_port()
-        cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(workdir / "strata"),
-               "--port", str(self.port), "--admin-port", str(self.admin_port), "--bookies", str(self.bookies)]
-        self.proc = ServerProcess(f"strata-{self.bookies}", cmd, workdir / "strata.log", cwd=REPO_ROOT).start()
-        self.proc.wait_log(f"admin URL {self.admin_url}", START_WAIT_S)
-        self.proc.wait_port(self.port, 10)
+        self.proc = StandaloneProcess(workdir / "strata", False, self.bookies, embedded_s3=True)
+        try:
+            self.proc.launch(START_WAIT_S)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.stop()
+            self.proc.close()
             self.proc = None
 
 

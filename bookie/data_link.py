@@ -40,6 +40,7 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -206,7 +207,7 @@ class DataLink(asyncio.BufferedProtocol):
             if not port:
                 self.fail(BookieUnavailable("bookie advertises no data port", address=self.address))
                 return
-            tls = {} if self._ssl_context is None else {
+            tls: dict[str, Any] = {} if self._ssl_context is None else {
                 "ssl": self._ssl_context, "server_hostname": self._host,
                 "ssl_handshake_timeout": self._handshake_timeout_s}
             await asyncio.wait_for(self.loop.create_connection(lambda: self, self._host, port, **tls),

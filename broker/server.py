@@ -20,7 +20,7 @@ The event loop is uvloop; the process entry (`cli`) installs it before starting 
 TLS: the port's context (`auth.tls.server_context`) is built before any port is bound and the
 authentication service before any serves, so unreadable key material stops the start with a
 KeyMaterialError naming the file. A TLS handshake not done within `tls_handshake_timeout_ms` is
-dropped; the connection's own clock (`authentication_connect_timeout_ms`, `broker.wire_auth`)
+dropped; the connection's own clock (`authentication_connect_timeout_ms`, `broker.protocol.auth`)
 starts once it is. With `broker_port` -1 the broker's service URL and id are the TLS port's
 (`pulsar+ssl://host:port`).
 
@@ -35,14 +35,23 @@ import ssl
 
 import offload
 from auth import tls
-from broker import listeners, memdebug
+from broker import memdebug
 from broker.admin.server import AdminServer
-from broker.connection import ServerConnection
+from broker.cluster import listeners
+from broker.cluster.identity import BrokerIdentity
+from broker.context import BackgroundTasks, BrokerContext
+from broker.protocol.connection import ServerConnection
+from broker.protocol.frontend import FrontEnd
+from broker.protocol.revocation import AuthzRecheck
+from broker.protocol.topic_lists import TopicListRegistry
 from broker.service import BrokerService
+from broker.topics.rates import StatsSampler
 from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config
 from common.errors import ColdTierError, ColdTierUnavailable, ServiceNotReady, StrataError
+from common.invariant import present
 from common.tls_reads import BufferedReads
+from cursor.cursor_writer import CursorWriter
 from ledger.auditor import start_auditor
 from ledger.client import LedgerClient
 from ledger.cold import ColdStorage
@@ -62,6 +71,8 @@ class Broker:
         self.astore: AsyncMetadataStore | None = None
         self.ledger_client: LedgerClient | None = None
         self.service: BrokerService | None = None
+        self.front: FrontEnd | None = None         # what connections are served with (once started)
+        self.tasks = BackgroundTasks()             # the broker's background work (ctx.spawn)
         self.cold: ColdStorage | None = None
         self.admin: AdminServer | None = None
         self._server: asyncio.base_events.Server | None = None        # broker_port (None: -1, not served)
@@ -124,25 +135,48 @@ class Broker:
             self._tls_server = await self._bind_tls(tls_context)
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._listener_servers = await listeners.bind_listener_ports(self.listeners, self.port, self._new_connection)
-        broker_id = f"{c.broker_advertised_host}:{self.port if self.port != -1 else self.tls_port}"
-        self.service = BrokerService(c, self.store, self.astore, self.ledger_client, self.clock,
-                                     self.service_url, broker_id, cold=self.cold, cold_error=cold_error)
-        self.service.advertised_url_tls = self.service_url_tls
-        self.service.connection_count = lambda: len(self.connections)
-        log.info("authentication %s", self.service.authentication.methods
-                 if self.service.authentication.enabled else "off")   # built now: bad key material fails here
-        self.admin = AdminServer(self.service, c.broker_admin_port)
-        await self.admin.start()
+        self.admin = AdminServer(c, c.broker_admin_port)
+        await self.admin.bind()              # its real ports name this broker: bound before the service exists
         self.admin_port = self.admin.port
-        self.service.web_url_tls = self.admin_url_tls   # published with web_url: a 307 from https stays on https
+        identity = BrokerIdentity(
+            broker_id=f"{c.broker_advertised_host}:{self.port if self.port != -1 else self.tls_port}",
+            service_url=self.service_url, service_url_tls=self.service_url_tls, web_url=self.admin_url,
+            web_url_tls=self.admin_url_tls, registry_key=f"{c.broker_advertised_host}:{self.admin_port}",
+            listeners=self.listeners)
+        self.service = service = self._compose(identity, cold_error)
+        log.info("authentication %s", service.authentication.methods
+                 if service.authentication.enabled else "off")   # built now: bad key material fails here
+        await self.admin.serve(service)
         # registered (BrokerAddressInUse if a live broker has our address) before serving clients
-        await self.service.start_cluster(self.admin_url, f"{c.broker_advertised_host}:{self.admin_port}")
+        await service.start_cluster()
+        self.tasks.spawn(AuthzRecheck(self._front()).run())   # revoked producers/consumers closed (authorization on)
         for server in (self._server, self._tls_server, *self._listener_servers):
             if server is not None:
                 await server.start_serving()
-        await start_auditor(self.ledger_client, c, self.clock, owner=broker_id)  # stops with the client
+        await start_auditor(self.ledger_client, c, self.clock, owner=identity.broker_id)  # stops with the client
         log.info("broker serving %s, admin %s", " and ".join(u for u in (
             self.service_url if self.port != -1 else "", self.service_url_tls) if u), self.admin_url)
+
+    def _compose(self, identity: BrokerIdentity, cold_error: str | None) -> BrokerService:
+        """The composition root: the context every layer is handed, and the service over it."""
+        c = self.config
+        assert self.store is not None and self.astore is not None and self.ledger_client is not None
+        sampler = StatsSampler(c, self.clock)
+        ctx = BrokerContext(config=c, clock=self.clock, astore=self.astore, ledger_client=self.ledger_client,
+                            cursor_writer=CursorWriter(self.astore, config=c), cold=self.cold,
+                            spawn=self.tasks.spawn, activity=sampler)
+        return BrokerService(ctx, identity, self.store, sampler=sampler, tasks=self.tasks,
+                             connection_count=lambda: len(self.connections), cold_error=cold_error)
+
+    def _front(self) -> FrontEnd:
+        """The Pulsar front end's collaborators (built once, after the service)."""
+        if self.front is None:
+            service = present(self.service, "the front end is built after the service")
+            self.front = FrontEnd(ctx=service.ctx, service=service, non_persistent=service.non_persistent,
+                                  ownership=service.ownership, namespaces=service.namespaces,
+                                  authentication=service.authentication, authorization=service.authorization,
+                                  topic_lists=TopicListRegistry(service.ctx.astore))
+        return self.front
 
     async def _bind_tls(self, context: ssl.SSLContext) -> asyncio.base_events.Server:
         c = self.config
@@ -155,7 +189,7 @@ class Broker:
     def _new_connection(self) -> ServerConnection:
         if self.service is None:
             raise ServiceNotReady("the broker accepted a connection before its service exists")
-        conn = _TrackedConnection(self.service, self.connections)
+        conn = _TrackedConnection(self._front(), self.connections)
         self.connections.add(conn)
         return conn
 
@@ -170,6 +204,9 @@ class Broker:
             await self.admin.stop()
         if self.service is not None:
             await self.service.close()
+        if self.front is not None:
+            self.front.topic_lists.stop()
+        self.tasks.cancel_all()
         for conn in list(self.connections):
             conn.close()
         if self.cold is not None:
@@ -217,8 +254,8 @@ async def _close_cold(cold: ColdStorage) -> None:
 class _TrackedConnection(ServerConnection):
     """A connection that leaves the broker's set when it closes."""
 
-    def __init__(self, service: BrokerService, registry: set) -> None:
-        super().__init__(service)
+    def __init__(self, front: FrontEnd, registry: set) -> None:
+        super().__init__(front)
         self._registry = registry
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -1,34 +1,41 @@
 """BrokerService: the topics this broker serves, and the shared things they need.
 
 Topics are loaded lazily, the first time a PRODUCER, SUBSCRIBE or admin call names them, and only
-while this broker owns the topic's namespace bundle (`broker.ownership`: an unowned bundle is
+while this broker owns the topic's namespace bundle (`broker.cluster.ownership`: an unowned bundle is
 acquired then; one owned elsewhere raises OwnedElsewhere, which the client answers with a fresh
 lookup and the admin API with a 307). A topic of a namespace that was never created is not loaded
-(NamespaceNotFound; `broker.tenancy`, whose `ensure_defaults` creates `public/default` at
+(NamespaceNotFound; `broker.records.tenancy`, whose `ensure_defaults` creates `public/default` at
 `start_cluster`). Loading records the topic in the topic list, opens its
 managed ledger (which fences any previous writer) and loads its cursors. Concurrent callers share
 one load; each waits at most `broker_topic_load_timeout_ms` and then gets ServiceNotReady, which
 the client retries.
 
-Cluster membership (`start_cluster`): the broker registers itself (`broker.registry`), keeps the
-ownership view, follows its metadata lease (`broker.lease_watch`: a lapsed lease stops all serving
-at once) and rewrites its load report. `close()` unloads every bundle first, so clients move to
-the other brokers before this one lets go of anything else.
+Cluster membership (`start_cluster`): the broker registers itself (`broker.cluster.registry`) under
+its `BrokerIdentity`, keeps the ownership view, follows its metadata lease
+(`broker.cluster.lease_watch`: a lapsed lease stops all serving at once) and rewrites its load
+report. `close()` unloads every bundle first, so clients move to the other brokers before this one
+lets go of anything else. Ownership closes topics through this service's `release` (the service
+is the `LoadedTopics` the cluster package is typed against), never by reaching into it.
 
 Policies: the dedup switch of loaded topics follows the namespace and topic policies. The admin
 API applies a change to this broker's topics at once (`apply_dedup_policy`); a watch on
 `/admin` applies changes made through any other broker within about a second.
 
-Retention: `broker.retention_task.RetentionTask` applies TTL and retention to every loaded topic
+Retention: `broker.retention.task.RetentionTask` applies TTL and retention to every loaded topic
 every `broker_retention_check_interval_ms` (started with the other background work).
 
-Cold tier: the broker's `ColdStorage` (None without a usable one; `cold_error` then says why,
-and offload-status reports it) is handed to every managed ledger it opens; each closed ledger
-triggers the automatic offload check (`broker.offload_policy.on_ledger_closed`).
+Cold tier: the broker's `ColdStorage` (`ctx.cold`; None without a usable one, `cold_error` then
+says why, and offload-status reports it) is handed to every managed ledger it opens; each closed
+ledger triggers the automatic offload check (`broker.retention.offload.on_ledger_closed`).
 
 Stats: every `broker_stats_sample_interval_ms` the counters of the topics with recent traffic
-are sampled (`broker.topic_stats.StatsSampler`) so the admin API can report rates; an idle topic
-is not visited at all.
+are sampled (`broker.topics.rates.StatsSampler`, the context's `activity`) so the admin API can
+report rates; an idle topic is not visited at all.
+
+Collaborators: the service is built by the composition root (`broker.server`) from a
+`BrokerContext` (settings, clock, stores, task spawner) and the broker's `BrokerIdentity`. Below
+it, nothing is handed the service: topics get the context, broker-wide machinery the context and
+the narrow `LoadedTopics` view. The front ends (`broker.protocol`, `broker.admin`) sit above it.
 
 What must hold: at most one `PersistentTopic` per name per process; a topic is served only while
 this broker holds its bundle's ownership key under a valid lease.
@@ -39,24 +46,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 
 from auth.service import AuthenticationService
-from broker import dedup, listeners, offload_policy, policies, tenancy, topic_lists, topic_stats
-from broker.authorization import AuthorizationService
-from broker.authz_recheck import AuthzRecheck
-from broker.backlog_quota import BacklogQuotaChecker
-from broker.lease_watch import LeaseWatch
-from broker.load_manager import LoadManager
-from broker.load_report import LoadMeter
-from broker.non_persistent import NonPersistentTopics
-from broker.ownership import Ownership
-from broker.registry import BrokerRegistry
-from broker.retention_task import RetentionTask
-from broker.topic import PersistentTopic
+from broker.cluster.identity import BrokerIdentity
+from broker.cluster.lease_watch import LeaseWatch
+from broker.cluster.load_manager import LoadManager
+from broker.cluster.load_report import LoadMeter
+from broker.cluster.ownership import Ownership
+from broker.cluster.registry import BrokerRegistry
+from broker.context import BackgroundTasks, BrokerContext
+from broker.nonpersistent.topic import NonPersistentTopics
+from broker.records import policies, tenancy
+from broker.retention import backlog_quota
+from broker.retention import offload as offload_policy
+from broker.retention.backlog_quota import BacklogQuotaChecker
+from broker.retention.task import RetentionTask
+from broker.security.authorization import AuthorizationService
+from broker.topics import dedup
+from broker.topics.rates import StatsSampler
+from broker.topics.topic import PersistentTopic
 from common import security_records
-from common.clock import Clock
-from common.config import Config
 from common.errors import (
     BundleNotOwned,
     NotAllowed,
@@ -67,56 +77,42 @@ from common.errors import (
     StrataError,
 )
 from common.topic_names import TopicName
-from cursor.cursor_writer import CursorWriter
 from entries.entry import parse_entry
-from ledger.client import LedgerClient
-from ledger.cold import ColdStorage
 from ledger.managed_ledger import ManagedLedger
-from metadata.api import AsyncStore, MetadataStore, Watch, WatchEvent
+from metadata.api import MetadataStore, Watch, WatchEvent
 
 log = logging.getLogger(__name__)
 
 _SLOW_LOAD_S = 0.5   # a topic load this slow is logged (a takeover reads the last ledger back)
 
 
-
 class BrokerService:
-    def __init__(self, config: Config, store: MetadataStore, astore: AsyncStore, ledger_client: LedgerClient,
-                 clock: Clock, advertised_url: str, broker_id: str, *, cold: ColdStorage | None = None,
+    def __init__(self, ctx: BrokerContext, identity: BrokerIdentity, store: MetadataStore, *,
+                 sampler: StatsSampler, tasks: BackgroundTasks, connection_count: Callable[[], int],
                  cold_error: str | None = None) -> None:
-        self.config = config
-        self.cold = cold                    # the cold tier every managed ledger offloads to; None: none
-        self.cold_error = cold_error        # why there is none (its start-up check failed); None: not asked
-        self.store = store                  # synchronous MetadataStore (the managed ledger's)
-        self.astore = astore                # AsyncMetadataStore over the same store
-        self.cursor_writer = CursorWriter(astore, config=config)  # one group commit for every cursor's persists
-        self.ledger_client = ledger_client
-        self.clock = clock
-        self.advertised_url = advertised_url
-        self.advertised_url_tls = ""        # pulsar+ssl:// URL of the TLS port ('' : none), set by the server
-        self.listeners = listeners.from_config(config)   # advertised listeners (ConfigError if malformed)
-        self.broker_id = broker_id          # e.g. "127.0.0.1:6650"; names generated producers
-        self.web_url = ""                   # admin HTTP URL, set by the server once it listens
-        self.web_url_tls = ""               # admin https:// URL ('' : no TLS admin port), set with web_url
-        self.connection_count = lambda: 0   # the server's live connections, for the load report
-        self.registry = BrokerRegistry(astore, config, "")   # keyed once the admin port is known
-        self.ownership = Ownership(self, self.registry)
-        self.namespaces = tenancy.NamespaceCache(astore)   # which namespaces exist (lookups, loads)
-        self.lease = LeaseWatch(self)
-        self.load_manager = LoadManager(self)
-        self._load_meter = LoadMeter()
+        self.ctx = ctx
+        # read by the front ends above (admin, protocol); the layers below get `ctx` itself
+        self.config, self.clock, self.astore, self.cold = ctx.config, ctx.clock, ctx.astore, ctx.cold
+        self.cold_error = cold_error        # why there is no cold tier (its start-up check failed); None: not asked
+        self.identity = identity
+        self.store = store                  # synchronous MetadataStore (the managed ledger's; new sessions)
+        self._sampler = sampler             # rates of topics with traffic (ctx.activity)
+        self._tasks = tasks                 # the background tasks ctx.spawn runs
+        self._connection_count = connection_count   # the server's live connections, for the load report
+        self.namespaces = tenancy.NamespaceCache(ctx.astore)   # which namespaces exist (lookups, loads)
         self.topics: dict[str, PersistentTopic] = {}
-        self.non_persistent = NonPersistentTopics(self)   # live non-persistent topics (in memory only)
+        self.non_persistent = NonPersistentTopics(ctx, self)   # live non-persistent topics (in memory only)
+        self.registry = BrokerRegistry(ctx.astore, ctx.config, identity.registry_key)
+        self.ownership = Ownership(ctx, identity, self.registry, self.namespaces, self, self.non_persistent)
+        self.lease = LeaseWatch(ctx, store, self.registry, self.ownership, self.load_report)
+        self.load_manager = LoadManager(ctx, identity, self.registry, self.ownership)
+        self._load_meter = LoadMeter()
         self._loading: dict[str, asyncio.Task] = {}
-        self._tasks: set[asyncio.Task] = set()
         self._background_started = False   # policy watch and stats sampler (started lazily)
         self._policy_watch: Watch | None = None
-        self.retention = RetentionTask(self)   # TTL + retention; runs once background work starts
-        self.backlog_quotas = BacklogQuotaChecker(self)   # periodic backlog quota check, likewise
-        self.stats = topic_stats.StatsSampler(config, clock)  # rates of topics with traffic
-        self.topic_list_watchers = topic_lists.TopicListRegistry(self)   # WATCH_TOPIC_LIST watchers
+        self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
+        self.backlog_quotas = BacklogQuotaChecker(ctx, self)   # periodic backlog quota check, likewise
         self.closing = False
-        self.draining = False               # stopping: bundles are being handed to other brokers
 
     # --- security (built on first use; Broker.start touches both so bad key material fails the start) ---
 
@@ -127,51 +123,43 @@ class BrokerService:
 
     @functools.cached_property
     def authorization(self) -> AuthorizationService:
-        """What a role may do (broker.authorization)."""
+        """What a role may do (broker.security.authorization)."""
         return AuthorizationService(self.config, self.astore)
-
-    # --- background work --------------------------------------------------------------------------
-
-    def spawn(self, coro: Coroutine) -> asyncio.Task:
-        """Run `coro` in the background, keeping a reference and logging its failure."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            if isinstance(exc, StrataError):
-                log.warning("background task failed: %s", exc)
-            else:
-                log.error("background task crashed", exc_info=exc)
 
     async def next_producer_name(self) -> str:
         """A producer name unique across brokers and restarts (an id from the metadata store)."""
-        return f"strata-{self.broker_id.replace(':', '-')}-{await self.astore.next_id('producer-name')}"
+        broker_id = self.identity.broker_id.replace(":", "-")
+        return f"strata-{broker_id}-{await self.astore.next_id('producer-name')}"
 
     # --- cluster ------------------------------------------------------------------------------------
 
-    async def start_cluster(self, web_url: str, registry_key: str) -> None:
+    async def start_cluster(self) -> None:
         """Register this broker, start the ownership view and follow the lease (once serving)."""
-        self.web_url = web_url
         await tenancy.ensure_defaults(self.astore, self.config.cluster_name,
                                       self.config.broker_default_namespace_bundles)
         await security_records.publish(self.astore, self.config)   # for readers of the store (Spark source)
         await self.namespaces.start()
-        self.registry = BrokerRegistry(self.astore, self.config, registry_key)
-        self.ownership = Ownership(self, self.registry)
         await self.registry.register(self.load_report())
         await self.ownership.start()
         self.lease.start()
         await self.load_manager.start()
-        self.spawn(AuthzRecheck(self).run())   # revoked producers/consumers closed (authorization on)
 
     def load_report(self) -> dict:
         bundles = [f"{t}/{ns}/{b.key}" for t, ns, b in self.ownership.owned()]
-        return self._load_meter.report(self, self.connection_count(), bundles)
+        return self._load_meter.report(self.identity, list(self.topics.values()), self._connection_count(),
+                                       bundles)
+
+    # --- admission: may this broker serve a topic now (also `TopicAdmission` of non-persistent topics) ---
+
+    def check_serving(self, name: TopicName) -> None:
+        if self.closing:
+            raise ShuttingDown("broker is shutting down")
+        if not self.astore.lease_valid():
+            raise BundleNotOwned("this broker's metadata lease has lapsed", topic=str(name))
+
+    async def check_owned(self, name: TopicName) -> None:
+        await self.namespaces.require(name.tenant, name.namespace)   # NamespaceNotFound: not created
+        await self.ownership.check_owned(name)
 
     # --- topics ---------------------------------------------------------------------------------------
 
@@ -179,13 +167,10 @@ class BrokerService:
         """The loaded topic, loading (and creating) it if needed; ServiceNotReady if slow."""
         if not name.persistent:   # `self.non_persistent` serves it: a managed ledger would store it
             raise NotOnNonPersistent("a non-persistent topic has no managed ledger", topic=str(name))
-        if self.closing:
-            raise ShuttingDown("broker is shutting down")
-        if not self.astore.lease_valid():
-            raise BundleNotOwned("this broker's metadata lease has lapsed", topic=str(name))
+        self.check_serving(name)
         if not self._background_started:
             self._background_started = True
-            self.spawn(self._start_background())
+            self.ctx.spawn(self._start_background())
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None:
@@ -201,21 +186,21 @@ class BrokerService:
             raise ServiceNotReady("topic is still loading", topic=key) from None
 
     async def _load(self, name: TopicName) -> PersistentTopic:
-        await self.namespaces.require(name.tenant, name.namespace)   # NamespaceNotFound: not created
-        await self.ownership.check_owned(name)
+        await self.check_owned(name)
         started_s = self.clock.monotonic_s()
         await policies.register_topic(self.astore, name, self.clock.wall_ms())
-        c = self.config
-        ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, self.ledger_client, c,
+        c, ctx = self.config, self.ctx
+        ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, ctx.ledger_client, c,
                                       self.clock, ensemble_size=c.ledger_ensemble_size,
                                       write_quorum=c.ledger_write_quorum, ack_quorum=c.ledger_ack_quorum,
-                                      meta_from_entry=_entry_meta, cold=self.cold)
+                                      meta_from_entry=_entry_meta, cold=ctx.cold)
         try:
-            topic = await PersistentTopic.open(self, name, ml)
+            topic = await PersistentTopic.open(ctx, name, ml)
+            await backlog_quota.load(ctx, topic)     # its quotas, for stats from the start
         except BaseException:
             await _close_ml(ml)
             raise
-        ml.add_ledger_closed_listener(lambda _ledger_id: offload_policy.on_ledger_closed(self, topic))
+        ml.add_ledger_closed_listener(lambda _ledger_id: offload_policy.on_ledger_closed(ctx, topic))
         if self.closing:
             await topic.close()
             raise ShuttingDown("broker is shutting down")
@@ -267,7 +252,7 @@ class BrokerService:
                 pass
 
     async def _start_background(self) -> None:
-        self.spawn(self._sample_stats())
+        self.ctx.spawn(self._sample_stats())
         self.retention.start()
         self.backlog_quotas.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)
@@ -276,17 +261,17 @@ class BrokerService:
         path = event.path
         if path.startswith(policies.POLICIES_ROOT + "/"):
             tenant, _, ns = path[len(policies.POLICIES_ROOT) + 1:].partition("/")
-            self.spawn(self.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
-            self.spawn(self.backlog_quotas.reload(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
+            self.ctx.spawn(self.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
+            self.ctx.spawn(self.backlog_quotas.reload(lambda n: (n.tenant, n.namespace) == (tenant, ns)))
         elif path.startswith(policies.TOPIC_POLICIES_ROOT + "/"):
             base = path[len(policies.TOPIC_POLICIES_ROOT) + 1:]
-            self.spawn(self.apply_dedup_policy(lambda n: n.base.path == base))
-            self.spawn(self.backlog_quotas.reload(lambda n: n.base.path == base))
+            self.ctx.spawn(self.apply_dedup_policy(lambda n: n.base.path == base))
+            self.ctx.spawn(self.backlog_quotas.reload(lambda n: n.base.path == base))
 
     async def _sample_stats(self) -> None:
         interval_s = self.config.broker_stats_sample_interval_ms / 1000
         while not self.closing:
-            self.stats.tick()
+            self._sampler.tick()
             await asyncio.sleep(interval_s)
 
     async def partitions(self, name: TopicName) -> int:
@@ -295,7 +280,7 @@ class BrokerService:
         return await policies.partition_count(self.astore, name)
 
     def non_persistent_topics(self, tenant: str, namespace: str) -> list[str]:
-        """The namespace's live non-persistent topics on this broker (`broker.non_persistent`)."""
+        """The namespace's live non-persistent topics on this broker (`broker.nonpersistent.topic`)."""
         return self.non_persistent.names(tenant, namespace)
 
     async def topics_of_namespace(self, tenant: str, namespace: str) -> list[str]:
@@ -305,13 +290,14 @@ class BrokerService:
 
     async def close(self) -> None:
         """Close every topic (flushing cursors); stop background work."""
-        self.draining = True   # acquire nothing more; lookups send clients elsewhere
+        self.ownership.draining = True   # acquire nothing more; lookups send clients elsewhere
         await self.registry.unregister()
         try:   # clients move to the other brokers first (topics closed, then keys deleted)
             await self.ownership.unload_all()
         except StrataError as exc:
             log.warning("unloading bundles at stop: %s", exc)
         self.closing = True
+        self.lease.stop()
         self.ownership.stop()
         self.load_manager.stop()
         self.registry.stop_view()
@@ -330,10 +316,8 @@ class BrokerService:
                 log.warning("closing topic %s: %s", topic.name, exc)
         if self._policy_watch is not None:
             self._policy_watch.cancel()
-        self.topic_list_watchers.stop()
         self.namespaces.stop()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel_all()
 
 
 def _entry_meta(data: bytes) -> tuple[int, int]:

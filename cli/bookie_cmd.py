@@ -29,11 +29,14 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.config import Config, load_config
 from common.errors import StrataError
 from common.redact import redact_text
+
+if TYPE_CHECKING:
+    from common.settings_fields import SettingValues
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -50,7 +53,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace) -> Config:
     """The settings: the file, the environment, then the command-line flags."""
-    overrides: dict[str, Any] = {}   # setting values, checked by load_config
+    overrides: SettingValues = {}   # setting values (names checked by mypy, values by load_config)
     if args.port is not None:
         overrides["bookie_port"] = args.port
     if args.host is not None:

@@ -11,12 +11,15 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Unpack
 
 import uvloop
 
-from common.config import load_config
+from common.config import Config, load_config
 from common.errors import StrataError
+
+if TYPE_CHECKING:
+    from common.settings_fields import SettingValues
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -30,8 +33,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def build_config(args: argparse.Namespace, **extra: object):
-    overrides: dict[str, Any] = dict(extra)   # setting values, checked by load_config
+def build_config(args: argparse.Namespace, **extra: Unpack[SettingValues]) -> Config:
+    overrides: SettingValues = extra   # setting values (names checked by mypy, values by load_config)
     if args.port is not None:
         overrides["broker_port"] = args.port
     if args.admin_port is not None:

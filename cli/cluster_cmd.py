@@ -17,6 +17,9 @@ node's directory (`broker-1/broker.log`, `bookie-1/bookie.log`, `s3/weed.log`).
 `down` sends SIGTERM to brokers, then bookies, then SeaweedFS, SIGKILLs whatever is still
 running after `--timeout-s`, and stops PostgreSQL (`pg_ctl stop`); the data stays.
 
+The processes are launched by launch/cluster.py (`LocalCluster`, detached) and, for `down`,
+stopped by pid with launch/process.py's helpers.
+
 `up` on a dir whose cluster was stopped starts that cluster again (`LocalCluster.resume`: the
 same ports, data and PostgreSQL server, its recorded settings), so topics and messages are back.
 
@@ -28,8 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import pwd
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,11 +39,11 @@ from typing import Any
 
 from common.errors import StrataError
 from common.redact import redact_text, redact_url
-from perf.pg_server import PostgresServerError
+from launch.postgres import PostgresServerError, stop_recorded
+from launch.process import pid_alive, signal_group, stop_pid
 
 DEFAULT_DATA_DIR = "./cluster"
 STOP_TIMEOUT_S = 30.0
-PG_STOP_TIMEOUT_S = 30
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -85,8 +87,6 @@ def read_state(data_dir: Path) -> dict[str, Any] | None:
 
 
 def running_pids(state: dict[str, Any]) -> list[int]:
-    from perf.cluster_proc import pid_alive
-
     pids = [n["pid"] for n in state["brokers"] + state["bookies"] if n.get("pid")]
     if state.get("s3"):
         pids.append(state["s3"]["pid"])
@@ -94,7 +94,7 @@ def running_pids(state: dict[str, Any]) -> list[int]:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from perf.cluster_proc import LocalCluster
+    from launch.cluster import LocalCluster
 
     if args.brokers < 1 or args.bookies < 1:
         print("strata cluster: --brokers and --bookies must be at least 1", file=sys.stderr)
@@ -138,33 +138,12 @@ def _postgres_running(state: dict[str, Any]) -> bool:
     return Path(pg["data_dir"], "postmaster.pid").exists()
 
 
-def stop_postgres(pg: dict[str, Any]) -> None:
-    """`pg_ctl stop -m fast` on the cluster's server, as the user that owns its data dir."""
-    from perf.pg_server import find_bin_dir
-
-    data_dir = Path(pg["data_dir"])
-    if not (data_dir / "postmaster.pid").exists():
-        return
-    cmd = [os.path.join(find_bin_dir(), "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w",
-           "-t", str(PG_STOP_TIMEOUT_S), "stop"]
-    owner = data_dir.stat().st_uid
-    if os.geteuid() == 0 and owner != 0:
-        cmd = ["runuser", "-u", pwd.getpwuid(owner).pw_name, "--", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PG_STOP_TIMEOUT_S + 10)
-    if proc.returncode != 0:
-        raise StrataError("pg_ctl stop failed", stderr=proc.stderr.strip()[-1000:])
-
-
 def cmd_down(args: argparse.Namespace) -> int:
-    from perf.cluster_proc import pid_alive, signal_group, stop_pid
-
     data_dir = Path(args.data_dir).resolve()
     state = read_state(data_dir)
     if state is None:
         print(f"strata cluster: no cluster in {data_dir} (no cluster.json)", file=sys.stderr)
         return 1
-    import signal
-
     groups = [state["brokers"], state["bookies"], [state["s3"]] if state.get("s3") else []]
     for group in groups:   # brokers first: they release their bundles while bookies still serve
         live = [n for n in group if n.get("pid") and pid_alive(n["pid"])]
@@ -175,7 +154,7 @@ def cmd_down(args: argparse.Namespace) -> int:
             clean = stop_pid(node["pid"], args.timeout_s)
             print(f"stopped {node.get('name', 's3')} (pid {node['pid']})" + ("" if clean else ", killed"))
     if state.get("postgres"):
-        stop_postgres(state["postgres"])
+        stop_recorded(state["postgres"])
         print("stopped PostgreSQL")
     return 0
 
@@ -206,8 +185,6 @@ def read_metadata(metadata_url: str) -> dict[str, Any]:
 
 
 def node_state(node: dict[str, Any]) -> str:
-    from perf.cluster_proc import pid_alive
-
     if not node.get("pid") or not pid_alive(node["pid"]):
         return "stopped"
     try:

@@ -6,9 +6,11 @@ Starts, in order: the SQLite metadata store at `D/metadata.db`; the embedded S3 
 `S3 endpoint http://...`, `service URL pulsar://...` and `admin URL http://...` once everything
 serves. SIGINT/SIGTERM stops the broker first (cursors flushed), then the bookies and S3.
 
-Bookies listen on `bookie_bind_host` (the same settings file and environment reach them), the
-broker on `broker_bind_host` / `broker_admin_bind_host`; waits on the bookies are bounded by
-`standalone_bookie_start_timeout_ms` and `standalone_bookie_stop_timeout_ms`.
+The bookies and the embedded S3 server are launched and stopped by launch/standalone_children.py;
+this module holds the flags, the settings and the broker. Bookies listen on `bookie_bind_host`
+(the same settings file and environment reach them), the broker on `broker_bind_host` /
+`broker_admin_bind_host`; waits on the bookies are bounded by `standalone_bookie_start_timeout_ms`
+and `standalone_bookie_stop_timeout_ms`.
 
 Quorums (`quorums()`): one bookie → E=Qw=Qa=1 (like `pulsar standalone`); two → 2/2/2; N >= 3 →
 (N-1)/2/2, so three give Pulsar's 2/2/2 and survive a dead bookie (one is always spare).
@@ -47,17 +49,11 @@ position and offloaded ledger (all state is under D).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import errno
-import json
 import logging
 import os
 import signal
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Set
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +63,13 @@ from cli import secure_setup
 from cli.broker_cmd import serve_until_signal
 from cli.secure_setup import DEFAULT_ADMIN_TLS_PORT, DEFAULT_TLS_PORT
 from common.config import Config, load_config
-from common.errors import StrataError, TimeoutExpired
-from common.invariant import present
+from common.errors import StrataError
 from common.net import free_port
 from common.redact import redact_url
-from offload.embedded_s3 import EmbeddedS3, EmbeddedS3Ports, load_or_create_credentials
+from launch.seaweed import EmbeddedS3
+from launch.standalone_children import StandaloneChildren
 
 log = logging.getLogger("strata.standalone")
-
-PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -115,60 +109,6 @@ def quorums(bookies: int) -> tuple[int, int, int]:
     return bookies - 1, 2, 2
 
 
-def bookie_ports(data_dir: Path, count: int, avoid: Set[int] = frozenset(), host: str = "127.0.0.1",
-                 key: str = "bookie_ports") -> list[int]:
-    """The bookie ports recorded for this data dir under `key` (`bookie_metrics_ports`: their
-    /metrics HTTP ports), extended with free ones if needed.
-
-    `avoid` holds the broker and admin ports: they are not bound yet when bookies start, and the
-    OS readily hands a just-released port (the one a caller probed to pick them) out again."""
-    state_path = data_dir / "standalone.json"
-    state = _read_state(data_dir)
-    ports = list(state.get(key, []))
-    while len(ports) < count:
-        port = free_port(host)
-        if port not in ports and port not in avoid:
-            ports.append(port)
-    state[key] = ports
-    state_path.write_text(json.dumps(state))
-    return ports[:count]
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _read_state(data_dir: Path) -> dict[str, Any]:
-    state_path = data_dir / "standalone.json"
-    return json.loads(state_path.read_text()) if state_path.exists() else {}
-
-
-def s3_ports(data_dir: Path, avoid: Set[int], host: str = "127.0.0.1") -> EmbeddedS3Ports:
-    """The embedded S3 ports recorded for this data dir, picked (avoiding `avoid`) the first time."""
-    state = _read_state(data_dir)
-    if "s3_ports" in state:
-        return EmbeddedS3Ports.from_json(state["s3_ports"])
-    ports = EmbeddedS3Ports.pick(host, frozenset(avoid))
-    state["s3_ports"] = ports.to_json()
-    (data_dir / "standalone.json").write_text(json.dumps(state))
-    return ports
-
-
-def embedded_s3(data_dir: Path, config: Config, avoid: Set[int]) -> EmbeddedS3 | None:
-    """The embedded SeaweedFS for this data dir (not started), or None when an external S3
-    endpoint is configured."""
-    if config.offload_s3_endpoint:
-        return None
-    s3_dir = data_dir / "s3"
-    credentials = load_or_create_credentials(s3_dir / "credentials.json")
-    return EmbeddedS3(s3_dir / "data", credentials, bucket=config.offload_s3_bucket,
-                      ports=s3_ports(data_dir, avoid), region=config.offload_s3_region,
-                      log_path=s3_dir / "weed.log")
-
-
 def s3_config(config: Config, s3: EmbeddedS3 | None) -> Config:
     """The broker's settings for the cold tier: the embedded server's endpoint and credentials
     (through boto3's default chain, i.e. this process's environment), or the external one."""
@@ -177,69 +117,6 @@ def s3_config(config: Config, s3: EmbeddedS3 | None) -> Config:
     os.environ.update(s3.credentials.env())
     os.environ.pop("AWS_SESSION_TOKEN", None)  # a token from the shell would not match our key
     return config.replace(offload_driver="s3", offload_s3_endpoint=s3.endpoint)
-
-
-class BookieProcess:
-    """One bookie subprocess; a thread drains its stdout and notes the `bookie ready` line."""
-
-    def __init__(self, data_dir: Path, index: int, port: int, metadata_url: str, config_path: str | None,
-                 metrics_port: int = 0, env: dict[str, str] | None = None) -> None:
-        bookie_dir = data_dir / f"bookie-{index}"
-        bookie_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "cli.main", "bookie", "--data-dir", str(bookie_dir),
-               "--port", str(port), "--metadata-url", metadata_url]
-        if config_path:
-            cmd += ["--config", config_path]
-        self.port = port
-        self.ready = threading.Event()
-        self.log_path = bookie_dir / "bookie.log"
-        with open(self.log_path, "ab") as log_file:
-            child_env = {**os.environ, **(env or {}), "STRATA_BOOKIE_METRICS_PORT": str(metrics_port)}
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env=child_env,
-                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        for line in present(self.proc.stdout, "stdout is a pipe"):
-            if line.startswith(b"bookie ready"):
-                self.ready.set()
-
-
-def wait_ready(bookies: list[BookieProcess], deadline_s: float) -> None:
-    """Wait for every bookie's ready line; raise if one exits or time runs out."""
-    for bookie in bookies:
-        while not bookie.ready.wait(0.1):
-            if bookie.proc.poll() is not None:
-                raise StrataError("a bookie exited during start-up", port=bookie.port,
-                                  returncode=bookie.proc.returncode, reason=_last_line(bookie.log_path))
-            if time.monotonic() > deadline_s:
-                raise TimeoutExpired("bookie did not become ready", port=bookie.port)
-
-
-def _last_line(path: Path, tail_bytes: int = 2048) -> str:
-    """The last line a bookie wrote to its log (its one-line start error, already redacted)."""
-    try:
-        with open(path, "rb") as log_file:
-            log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - tail_bytes))
-            lines = log_file.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return lines[-1][:400] if lines else ""
-
-
-def stop_bookies(bookies: list[BookieProcess], timeout_s: float) -> None:
-    """SIGTERM every bookie, wait up to `timeout_s` in all, then SIGKILL those still running."""
-    procs = [b.proc for b in bookies]
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    deadline = time.monotonic() + timeout_s
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _secured(config: Config, args: argparse.Namespace, data_dir: Path) -> tuple[Config, dict[str, str], str]:
@@ -267,15 +144,8 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.bookies < 1:
-        print("strata standalone: --bookies must be at least 1", file=sys.stderr)
-        return 2
-    data_dir = Path(args.data_dir).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    metadata_url = f"sqlite:///{data_dir / 'metadata.db'}"
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags give: quorums for the bookie count, ports."""
     e, qw, qa = quorums(args.bookies)
     overrides: dict[str, Any] = {"ledger_ensemble_size": e, "ledger_write_quorum": qw, "ledger_ack_quorum": qa}
     if args.port is not None:
@@ -286,45 +156,54 @@ def main(argv: list[str]) -> int:
         overrides["broker_tls_port"] = args.tls_port
     if args.admin_tls_port is not None and not args.secure:
         overrides["broker_admin_tls_port"] = args.admin_tls_port
-    bookie_env: dict[str, str] = {}     # --secure: the bookies' STRATA_* security settings
-    connect_help = ""
-    try:
-        config = load_config(args.config, **overrides)
-        if args.secure:
-            config, bookie_env, connect_help = _secured(config, args, data_dir)
-    except StrataError as exc:
-        print(f"strata standalone: {exc}", file=sys.stderr)
-        return 2
-    broker_ports = {config.broker_port, config.broker_admin_port, config.broker_tls_port, config.broker_admin_tls_port}
-    ports = bookie_ports(data_dir, args.bookies, broker_ports, config.bookie_bind_host)
-    metrics_ports = bookie_ports(data_dir, args.bookies, broker_ports | set(ports), config.bookie_bind_host,
-                                 key="bookie_metrics_ports")
-    bookies: list[BookieProcess] = []
-    s3: EmbeddedS3 | None = None
+    return overrides
+
+
+def _settings(args: argparse.Namespace, data_dir: Path) -> tuple[Config, dict[str, str], str]:
+    """The broker's settings, the bookies' extra environment (--secure's STRATA_* settings) and the
+    connection help printed once serving (--secure), or StrataError."""
+    config = load_config(args.config, **_overrides(args))
+    if args.secure:
+        return _secured(config, args, data_dir)
+    return config, {}, ""
+
+
+def _start_children(children: StandaloneChildren, config: Config, no_s3: bool) -> Config:
+    """Start the bookies and the embedded S3 (bounded waits), print their addresses, and return the
+    broker's settings for the cold tier."""
+    children.launch()
+    children.wait_bookies()
+    log.info("%d bookie(s) listening on %s", len(children.ports), children.ports)
+    for metrics_port in children.metrics_ports:
+        print(f"bookie metrics http://{config.bookie_bind_host}:{metrics_port}/metrics", flush=True)
+    children.wait_s3()
+    if no_s3:
+        return config
+    config = s3_config(config, children.s3)
+    print(f"S3 endpoint {redact_url(config.offload_s3_endpoint)} bucket {config.offload_s3_bucket}", flush=True)
+    return config
+
+
+def _serve(config: Config, metadata_url: str, connect_help: str | None) -> None:
+    """Run the broker in this process (uvloop) until SIGINT/SIGTERM."""
+    from broker.server import Broker
+    broker = Broker(config, metadata_url)
+    from common.gc_tuning import tune_for_server
+    tune_for_server()
+    on_started = (lambda: print(connect_help, flush=True)) if connect_help is not None else None
+    uvloop.run(serve_until_signal(broker, on_started))
+
+
+def _run(args: argparse.Namespace, data_dir: Path, config: Config, bookie_env: dict[str, str],
+         connect_help: str) -> int:
+    """Children, then the broker; stopped in reverse (broker first, then bookies and S3)."""
+    children: StandaloneChildren | None = None
     signal.signal(signal.SIGTERM, _interrupt)  # before the loop runs, SIGTERM acts like Ctrl-C
     try:
-        if not args.no_s3:
-            s3 = embedded_s3(data_dir, config, broker_ports | set(ports))
-        if s3 is not None:
-            s3.launch()  # starts while the bookies do
-        for index, port in enumerate(ports):
-            bookies.append(BookieProcess(data_dir, index, port, metadata_url, args.config, metrics_ports[index],
-                                         env=bookie_env))
-        wait_ready(bookies, time.monotonic() + config.standalone_bookie_start_timeout_ms / 1000)
-        log.info("%d bookie(s) listening on %s", len(ports), ports)
-        for metrics_port in metrics_ports:
-            print(f"bookie metrics http://{config.bookie_bind_host}:{metrics_port}/metrics", flush=True)
-        if s3 is not None:
-            s3.wait_ready()
-        if not args.no_s3:
-            config = s3_config(config, s3)
-            print(f"S3 endpoint {redact_url(config.offload_s3_endpoint)} bucket {config.offload_s3_bucket}", flush=True)
-        from broker.server import Broker
-        broker = Broker(config, metadata_url)
-        from common.gc_tuning import tune_for_server
-        tune_for_server()
-        on_started = (lambda: print(connect_help, flush=True)) if args.secure else None
-        uvloop.run(serve_until_signal(broker, on_started))
+        children = StandaloneChildren(data_dir, config, bookies=args.bookies, config_path=args.config,
+                                      bookie_env=bookie_env, embed_s3=not args.no_s3)
+        config = _start_children(children, config, args.no_s3)
+        _serve(config, children.metadata_url, connect_help if args.secure else None)
     except KeyboardInterrupt:
         pass
     except StrataError as exc:
@@ -337,9 +216,22 @@ def main(argv: list[str]) -> int:
               "--admin-tls-port choose others)", file=sys.stderr)
         return 1
     finally:
-        if s3 is not None:
-            s3.terminate()  # it stops (2-3 s) while the bookies do
-        stop_bookies(bookies, config.standalone_bookie_stop_timeout_ms / 1000)
-        if s3 is not None:
-            s3.stop()
+        if children is not None:
+            children.stop()
     return 0
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.bookies < 1:
+        print("strata standalone: --bookies must be at least 1", file=sys.stderr)
+        return 2
+    data_dir = Path(args.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        config, bookie_env, connect_help = _settings(args, data_dir)
+    except StrataError as exc:
+        print(f"strata standalone: {exc}", file=sys.stderr)
+        return 2
+    return _run(args, data_dir, config, bookie_env, connect_help)

@@ -1,24 +1,36 @@
 """One declarative table of every Strata setting.
 
-Each `Setting` has a name (with its unit in the name), a type, a default, bounds and a doc line.
+Each `Setting` has a name (with its unit in the name), a type, a default, bounds, a doc line, the
+command-line flags that set it, and the `Section` of the table it sits under.
 `load_config()` merges, in order: the defaults, a TOML file (flat `name = value` pairs, or under a
 `[strata]` table), environment variables `STRATA_<NAME>` (upper case), then explicit overrides;
 it checks every value against its type and bounds and the relations between settings, and returns
 a frozen `Config`. Unknown names are an error, not a silent no-op.
 
-What must hold: a `Config` that exists is valid; nothing reads a setting that is not in `SETTINGS`.
+Generated from the table by `python -m common.settings_doc`: common/settings_fields.py (each
+setting's name and type, which `Config` inherits, so mypy checks every `config.<name>` read and
+every keyword override) and docs/configuration.md (the settings reference).
+
+What must hold: a `Config` that exists is valid; nothing reads a setting that is not in `SETTINGS`
+(mypy refuses it; at run time it is an AttributeError naming it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from common.errors import ConfigError
+from common.invariant import present
+from common.settings_fields import SettingsFields
+
+if TYPE_CHECKING:
+    from common.settings_fields import SettingValues
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -29,19 +41,43 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 
 @dataclass(frozen=True)
 class Setting:
-    name: str
-    type: type
+    name: str                       # lower case, unit last (STYLE 11); STRATA_<NAME> in the environment
+    type: type                      # int, float, bool or str
     default: Any
-    min: float | None = None
+    min: float | None = None        # inclusive bounds of a number (None: a bool or str, unbounded)
     max: float | None = None
-    doc: str = ""
+    doc: str = ""                   # what it means, one line (the settings reference shows it)
+    flags: tuple[str, ...] = ()     # command-line flags that set it: "strata broker --port" (none: file, env only)
+    section: str = ""               # title of the Section above it in the table ('': built outside the table)
 
 
-SETTINGS: tuple[Setting, ...] = (
-    # --- metadata store ---
+@dataclass(frozen=True)
+class Section:
+    """A heading of the table: the settings after it, up to the next heading, are its own."""
+    title: str
+    doc: str                        # one line: what its settings are about
+
+
+def _sectioned(table: tuple[Section | Setting, ...]) -> tuple[Setting, ...]:
+    """The table's settings, each stamped with the title of the heading above it."""
+    out: list[Setting] = []
+    section: Section | None = None
+    for item in table:
+        if isinstance(item, Section):
+            section = item
+        else:
+            section = present(section, "the table opens with a Section", setting=item.name)
+            out.append(dataclasses.replace(item, section=section.title))
+    return tuple(out)
+
+
+# Settings in sections. After a change, run `python -m common.settings_doc`: it writes the typed
+# fields (common/settings_fields.py) and the reference page (docs/configuration.md) from this table.
+TABLE: tuple[Section | Setting, ...] = (
+    Section("metadata store", "the metadata store (SQLite or PostgreSQL) every node shares"),
     Setting("metadata_value_bytes_max", int, 8 * MIB, 1, 64 * MIB, "largest value one key may hold"),
     Setting("metadata_session_lease_ms", int, 10_000, 500, 600_000,
-            "ephemeral keys vanish this long after the owner stops renewing"),
+            "ephemeral keys vanish this long after the owner stops renewing", flags=("strata cluster up --lease-ms",)),
     Setting("metadata_watch_poll_ms", int, 100, 10, 5_000, "how often watchers poll the change log"),
     Setting("metadata_op_timeout_ms", int, 5_000, 100, 120_000,
             "bound on one metadata operation, including a database that is down"),
@@ -63,7 +99,7 @@ SETTINGS: tuple[Setting, ...] = (
             "most keys one list_prefix() returns (ask for less, or page by sub-prefix)"),
     Setting("metadata_put_many_ops_max", int, 10_000, 1, 1_000_000,
             "most writes in one put_many() transaction, which holds the write lock that long"),
-    # --- bookie ---
+    Section("bookie", "a bookie: the storage node `strata bookie` runs"),
     Setting("bookie_entry_bytes_max", int, 5 * MIB + 64 * KIB, 1 * KIB, 64 * MIB,
             "largest entry a bookie stores (5 MiB plus headers)"),
     Setting("bookie_journal_group_commit_wait_ms", float, 0.0, 0.0, 1000.0,
@@ -71,8 +107,6 @@ SETTINGS: tuple[Setting, ...] = (
             "next one anyway)"),
     Setting("bookie_journal_group_commit_bytes_max", int, 4 * MIB, 4 * KIB, 256 * MIB,
             "flush the journal once this many bytes are buffered"),
-    Setting("bookie_journal_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB,
-            "roll the journal to a new file past this size"),
     Setting("bookie_segment_file_bytes_max", int, 256 * MIB, 1 * MIB, 16 * GIB,
             "roll to a new segment file past this size"),
     Setting("bookie_checkpoint_interval_ms", int, 10_000, 100, 3_600_000,
@@ -88,12 +122,14 @@ SETTINGS: tuple[Setting, ...] = (
             "adds waiting for the journal before the bookie pushes back"),
     Setting("bookie_read_entries_max", int, 10_000, 1, 10_000_000, "most entries one read request returns"),
     Setting("bookie_port", int, 3181, 0, 65535,
-            "gRPC port of `strata bookie` (its --port overrides; 0: any free port)"),
+            "gRPC port of `strata bookie` (0: any free port)", flags=("strata bookie --port",)),
     Setting("bookie_bind_host", str, "127.0.0.1",
-            doc="address the bookie's gRPC and data ports listen on (0.0.0.0: every interface)"),
+            doc="address the bookie's gRPC and data ports listen on (0.0.0.0: every interface)",
+            flags=("strata bookie --host",)),
     Setting("bookie_advertised_host", str, "",
             doc="host other nodes are told to connect to, and the bookie's identity in ledger metadata "
-                "('': bookie_bind_host; must be set when that is a wildcard address)"),
+                "('': bookie_bind_host; must be set when that is a wildcard address)",
+            flags=("strata bookie --advertised-host",)),
     Setting("bookie_registration_refresh_interval_ms", int, 3_000, 100, 3_600_000,
             "how often a bookie rewrites its registration (free space, read-only)"),
     Setting("bookie_read_response_bytes_max", int, 1 * MIB, 4 * KIB, 64 * MIB,
@@ -121,14 +157,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_data_port", int, 0, 0, 65535,
             "TCP port of the bookie's framed add/read data path, same host as gRPC (0: any free port; advertised in "
             "its registration and GetInfo)"),
-    # --- ledger client ---
+    Section("ledger client", "how a broker writes and reads ledgers on bookies"),
     Setting("ledger_add_timeout_ms", int, 10_000, 100, 600_000,
             "an add fails (retriable) when Qa bookies have not answered in this time"),
     Setting("ledger_read_timeout_ms", int, 10_000, 100, 600_000, "bound on one read from one bookie"),
     Setting("ledger_adds_in_flight_max", int, 10_000, 1, 1_000_000, "adds sent but not yet acknowledged, per ledger"),
-    Setting("ledger_ensemble_size", int, 1, 1, 64, "E: bookies a ledger is striped over"),
-    Setting("ledger_write_quorum", int, 1, 1, 64, "Qw: copies of each entry"),
-    Setting("ledger_ack_quorum", int, 1, 1, 64, "Qa: copies that must be durable before an add is acknowledged"),
+    Setting("ledger_ensemble_size", int, 1, 1, 64, "E: bookies a ledger is striped over",
+            flags=("strata cluster up --ensemble", "strata standalone --bookies")),
+    Setting("ledger_write_quorum", int, 1, 1, 64, "Qw: copies of each entry",
+            flags=("strata cluster up --write-quorum", "strata standalone --bookies")),
+    Setting("ledger_ack_quorum", int, 1, 1, 64, "Qa: copies that must be durable before an add is acknowledged",
+            flags=("strata cluster up --ack-quorum", "strata standalone --bookies")),
     Setting("ledger_bookie_quarantine_ms", int, 30_000, 0, 3_600_000,
             "a bookie this client saw fail is chosen for new ledgers and ensemble changes only when others are "
             "too few, for this long (a killed bookie stays registered until its lease expires)"),
@@ -146,7 +185,7 @@ SETTINGS: tuple[Setting, ...] = (
             "entry bytes gathered into one add request to a bookie (one larger entry goes alone)"),
     Setting("ledger_bookie_write_buffer_bytes_high", int, 1 * MIB, 16 * KIB, 1 * GIB,
             "unsent bytes on a link to a bookie over which adds wait (and gather)"),
-    # --- managed ledger ---
+    Section("managed ledger", "a topic's log: the ledgers it rolls over and its tail cache"),
     Setting("managed_ledger_rollover_entries", int, 50_000, 1, 10_000_000_000,
             "roll to a new ledger after this many entries"),
     Setting("managed_ledger_rollover_bytes", int, 2 * GIB, 1, 1024 * GIB, "roll to a new ledger after this many bytes"),
@@ -164,7 +203,7 @@ SETTINGS: tuple[Setting, ...] = (
             "tail-read cache of recently appended entries, per broker"),
     Setting("managed_ledger_read_handles_max", int, 16, 1, 10_000,
             "closed ledgers a managed ledger keeps open for reads (the one opened first is dropped first)"),
-    # --- cursor ---
+    Section("cursor", "a subscription's position, persisted in the metadata store"),
     Setting("cursor_state_bytes_max", int, 4 * MIB, 1 * KIB, 512 * MIB,
             "largest persisted cursor state; over it is an error and a metric"),
     Setting("cursor_persist_interval_ms", int, 1_000, 0, 60_000,
@@ -173,13 +212,16 @@ SETTINGS: tuple[Setting, ...] = (
             "cursor saves grouped into one metadata transaction (at most metadata_put_many_ops_max)"),
     Setting("cursor_writer_queue_max", int, 20_000, 1, 10_000_000,
             "cursor saves waiting for a group transaction per broker; further saves wait for room"),
-    # --- broker ---
-    Setting("broker_port", int, 6650, -1, 65535, "Pulsar binary protocol port (-1: not served, TLS only)"),
-    Setting("broker_admin_port", int, 8080, -1, 65535, "admin HTTP port (-1: not served, HTTPS only)"),
-    Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to"),
+    Section("broker", "a broker: its ports, connections, dispatch and stats"),
+    Setting("broker_port", int, 6650, -1, 65535, "Pulsar binary protocol port (-1: not served, TLS only)",
+            flags=("strata broker --port", "strata standalone --port")),
+    Setting("broker_admin_port", int, 8080, -1, 65535, "admin HTTP port (-1: not served, HTTPS only)",
+            flags=("strata broker --admin-port", "strata standalone --admin-port")),
+    Setting("broker_advertised_host", str, "127.0.0.1", doc="host clients are told to connect to",
+            flags=("strata broker --advertised-host",)),
     Setting("advertised_listeners", str, "",
             doc="named addresses of this broker, Pulsar's advertisedListeners: 'name:pulsar://host:port,...' "
-                "(a lookup naming a listener is answered its URL; '' : none; see broker.listeners)"),
+                "(a lookup naming a listener is answered its URL; '' : none; see broker.cluster.listeners)"),
     Setting("internal_listener_name", str, "",
             doc="the listener whose pulsar:// URL is this broker's own service URL ('' : the first listener)"),
     Setting("broker_bind_host", str, "127.0.0.1",
@@ -243,7 +285,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_metrics_topic_level", bool, True,
             doc="/metrics per topic and subscription (Pulsar's exposeTopicLevelMetricsInPrometheus); false: the "
                 "same names summed per namespace"),
-    # --- cluster: ownership, lookup, load ---
+    Setting("broker_exclusive_producer_waiters_max", int, 1_000, 1, 1_000_000,
+            "WaitForExclusive producers one topic queues; past it a new one is refused (ProducerBusy)"),
+    Section("cluster", "ownership of bundles, lookup and load balancing"),
     Setting("cluster_name", str, "standalone", doc="the cluster's name (admin /clusters, broker lists)"),
     Setting("broker_default_namespace_bundles", int, 4, 1, 128,
             "bundles a namespace gets when nothing else was asked at its creation"),
@@ -260,10 +304,12 @@ SETTINGS: tuple[Setting, ...] = (
             "how often the leader looks for an overloaded broker to take a bundle off"),
     Setting("broker_load_shedding_ratio_max", float, 1.25, 1.0, 100.0,
             "a broker whose load score is this many times the cluster average gives up a bundle"),
+    Section("retention and TTL", "broker defaults of retention and message TTL (Pulsar's defaultRetention* "
+                                 "and ttlDurationDefaultInSeconds)"),
     Setting("retention_time_minutes", int, 0, -1, 10_000_000, "keep acked data this long (0: no, -1: forever)"),
     Setting("retention_size_mb", int, 0, -1, 10_000_000, "keep acked data up to this size (0: no, -1: unbounded)"),
     Setting("ttl_seconds", int, 0, 0, 10_000_000, "messages older than this are acked by TTL (0: off)"),
-    # --- backlog quotas (broker.backlog_quota; Pulsar's backlogQuota* settings) ---
+    Section("backlog quotas", "broker defaults of backlog quotas (Pulsar's backlogQuota* settings)"),
     Setting("backlog_quota_check_enabled", bool, True,
             doc="enforce backlog quotas: the periodic check and the refusal of producers (false: shown only)"),
     Setting("backlog_quota_check_interval_ms", int, 60_000, 10, 86_400_000,
@@ -275,9 +321,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("backlog_quota_default_policy", str, "producer_request_hold",
             doc="broker default quota policy: producer_request_hold, producer_exception or "
                 "consumer_backlog_eviction"),
-    Setting("broker_exclusive_producer_waiters_max", int, 1_000, 1, 1_000_000,
-            "WaitForExclusive producers one topic queues; past it a new one is refused (ProducerBusy)"),
-    # --- cold tier: offload of closed ledgers to S3 (Pulsar's managedLedgerOffload* settings) ---
+    Section("cold tier", "offload of closed ledgers to S3 (Pulsar's managedLedgerOffload* settings)"),
     Setting("offload_driver", str, "",
             doc="cold tier: \"s3\" (any S3 API: AWS, MinIO, SeaweedFS) or \"\" for none (offload refused)"),
     Setting("offload_s3_endpoint", str, "", doc="S3 endpoint URL; empty: AWS's own for the region"),
@@ -309,25 +353,27 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("offload_retry_backoff_max_ms", int, 60_000, 10, 3_600_000,
             "failed offloads and cold reads are retried with backoff doubling up to this"),
     Setting("offload_attempts_max", int, 5, 1, 1_000, "attempts of one ledger's upload before status ERROR"),
-    # --- topic compaction (broker.compaction) ---
+    Section("topic compaction", "compaction of topics by key"),
     Setting("compaction_threshold_bytes", int, 0, 0, 2**62,
             "broker default of compactionThreshold: compact once the __compaction backlog exceeds it (0 off)"),
     Setting("compaction_keys_max", int, 5_000_000, 1, 1_000_000_000,
             "distinct keys one compaction keeps in memory; more: the compaction fails (ERROR)"),
     Setting("compaction_entries_in_flight_max", int, 256, 1, 100_000,
             "entries of the compacted ledger written at once (adds not yet confirmed)"),
+    Section("cold tier: Iceberg tables", "offloaded ledgers as data files of Iceberg tables"),
     Setting("offload_iceberg_enabled", bool, True,
             doc="register offloaded ledgers as data files of their topic's Iceberg table (offload.iceberg)"),
     Setting("offload_iceberg_catalog_uri", str, "",
             doc="database of the Iceberg SqlCatalog (sqlite:///... or postgresql://...); empty: the metadata store's"),
     Setting("offload_iceberg_timeout_ms", int, 30_000, 1_000, 600_000,
             "bound on registering or removing one offloaded ledger's file in its Iceberg table"),
-    # --- security: TLS (auth.tls); Pulsar's tls* and *PortTls settings ---
+    Section("security: TLS", "the TLS ports and files (Pulsar's tls* and *PortTls settings)"),
     Setting("broker_tls_port", int, -1, -1, 65535,
             "Pulsar protocol over TLS, pulsar+ssl:// (Pulsar's brokerServicePortTls, usually 6651; -1: not served; "
-            "0: any free port)"),
+            "0: any free port)", flags=("strata standalone --tls-port",)),
     Setting("broker_admin_tls_port", int, -1, -1, 65535,
-            "admin HTTPS and /metrics (Pulsar's webServicePortTls, usually 8443; -1: not served; 0: any free port)"),
+            "admin HTTPS and /metrics (Pulsar's webServicePortTls, usually 8443; -1: not served; 0: any free port)",
+            flags=("strata standalone --admin-tls-port",)),
     Setting("tls_cert_file", str, "",
             doc="PEM certificate (chain) the broker's TLS ports present (tlsCertificateFilePath)"),
     Setting("tls_key_file", str, "", doc="PEM private key of tls_cert_file (tlsKeyFilePath)"),
@@ -340,7 +386,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_handshake_timeout_ms", int, 10_000, 100, 600_000,
             "a TLS handshake not done in this time is dropped (a slow or garbage handshake holds nothing else)"),
     Setting("tls_min_version", str, "TLSv1.2", doc="oldest TLS version served: TLSv1.2 or TLSv1.3"),
-    # --- security: authentication (auth); Pulsar's authentication* and token* settings ---
+    Section("security: authentication", "who a client is (Pulsar's authentication* and token* settings)"),
     Setting("authentication_enabled", bool, False,
             doc="clients must authenticate (authenticationEnabled); off: every client has anonymous_user_role"),
     Setting("authentication_providers", str, "",
@@ -367,7 +413,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("broker_client_auth_token", str, "",
             doc="token this broker presents to other brokers' admin APIs (brokerClientAuthenticationParameters): "
                 "file:///path, data:;base64,..., env:VAR or the token"),
-    # --- security: authorization (broker.authorization); Pulsar's authorization* settings ---
+    Section("security: authorization", "what a role may do (Pulsar's authorization* settings)"),
     Setting("authorization_enabled", bool, False,
             doc="check every producer, consumer, lookup and admin call against roles and permissions "
                 "(authorizationEnabled)"),
@@ -382,7 +428,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("metrics_require_auth", bool, True,
             doc="with authentication on, /metrics needs credentials: a superuser sees every series, other roles "
                 "only their tenants' (Pulsar's authenticateMetricsEndpoint)"),
-    # --- security: internal links (broker <-> bookie) ---
+    Section("security: internal links", "how brokers and bookies trust each other"),
     Setting("bookie_auth_secret", str, "",
             doc="cluster secret brokers present to bookies, set on both: file:///path, data:;base64,..., env:VAR "
                 "('': bookies accept any client unless bookie_tls_client_roles is set)"),
@@ -394,34 +440,43 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bookie_client_tls_cert_file", str, "",
             doc="PEM certificate a broker presents to bookies (mTLS; its CN in bookie_tls_client_roles)"),
     Setting("bookie_client_tls_key_file", str, "", doc="PEM private key of bookie_client_tls_cert_file"),
-    # --- strata standalone ---
+    Section("strata standalone", "the one-process development cluster"),
     Setting("standalone_bookie_start_timeout_ms", int, 60_000, 1_000, 3_600_000,
             "`strata standalone` waits this long for each bookie to recover and serve"),
     Setting("standalone_bookie_stop_timeout_ms", int, 10_000, 100, 600_000,
             "`strata standalone` waits this long for its bookies to stop before killing them"),
 )
 
+SETTINGS: tuple[Setting, ...] = _sectioned(TABLE)
+SECTIONS: tuple[Section, ...] = tuple(item for item in TABLE if isinstance(item, Section))
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
-class Config:
-    """Validated, read-only settings. Read them as attributes: `config.bookie_entry_bytes_max`."""
+class Config(SettingsFields):
+    """Validated, read-only settings. Read them as attributes: `config.bookie_entry_bytes_max`.
 
-    __slots__ = ("_values",)
+    Each setting is a slot, so a read is a plain attribute read (settings are read on hot paths).
+    `SettingsFields`, generated from the table, declares each one's name and type to mypy and
+    editors: `config.brokr_port` is a type error, and "go to definition" finds the setting's doc.
+    """
+
+    __slots__ = ("_values", *SETTINGS_BY_NAME)
+    _values: dict[str, Any]         # the same values by name (for replace())
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         object.__setattr__(self, "_values", dict(values))
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"no setting named {name!r}") from None
+    if not TYPE_CHECKING:   # hidden from mypy, which would otherwise accept any name
+        def __getattr__(self, name: str) -> Any:
+            """Only reached for a name that is not a setting (settings are slots)."""
+            raise AttributeError(f"no setting named {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Config is read-only; build a new one with replace()")
 
-    def replace(self, **overrides: Any) -> Config:
+    def replace(self, **overrides: Unpack[SettingValues]) -> Config:
         merged = dict(self._values)
         merged.update(overrides)
         return _validated(merged)
@@ -586,7 +641,7 @@ def _check_security(v: Mapping[str, Any]) -> None:
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-    **overrides: Any,
+    **overrides: Unpack[SettingValues],
 ) -> Config:
     """Defaults, then the TOML file (or a Pulsar `.conf` file, common.pulsar_conf), then STRATA_*
     environment variables, then overrides."""
@@ -614,6 +669,6 @@ def load_config(
     return _validated(values)
 
 
-def default_config(**overrides: Any) -> Config:
+def default_config(**overrides: Unpack[SettingValues]) -> Config:
     """The defaults plus overrides, ignoring files and the environment (for tests and tools)."""
     return load_config(env={}, **overrides)

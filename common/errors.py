@@ -491,14 +491,14 @@ class CompactionTooManyKeys(CompactionError):
 
 
 class ProducerFenced(BrokerError):
-    """An exclusive producer (`broker.access_modes`) cannot have the topic: another one holds it,
+    """An exclusive producer (`broker.topics.access_modes`) cannot have the topic: another one holds it,
     or the topic epoch moved past the producer's; the client stops retrying."""
     code = 580
     server_error = PulsarServerError.ProducerFenced
 
 
 class BacklogQuotaExceeded(BrokerError):
-    """The topic's backlog is over its quota (`broker.backlog_quota`): no producer is created."""
+    """The topic's backlog is over its quota (`broker.retention.backlog_quota`): no producer is created."""
     code = 581
 
 
@@ -644,14 +644,14 @@ class OwnedElsewhere(ClusterError):
 
 
 class UnknownListener(ClusterError):
-    """A lookup named an advertised listener the owning broker does not have (`broker.listeners`);
+    """A lookup named an advertised listener the owning broker does not have (`broker.cluster.listeners`);
     Pulsar's message "the broker do not have <name> listener". Answered NotAllowedError, which the
     official client does not retry (Pulsar's ServiceNotReady is retried until the operation times out)."""
     code = 806
     server_error = PulsarServerError.NotAllowedError
 
 
-# --- security (900-999): auth/, broker.authorization, bookie links -------------------------------
+# --- security (900-999): auth/, broker.security.authorization, bookie links -------------------------------
 # 900-909 shared; 910-919 auth providers and tokens; 920-929 binary protocol; 930-939 authorization;
 # 940-949 admin HTTP; 950-959 internal links; 960-979 set-up, standalone, analytics.
 

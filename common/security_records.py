@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from common.config import Config
 
 SECURITY_PATH = "/admin/security"
 
@@ -50,18 +53,18 @@ class SecurityRecord:
                    str(doc.get("adminTlsUrl") or ""))
 
 
-def of_config(config: Any, admin_tls_url: str = "") -> SecurityRecord:
+def of_config(config: Config, admin_tls_url: str = "") -> SecurityRecord:
     """The record a broker with these settings publishes."""
     return SecurityRecord(bool(config.authentication_enabled), bool(config.authorization_enabled), admin_tls_url)
 
 
-def admin_tls_url(config: Any) -> str:
+def admin_tls_url(config: Config) -> str:
     """The HTTPS admin URL the settings fix (a configured port, not an ephemeral 0), else ""."""
-    port = int(getattr(config, "broker_admin_tls_port", -1))
+    port = config.broker_admin_tls_port
     return f"https://{config.broker_advertised_host}:{port}" if port > 0 else ""
 
 
-async def publish(astore: Any, config: Any) -> None:
+async def publish(astore: Any, config: Config) -> None:
     """Write this broker's record (an AsyncStore's unconditional put)."""
     await astore.put(SECURITY_PATH, of_config(config, admin_tls_url(config)).to_json())
 

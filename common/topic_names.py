@@ -1,7 +1,7 @@
 """Topic names: parsing, validation and the metadata paths derived from them.
 
 A topic is `persistent://tenant/namespace/local` or `non-persistent://tenant/namespace/local` (an
-in-memory fan-out topic, `broker.non_persistent`). Clients normalise short names before they send
+in-memory fan-out topic, `broker.nonpersistent.topic`). Clients normalise short names before they send
 them, but admin paths and tools may not, so `parse_topic` also expands `local` to
 `persistent://public/default/local` and `tenant/ns/local` to `persistent://tenant/ns/local` (a
 short name is always persistent, as in Pulsar).
@@ -9,7 +9,7 @@ Partition i of a partitioned topic is the ordinary topic `<local>-partition-<i>`
 
 Where topics are recorded in the metadata store (written by the broker, read by `analytics/` too):
 `PARTITIONED_ROOT/<tenant>/<ns>/<topic>` = `{"partitions": N}` for a partitioned topic, and
-`TOPICS_ROOT/<tenant>/<ns>/<topic>` for every (partition) topic ever created (`broker.policies`).
+`TOPICS_ROOT/<tenant>/<ns>/<topic>` for every (partition) topic ever created (`broker.records.policies`).
 
 What must hold: a `TopicName` that exists is valid — each part is non-empty and uses only
 `[A-Za-z0-9_.:=%-]`, so every part can be used as a metadata path segment unchanged.
@@ -48,7 +48,7 @@ class TopicName:
 
     @property
     def persistent(self) -> bool:
-        """False for a `non-persistent://` topic (nothing stored: `broker.non_persistent`)."""
+        """False for a `non-persistent://` topic (nothing stored: `broker.nonpersistent.topic`)."""
         return self.domain == PERSISTENT
 
     @property

@@ -32,12 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 
+from admin_client import AdminClient
 from analytics.session import strata_session
 from cli.analytics_cmd import standalone_defaults
 from common.topic_names import parse_topic
@@ -66,10 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def enable_dedup(admin_url: str, topic: str) -> None:
     """The sink's exactly-once needs the broker's deduplication on the output topic."""
     name = parse_topic(topic)
-    request = urllib.request.Request(f"{admin_url}/admin/v2/persistent/{name.path}/deduplicationEnabled",
-                                     data=b"true", method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S):
-        pass
+    admin = AdminClient(admin_url, timeout_s=ADMIN_TIMEOUT_S)      # admin_client: redirects, typed errors
+    admin.call("POST", f"/admin/v2/persistent/{name.path}/deduplicationEnabled", True)
 
 
 def windowed_counts(messages: Any, window_seconds: int, watermark_seconds: int) -> Any:

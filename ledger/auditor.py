@@ -8,7 +8,7 @@ merely restarts within its lease never does). Every broker runs an `Auditor`:
 - it scans every ledger's metadata (`list_prefix("/ledgers")`) every `ledger_auditor_interval_ms`,
   and at once when a bookie registers or its registration vanishes (a watch on
   `/bookies/available`), and records the ids it found under-replicated in `STATE` (process-wide:
-  `broker.internal_stats` shows `underReplicated` from it, `broker.metrics` exports
+  `broker.stats.internal_stats` shows `underReplicated` from it, `broker.stats.metrics` exports
   `strata_ledgers_under_replicated`);
 - one of them, the *leader*, also repairs: it holds the ephemeral key `/ledger-auditor/leader`
   (first create wins; bound to its metadata session, so a dead leader's key goes with its lease

@@ -29,7 +29,7 @@ How it works
   was accepted after `append_failures` moved: a caller that needs its own entries stored without
   a gap (a producer with dedup, apache/pulsar#5218) reads `append_failures` before each append
   and stops appending when it moved while any of its appends was outstanding
-  (`broker.producer`). Entries too large for a bookie are refused synchronously, never queued.
+  (`broker.topics.producer`). Entries too large for a bookie are refused synchronously, never queued.
 - `read()` walks positions across ledgers up to `last_confirmed`, from the cache, else from the
   bookies or the cold tier (`ledger.ml_read.EntryReader`). A ledger that fails to read after
   earlier ones were read ends the read with what it has; the error comes from the next read,

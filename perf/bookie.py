@@ -143,7 +143,7 @@ def main(argv: list[str]) -> int:
     try:
         address = args.address
         if address is None:
-            from perf.bookie_proc import BookieProcess
+            from launch.bookie import BookieProcess
             cfg_path = Path(args.config) if args.config else None
             bookie = BookieProcess.start(Path(work_dir) / "bookie", config_path=cfg_path)
             address = bookie.address

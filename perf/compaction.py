@@ -116,8 +116,8 @@ def read(client: Any, compacted: bool, expected: int, timeout_s: float) -> tuple
 def run(args: argparse.Namespace) -> dict:
     import pulsar
 
-    from perf.standalone_proc import LocalStandalone
-    sa = LocalStandalone.start()
+    from launch.standalone import StandaloneProcess
+    sa = StandaloneProcess.start()
     try:
         client = pulsar.Client(sa.service_url, operation_timeout_seconds=60,
                                logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> dict:
         finally:
             client.close()
     finally:
-        sa.stop()
+        sa.close()
     return {
         "messages": args.messages, "keys": args.keys, "message_bytes": args.size,
         "fill_s": round(fill_s, 2), "topic_mb": round(topic_bytes / 1e6, 1),

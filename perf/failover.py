@@ -3,7 +3,7 @@
     strata perf failover [--topics 50] [--bundles 8] [--lease-ms MS] [--duration-s 10]
                          [--workers 2] [--size 1024] [--tick-ms 20] [--json]
 
-1. Starts a LocalCluster (perf/cluster_proc.py): PostgreSQL, 3 bookies at E/Qw/Qa 3/2/2, 2 brokers,
+1. Starts a LocalCluster (launch/cluster.py): PostgreSQL, 3 bookies at E/Qw/Qa 3/2/2, 2 brokers,
    each a separate process, with the metadata session lease `--lease-ms` (default: the setting).
 2. Creates a namespace with `--bundles` bundles and opens one official-client producer per topic
    through the multi-host service URL. Bundles are then moved (admin unload with
@@ -47,7 +47,8 @@ from typing import Any
 from admin_client import request_json
 from common.config import load_config
 from common.errors import StrataError, TimeoutExpired
-from perf.cluster_proc import BrokerNode, LocalCluster
+from launch.broker import BrokerProcess
+from launch.cluster import LocalCluster
 from perf.harness import WorkerPool, print_report, worker_main
 
 SEND_TIMEOUT_MS = 120_000
@@ -104,7 +105,7 @@ def _bundle_of(admin_url: str, topic: str) -> str:
     return str(_http("GET", f"{admin_url}/lookup/v2/topic/persistent/{path}/bundle"))
 
 
-def owners(cluster: LocalCluster, topics: list[str]) -> dict[str, BrokerNode]:
+def owners(cluster: LocalCluster, topics: list[str]) -> dict[str, BrokerProcess]:
     """topic -> the broker that owns it now."""
     by_url = {b.admin_url: b for b in cluster.brokers}
     live = next(b for b in cluster.brokers if b.alive())

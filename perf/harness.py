@@ -209,8 +209,8 @@ def server_from_args(args: argparse.Namespace, *, tls: bool = False, auth: str =
             pids = [pid] if pid is not None else []
         yield Server(args.service_url, admin, ServerCpu(pids))
         return
-    from perf.standalone_proc import LocalStandalone
-    with LocalStandalone.start(bookies=args.bookies) as sa:
+    from launch.standalone import StandaloneProcess
+    with StandaloneProcess.start(bookies=args.bookies) as sa:
         try:
             yield Server(sa.service_url, sa.admin_url, ServerCpu([sa.pid]), started_here=True)
         except StrataError:  # the log goes with the temp dir: show its end while it is there
@@ -224,12 +224,12 @@ def _secure_standalone(args: argparse.Namespace, tls: bool, auth: str) -> Iterat
     from pathlib import Path
 
     from common.net import free_port
+    from launch.standalone import StandaloneProcess
     from perf.secure import SecureSetup
-    from perf.standalone_proc import LocalStandalone
 
     with tempfile.TemporaryDirectory(prefix="strata-perf-secure-") as directory:
         setup = SecureSetup.create(Path(directory), tls_port=free_port(), auth=auth)
-        with LocalStandalone.start(bookies=args.bookies, env=setup.env) as sa:
+        with StandaloneProcess.start(bookies=args.bookies, env=setup.env) as sa:
             try:
                 yield Server(setup.service_url if tls else sa.service_url, sa.admin_url, ServerCpu([sa.pid]),
                              started_here=True, token=setup.token,

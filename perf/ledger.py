@@ -21,8 +21,6 @@ import functools
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,34 +28,14 @@ from pathlib import Path
 
 import metadata
 from common.config import load_config
-from common.invariant import present
-from common.net import free_port
+from launch.bookie import BookieProcess
+from launch.process import stop_all
 from ledger.client import LedgerClient
 from metadata.aio import AsyncMetadataStore
 
 _READY_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 20.0
 _WINDOW_BYTES_MAX = 8 * 1024 * 1024
-_REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _start_bookie(data_dir: Path, metadata_url: str) -> subprocess.Popen:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log = open(data_dir.parent / f"{data_dir.name}.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "bookie", "--data-dir", str(data_dir),
-                             "--port", str(free_port()), "--metadata-url", metadata_url],
-                            cwd=_REPO_ROOT, stdout=subprocess.PIPE, stderr=log,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    log.close()
-    stdout = present(proc.stdout, "stdout is a pipe")
-    os.set_blocking(stdout.fileno(), False)
-    deadline, seen = time.monotonic() + _READY_TIMEOUT_S, b""
-    while time.monotonic() < deadline and proc.poll() is None:
-        seen += stdout.read() or b""
-        if b"bookie ready" in seen:
-            return proc
-        time.sleep(0.02)
-    proc.kill()
-    raise RuntimeError(f"bookie in {data_dir} did not start")
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -127,22 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     counts = {"1k": args.entries_1k, "64k": args.entries_64k}
     tmp = None
-    procs: list[subprocess.Popen] = []
+    bookies: list[BookieProcess] = []
     try:
         url = args.metadata_url
         if url is None:
             tmp = Path(tempfile.mkdtemp(prefix="strata-perf-ledger-"))
             url = f"sqlite:///{tmp}/meta.db"
-            procs = [_start_bookie(tmp / f"bookie-{i}", url) for i in range(max(3, args.bookies))]
+            for i in range(max(3, args.bookies)):   # bind host: the settings' (no --host)
+                bookies.append(BookieProcess.start(tmp / f"bookie-{i}", metadata_url=url, host=None,
+                                                   ready_timeout_s=_READY_TIMEOUT_S))
         result = asyncio.run(_measure(url, counts, args.window))
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(bookies, _STOP_TIMEOUT_S)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     if args.json:

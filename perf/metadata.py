@@ -1,7 +1,7 @@
 """`strata perf metadata`: compare-and-set throughput and watch latency, SQLite and PostgreSQL.
 
 With no arguments it makes what it needs: a temp SQLite file and a throw-away PostgreSQL server
-(the machine's binaries, `perf.pg_server`, with its durable defaults: fsync on), and removes
+(the machine's binaries, `launch.postgres`, with its durable defaults: fsync on), and removes
 them afterwards. `--sqlite-url` / `--postgres-url` point it at existing databases instead.
 
 - CAS ops/s: one client doing `put(expected_version=v)` back to back on one key (each one a
@@ -27,10 +27,10 @@ import tempfile
 import threading
 import time
 
-from common.config import default_config
+from common.config import Config, default_config
+from launch.postgres import PostgresServer
 from metadata import open_store
 from metadata.api import WatchEvent
-from perf.pg_server import PostgresServer
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _print(results: dict[str, float], backends: list[str], config, *, as_json: bool) -> None:
+def _print(results: dict[str, float], backends: list[str], config: Config, *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(results))
         return

@@ -3,7 +3,7 @@
     strata perf offload [--size 1G] [--json] [--rounds 2] [--receiver-queue 1000] [--profile DIR]
 
 With no arguments it starts, on free loopback ports in a temp dir, a SeaweedFS (`weed mini`,
-offload.embedded_s3.EmbeddedS3) and a `strata standalone` pointed at it by environment
+launch.seaweed.EmbeddedS3) and a `strata standalone` pointed at it by environment
 (offload_driver=s3, the endpoint, the bucket, the credentials; a rollover of size/8, at least
 1 MiB, so the topic spans several ledgers; a 500 ms retention pass), and removes both after.
 
@@ -358,8 +358,8 @@ def drop_bookie_copies(admin_url: str, data_dir: Path, ledger_ids: list[int], ti
 
 @dataclass
 class Stack:
-    s3: Any          # offload.embedded_s3.EmbeddedS3
-    standalone: Any  # perf.standalone_proc.LocalStandalone
+    s3: Any          # launch.seaweed.EmbeddedS3
+    standalone: Any  # launch.standalone.StandaloneProcess
     config: Config   # the settings the standalone runs with (same environment)
     offloaded: list[int] = field(default_factory=list)  # ledger ids of the main topic offloaded
 
@@ -381,8 +381,8 @@ def standalone_env(s3: Any, size_bytes: int) -> dict[str, str]:
 @contextlib.contextmanager
 def stack(size_bytes: int) -> Iterator[Stack]:
     """A SeaweedFS and a standalone using it, in one temp dir removed on the way out."""
-    from offload.embedded_s3 import EmbeddedS3, S3Credentials
-    from perf.standalone_proc import LocalStandalone
+    from launch.seaweed import EmbeddedS3, S3Credentials
+    from launch.standalone import StandaloneProcess
     root = Path(tempfile.mkdtemp(prefix="strata-perf-offload-"))
     s3 = EmbeddedS3(root / "s3", S3Credentials.generate(), bucket=BUCKET, log_path=root / "weed.log")
     sa = None
@@ -390,7 +390,7 @@ def stack(size_bytes: int) -> Iterator[Stack]:
         s3.start()
         env = standalone_env(s3, size_bytes)
         config = load_config(env={k: v for k, v in env.items() if k.startswith("STRATA_")})
-        sa = LocalStandalone.start(root / "data", env=env)
+        sa = StandaloneProcess.start(root / "data", env=env)
         try:
             yield Stack(s3, sa, config)
         except StrataError:  # the log goes with the temp dir: show its end while it is there
@@ -398,7 +398,7 @@ def stack(size_bytes: int) -> Iterator[Stack]:
             raise
     finally:
         if sa is not None:
-            sa.stop()
+            sa.close()
         s3.stop()
         shutil.rmtree(root, ignore_errors=True)
 

@@ -3,7 +3,7 @@
 and a superuser token, made with the product's own `auth.certs` and PyJWT.
 
     setup = SecureSetup.create(directory, tls_port=free_port())
-    LocalStandalone.start(env=setup.env)                 # TLS port, token authentication, authorization
+    StandaloneProcess.start(env=setup.env)               # TLS port, token authentication, authorization
     NativeClient(setup.service_url, token=setup.token, tls_trust_file=str(setup.ca_file))
 
 The broker keeps its plain port too (the harness waits on it); clients of the measured path use only

@@ -187,13 +187,13 @@ async def _measure(args: argparse.Namespace, service_url: str, pid: int,
 
 
 def run(args: argparse.Namespace) -> dict:
-    from perf.standalone_proc import LocalStandalone
+    from launch.standalone import StandaloneProcess
     env = {}
     trace_out = None
     if args.tracemalloc:
         trace_out = Path(f"/tmp/strata-tracemalloc-{os.getpid()}-{uuid.uuid4().hex[:6]}.txt")
         env = {"STRATA_TRACEMALLOC": str(args.tracemalloc), "STRATA_TRACEMALLOC_OUT": str(trace_out)}
-    with LocalStandalone.start(bookies=args.bookies, env=env) as sa:
+    with StandaloneProcess.start(bookies=args.bookies, env=env) as sa:
         tracer = _Tracemalloc(sa.pid, trace_out) if trace_out else None
         try:
             return asyncio.run(_measure(args, sa.service_url, sa.pid, tracer))

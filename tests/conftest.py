@@ -48,7 +48,7 @@ def pg_server() -> Iterator[TestPostgres]:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[TestSeaweed]:
-    from tests.support import seaweed  # imported here: offload/ is not loaded for every run
+    from tests.support import seaweed  # imported here: the S3 launcher is not loaded for every run
 
     server = seaweed.started_or_fail()
     yield server

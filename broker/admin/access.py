@@ -26,7 +26,7 @@ Pulsar's PulsarAuthorizationProvider:
 - TOPIC_PRODUCE: produce on the topic;
 - AUTHENTICATED: any authenticated role (the cluster list, broker readiness);
 - METRICS: `/metrics`, see below.
-A route without a rule is SUPERUSER; `tests/broker/test_admin_access_routes.py` fails on any
+A route without a rule is SUPERUSER; `tests/broker/admin/test_admin_access_routes.py` fails on any
 registered route missing from `ROUTES`, so a new route gets a rule by construction.
 Refusals are 403 `{"reason"}` naming the operation and the resource as asked, the same for an
 existing and a missing one ("Unauthorized to validateTopicOperation for operation [PEEK_MESSAGES]
@@ -49,7 +49,7 @@ secured broker with a bearer token (a superuser's, or a tenant admin's for its o
 
 What must hold: no handler runs for a request that is not authenticated (when on) or not
 authorized (when on); a refusal's body depends only on the request, never on what exists; every
-route has a rule; the broker's own peer calls (`broker.peer_auth`) carry its token.
+route has a rule; the broker's own peer calls (`broker.security.peer_auth`) carry its token.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from aiohttp.typedefs import Handler
 from auth.api import NO_METHOD, Identity
 from auth.tls import peer_common_name
 from broker.admin import lookup
-from broker.authorization import SUBSCRIPTION_AUTH, Action, AuthorizationService
+from broker.security.authorization import SUBSCRIPTION_AUTH, Action, AuthorizationService
 from common.errors import AuthorizationDenied, InvalidTopicName
 from common.topic_names import TopicName, parse_topic
 

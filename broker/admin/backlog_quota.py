@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import backlog_quota as bq
-from broker import policies
 from broker.admin import lookup
 from broker.admin.http import body_json, flag, namespace_of, topic_of
+from broker.records import policies
+from broker.retention import backlog_quota as bq
 from common.errors import NotAllowed
 from common.topic_names import TopicName
 
@@ -78,8 +78,9 @@ class _Scope:
             await policies.set_topic_policy(self.service.astore, self.name, bq.QUOTA_KEY, value)
         else:
             await policies.set_namespace_policy(self.service.astore, self.tenant, self.ns, bq.QUOTA_KEY, value)
-        await bq.reload_matching(self.service, lambda n: (n.tenant, n.namespace) == (self.tenant, self.ns) and (
-            self.name is None or n.base.path == self.name.base.path))
+        await bq.reload_matching(self.service.ctx, self.service, lambda n: (
+            (n.tenant, n.namespace) == (self.tenant, self.ns)
+            and (self.name is None or n.base.path == self.name.base.path)))
 
 
 async def refuse_retention_under_quotas(service: BrokerService, tenant: str, ns: str, name: TopicName | None,

@@ -3,8 +3,8 @@
     {"tenant/ns": {"0xLLLLLLLL_0xHHHHHHHH": {"persistent": {"persistent://tenant/ns/x": <topic stats>}}}}
 
 namespace → bundle range → domain ("persistent", "non-persistent") → full topic name → the topic's
-stats exactly as `GET .../{topic}/stats` answers them (`broker.topic_stats.topic_stats`; a live
-non-persistent topic's: `broker.non_persistent.topic_json`). A partitioned topic appears as its
+stats exactly as `GET .../{topic}/stats` answers them (`broker.stats.topic_stats.topic_stats`; a live
+non-persistent topic's: `broker.nonpersistent.topic.topic_json`). A partitioned topic appears as its
 partitions, each under the bundle that holds it, as in Pulsar.
 Only this broker's topics are listed; a view of the whole cluster asks every broker of
 `/admin/v2/brokers` and merges the answers (`strata top` does).
@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker.bundles import BundleRange, topic_hash
-from broker.non_persistent import NonPersistentTopic, topic_json
-from broker.topic_stats import topic_stats
+from broker.nonpersistent.topic import NonPersistentTopic, topic_json
+from broker.records.bundles import BundleRange, topic_hash
+from broker.stats.topic_stats import topic_stats
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.topics.topic import PersistentTopic
 
 ROUTE = "/admin/v2/broker-stats/topics"
 

@@ -70,7 +70,7 @@ class _BrokerRoutes:
     async def health(self, request: web.Request) -> web.Response:
         if self.service.closing:
             return error(503, "broker is shutting down")
-        if not self.service.web_url:
+        if not self.service.identity.web_url:
             return error(503, "the broker is starting: not registered in the cluster yet")
         if not self.service.astore.lease_valid():
             return error(503, "this broker's metadata lease has lapsed")
@@ -97,9 +97,9 @@ class _BrokerRoutes:
         missing = self._check_cluster(request)
         if missing is not None:
             return missing
-        return web.json_response({"serviceUrl": self.service.web_url, "serviceUrlTls": self.service.web_url_tls,
-                                  "brokerServiceUrl": self.service.advertised_url,
-                                  "brokerServiceUrlTls": self.service.advertised_url_tls})
+        me = self.service.identity
+        return web.json_response({"serviceUrl": me.web_url, "serviceUrlTls": me.web_url_tls,
+                                  "brokerServiceUrl": me.service_url, "brokerServiceUrlTls": me.service_url_tls})
 
     async def create_cluster(self, request: web.Request) -> web.Response:
         """Pulsar's createCluster: this cluster already exists; Strata has no other."""
@@ -114,7 +114,7 @@ class _BrokerRoutes:
                           f"does not replicate to others: cluster {cluster!r} cannot be created")
 
     async def load_report(self, request: web.Request) -> web.Response:
-        if not self.service.web_url:
+        if not self.service.identity.web_url:
             return error(503, "the broker is starting: not registered in the cluster yet")
         found = await self.service.astore.get(f"{BROKERS_ROOT}/{_my_key(self.service)}")
         if found is None:

@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import policies
 from broker.admin import lookup
 from broker.admin.http import Refused, body_json, error, namespace_of, topic_of
 from broker.compaction import threshold
+from broker.records import policies
 from common.errors import CompactionInProgress, NotFound, ServiceNotReady
 from common.topic_names import TopicName
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.topics.topic import PersistentTopic
 
 
 def register(app: web.Application, service: BrokerService) -> None:

@@ -1,6 +1,6 @@
 """`GET /admin/v2/persistent/{tenant}/{ns}/{topic}/explain-storage`: why storage exceeds backlog.
 
-Strata's own route (Pulsar has none). It answers `broker.storage_explain.to_json` for the topic:
+Strata's own route (Pulsar has none). It answers `broker.explain.analysis.to_json` for the topic:
 every kept ledger with what keeps it and when it goes, the subscriptions (each with what acting
 on it alone would free, `freeableSize`, and the other subscriptions keeping the same ledgers,
 `coKeepers`), `backlogSize` with the subscription it is (`backlogSubscription`), the
@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import offload_policy, policies
 from broker.admin import lookup
 from broker.admin.http import topic_of
-from broker.storage_explain import Settings, StorageFacts, explain_topic, to_json
+from broker.explain.analysis import Settings, StorageFacts, explain_topic, to_json
+from broker.records import policies
+from broker.retention import offload as offload_policy
 from common.errors import NotFound, ServiceNotReady
 from common.topic_names import TopicName
 from ledger.ledger_store import read_metadata
@@ -40,7 +41,7 @@ from metadata.api import AsyncStore
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.topics.topic import PersistentTopic
 
 ROUTE = "/admin/v2/persistent/{tenant}/{ns}/{topic}/explain-storage"
 METADATA_READS_IN_FLIGHT_MAX = 32     # ledger metadata reads at once while gathering bookies

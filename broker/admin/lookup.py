@@ -12,7 +12,7 @@ the HTTP service URL calls (the C++ client's HTTPLookupService; then it connects
   broker, the answer is a 307 to the same path there with `authoritative=true` (that broker
   takes the bundle and answers), as Pulsar's TopicLookup does; clients follow it (curl does).
   `?listenerName=` (or header `X-Pulsar-ListenerName`; the query wins) picks the owner's
-  advertised listener for `brokerUrl`/`brokerUrlTls` (`broker.listeners`); one the owner does not
+  advertised listener for `brokerUrl`/`brokerUrlTls` (`broker.cluster.listeners`); one the owner does not
   have is a 404 "the broker do not have <name> listener ...". Unknown namespace: 404.
 - `GET    .../bundle` → the topic's bundle, `"0x00000000_0x40000000"` (a JSON string).
 The same client reads partition counts from `GET /admin/v2/{domain}/.../partitions?checkAllowAutoCreation=true`
@@ -50,14 +50,13 @@ import yarl
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from broker import bundles as bundles_mod
-from broker import listeners
 from broker.admin.http import Refused, error, flag, topic_of
-from broker.bundles import NamespaceBundles
-from broker.lookup import broker_urls
-from broker.ownership import LookupKind, ownership_path
-from broker.peer_auth import peer_headers, peer_ssl
-from broker.topic_stats import topic_stats
+from broker.cluster import listeners
+from broker.cluster.ownership import LookupKind, broker_urls, ownership_path
+from broker.records import bundles as bundles_mod
+from broker.records.bundles import NamespaceBundles
+from broker.security.peer_auth import peer_headers, peer_ssl
+from broker.stats.topic_stats import topic_stats
 from common.config import Config
 from common.errors import (
     BundleNotOwned,
@@ -73,7 +72,7 @@ from common.errors import (
 from common.topic_names import TopicName, parse_topic
 
 if TYPE_CHECKING:
-    from broker.ownership import Ownership
+    from broker.cluster.ownership import Ownership
     from broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -90,7 +89,7 @@ PEER_REDIRECTS_MAX = 5
 UNLOAD_TOPIC_TIMEOUT_S = 30.0     # closing one topic for `topics unload`
 
 _SERVICE: web.AppKey[BrokerService] = web.AppKey("cluster_service")
-# the settings `peer_call` takes this broker's credentials from (`broker.peer_auth`): set for every
+# the settings `peer_call` takes this broker's credentials from (`broker.security.peer_auth`): set for every
 # admin request by `broker.admin.access.access` (tasks a handler starts inherit it)
 PEER_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar("peer_config", default=None)
 
@@ -119,8 +118,8 @@ def redirect_to(http_url: str, request: web.Request) -> web.Response:
 def tls_web_url(service: BrokerService, http_url: str) -> str:
     """The admin https:// URL of the broker whose admin URL is `http_url`, from its registry entry
     ('' : it serves none, or it is not registered)."""
-    if http_url == service.web_url:
-        return service.web_url_tls
+    if http_url == service.identity.web_url:
+        return service.identity.web_url_tls
     found = next((b for b in service.registry.live().values() if b.web_url == http_url), None)
     return found.web_url_tls if found is not None else ""
 
@@ -150,7 +149,7 @@ def listener_name_of(request: web.Request) -> str:
 async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
                     body: object = None) -> tuple[int, object]:
     """An admin call on another broker (`authoritative=true`; `body` sent as JSON unless None),
-    with this broker's credentials (`PEER_CONFIG`, `broker.peer_auth`), its 307/308s followed
+    with this broker's credentials (`PEER_CONFIG`, `broker.security.peer_auth`), its 307/308s followed
     (at most PEER_REDIRECTS_MAX, credentials and body re-sent: aiohttp would drop the
     Authorization header on a redirect to another broker): (status, decoded JSON body or None; for
     an error status, the reason). Status 0 when it could not be reached or did not answer within
@@ -197,7 +196,7 @@ async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bo
     an unowned bundle is assigned first (`Ownership.resolve`; NotAllowed "Can't find owner for
     topic <t>" if nobody can take it); without, an unowned topic counts as this broker's (there is
     nothing loaded anywhere). ServiceNotReady while starting or with the lease lapsed."""
-    if not service.web_url:
+    if not service.identity.web_url:
         raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
     if assign:
         try:
@@ -206,7 +205,7 @@ async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bo
             raise NotAllowed(f"Can't find owner for topic {name}") from None     # 412
         except LeaseLost as exc:
             raise ServiceNotReady(str(exc)) from None                           # 503
-        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.advertised_url
+        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.identity.service_url
         return None if mine else answer.http_url
     bundle = await service.ownership.bundle_of(name)
     owner = await service.ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
@@ -266,7 +265,7 @@ async def delete_partition(service: BrokerService, name: TopicName, *, force: bo
 
 def ownership_of(service: BrokerService) -> Ownership:
     """The broker's ownership once it is registered; ServiceNotReady (503) while it starts."""
-    if not service.web_url:
+    if not service.identity.web_url:
         raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
     return service.ownership
 

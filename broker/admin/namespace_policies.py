@@ -1,13 +1,13 @@
 """A namespace's Policies in Pulsar's JSON: read from a create body, written for `GET .../{t}/{ns}`.
 
-Fields Strata applies, stored as given (`broker.policies`, `broker.offload_policy`):
+Fields Strata applies, stored as given (`broker.records.policies`, `broker.retention.offload`):
 `bundles` ({"numBundles": N} or {"boundaries": [...]}), `retention_policies`,
 `message_ttl_in_seconds`, `deduplicationEnabled`, `offload_threshold`,
 `offload_threshold_in_seconds`, `offload_deletion_lag_ms`, `offload_policies` (its three
-thresholds), `backlog_quota_map` (`broker.backlog_quota`), `compaction_threshold`
+thresholds), `backlog_quota_map` (`broker.retention.backlog_quota`), `compaction_threshold`
 (`broker.compaction.threshold`), `schema_compatibility_strategy`, `is_allow_auto_update_schema`,
 `schema_validation_enforced` (`broker.schemas.policy`), `auth_policies` (the grants,
-`broker.permissions`), and `replication_clusters` (this
+`broker.security.permissions`), and `replication_clusters` (this
 cluster only: Strata does not replicate).
 
 Every other field of Pulsar's Policies is accepted only at its default value (null, an empty
@@ -22,14 +22,17 @@ invalid values); the GET answer always has every field of `_PULSAR_DEFAULTS` plu
 
 from __future__ import annotations
 
-from broker import backlog_quota, offload_policy, permissions, policies
-from broker import bundles as bundles_mod
 from broker.admin.policy_bodies import retention_value, ttl_seconds
-from broker.authorization import AUTH_POLICIES_KEY, empty_auth_policies
-from broker.bundles import NamespaceBundles
 from broker.compaction import threshold as compaction_threshold
-from broker.offload_policy import check_long
+from broker.records import bundles as bundles_mod
+from broker.records import policies
+from broker.records.bundles import NamespaceBundles
+from broker.retention import backlog_quota
+from broker.retention import offload as offload_policy
+from broker.retention.offload import check_long
 from broker.schemas import policy as schema_policy
+from broker.security import permissions
+from broker.security.authorization import AUTH_POLICIES_KEY, empty_auth_policies
 from common.errors import BadRequestBody, InvalidBundle, NotAllowed
 
 # Pulsar's Policies fields Strata does not apply, at their defaults (Policies.java)
@@ -122,7 +125,7 @@ def _stored_fields(body: dict) -> dict:
             raise BadRequestBody("deduplicationEnabled must be true, false or null")
         fields[policies.DEDUP_KEY] = dedup
     fields.update(schema_policy.stored_fields(body))
-    if body.get(AUTH_POLICIES_KEY) is not None:   # the grants (broker.permissions, broker.authorization)
+    if body.get(AUTH_POLICIES_KEY) is not None:   # the grants (broker.security)
         fields[AUTH_POLICIES_KEY] = permissions.check_auth_policies(body[AUTH_POLICIES_KEY])
     for key in _LONG_FIELDS:
         if body.get(key) is not None:

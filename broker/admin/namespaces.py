@@ -1,8 +1,8 @@
 """Namespace routes of the admin API (Pulsar's paths, JSON and status codes).
 
-A namespace exists from its creation until its deletion (`broker.tenancy`): nothing else creates
+A namespace exists from its creation until its deletion (`broker.records.tenancy`): nothing else creates
 one, and every route below answers 404 "Namespace does not exist" for one that does not (the
-topic routes too: `broker.service`, `broker.ownership`).
+topic routes too: `broker.service`, `broker.cluster.ownership`).
 
 - `GET    /admin/v2/namespaces/{t}` → `["t/ns", ...]`; 404 "Tenant does not exist".
 Under `/admin/v2/namespaces/{t}/{ns}`:
@@ -41,7 +41,7 @@ Under `/admin/v2/namespaces/{t}/{ns}`:
   body seconds (int >= 0, 0 = off; 412 if negative). GET answers the namespace's own value, null
   when it has none (as Pulsar's Namespaces v2: no `applied` form; the topic getters have one);
   DELETE removes the namespace's value (the broker's default applies again). The retention task
-  (`broker.retention_task`) applies retention and TTL on its next pass.
+  (`broker.retention.task`) applies retention and TTL on its next pass.
 Offload policies: `broker.admin.offload`. Errors: `broker.admin.http`.
 """
 
@@ -52,8 +52,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import bundles as bundles_mod
-from broker import policies, tenancy
 from broker.admin import backlog_quota
 from broker.admin import non_persistent as non_persistent_admin
 from broker.admin.brokers import BROKERS_ROOT
@@ -61,8 +59,10 @@ from broker.admin.http import body_bool, body_json, error, flag, namespace_of
 from broker.admin.lookup import delete_partition, forward_put, namespace_bundles, ownership_of, redirect_to
 from broker.admin.namespace_policies import policies_from_body, policies_json
 from broker.admin.policy_bodies import body_retention, ttl_seconds
-from broker.bundles import BundleRange, NamespaceBundles, parse_bundle
-from broker.ownership import NAMESPACE_ROOT, ownership_path
+from broker.cluster.ownership import NAMESPACE_ROOT, ownership_path
+from broker.records import bundles as bundles_mod
+from broker.records import policies, tenancy
+from broker.records.bundles import BundleRange, NamespaceBundles, parse_bundle
 from common.errors import (
     BadRequestBody,
     BundleNotOwned,
@@ -74,7 +74,7 @@ from common.errors import (
 from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName
 
 if TYPE_CHECKING:
-    from broker.ownership import Ownership
+    from broker.cluster.ownership import Ownership
     from broker.service import BrokerService
     from metadata.api import AsyncStore
 
@@ -227,14 +227,14 @@ class _NamespaceRoutes:
         if mode not in TOPIC_MODES:
             raise BadRequestBody(f"mode must be one of {', '.join(TOPIC_MODES)}", mode=request.query["mode"][:40])
         names, _ = await namespace_topics(self.service.astore, tenant, ns)
-        live = self.service.non_persistent_topics(tenant, ns)   # this broker's (broker.non_persistent)
+        live = self.service.non_persistent_topics(tenant, ns)   # this broker's (broker.nonpersistent.topic)
         return web.json_response({"PERSISTENT": sorted(names), "NON_PERSISTENT": live,
                                   "ALL": sorted([*names, *live])}[mode])
 
     async def unload_namespace(self, request: web.Request) -> web.Response:
         """Each owned bundle unloaded by its owner (at once); unowned ones skipped."""
         tenant, ns = namespace_of(request)
-        if not self.service.web_url:
+        if not self.service.identity.web_url:
             raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
         failures = await unload_everywhere(self.service, tenant, ns)
         if failures:

@@ -5,7 +5,7 @@ Namespace:
 - `GET    ...` → the namespace's live non-persistent topics (`["non-persistent://t/ns/x", ...]`),
   this broker's and every other live broker's (`?local=true`: this broker's only; that is what
   one broker asks another). A non-persistent topic lives only while clients use it
-  (`broker.non_persistent`), so the list is what is live now.
+  (`broker.nonpersistent.topic`), so the list is what is live now.
 - `GET    .../partitioned` → the namespace's partitioned non-persistent topics.
 - Deleting the namespace (`broker.admin.namespaces`) counts both (`namespace_in_use`: 409 without
   force) and with force closes the live topics (`close_namespace`) and deletes the records.
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import policies
 from broker.admin.http import Refused, body_json, flag, namespace_of
 from broker.admin.lookup import owner_elsewhere, peer_call, redirect_to
-from broker.non_persistent import NonPersistentTopic, internal_json, topic_json
-from broker.topic_stats import partitioned_stats
+from broker.nonpersistent.topic import NonPersistentTopic, internal_json, topic_json
+from broker.records import policies
+from broker.stats.topic_stats import partitioned_stats
 from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound, ServiceNotReady
 from common.topic_names import NON_PERSISTENT, TopicName, parse_topic
 
@@ -262,7 +262,7 @@ async def live_topics(service: BrokerService, tenant: str, ns: str, *, local: bo
     names = set(service.non_persistent_topics(tenant, ns))
     if not local:
         for broker in service.registry.live().values():
-            if broker.web_url and broker.web_url != service.web_url:
+            if broker.web_url and broker.web_url != service.identity.web_url:
                 names.update(await _peer_list(broker.web_url, tenant, ns))
     return sorted(names)
 

@@ -13,8 +13,8 @@ Topic (`/admin/v2/persistent/{t}/{ns}/{topic}`):
   NOT_RUN when no offload ran since the topic was loaded; firstUnoffloadedMessage is
   (-1, -1, -1) unless SUCCESS. A broker whose cold tier failed its start-up check answers ERROR
   with that reason for a topic that has not run an offload.
-- `GET .../internalStats` → `broker.internal_stats`.
-- `GET|POST|DELETE .../offloadPolicies`: the topic's OffloadPolicies (`broker.offload_policy`
+- `GET .../internalStats` → `broker.stats.internal_stats`.
+- `GET|POST|DELETE .../offloadPolicies`: the topic's OffloadPolicies (`broker.retention.offload`
   field names; GET: null if unset, `?applied=true` the effective values).
 
 Namespace (`/admin/v2/namespaces/{t}/{ns}`):
@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import offload_policy, policies
 from broker.admin.http import body_json, namespace_of, topic_of
-from broker.internal_stats import internal_stats
-from broker.offload_policy import check_long
+from broker.records import policies
+from broker.retention import offload as offload_policy
+from broker.retention.offload import check_long
+from broker.stats.internal_stats import internal_stats
 from common.errors import BadRequestBody, NotAllowed, NotFound, OffloadNotConfigured
 from common.topic_names import TopicName
 from ledger.ml_offload import OffloadStatus
@@ -52,7 +53,7 @@ from ledger.types import LedgerState
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Permissions over the admin API (Pulsar's paths, bodies and status codes; `broker.permissions`).
+"""Permissions over the admin API (Pulsar's paths, bodies and status codes; `broker.security.permissions`).
 
 Namespace (`/admin/v2/namespaces/{t}/{ns}`):
 - `POST   .../permissions/{role}` body a JSON array of actions (`["produce","consume"]`) → 204;
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import permissions
 from broker.admin.http import body_json, namespace_of
+from broker.security import permissions
 from common.topic_names import TopicName, parse_topic
 
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import policies
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.lookup import TOPIC_ROUTE
+from broker.records import policies
 from broker.schemas import policy as schema_policy
 from broker.schemas import validation
 from broker.schemas.compatibility import UNDEFINED

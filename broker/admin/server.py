@@ -8,13 +8,16 @@ Resources (each module's docstring lists its routes):
   `broker.admin.brokers`: brokers, health, leader, clusters; `broker.admin.broker_stats`: every
   loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`;
   `broker.admin.schemas`: the schema registry and the schema policies.
-- `GET /metrics` → Prometheus text (`broker.metrics`).
+- `GET /metrics` → Prometheus text (`broker.stats.metrics`).
 
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with
 Pulsar's status codes), then `broker.admin.access.access` (authentication and authorization of
 every route, before anything is looked up or redirected), then
 `broker.admin.lookup.owner_redirect` (a topic's call runs on its owner). Request bodies are
 bounded by `broker_admin_body_bytes_max`.
+
+Start in two steps: `bind()` takes the ports (the broker's identity names them, so they are bound
+before the service exists), `serve(service)` builds the routes over the service and answers.
 
 Ports, both on `broker_admin_bind_host`: `broker_admin_port` (http; -1: not served) and
 `broker_admin_tls_port` (https with `auth.tls.server_context`: `tls_cert_file`/`tls_key_file`, a
@@ -28,13 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from auth import tls
-from broker import metrics
 from broker.admin import (
     access,
     backlog_quota,
@@ -54,6 +57,9 @@ from broker.admin import (
     topics,
 )
 from broker.admin.http import BODY_BYTES_MAX, errors
+from broker.stats import metrics
+from common.config import Config
+from common.invariant import present
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -66,12 +72,14 @@ _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stat
 
 
 class AdminServer:
-    def __init__(self, service: BrokerService, port: int, tls_port: int | None = None) -> None:
-        self.service = service
+    def __init__(self, config: Config, port: int, tls_port: int | None = None) -> None:
+        self.config = config
+        self.service: BrokerService | None = None   # set by serve()
         self.plain_port = port                 # -1: not served
-        self.tls_port = service.config.broker_admin_tls_port if tls_port is None else tls_port
-        self.port = port if port != -1 else self.tls_port    # what is advertised (the real one once started)
+        self.tls_port = config.broker_admin_tls_port if tls_port is None else tls_port
+        self.port = port if port != -1 else self.tls_port    # what is advertised (the real one once bound)
         self._runner: web.AppRunner | None = None
+        self._plain_socket: socket.socket | None = None      # bound by bind(), served by serve()
         self._tls_server: asyncio.AbstractServer | None = None
 
     @property
@@ -79,51 +87,72 @@ class AdminServer:
         """"http" when the plain port is served, else "https"."""
         return "http" if self.plain_port != -1 else "https"
 
-    def app(self) -> web.Application:
-        body_bytes_max = self.service.config.broker_admin_body_bytes_max
+    def app(self, service: BrokerService) -> web.Application:
+        body_bytes_max = self.config.broker_admin_body_bytes_max
         app = web.Application(middlewares=[errors, access.access, lookup.owner_redirect],
                               client_max_size=body_bytes_max)
         app[BODY_BYTES_MAX] = body_bytes_max
-        access.install(app, self.service)
+        access.install(app, service)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         for resource in _RESOURCES:
-            resource.register(app, self.service)
+            resource.register(app, service)
         return app
 
-    async def start(self) -> None:
-        c = self.service.config
+    async def bind(self) -> None:
+        """Take the ports (a port 0 becomes a free one); nothing is answered before `serve`."""
+        c = self.config
         ssl_ctx = tls.server_context(c) if self.tls_port != -1 else None   # KeyMaterialError before binding
-        self._runner = web.AppRunner(self.app(), access_log=None)
-        await self._runner.setup()
         if self.plain_port != -1:
-            site = web.TCPSite(self._runner, c.broker_admin_bind_host, self.plain_port, reuse_address=True)
-            await site.start()
-            self.plain_port = site.port           # the real port when 0 was asked
+            # SO_REUSEADDR as aiohttp's TCPSite sets it (socket.create_server does on POSIX)
+            sock = socket.create_server((c.broker_admin_bind_host, self.plain_port), backlog=128)
+            self._plain_socket = sock
+            self.plain_port = sock.getsockname()[1]       # the real port when 0 was asked
         if ssl_ctx is not None:
-            await self._start_tls(ssl_ctx)
+            await self._bind_tls(ssl_ctx)
         self.port = self.plain_port if self.plain_port != -1 else self.tls_port
 
-    async def _start_tls(self, ssl_ctx: ssl.SSLContext) -> None:
-        """The https site: the runner's own request handler behind a TLS server whose handshakes are
-        bounded (aiohttp's TCPSite has no handshake timeout)."""
-        assert self._runner is not None and self._runner.server is not None
-        c = self.service.config
+    async def serve(self, service: BrokerService) -> None:
+        """Answer on the bound ports with the routes over `service`."""
+        self.service = service
+        self._runner = web.AppRunner(self.app(service), access_log=None)
+        await self._runner.setup()
+        if self._plain_socket is not None:
+            await web.SockSite(self._runner, self._plain_socket).start()
+        if self._tls_server is not None:
+            await self._tls_server.start_serving()
+
+    async def start(self, service: BrokerService) -> None:
+        """`bind` then `serve`, for a service that exists already."""
+        await self.bind()
+        await self.serve(service)
+
+    async def _bind_tls(self, ssl_ctx: ssl.SSLContext) -> None:
+        """The https site: the runner's own request handler (once serving) behind a TLS server whose
+        handshakes are bounded (aiohttp's TCPSite has no handshake timeout)."""
+        c = self.config
         loop = asyncio.get_running_loop()
         self._tls_server = await loop.create_server(
-            self._runner.server, c.broker_admin_bind_host, self.tls_port, ssl=ssl_ctx, reuse_address=True,
-            backlog=128, ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000)
+            self._request_handler, c.broker_admin_bind_host, self.tls_port, ssl=ssl_ctx, reuse_address=True,
+            backlog=128, ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000, start_serving=False)
         self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+
+    def _request_handler(self) -> asyncio.BaseProtocol:
+        runner = present(self._runner, "the TLS admin port serves only after serve()")
+        return present(runner.server, "the runner is set up")()
 
     async def stop(self) -> None:
         if self._tls_server is not None:
             self._tls_server.close()
             self._tls_server = None
+        if self._plain_socket is not None and self._runner is None:   # bound, never served
+            self._plain_socket.close()
+        self._plain_socket = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
 
     async def metrics(self, request: web.Request) -> web.Response:
-        text = await metrics.render_async(self.service)    # formatted off the event loop
+        text = await metrics.render_async(present(self.service, "routes exist once serving"))   # off the loop
         text = await access.metrics_visible_to(request, text)   # only the caller's series, when secured
         return web.Response(body=text.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})

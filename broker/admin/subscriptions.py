@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import policies
 from broker.admin import lookup
 from broker.admin.http import body_json, error, flag, reason_of, status_of, topic_of
-from broker.topic_stats import expire_counted
+from broker.records import policies
+from broker.topics.rates import expire_counted
 from common.errors import (
     AlreadyExists,
     BadRequestBody,
@@ -74,8 +74,8 @@ from proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.subscription import Subscription
-    from broker.topic import PersistentTopic
+    from broker.topics.subscription import Subscription
+    from broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 

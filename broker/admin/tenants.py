@@ -14,7 +14,7 @@
   `forceDeleteTenantAllowed` of its broker config; Strata has no such switch.
 
 Admin roles are stored and answered as given (Strata has no authorization). Storage:
-`broker.tenancy`. Errors: `broker.admin.http`.
+`broker.records.tenancy`. Errors: `broker.admin.http`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import tenancy
 from broker.admin.http import body_json, flag
 from broker.admin.namespaces import delete_namespace
+from broker.records import tenancy
 from common.topic_names import parse_namespace
 
 if TYPE_CHECKING:

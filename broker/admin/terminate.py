@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import policies
 from broker.admin import lookup
 from broker.admin.http import error, topic_of
+from broker.records import policies
 from common.errors import NotFound, ServiceNotReady
 from common.topic_names import TopicName
 

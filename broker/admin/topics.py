@@ -13,7 +13,7 @@ Under `/admin/v2/persistent/{t}/{ns}` (`{topic}` = local name):
 - `DELETE .../{topic}[?force=true]` → 204: delete a topic (its schemas too, as the partitioned
   topic's deletion does: `broker.schemas.registry.forget_topic`).
 - `GET    .../{topic}/stats[?getPreciseBacklog=true]` → topic stats (Pulsar's names,
-  `broker.topic_stats`); precise: `msgBacklog` counts messages, not entries. 404 "Topic not found"
+  `broker.stats.topic_stats`); precise: `msgBacklog` counts messages, not entries. 404 "Topic not found"
   for a topic never created.
 - `GET    .../{topic}/lastMessageId` → MessageIdImpl `{"ledgerId", "entryId", "partitionIndex"}` of
   the last stored entry (`(first ledger, -1)` when empty); 412 on a partitioned topic.
@@ -38,19 +38,19 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker import policies
 from broker.admin import backlog_quota, lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
+from broker.records import policies
 from broker.schemas import registry as schema_registry
-from broker.topic_stats import partitioned_stats, topic_stats
+from broker.stats.topic_stats import partitioned_stats, topic_stats
 from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound
 from common.topic_names import TopicName
 from cursor.stats import subscription_stats
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.topics.topic import PersistentTopic
 
 
 def register(app: web.Application, service: BrokerService) -> None:
@@ -81,7 +81,7 @@ def register(app: web.Application, service: BrokerService) -> None:
 
 def precise_backlog(topic: PersistentTopic, stats: dict) -> None:
     """`?getPreciseBacklog=true`: each subscription's msgBacklog counts messages (batch members,
-    less those acked one by one) instead of entries; the topic's is their sum (broker.topic_stats)."""
+    less those acked one by one) instead of entries; the topic's is their sum (broker.stats.topic_stats)."""
     for name, sub in list(topic.subscriptions.items()):
         if name in stats["subscriptions"]:
             stats["subscriptions"][name]["msgBacklog"] = subscription_stats(sub.cursor, sub.ml).backlog_messages

@@ -5,9 +5,9 @@
 - `compactor`: one run (two phases: latest position per key, then write the survivors);
 - `view`: reading the compacted ledger by original position;
 - `topic_compaction`: a topic's view, runs and status (`topic.compaction`);
-- `reading`: the read_compacted path of dispatchers (view first, then the tail);
 - `threshold`: the compactionThreshold policy, checked by the retention pass.
 
-Dependencies run one way: this package uses `ledger`, `cursor`, `entries`; the broker modules
-call it through small hooks (topic, subscribe, dispatchers, retention, stats).
+Dependencies run one way: this package uses `ledger`, `cursor`, `entries` and `broker.records`;
+it sees a topic only through the `CompactableTopic` protocol, and the dispatchers' read_compacted
+path is `broker.topics.dispatch.compacted`.
 """

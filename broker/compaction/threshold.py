@@ -2,7 +2,7 @@
 
 The threshold (bytes; 0 = off) is the topic's `compactionThreshold` (topic policies), else its
 namespace's `compaction_threshold` (Pulsar's Policies field), else the broker's
-`compaction_threshold_bytes`. The retention pass (`broker.retention_task`, every
+`compaction_threshold_bytes`. The retention pass (`broker.retention.task`, every
 `broker_retention_check_interval_ms`) calls `retention_pass` for each loaded topic: with a
 threshold set, the `__compaction` subscription is made to exist (so what is not compacted yet is
 kept), and a run starts when its backlog (bytes not compacted yet) exceeds the threshold, as
@@ -20,8 +20,7 @@ from common.config import Config
 from common.errors import BadRequestBody, NotAllowed
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
-    from broker.topic import PersistentTopic
+    from broker.compaction.topic_compaction import TopicCompaction
 
 NS_KEY = "compaction_threshold"         # namespace Policies field (bytes)
 TOPIC_KEY = "compactionThreshold"       # topic policies field (bytes)
@@ -46,11 +45,11 @@ def effective(ns_policies: dict, config: Config, topic_policies: dict | None) ->
     return config.compaction_threshold_bytes
 
 
-async def retention_pass(service: BrokerService, topic: PersistentTopic, ns_policies: dict,
+async def retention_pass(config: Config, compaction: TopicCompaction, ns_policies: dict,
                          topic_policies: dict | None) -> bool:
-    """Start a compaction of `topic` if its threshold is exceeded; True if one started."""
-    threshold = effective(ns_policies, service.config, topic_policies)
-    compaction = topic.compaction
+    """Start a compaction of the topic if its threshold is exceeded; True if one started."""
+    threshold = effective(ns_policies, config, topic_policies)
+    topic = compaction.topic
     if threshold <= 0 or compaction.running or topic.closing:
         return False
     if COMPACTION_SUBSCRIPTION not in topic.subscriptions:

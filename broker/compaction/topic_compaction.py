@@ -1,6 +1,6 @@
 """A topic's compaction: its compacted view, the run in progress, and its status.
 
-`TopicCompaction` lives with the `PersistentTopic` (`topic.compaction`). On load it reads the
+`TopicCompaction` lives with the `CompactableTopic` (`topic.compaction`). On load it reads the
 record (`broker.compaction.record`) and opens the compacted ledger it names, so a restarted or
 new owner serves the same view. `trigger()` starts a run (`broker.compaction.compactor`) in the
 background; CompactionInProgress while one runs. A run first names its new ledger in the
@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from broker.compaction import record as rec
 from broker.compaction.compactor import CompactionResult, Compactor, Progress
@@ -50,12 +51,39 @@ from cursor.stats import backlog
 from ledger.position import EARLIEST
 
 if TYPE_CHECKING:
-    from broker.subscription import Subscription
-    from broker.topic import PersistentTopic
+    from broker.context import BrokerContext
+    from common.config import Config
+    from common.topic_names import TopicName
+    from cursor.managed_cursor import ManagedCursor
+    from ledger.managed_ledger import ManagedLedger
+    from ledger.position import Position
 
 log = logging.getLogger(__name__)
 
 COMPACTION_SUBSCRIPTION = "__compaction"     # Pulsar's Compactor.COMPACTION_SUBSCRIPTION
+
+
+class CompactedSubscription(Protocol):
+    """What compaction needs of the `__compaction` subscription."""
+
+    cursor: ManagedCursor
+
+    def on_cursor_moved(self) -> None: ...
+
+
+class CompactableTopic(Protocol):
+    """What compaction needs of a topic (`broker.topics.topic.CompactableTopic` is one)."""
+
+    ctx: BrokerContext
+    name: TopicName
+    ml: ManagedLedger
+    config: Config
+    closing: bool
+
+    @property
+    def subscriptions(self) -> Mapping[str, CompactedSubscription]: ...
+
+    async def subscription(self, name: str, *, durable: bool, start: Position) -> CompactedSubscription: ...
 
 
 class CompactionState(enum.Enum):
@@ -74,7 +102,7 @@ _TRANSITIONS = {
 
 
 class TopicCompaction:
-    def __init__(self, topic: PersistentTopic) -> None:
+    def __init__(self, topic: CompactableTopic) -> None:
         self.topic = topic
         self.state = CompactionState.NOT_RUN
         self.last_error = ""                  # why the last run failed ("" unless ERROR)
@@ -107,7 +135,7 @@ class TopicCompaction:
 
     async def load(self) -> None:
         """Read the record and open its compacted ledger (a topic being loaded)."""
-        found = await rec.load(self.topic.service.astore, self.topic.ml.name)
+        found = await rec.load(self.topic.ctx.astore, self.topic.ml.name)
         if found is None:
             return
         self._stored = found
@@ -124,7 +152,7 @@ class TopicCompaction:
     async def _open_view(self, record: rec.CompactionRecord) -> CompactedView:
         if record.ledger_id < 0 or record.entries == 0:
             return CompactedView(record, None)
-        handle = await self.topic.service.ledger_client.open_ledger(record.ledger_id, recover=False)
+        handle = await self.topic.ctx.ledger_client.open_ledger(record.ledger_id, recover=False)
         return CompactedView(record, handle)
 
     # --- running --------------------------------------------------------------------------------
@@ -138,7 +166,7 @@ class TopicCompaction:
         self._set_state(CompactionState.RUNNING)
         self.last_error = ""
         self.progress = Progress()
-        self._task = self.topic.service.spawn(self._run())
+        self._task = self.topic.ctx.spawn(self._run())
         return self._task
 
     async def _run(self) -> None:
@@ -167,7 +195,7 @@ class TopicCompaction:
         """One run, in this task: compact, then install (see the module docstring)."""
         sub = await self.compaction_subscription()
         await self._abandon_pending()
-        compactor = Compactor(self.topic.ml, self.topic.service.ledger_client, self.topic.config, self.view,
+        compactor = Compactor(self.topic.ml, self.topic.ctx.ledger_client, self.topic.config, self.view,
                               self.progress, on_ledger=self._note_pending)
         result = await compactor.run()
         try:
@@ -183,16 +211,16 @@ class TopicCompaction:
         await self._collect_garbage()
         return result
 
-    async def compaction_subscription(self) -> Subscription:
+    async def compaction_subscription(self) -> CompactedSubscription:
         """The `__compaction` durable subscription, created at Earliest if missing."""
         return await self.topic.subscription(COMPACTION_SUBSCRIPTION, durable=True, start=EARLIEST)
 
     async def _save(self, new: rec.CompactionRecord) -> rec.CompactionRecord:
         """Store `new` over the record read (compare-and-set); CompactionError if it changed."""
         try:
-            saved = await rec.save(self.topic.service.astore, self.topic.ml.name, new, self._stored)
+            saved = await rec.save(self.topic.ctx.astore, self.topic.ml.name, new, self._stored)
         except (BadVersion, NotFound):
-            self._stored = await rec.load(self.topic.service.astore, self.topic.ml.name)  # the next run's base
+            self._stored = await rec.load(self.topic.ctx.astore, self.topic.ml.name)  # the next run's base
             raise CompactionError("the compaction record changed under this run (another owner?)",
                                   topic=str(self.topic.name)) from None
         self._stored = saved
@@ -229,7 +257,7 @@ class TopicCompaction:
         new = rec.CompactionRecord(
             ledger_id=new_id, horizon=result.horizon,
             entries=result.entries, size_bytes=result.size_bytes, keys=result.keys,
-            compacted_ms=self.topic.service.clock.wall_ms(), garbage=tuple(sorted(garbage)), pending=pending)
+            compacted_ms=self.topic.ctx.clock.wall_ms(), garbage=tuple(sorted(garbage)), pending=pending)
         saved = await self._save(new)
         self.record, self.view = saved, await self._open_view(saved)
 
@@ -299,9 +327,9 @@ def _summary(result: CompactionResult) -> str:
             f"{result.keyless_messages} without a key")
 
 
-async def _delete_quietly(topic: PersistentTopic, ledger_id: int) -> bool:
+async def _delete_quietly(topic: CompactableTopic, ledger_id: int) -> bool:
     try:
-        await topic.service.ledger_client.delete_ledger(ledger_id)
+        await topic.ctx.ledger_client.delete_ledger(ledger_id)
         return True
     except StrataError as exc:
         log.warning("deleting compacted ledger %d of %s failed: %s", ledger_id, topic.name, exc)

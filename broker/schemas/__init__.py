@@ -6,7 +6,8 @@ Pulsar's compatibility strategies.
 - `avro`: Avro's schema-resolution rules over fastavro-parsed schemas (AVRO and JSON);
 - `validation`: is a definition well formed (malformed → InvalidSchemaData, unknown type →
   UnknownSchemaType);
-- `policy`: the namespace / topic policies (strategy, auto update, validation enforced);
-- `wire`: GET_SCHEMA, GET_OR_CREATE_SCHEMA and the schemas PRODUCER and SUBSCRIBE carry.
-The admin API is `broker.admin.schemas`.
+- `policy`: the namespace / topic policies (strategy, auto update, validation enforced).
+The wire commands (GET_SCHEMA, GET_OR_CREATE_SCHEMA, the schemas PRODUCER and SUBSCRIBE carry)
+are `broker.protocol.schemas`; the admin API is `broker.admin.schemas`. May import
+`broker.records` and below.
 """

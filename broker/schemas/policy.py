@@ -1,5 +1,5 @@
 """The schema policies of a namespace (and the compatibility strategy of a topic), stored in the
-policy records of `broker.policies` under Pulsar's Policies field names.
+policy records of `broker.records.policies` under Pulsar's Policies field names.
 
 - `schema_compatibility_strategy` (namespace; REST `schemaCompatibilityStrategy`): a Strategy
   name, or UNDEFINED (absent) = the broker default, FULL. A topic's `schemaCompatibilityStrategy`
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker import policies
+from broker.records import policies
 from broker.schemas.compatibility import AUTO_UPDATE_TO_STRATEGY, DEFAULT_STRATEGY, UNDEFINED, Strategy
 from common.errors import BadRequestBody
 from common.topic_names import TopicName

@@ -76,7 +76,7 @@ def print_explanation(e: dict, *, group: bool = True) -> None:
 def header(e: dict) -> str:
     """"storage 20 KiB; largest subscription backlog 56 B (sub-x); unconsumed by some subscription
     535 B": both backlogs, each named for what it is (they differ when subscriptions are behind at
-    different places; see `broker.storage_explain`)."""
+    different places; see `broker.explain.analysis`)."""
     subscriptions = e.get("subscriptions") or {}
     text = f"storage {human_bytes(e['storageSize'])}; "
     if not subscriptions:

@@ -11,7 +11,7 @@ be repeated; `-f/--force`). As pulsar-admin: `create` without `-c` (or with an e
 every cluster the broker knows (`GET /admin/v2/clusters`); `update` keeps what `-r`/`-c` do not
 give. `delete -f` also deletes every namespace of the tenant and every topic in them (with their
 messages), so it asks first unless `--yes`. A bad tenant name is refused before anything is sent
-(exit status 2, "Tenant name is not valid: ...", the broker's words: `broker.tenancy`).
+(exit status 2, "Tenant name is not valid: ...", the broker's words: `broker.records.tenancy`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from common.topic_names import parse_namespace
 
 def check_tenant(tenant: str) -> str:
     """`tenant` if it is a valid tenant name; InvalidTopicName (exit status 2) saying so otherwise
-    (the rule and words of `broker.tenancy.check_tenant_name`, not imported: the broker package
+    (the rule and words of `broker.records.tenancy.check_tenant_name`, not imported: the broker package
     would pull the metadata store's libraries into every CLI start)."""
     try:
         parse_namespace(f"{tenant}/x")

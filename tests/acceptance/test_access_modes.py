@@ -1,5 +1,5 @@
 """Producer access modes with the official client (pulsar-client 3.13.0, `access_mode=`) against a
-real standalone (`broker.access_modes`).
+real standalone (`broker.topics.access_modes`).
 
 - Exclusive: a second Exclusive producer raises `pulsar.ProducerFenced`, a Shared one
   `pulsar.ProducerBusy`; once the first closes, another takes the topic. Stats show each

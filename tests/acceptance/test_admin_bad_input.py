@@ -163,7 +163,7 @@ def test_cli_refuses_bad_names_before_sending(argv: list[str], capsys) -> None:
 def _routes() -> list[tuple[str, str]]:
     """(method, pattern) of every route the admin app registers (built, not started)."""
     service = types.SimpleNamespace(config=load_config(), astore=None)
-    app = AdminServer(service, 0).app()  # type: ignore[arg-type]
+    app = AdminServer(service.config, 0).app(service)  # type: ignore[arg-type]
     out = []
     for route in app.router.routes():
         canonical = route.resource.canonical if route.resource is not None else ""

@@ -31,8 +31,8 @@ import pytest
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
-from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call, exchange
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess, free_port
 from wire.pulsar import CommandType as T
 

@@ -1,4 +1,4 @@
-"""Backlog quotas end to end (`broker.backlog_quota`), with the official client (pulsar-client
+"""Backlog quotas end to end (`broker.retention.backlog_quota`), with the official client (pulsar-client
 3.13.0) against a real standalone whose quota check runs every 200 ms (Pulsar's default is 60 s).
 
 Each policy, each in its own namespace with a quota of 8 KiB (or 1 s):

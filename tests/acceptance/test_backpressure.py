@@ -1,7 +1,7 @@
 """Backpressure toward clients, on a real `strata standalone`: a client that stops reading costs
 the broker a bounded amount of memory, and loses nothing.
 
-A raw client (tests/broker/raw_client.py, with a 4 KiB receive buffer so the kernel holds little)
+A raw client (tests/support/raw_client.py, with a 4 KiB receive buffer so the kernel holds little)
 subscribes with 1,000,000 permits and never reads its socket while 100,000 messages of 1,000
 bytes, batched 100 to an entry by the native client (perf/native_client.py), flow through the
 same topic to another consumer. The broker's peak RSS (VmRSS of the standalone's broker process,
@@ -41,7 +41,7 @@ from common.config import KIB, MIB
 from entries.entry import parse_entry
 from perf.native_client import EARLIEST, SUB_EXCLUSIVE, SUB_SHARED, NativeClient
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import FRAME_BYTES_MAX, RawClient
+from tests.support.raw_client import FRAME_BYTES_MAX, RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
 from wire.pulsar import FrameDecoder, encode_command

@@ -9,7 +9,7 @@ stored, as observed here (the consumer's reactions were checked one by one in a 
 process, since some of them crash it):
 
 - Chunks whose metadata lies are refused before they are stored (SEND_ERROR NotAllowed, the
-  producer stays usable; `broker.chunk_check`): num_chunks_from_msg < 1 (the consumer would
+  producer stays usable; `broker.topics.chunk_check`): num_chunks_from_msg < 1 (the consumer would
   deliver the lone chunk as a whole message), chunk_id outside [0, num_chunks) (it would keep it
   as an ack hole), a chunk larger than its total, and within one producer session a gap, a
   repeat, a changed num_chunks/total, and chunks adding up past their total (the consumer copies
@@ -47,7 +47,7 @@ import time
 import pulsar
 import pytest
 
-from broker.producer import ENTRY_HEADER_SLACK_BYTES
+from broker.topics.producer import ENTRY_HEADER_SLACK_BYTES
 from common.errors import PulsarServerError
 from common.topic_names import NAME_BYTES_MAX
 from entries.batch import LZ4, SNAPPY, ZLIB, ZSTD, BatchMessage, build_batch
@@ -55,7 +55,7 @@ from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 from wire.pulsar import encode_payload_command, encode_send
 

@@ -15,7 +15,7 @@ from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, receive_all
 from tests.acceptance.test_admin import http
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 from wire.pulsar import encode_payload_command
 

@@ -18,7 +18,7 @@ import pytest
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
 from wire.pulsar import encode_payload_command

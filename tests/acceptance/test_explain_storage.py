@@ -24,7 +24,7 @@ import pytest
 
 import cli.admin
 from tests.acceptance.conftest import make_client
-from tests.broker.test_offload_admin import http
+from tests.broker.admin.test_offload_admin import http
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
 

@@ -35,9 +35,9 @@ from pulsar.schema import AvroSchema, Integer, Record, String
 from common.errors import PulsarServerError
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
-from tests.broker.raw_client import RawClient
 from tests.support.admin_http import admin_call, metrics
 from tests.support.namespaces import ensure_namespace
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
 from wire.pulsar import CommandType as T

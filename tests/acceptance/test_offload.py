@@ -285,8 +285,8 @@ def test_two_consumer_subscriptions_get_everything_once(world: World, kind: Any)
 
 def _standby_name(active: str) -> str:
     """A consumer name that Pulsar's failover choice for TOPIC (a consistent-hash ring over the
-    names; broker.dispatch_single_active mirrors it) ranks below `active`."""
-    from broker.dispatch_single_active import ring_pick
+    names; broker.topics.dispatch.single_active mirrors it) ranks below `active`."""
+    from broker.topics.dispatch.single_active import ring_pick
     for n in range(1_000):
         names = sorted([active, f"standby-{n}"])
         if names[ring_pick(TOPIC, names)] == active:

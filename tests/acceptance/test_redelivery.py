@@ -21,7 +21,7 @@ from ledger.ml_metadata import ml_path
 from metadata.sql_schema import keys
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
 from wire.pulsar import CommandType as T

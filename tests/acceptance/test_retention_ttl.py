@@ -1,5 +1,5 @@
 """Retention and message TTL with the official client against a real standalone: the broker's
-retention task (`broker.retention_task`) trims acked ledgers as the namespace's retention allows,
+retention task (`broker.retention.task`) trims acked ledgers as the namespace's retention allows,
 TTL acks old messages without deleting them, (-1, -1) keeps everything, bad policies are refused
 and change nothing, and no ledger a durable subscription still needs is trimmed.
 
@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import pulsar
 import pytest
 
-from broker.retention_task import _RecheckedTrim
+from broker.retention.task import _RecheckedTrim
 from cursor.managed_cursor import ManagedCursor
 from cursor.retention import RetentionPolicy, apply_retention
 from ledger.managed_ledger import ManagedLedger

@@ -27,10 +27,10 @@ import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.support.admin_cli import run_admin
 from tests.support.admin_http import admin_call
 from tests.support.namespaces import ensure_namespace
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 
 

@@ -69,7 +69,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _routes() -> list[tuple[str, str]]:
-    app = AdminServer(SimpleNamespace(config=default_config(), astore=None), 0).app()   # type: ignore[arg-type]
+    app = AdminServer(default_config(), 0).app(SimpleNamespace(config=default_config(), astore=None))   # type: ignore[arg-type]
     out = set()
     for route in app.router.routes():
         assert route.resource is not None

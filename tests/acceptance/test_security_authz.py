@@ -27,8 +27,8 @@ import pytest
 from cli.admin import main as admin_main
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client
-from tests.broker.raw_client import RawClient
 from tests.support.admin_http import exchange
+from tests.support.raw_client import RawClient
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
 from wire.pulsar import CommandType as T

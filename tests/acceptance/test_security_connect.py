@@ -36,7 +36,7 @@ from auth import certs
 from metadata import open_store
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from tests.support.security import SUPERUSER, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
 from wire.pulsar import CommandType as T

@@ -185,7 +185,7 @@ def test_ttl_expiry_is_counted(sa: StandaloneProcess, client) -> None:
 def test_partitioned_stats_merge_the_new_fields() -> None:
     """Pulsar's PartitionedTopicStats: counts and rates summed, the earliest non-zero publish
     time, the latest expiry; averageMsgSize of the summed rates (pure function, no broker)."""
-    from broker.topic_stats import _SUMMED, partitioned_stats
+    from broker.stats.topic_stats import _SUMMED, partitioned_stats
 
     def partition(backlog: int, earliest_ms: int, expired: int, expired_at_ms: int, rate_in: float) -> dict:
         sub = {"msgBacklog": backlog, "msgBacklogNoDelayed": backlog, "backlogSize": 10 * backlog,

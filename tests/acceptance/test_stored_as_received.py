@@ -12,7 +12,7 @@ import pulsar
 from entries.batch import LZ4, NONE, ZLIB, ZSTD, BatchMessage, build_batch
 from entries.entry import build_entry
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 from wire.pulsar import encode_payload_command
 

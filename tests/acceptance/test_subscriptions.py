@@ -9,13 +9,13 @@ import pulsar
 import pytest
 
 from admin_client import request_json
-from broker.dispatch_single_active import ring_pick
-from broker.key_shared_selector import key_slot
+from broker.topics.dispatch.key_selector import key_slot
+from broker.topics.dispatch.single_active import ring_pick
 from entries.batch import BatchMessage, build_batch
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
 from wire.pulsar import encode_send
@@ -280,7 +280,7 @@ def test_failover_on_partitioned_topic_spreads_partitions_by_pulsar_rule(standal
 # --- raw-protocol checks ------------------------------------------------------------------------
 
 class RawSession:
-    """One raw Pulsar-protocol connection (tests.broker.raw_client) that keeps what it reads."""
+    """One raw Pulsar-protocol connection (tests.support.raw_client) that keeps what it reads."""
 
     def __init__(self, port: int) -> None:
         self.raw = RawClient(port, timeout_s=RAW_WAIT_S)

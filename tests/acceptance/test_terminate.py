@@ -31,8 +31,8 @@ from cli import admin
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import make_client, receive_all
 from tests.acceptance.test_admin import http
-from tests.broker.raw_client import RawClient
 from tests.support.admin_cli import run_admin
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
 

@@ -29,11 +29,11 @@ from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from bookie.server import BookieServer
 from common.config import Config, default_config
 from common.errors import AuthenticationFailed, BookieUnavailable, NoSuchLedger
+from launch.bookie import BookieProcess
 from ledger import placement
 from ledger.client import LedgerClient
 from metadata import open_store
 from metadata.aio import AsyncMetadataStore
-from perf.bookie_proc import BookieProcess
 from proto import bookie_pb2 as pb
 from tests.support.security import BROKER_ROLE, SecurityKit
 from tests.support.standalone_proc import StandaloneProcess, free_port
@@ -220,7 +220,7 @@ def test_silent_connection_is_closed_after_the_auth_timeout(secret_bookie):
 
 def test_the_secret_is_never_logged(secret_bookie):
     asyncio.run(_assert_every_call_refused(secret_bookie.address, _secret_config("wrong-secret")))
-    text = secret_bookie.log_text()
+    text = secret_bookie.log_path.read_text(errors="replace")
     assert "refused" in text
     assert SECRET not in text and base64.b64encode(SECRET.encode()).decode() not in text
 

@@ -14,7 +14,7 @@ from bookie.index import CHECKPOINT_NAME
 from common.config import default_config
 from common.errors import BookieUnavailable, DiskFull, LedgerFenced, ShuttingDown, TimeoutExpired
 from common.net import free_port
-from perf.bookie_proc import BookieProcess
+from launch.bookie import BookieProcess
 from tests.support.waiting import until
 
 CONFIG = default_config()
@@ -142,7 +142,7 @@ def test_gc_frees_disk_reported_by_getinfo_and_file_system(tmp_path):
         assert (await client.info()).disk_used_bytes < used_before // 4
         assert _du(bookie.data_dir) < du_before // 4
         assert await client.read(2, 0, 49, allow_past_lac=True) == [(i, small) for i in range(50)]
-        assert bookie.terminate() == 0
+        assert bookie.stop() == 0
         bookie.restart()
         await client.wait_reachable(10)
         assert await client.read(2, 0, 48) == [(i, small) for i in range(49)]
@@ -173,7 +173,7 @@ def test_disk_full_turns_read_only_reads_still_work_nothing_lost(tmp_path):
             await client.add(3, len(acked), b"x", len(acked) - 1, writer_token=b"w")
         got = await client.read(3, 0, len(acked) - 1, allow_past_lac=True)
         assert got == [(i, _payload(1, i) * 10) for i in acked]
-        assert bookie.terminate() == 0  # SIGTERM on a full disk still shuts down cleanly
+        assert bookie.stop() == 0  # SIGTERM on a full disk still shuts down cleanly
         bookie.extra_args = []  # the disk has room again
         bookie.restart()
         await client.wait_reachable(10)
@@ -200,7 +200,7 @@ def test_registers_ephemerally_and_sigterm_shuts_down_cleanly(tmp_path):
         value = json.loads(store.get(f"/bookies/available/{bookie.address}").value)
         assert value["address"] == bookie.address and value["read_only"] is False
         assert value["free_bytes"] > 0
-        assert bookie.terminate() == 0
+        assert bookie.stop() == 0
         assert store.children("/bookies/available") == []
     finally:
         store.close()

@@ -16,7 +16,7 @@ from bookie.client_core import crc32c
 from bookie.frames import HEADER_BYTES, FrameKind, encode_frame
 from common.config import default_config
 from common.errors import BookieUnavailable, TimeoutExpired
-from perf.bookie_proc import BookieProcess
+from launch.bookie import BookieProcess
 from proto import bookie_pb2 as pb
 
 CONFIG = default_config()

@@ -10,7 +10,7 @@ import math
 import subprocess
 import sys
 
-from perf.bookie_proc import REPO_ROOT
+from launch.process import REPO_ROOT
 
 PAYLOAD_BYTES = {"1k": 1024, "64k": 64 * 1024}
 FIGURES = {f"{key}_{size}" for size in PAYLOAD_BYTES for key in ("adds_per_s", "mb_per_s", "p50_ms", "p99_ms")}

@@ -2,7 +2,7 @@
 client, which follows a 307 to the owner for every method with the same body, a bounded number of
 times. The client (admin_client, which `strata admin` calls through) is checked against two real
 HTTP servers on loopback ports: one that redirects and one that answers with what it received.
-(The commands against real brokers are in tests/broker/test_admin_cluster.py.)
+(The commands against real brokers are in tests/broker/admin/test_admin_cluster.py.)
 """
 
 from __future__ import annotations

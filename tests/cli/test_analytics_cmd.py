@@ -56,7 +56,7 @@ def cluster(s3_server, tmp_path_factory):
     try:
         yield sa, bucket
     finally:
-        sa.stop()
+        sa.close()
 
 
 def _access_flags(sa: StandaloneProcess, s3_server, bucket: str) -> list[str]:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perf.cluster_proc import pid_alive
+from launch.process import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND_TIMEOUT_S = 120

@@ -1,6 +1,6 @@
 """Smoke run of `strata perf produce --tls --auth token` (issue 17 item 8) at a tiny size: it starts
 a plain and a secured standalone, runs the same load against each, and prints both reports and
-their ratios. Not a timed test: no figure is compared to the 1.3x target (README has the measured
+their ratios. Not a timed test: no figure is compared to the 1.3x target (docs/benchmarks.md has the measured
 table); the run must account for every message on each path, really use pulsar+ssl:// with a
 token on the secured one, and compute the ratios from the figures it prints."""
 

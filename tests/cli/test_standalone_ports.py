@@ -1,23 +1,12 @@
-"""The standalone never gives a bookie the broker's or the admin port (they bind later); a broker port
-another process holds stops the start with a message naming it (no traceback)."""
+"""A broker port another process holds stops `strata standalone` with a message naming it (no
+traceback). (The bookies' ports: tests/launch/test_standalone_children.py.)"""
 
 import socket
 import subprocess
 import sys
 
-from cli import standalone
 from common.net import free_port
 from tests.support.standalone_proc import REPO_ROOT
-
-
-def test_bookie_ports_avoid_broker_and_admin_ports(tmp_path, monkeypatch):
-    offered = iter([6000, 6001, 6000, 6002, 6003])
-    monkeypatch.setattr(standalone, "free_port", lambda host: next(offered))
-    ports = standalone.bookie_ports(tmp_path, 2, {6000, 6001})
-    assert ports == [6002, 6003]
-    # kept for restarts: the same ports come back without probing
-    monkeypatch.setattr(standalone, "free_port", lambda host: 1 / 0)
-    assert standalone.bookie_ports(tmp_path, 2, {6000, 6001}) == [6002, 6003]
 
 
 def test_a_port_in_use_is_a_message_not_a_traceback(tmp_path):

@@ -1,18 +1,17 @@
-"""The embedded S3 server (SeaweedFS `weed mini`): the session fixture and `strata standalone`'s wiring.
+"""`strata standalone`'s embedded S3 server (SeaweedFS `weed mini`; the launcher's own tests are in
+tests/launch/test_seaweed.py).
 
-What must hold: the embedded server serves S3 with the credentials it was started with and
-refuses others (403, a typed error through offload's translation); a restart keeps data and
-credentials; `strata standalone` starts one by default with its credentials kept in
-`D/s3/credentials.json` (mode 0600), and `--no-s3` starts none.
+What must hold: `strata standalone` starts one by default with its credentials kept in
+`D/s3/credentials.json` (mode 0600), refuses other credentials, keeps data and credentials across
+a restart and a kill -9 (which takes SeaweedFS down with it), and `--no-s3` or an external
+endpoint starts none.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import stat
-import time
 from pathlib import Path
 
 import pulsar
@@ -21,53 +20,13 @@ import pytest
 from admin_client import request
 from common.errors import ColdTierAccessDenied
 from common.invariant import present
-from offload.embedded_s3 import S3Credentials, _client_error, s3_client
+from launch.seaweed import S3Credentials, _client_error, s3_client
 from tests.support.standalone_proc import StandaloneProcess
 from tests.support.waiting import wait_until
 
 ROLLOVER_ENTRIES = 5
 ROLLOVER_ENV = {"STRATA_MANAGED_LEDGER_ROLLOVER_ENTRIES": str(ROLLOVER_ENTRIES),
                 "STRATA_MANAGED_LEDGER_ROLLOVER_MIN_AGE_MS": "0"}
-
-
-def test_session_server_serves_and_keeps_data_across_restart(s3_server):
-    bucket = s3_server.new_bucket()
-    client = s3_server.boto3_client()
-    client.put_object(Bucket=bucket, Key="a/b", Body=b"payload")
-    s3_server.restart()
-    client = s3_server.boto3_client()
-    assert client.get_object(Bucket=bucket, Key="a/b")["Body"].read() == b"payload"
-    env = s3_server.standalone_env(bucket, prefix="p")
-    assert env["STRATA_OFFLOAD_S3_ENDPOINT"] == s3_server.endpoint
-    assert env["STRATA_OFFLOAD_S3_BUCKET"] == bucket and env["STRATA_OFFLOAD_DRIVER"] == "s3"
-
-
-def test_server_restarted_from_a_short_lived_thread_outlives_it(s3_server):
-    """PR_SET_PDEATHSIG follows the forking thread: a restart from asyncio.to_thread (whose
-    executor ends with its loop) must not leave a server that dies with that thread."""
-    bucket = s3_server.new_bucket()
-    s3_server.boto3_client().put_object(Bucket=bucket, Key="k", Body=b"v")
-
-    async def restart() -> None:
-        await asyncio.to_thread(s3_server.restart)
-
-    asyncio.run(restart())  # the executor's threads exit here
-    time.sleep(0.5)
-    assert s3_server.running
-    assert s3_server.boto3_client().get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
-
-
-def test_bad_credentials_are_refused(s3_server):
-    from botocore.exceptions import ClientError
-
-    bucket = s3_server.new_bucket()
-    for access_key, secret_key in ((s3_server.access_key, "wrong-secret"), ("UNKNOWNKEY", "x" * 20)):
-        client = s3_server.boto3_client(access_key, secret_key)
-        with pytest.raises(ClientError) as info:
-            client.list_objects_v2(Bucket=bucket)
-        assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
-        assert isinstance(_client_error(info.value, bucket), ColdTierAccessDenied)
-
 
 
 def _weed_children(pid: int) -> list[int]:

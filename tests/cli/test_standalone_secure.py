@@ -1,6 +1,6 @@
 """`strata standalone --secure`: key material made once, TLS ports only, and the printed way to connect works.
 
-One real secured standalone for the module (`LocalStandalone(secure=True)`: free TLS ports given as
+One real secured standalone for the module (`StandaloneProcess(secure=True)`: free TLS ports given as
 --tls-port/--admin-tls-port). The Python snippet and the `strata admin` line it prints are run as
 printed (the official client over pulsar+ssl:// with the superuser token and the CA); the broker
 process listens on the two TLS ports and nothing else; the bookie's port speaks TLS with the

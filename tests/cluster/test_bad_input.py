@@ -22,10 +22,10 @@ import urllib.parse
 import pytest
 
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import LEASE_MS, unique
 from tests.cluster.helpers import MetadataView, http, lookup
 from tests.support.cluster_proc import LocalCluster
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 
 IMPOSTER_EXIT_TIMEOUT_S = 30.0

@@ -22,21 +22,21 @@ import pulsar
 import pytest
 
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import MetadataView, http, lookup, make_client, seq_of, topic_path
-from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.cluster_proc import BrokerProcess, LocalCluster
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 
 MESSAGES_PER_TOPIC = 5
 PLACEMENT_TRIES = 40
 
 
-def _listeners_env(broker: BrokerNode) -> str:
+def _listeners_env(broker: BrokerProcess) -> str:
     return f"internal:pulsar://127.0.0.1:{broker.port},external:pulsar://localhost:{broker.port}"
 
 
-def _external(broker: BrokerNode) -> str:
+def _external(broker: BrokerProcess) -> str:
     return f"pulsar://localhost:{broker.port}"
 
 
@@ -55,7 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     assert not problems, "a broker logged a traceback:\n" + "\n".join(problems)
 
 
-def _topic_owned_by(cluster: LocalCluster, owner: BrokerNode) -> str:
+def _topic_owned_by(cluster: LocalCluster, owner: BrokerProcess) -> str:
     for _ in range(PLACEMENT_TRIES):
         topic = f"persistent://public/default/{unique('lst')}"
         if lookup(cluster.brokers[0].admin_url, topic)["brokerUrl"] == owner.service_url:
@@ -63,7 +63,7 @@ def _topic_owned_by(cluster: LocalCluster, owner: BrokerNode) -> str:
     raise AssertionError(f"no topic landed on {owner.name} in {PLACEMENT_TRIES} lookups")
 
 
-def _raw_lookup(broker: BrokerNode, topic: str, listener: str) -> pb.CommandLookupTopicResponse:
+def _raw_lookup(broker: BrokerProcess, topic: str, listener: str) -> pb.CommandLookupTopicResponse:
     raw = RawClient(broker.port)
     try:
         raw.connect()

@@ -18,7 +18,7 @@ import pulsar
 
 from tests.cluster.conftest import unique
 from tests.cluster.helpers import MetadataView, http, lookup, make_client, owners_by_lookup, seq_of, topic_path
-from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.cluster_proc import BrokerProcess, LocalCluster
 from tests.support.namespaces import ensure_namespace
 from tests.support.waiting import wait_until
 
@@ -66,7 +66,7 @@ def test_client_of_one_broker_reaches_topics_owned_by_both(cluster: LocalCluster
         assert recorded[key][0] == owners[t], (t, key, recorded[key], owners[t])
 
 
-def _topic_owned_by(cluster: LocalCluster, owner: BrokerNode, namespace: str, tries: int = 40) -> str:
+def _topic_owned_by(cluster: LocalCluster, owner: BrokerProcess, namespace: str, tries: int = 40) -> str:
     """A new topic whose bundle `owner` owns (placing topics by lookup until one lands there)."""
     for _ in range(tries):
         topic = f"persistent://{namespace}/{unique('adm')}"

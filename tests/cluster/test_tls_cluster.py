@@ -21,11 +21,11 @@ import pytest
 
 from admin_client import Credentials, request_json
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import broker_tracebacks, start_cluster, unique
 from tests.cluster.helpers import lookup, make_client
 from tests.support.admin_http import exchange
-from tests.support.cluster_proc import BrokerNode, LocalCluster
+from tests.support.cluster_proc import BrokerProcess, LocalCluster
+from tests.support.raw_client import RawClient
 from tests.support.security import SecurityKit
 from wire.pulsar import CommandType as T
 
@@ -52,13 +52,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, kit: SecurityKit) -> Itera
     assert not problems, "a broker logged a traceback:\n" + "\n".join(problems)
 
 
-def tls_url(broker: BrokerNode) -> str:
+def tls_url(broker: BrokerProcess) -> str:
     found = TLS_URL.findall(broker.log_path.read_text(errors="replace"))
     assert found, f"{broker.name} printed no TLS service URL"
     return found[-1]
 
 
-def _topic_owned_by(cluster: LocalCluster, owner: BrokerNode) -> str:
+def _topic_owned_by(cluster: LocalCluster, owner: BrokerProcess) -> str:
     for _ in range(PLACEMENT_TRIES):
         topic = f"persistent://public/default/{unique('tls')}"
         if lookup(cluster.brokers[0].admin_url, topic)["brokerUrl"] == owner.service_url:

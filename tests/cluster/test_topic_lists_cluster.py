@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 
-from broker import topic_lists
+from broker.protocol import topic_lists
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
 from tests.cluster.conftest import unique
 from tests.cluster.helpers import make_client
 from tests.support.cluster_proc import LocalCluster
 from tests.support.namespaces import ensure_namespace
+from tests.support.raw_client import RawClient
 from wire.pulsar import CommandType as T
 
 UPDATE_WAIT_S = 2.0   # from the producer's creation (lookup, ownership, topic load) to the update

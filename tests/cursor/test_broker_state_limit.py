@@ -17,7 +17,7 @@ import pytest
 
 from admin_client import request
 from proto import pulsar_api_pb2 as pb
-from tests.broker.raw_client import RawClient
+from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
 

@@ -6,7 +6,7 @@ import pytest
 
 from common.config import SETTINGS, default_config, load_config
 from common.errors import ConfigError
-from perf.standalone_proc import REPO_ROOT
+from launch.process import REPO_ROOT
 
 
 def test_defaults_validate():

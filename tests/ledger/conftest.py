@@ -1,4 +1,4 @@
-"""Fixtures for ledger tests on real parts: `strata bookie` processes (perf/bookie_proc.py)
+"""Fixtures for ledger tests on real parts: `strata bookie` processes (launch/bookie.py)
 registered in a real SQLite metadata store, and an asyncio runner with a bound on every test.
 
 `env` gives a `LedgerEnv` with the metadata URL, a bookie config file (fast GC so trimmed ledgers
@@ -22,9 +22,9 @@ import pytest
 
 import metadata
 from common.config import Config, default_config
+from launch.bookie import BookieProcess
 from ledger.client import LedgerClient
 from metadata.aio import AsyncMetadataStore
-from perf.bookie_proc import BookieProcess
 
 TEST_BOUND_S = 150.0
 

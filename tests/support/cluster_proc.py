@@ -6,10 +6,13 @@
         cluster.bookies[2].kill9()
         cluster.postgres.stop(); cluster.postgres.start()
 
-The process logic lives in the product module `perf/cluster_proc.py` (`strata cluster` and
-`strata perf failover` use it too); this name is what the tests import.
+The process logic lives in the product package `launch/` (`strata cluster` and `strata perf
+failover` use it too); this module is where the tests import it from.
 """
 
-from perf.cluster_proc import BookieNode, BrokerNode, LocalCluster, NodeProcess
+from launch.bookie import BookieProcess
+from launch.broker import BrokerProcess
+from launch.cluster import LocalCluster
+from launch.process import NodeProcess
 
-__all__ = ["BookieNode", "BrokerNode", "LocalCluster", "NodeProcess"]
+__all__ = ["BookieProcess", "BrokerProcess", "LocalCluster", "NodeProcess"]

@@ -6,7 +6,7 @@
     ...
     server.cleanup()                         # stop and remove the temp dir
 
-It is `perf.pg_server.PostgresServer` (initdb + pg_ctl in a temp dir, on a free loopback
+It is `launch.postgres.PostgresServer` (initdb + pg_ctl in a temp dir, on a free loopback
 port, as an unprivileged user) tuned for tests: no fsync, since a test server's data need not
 survive a power cut and the machine's disk is shared. A server that cannot start must FAIL the
 test that needs it, never skip it: `pytest.fail(...)` in the fixture, not `pytest.skip`.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 
-from perf.pg_server import PostgresServer, PostgresServerError
+from launch.postgres import PostgresServer, PostgresServerError
 
 __all__ = ["PostgresServerError", "TestPostgres", "started_or_fail"]
 

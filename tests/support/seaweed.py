@@ -6,7 +6,7 @@
         env = s3_server.standalone_env(bucket)    # STRATA_OFFLOAD_* + AWS_* for a standalone
         s3_server.stop(); s3_server.start()       # fault tests: same ports, data, credentials
 
-It is `offload.embedded_s3.EmbeddedS3` on free loopback ports in a temp dir, started lazily (only
+It is `launch.seaweed.EmbeddedS3` on free loopback ports in a temp dir, started lazily (only
 when a test asks for the fixture) and stopped at the end of the run. What must hold:
 - A server that cannot start FAILS the test that needs it, never skips it.
 - Tests share the server, so each takes its own bucket (`new_bucket`) and never assumes an
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import StrataError
-from offload.embedded_s3 import EmbeddedS3, S3Credentials, s3_client
+from launch.seaweed import EmbeddedS3, S3Credentials, s3_client
 
 __all__ = ["TestSeaweed", "started_or_fail"]
 

@@ -9,12 +9,12 @@
 It runs with `--no-s3` unless `embedded_s3=True`; to give it a cold tier, pass the session S3
 server's settings: `StandaloneProcess.start(d, env=s3_server.standalone_env(s3_server.new_bucket()))`.
 
-The process logic lives in the product module `perf/standalone_proc.py` (the perf tools use it too);
-this name is what the tests import.
+The process logic lives in the product module `launch/standalone.py` (the perf tools and the
+benchmark use it too); this module is where the tests import it from.
 """
 
 from common.net import free_port
-from perf.standalone_proc import REPO_ROOT
-from perf.standalone_proc import LocalStandalone as StandaloneProcess
+from launch.process import REPO_ROOT
+from launch.standalone import StandaloneProcess
 
 __all__ = ["REPO_ROOT", "StandaloneProcess", "free_port"]

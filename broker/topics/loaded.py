@@ -1,0 +1,25 @@
+"""The view of the loaded topics that broker-wide machinery is typed against.
+
+Retention, backlog quotas, bundle ownership and the load report act on every topic this broker
+serves. They get this narrow view (the service satisfies it) instead of the service itself, so
+they can read the loaded topics and close one, and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from broker.topics.topic import PersistentTopic
+
+
+class LoadedTopics(Protocol):
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """Loaded persistent topics by full name."""
+        ...
+
+    async def release(self, topic: PersistentTopic) -> None:
+        """Close `topic` and forget it (its clients look it up again)."""
+        ...

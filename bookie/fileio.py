@@ -6,7 +6,7 @@ Two kinds of writes go through it: the journal appends records to the active seg
 files (GC). Reads stay plain `os` calls: a failing read is not what these doubles model.
 
 `OsFileSystem` is the real thing. `FailingFileSystem` is a fake that fails on purpose
-(STYLE.md #10), with real files underneath:
+(a test double that can be told to fail), with real files underneath:
 - after `fail_after_bytes` bytes written in total (appends and whole files alike) it writes only
   the bytes still allowed (a torn write, as a full disk produces) and raises `OSError(ENOSPC)`;
 - `file_write_errno`: when set, every whole-file write fails with that errno (an `.idx` or

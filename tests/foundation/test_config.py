@@ -55,7 +55,7 @@ def test_listen_and_advertised_hosts():
 
 
 def test_every_setting_has_a_unit_or_is_a_count_flag_or_name():
-    """Names carry units (STYLE.md 11): a number is in _ms/_s/_minutes/_seconds/_bytes/_mb, or is a
+    """Names carry units: a number is in _ms/_s/_minutes/_seconds/_bytes/_mb, or is a
     count (_max/_entries/...), a port, a ratio; strings are hosts or a transport name."""
     units = ("_ms", "_bytes", "_bytes_max", "_bytes_min", "_bytes_high", "_mb", "_minutes", "_seconds")
     counts = ("_max", "_entries", "_size", "_quorum", "_port", "_connections", "_per_pass",

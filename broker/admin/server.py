@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -79,7 +77,7 @@ class AdminServer:
         self.tls_port = config.broker_admin_tls_port if tls_port is None else tls_port
         self.port = port if port != -1 else self.tls_port    # what is advertised (the real one once bound)
         self._runner: web.AppRunner | None = None
-        self._plain_socket: socket.socket | None = None      # bound by bind(), served by serve()
+        self._plain_server: asyncio.AbstractServer | None = None   # bound by bind(), served by serve()
         self._tls_server: asyncio.AbstractServer | None = None
 
     @property
@@ -103,13 +101,17 @@ class AdminServer:
         """Take the ports (a port 0 becomes a free one); nothing is answered before `serve`."""
         c = self.config
         ssl_ctx = tls.server_context(c) if self.tls_port != -1 else None   # KeyMaterialError before binding
-        if self.plain_port != -1:
-            # SO_REUSEADDR as aiohttp's TCPSite sets it (socket.create_server does on POSIX)
-            sock = socket.create_server((c.broker_admin_bind_host, self.plain_port), backlog=128)
-            self._plain_socket = sock
-            self.plain_port = sock.getsockname()[1]       # the real port when 0 was asked
-        if ssl_ctx is not None:
-            await self._bind_tls(ssl_ctx)
+        loop = asyncio.get_running_loop()
+        if self.plain_port != -1:   # as aiohttp's TCPSite binds: every address the host resolves to
+            self._plain_server = await loop.create_server(
+                self._request_handler, c.broker_admin_bind_host, self.plain_port, reuse_address=True,
+                backlog=128, start_serving=False)
+            self.plain_port = self._plain_server.sockets[0].getsockname()[1]   # the real one when 0 was asked
+        if ssl_ctx is not None:     # TLS handshakes bounded (aiohttp's TCPSite has no handshake timeout)
+            self._tls_server = await loop.create_server(
+                self._request_handler, c.broker_admin_bind_host, self.tls_port, ssl=ssl_ctx, reuse_address=True,
+                backlog=128, ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000, start_serving=False)
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self.port = self.plain_port if self.plain_port != -1 else self.tls_port
 
     async def serve(self, service: BrokerService) -> None:
@@ -117,39 +119,27 @@ class AdminServer:
         self.service = service
         self._runner = web.AppRunner(self.app(service), access_log=None)
         await self._runner.setup()
-        if self._plain_socket is not None:
-            await web.SockSite(self._runner, self._plain_socket).start()
-        if self._tls_server is not None:
-            await self._tls_server.start_serving()
+        for server in (self._plain_server, self._tls_server):
+            if server is not None:
+                await server.start_serving()
 
     async def start(self, service: BrokerService) -> None:
         """`bind` then `serve`, for a service that exists already."""
         await self.bind()
         await self.serve(service)
 
-    async def _bind_tls(self, ssl_ctx: ssl.SSLContext) -> None:
-        """The https site: the runner's own request handler (once serving) behind a TLS server whose
-        handshakes are bounded (aiohttp's TCPSite has no handshake timeout)."""
-        c = self.config
-        loop = asyncio.get_running_loop()
-        self._tls_server = await loop.create_server(
-            self._request_handler, c.broker_admin_bind_host, self.tls_port, ssl=ssl_ctx, reuse_address=True,
-            backlog=128, ssl_handshake_timeout=c.tls_handshake_timeout_ms / 1000, start_serving=False)
-        self.tls_port = self._tls_server.sockets[0].getsockname()[1]
-
     def _request_handler(self) -> asyncio.BaseProtocol:
-        runner = present(self._runner, "the TLS admin port serves only after serve()")
+        """A connection's protocol: the runner's own request handler (ports serve only once it exists)."""
+        runner = present(self._runner, "the admin ports serve only after serve()")
         return present(runner.server, "the runner is set up")()
 
     async def stop(self) -> None:
-        if self._tls_server is not None:
-            self._tls_server.close()
-            self._tls_server = None
-        if self._plain_socket is not None and self._runner is None:   # bound, never served
-            self._plain_socket.close()
-        self._plain_socket = None
+        for server in (self._plain_server, self._tls_server):
+            if server is not None:
+                server.close()
+        self._plain_server = self._tls_server = None
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.cleanup()     # the open connections are shut down
             self._runner = None
 
     async def metrics(self, request: web.Request) -> web.Response:

@@ -1,7 +1,11 @@
-"""The broker process: metadata session, ledger client, BrokerService, binary and admin servers.
+"""The broker process, and the composition root: the one place that wires the layers together.
 
-`Broker.start()` opens everything in dependency order and listens on `broker_port` (Pulsar
-binary protocol, on `broker_bind_host`), `broker_tls_port` (the same protocol over TLS,
+`Broker.start()` binds every port first (the broker's `BrokerIdentity` names their real numbers),
+then builds the `BrokerContext` every layer below is handed, the `BrokerService` over it, the
+topic-list watcher registry and the permission re-check, and the `FrontEnd` each binary-protocol
+connection gets. Nothing is served before all of it exists.
+
+Ports: `broker_port` (Pulsar binary protocol, on `broker_bind_host`), `broker_tls_port` (the same protocol over TLS,
 pulsar+ssl://; -1: not served, 0: any free port) and `broker_admin_port` (admin HTTP + /metrics, on
 `broker_admin_bind_host`), and tells clients `broker_advertised_host`; `Broker.stop()` undoes it
 in reverse: stop accepting, close connections, close topics (cursors flushed, ledgers closed),
@@ -160,12 +164,14 @@ class Broker:
     def _compose(self, identity: BrokerIdentity, cold_error: str | None) -> BrokerService:
         """The composition root: the context every layer is handed, and the service over it."""
         c = self.config
-        assert self.store is not None and self.astore is not None and self.ledger_client is not None
+        store = present(self.store, "the metadata store opens first")
+        astore = present(self.astore, "the metadata store opens first")
+        ledger_client = present(self.ledger_client, "the ledger client opens first")
         sampler = StatsSampler(c, self.clock)
-        ctx = BrokerContext(config=c, clock=self.clock, astore=self.astore, ledger_client=self.ledger_client,
-                            cursor_writer=CursorWriter(self.astore, config=c), cold=self.cold,
+        ctx = BrokerContext(config=c, clock=self.clock, astore=astore, ledger_client=ledger_client,
+                            cursor_writer=CursorWriter(astore, config=c), cold=self.cold,
                             spawn=self.tasks.spawn, activity=sampler)
-        return BrokerService(ctx, identity, self.store, sampler=sampler, tasks=self.tasks,
+        return BrokerService(ctx, identity, store, sampler=sampler, tasks=self.tasks,
                              connection_count=lambda: len(self.connections), cold_error=cold_error)
 
     def _front(self) -> FrontEnd:

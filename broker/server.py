@@ -171,7 +171,7 @@ class Broker:
         ctx = BrokerContext(config=c, clock=self.clock, astore=astore, ledger_client=ledger_client,
                             cursor_writer=CursorWriter(astore, config=c), cold=self.cold,
                             spawn=self.tasks.spawn, activity=sampler)
-        return BrokerService(ctx, identity, store, sampler=sampler, tasks=self.tasks,
+        return BrokerService(ctx, identity, store, sampler=sampler,
                              connection_count=lambda: len(self.connections), cold_error=cold_error)
 
     def _front(self) -> FrontEnd:

@@ -55,7 +55,7 @@ from broker.cluster.load_manager import LoadManager
 from broker.cluster.load_report import LoadMeter
 from broker.cluster.ownership import Ownership
 from broker.cluster.registry import BrokerRegistry
-from broker.context import BackgroundTasks, BrokerContext
+from broker.context import BrokerContext
 from broker.nonpersistent.topic import NonPersistentTopics
 from broker.records import policies, tenancy
 from broker.retention import backlog_quota
@@ -88,7 +88,7 @@ _SLOW_LOAD_S = 0.5   # a topic load this slow is logged (a takeover reads the la
 
 class BrokerService:
     def __init__(self, ctx: BrokerContext, identity: BrokerIdentity, store: MetadataStore, *,
-                 sampler: StatsSampler, tasks: BackgroundTasks, connection_count: Callable[[], int],
+                 sampler: StatsSampler, connection_count: Callable[[], int],
                  cold_error: str | None = None) -> None:
         self.ctx = ctx
         # read by the front ends above (admin, protocol); the layers below get `ctx` itself
@@ -97,7 +97,6 @@ class BrokerService:
         self.identity = identity
         self.store = store                  # synchronous MetadataStore (the managed ledger's; new sessions)
         self._sampler = sampler             # rates of topics with traffic (ctx.activity)
-        self._tasks = tasks                 # the background tasks ctx.spawn runs
         self._connection_count = connection_count   # the server's live connections, for the load report
         self.namespaces = tenancy.NamespaceCache(ctx.astore)   # which namespaces exist (lookups, loads)
         self.topics: dict[str, PersistentTopic] = {}
@@ -316,8 +315,7 @@ class BrokerService:
                 log.warning("closing topic %s: %s", topic.name, exc)
         if self._policy_watch is not None:
             self._policy_watch.cancel()
-        self.namespaces.stop()
-        self._tasks.cancel_all()
+        self.namespaces.stop()   # the background tasks (ctx.spawn) are the server's to cancel, after this
 
 
 def _entry_meta(data: bytes) -> tuple[int, int]:

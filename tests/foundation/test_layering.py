@@ -2,9 +2,10 @@
 -> metadata and common; offload sits beside ledger (ledger reads it only through `ledger.cold`,
 so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
 offload; `analytics` (Spark source and sink) uses offload, ledger and the bookie client, never
-broker; nothing imports broker except cli and perf. `launch` (the processes Strata starts: bookie,
+broker; nothing imports broker except cli and perf. `chaos` (`strata chaos`: a
+fault soak of a real cluster) drives processes like perf does, and never imports broker. `launch` (the processes Strata starts: bookie,
 broker, standalone, cluster, PostgreSQL, SeaweedFS) sits above the product packages and below
-cli, perf and bench, which use it; no product package imports it. `admin_client` (the one client
+cli, perf, chaos and bench, which use it; no product package imports it. `admin_client` (the one client
 of the admin REST API) sits on common and auth and serves cli, perf, analytics and bench; nothing
 below them imports it.
 No product package imports `tests` (it is not installed: `strata` must run without the source
@@ -17,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["common", "proto", "auth", "admin_client", "entries", "wire", "metadata", "bookie", "ledger", "offload",
-            "cursor", "broker", "analytics", "launch", "cli", "perf", "bench"]
+            "cursor", "broker", "analytics", "launch", "cli", "perf", "chaos", "bench"]
 
 ALLOWED = {
     "common": {"common"},
@@ -37,7 +38,8 @@ ALLOWED = {
                   "analytics"},
     "launch": {"common", "auth", "metadata", "offload", "launch"},
     "cli": set(PACKAGES),
-    "perf": set(PACKAGES) - {"cli", "bench"},
+    "perf": set(PACKAGES) - {"cli", "bench", "chaos"},
+    "chaos": set(PACKAGES) - {"cli", "bench", "perf", "broker"},
     "bench": set(PACKAGES) - {"cli"},
 }
 
@@ -293,7 +295,7 @@ def test_the_broker_core_speaks_no_protocol():
 
 
 # The packages that use the launchers; every other package is below `launch` and never imports it.
-LAUNCH_USERS = {"cli", "perf", "bench"}
+LAUNCH_USERS = {"cli", "perf", "chaos", "bench"}
 
 
 def test_no_product_package_imports_launch():

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "admin": "cli.admin",
     "analytics": "cli.analytics_cmd",
     "cluster": "cli.cluster_cmd",
+    "chaos": "chaos.runner",
     "top": "cli.top",
     "tokens": "cli.tokens_cmd",
 }

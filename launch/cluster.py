@@ -68,7 +68,7 @@ def _stop_live_clusters() -> None:
             cluster.stop()
 
 
-def _pick_ports(count: int, taken: set[int]) -> list[int]:
+def pick_ports(count: int, taken: set[int]) -> list[int]:
     """`count` ports free on loopback now, none in `taken` (which grows by them)."""
     ports: list[int] = []
     while len(ports) < count:
@@ -164,9 +164,9 @@ class LocalCluster:
         if s3:
             self._launch_s3()
         env = self.node_env()
-        for i, port in enumerate(_pick_ports(bookies, self._ports)):
+        for i, port in enumerate(pick_ports(bookies, self._ports)):
             self.bookies.append(self._bookie(f"bookie-{i + 1}", self.data_dir / f"bookie-{i + 1}", port, env))
-        ports = _pick_ports(2 * brokers, self._ports)
+        ports = pick_ports(2 * brokers, self._ports)
         for i in range(brokers):
             self.brokers.append(self._broker(f"broker-{i + 1}", self.data_dir / f"broker-{i + 1}",
                                              ports[2 * i], ports[2 * i + 1], env))

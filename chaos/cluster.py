@@ -234,17 +234,17 @@ class ChaosCluster(LocalCluster):
 
     def fill_disk(self, bookie: str) -> int:
         """Take every free byte of `bookie`'s disk with a ballast file; the bytes taken."""
-        data = self.node(bookie).data_dir
-        free = os.statvfs(data).f_bavail * os.statvfs(data).f_frsize
-        with open(data / BALLAST, "wb") as f:
-            chunk = b"\0" * (1 << 20)
-            with contextlib.suppress(OSError):
-                while True:
-                    f.write(chunk)
-            with contextlib.suppress(OSError):
-                while True:
-                    f.write(b"\0" * 4096)
-        return free
+        fd = os.open(self.node(bookie).data_dir / BALLAST, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        taken = 0
+        try:
+            for size in (1 << 20, 4096, 1):
+                block = b"\0" * size
+                with contextlib.suppress(OSError):
+                    while True:
+                        taken += os.write(fd, block)
+        finally:
+            os.close(fd)
+        return taken
 
     def free_disk(self, bookie: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -114,6 +114,7 @@ def acks_per_second(history: History) -> tuple[float, dict[str, list[int]]]:
 def draw_timeline(history: History, path: Path, *, title: str) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     t0, series = acks_per_second(history)
     fig = Figure(figsize=(14, 6), dpi=100)
@@ -127,13 +128,14 @@ def draw_timeline(history: History, path: Path, *, title: str) -> None:
         colour = ROLE_COLOURS.get(fault.role, OTHER_COLOUR)
         ax.axvspan(start, max(end, start + 0.2), color=colour, alpha=0.18, linewidth=0)
         ax.text(start, top * (1.02 + 0.06 * (i % 4)), fault.kind, fontsize=6, color=colour, rotation=0)
-    for role in sorted({f.role for f in history.faults}):
-        ax.axvspan(0, 0, color=ROLE_COLOURS.get(role, OTHER_COLOUR), alpha=0.3, label=f"fault: {role}")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Patch(color=ROLE_COLOURS.get(role, OTHER_COLOUR), alpha=0.3, label=f"fault: {role}")
+                for role in sorted({f.role for f in history.faults})]
     ax.set_ylim(0, top * 1.3)
     ax.set_xlabel("seconds since the history's first record")
     ax.set_ylabel("acknowledged sends per second")
     ax.set_title(title)
-    if series or history.faults:
-        ax.legend(loc="upper right", fontsize=7, ncol=2)
+    if handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, format="png")

@@ -9,8 +9,9 @@ which one is judged, and against what bound (`rule_of`):
     bookie   from the start: 2 s (an ensemble change, no wait for the bookie)
     others   from the heal:  lease + 2 s (metadata store, S3, network, data faults)
 
-A partition is judged only if the workload tried to send there (a send invoked after the
-instant, or one never completed); one with no ack after the instant is late. Combined faults:
+A partition is judged only if it was in use across the instant (a send invoked before it, and
+one invoked after it or one never completed); one with no ack after the instant is late. A
+topic the workload starts using after the instant is not held to that fault's bound. Combined faults:
 a fault whose recovery window overlaps another's (started before this one's deadline, with its
 own deadline after this one's start) extends the deadline to the other's, to a fixed point, so
 a fault is never blamed for the stall another caused. The worst partition is what the table
@@ -155,8 +156,9 @@ def _fault_row(history: History, fault: Fault, lease_s: float, deadline: float,
     ref = fault.start if rule == "start" else heal
     row = FaultLiveness(fault, rule, bound_s, deadline, None, None)
     for part, (invoked, hanging) in sorted(tried.items()):
-        if not hanging and bisect.bisect_left(invoked, ref) == len(invoked):
-            continue                    # nothing was sent there after the instant
+        i = bisect.bisect_left(invoked, ref)
+        if i == 0 or (i == len(invoked) and not hanging):
+            continue                    # not in use across the instant: nothing to wait for
         first = _first_after(acks.get(part, []), ref)
         after_start = _first_after(acks.get(part, []), fault.start)
         after_heal = _first_after(acks.get(part, []), heal)

@@ -72,19 +72,21 @@ def clean_history(seed: int, *, sends_min: int = 20, sends_max: int = 40, faults
             records.append(rec("consumer", T0 - 1, f"c-{sub}", topic=base, sub=sub, consumer=f"{sub}-1", event="open"))
     t = T0
     entries: dict[str, int] = {}
-    for base, partitions, producer in ((PLAIN, 0, "p-plain"), (PARTED, 2, "p-parted")):
-        for seq in range(rng.randint(sends_min, sends_max)):
-            key = rng.choice(KEYS)
-            part, index = _part(base, partitions, key, seq)
-            entry = entries.get(part, 0)
-            entries[part] = entry + 1
-            msg_id = f"{10 + 100 * (index + 1) + entry // 10}:{entry % 10}:{index}:-1"
-            t += SEND_GAP_S
-            send = rec("send", t + 0.01, producer, topic=part, producer=producer, seq=seq, key=key,
-                       value=payload(producer, seq), outcome="ok", t0=t, t1=t + 0.01, msg_id=msg_id)
-            records.append(send)
-            built.sends.append(send)
-            _deliver_and_ack(records, rng, base, send)
+    plan = [(base, partitions, producer, seq) for base, partitions, producer in
+            ((PLAIN, 0, "p-plain"), (PARTED, 2, "p-parted")) for seq in range(rng.randint(sends_min, sends_max))]
+    plan.sort(key=lambda step: (step[3] * 2 + rng.random()))     # the producers take turns, each in order
+    for base, partitions, producer, seq in plan:
+        key = rng.choice(KEYS)
+        part, index = _part(base, partitions, key, seq)
+        entry = entries.get(part, 0)
+        entries[part] = entry + 1
+        msg_id = f"{10 + 100 * (index + 1) + entry // 10}:{entry % 10}:{index}:-1"
+        t += SEND_GAP_S
+        send = rec("send", t + 0.01, producer, topic=part, producer=producer, seq=seq, key=key,
+                   value=payload(producer, seq), outcome="ok", t0=t, t1=t + 0.01, msg_id=msg_id)
+        records.append(send)
+        built.sends.append(send)
+        _deliver_and_ack(records, rng, base, send)
     t_end = t + 5
     for send in built.sends:
         records.append(rec("read", t_end + 0.001 * send["seq"], "final", topic=send["topic"], reader="final",

@@ -30,6 +30,15 @@ Records, by `op`:
     phase      the run moved on: phase ("setup" | "run" | "heal" | "drain" | "check")
     topic      a topic the workload uses: topic (base name), partitions, subs ([name, subtype]...)
 
+Optional fields the checker (chaos.checker) reads when present (additions; absent means as said):
+
+    consumer   ack_timeout_ms on an "open" record: the consumer's ack timeout (absent or 0: none);
+               a redelivery of a value it acked later than that after receiving it is allowed
+    fault      role is one of "broker", "bookie", "metadata", "s3", "network" (others are judged
+               as "network"): liveness bounds and which faults can lose an unpersisted ack
+               follow it (chaos.checks.liveness, chaos.checks.subs)
+    send       t0/t1 are wall-clock (time.time()), like `t`, so they compare with fault times
+
 Payloads are self-checking: `payload(producer, seq)` gives `<producer>:<seq>:<crc32c hex>`, so a
 client that received wrong bytes can tell (`payload_ok`).
 

@@ -12,7 +12,7 @@ The faults, by role (`CATALOGUE`):
 - bookie: kill -9 then restart; SIGSTOP then SIGCONT; a full disk (when the cluster can:
   `disk_faults`); a bit flip in one stored entry of one sealed segment (the bookie's CRC must
   catch it and the read go to another copy);
-- postgres: kill -9 (postmaster and backends) then restart; SIGSTOP longer than the lease;
+- metadata (PostgreSQL): kill -9 (postmaster and backends) then restart; SIGSTOP longer than the lease;
 - s3: stopped then started; SIGSTOP then SIGCONT; `503 SlowDown` from the proxy for a while;
 - network (the proxies): one broker from every bookie; one bookie from every broker; one broker
   from PostgreSQL; broker from broker; clients from one broker; each `reset` or `blackhole`;
@@ -45,7 +45,7 @@ from chaos.history import HistoryWriter
 
 log = logging.getLogger(__name__)
 
-ROLES = ("broker", "bookie", "postgres", "s3", "network", "combined")
+ROLES = ("broker", "bookie", "metadata", "s3", "network", "combined")
 GAP_S = (2.0, 5.0)          # quiet time between faults
 HEAL_RETRIES = 2
 
@@ -221,8 +221,8 @@ CATALOGUE: list[Fault] = [
     Fault("bookie-pause", "bookie", _bookies, _pause, _short),
     Fault("bookie-disk-full", "bookie", _bookies, _disk_full, _short),
     Fault("bookie-bitflip", "bookie", _bookies, _bitflip, _instant),
-    Fault("postgres-kill9", "postgres", _one, _pg_kill9, _short),
-    Fault("postgres-pause", "postgres", _one, _pg_pause, _past_lease),
+    Fault("postgres-kill9", "metadata", _one, _pg_kill9, _short),
+    Fault("postgres-pause", "metadata", _one, _pg_pause, _past_lease),
     Fault("s3-stop", "s3", _one, _s3_stop, _short),
     Fault("s3-pause", "s3", _one, _s3_pause, _short),
     Fault("s3-slowdown", "s3", _one, _s3_slowdown, _short),

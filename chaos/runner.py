@@ -136,11 +136,15 @@ def run(opts: Options) -> int:
     history.write("phase", phase="done", seconds=time.monotonic() - started, failure=failure)
     history.close()
     merged, torn = merge(opts.out)
-    verdict = checker.check(list(records(merged)), lease_s=opts.lease_ms / 1000, orphans=orphan_result,
-                            failure=failure, torn_lines=torn)
-    text = report.write_report(opts.out, verdict, list(records(merged)), seed=opts.seed)
-    print(text, flush=True)
-    return 0 if verdict.valid else 1
+    verdict = checker.check(records(merged), lease_s=opts.lease_ms / 1000, orphans=orphan_result)
+    shape = {"brokers": opts.brokers, "bookies": opts.bookies, "quorums": f"{e}/{qw}/{qw}",
+             "lease_ms": opts.lease_ms, "faults": opts.faults, "duration_s": opts.duration_s,
+             "torn_history_lines": torn, "failure": failure}
+    paths = report.write_report(opts.out, verdict, records(merged), seed=opts.seed, cluster=shape)
+    print(paths["report"].read_text(), flush=True)
+    if failure:
+        print(f"strata chaos: the run broke down: {failure}", flush=True)
+    return 0 if verdict.valid and failure is None else 1
 
 
 def _drive(opts: Options, cluster: ChaosCluster, plan: workload_plan.WorkloadPlan, workers: Workers,
@@ -175,8 +179,9 @@ def _drive(opts: Options, cluster: ChaosCluster, plan: workload_plan.WorkloadPla
     return failure
 
 
-def _orphans(cluster: ChaosCluster) -> orphans.Orphans:
+def _orphans(cluster: ChaosCluster) -> orphans.OrphanReport:
     s3 = cluster.s3
     assert s3 is not None
-    return orphans.find_orphans(cluster.metadata_url, endpoint=s3.endpoint, bucket=s3.bucket,
-                                credentials=s3.credentials)
+    target = orphans.S3Target(s3.endpoint, s3.bucket, access_key=s3.credentials.access_key,
+                              secret_key=s3.credentials.secret_key, region=s3.region)
+    return orphans.find_orphans(cluster.metadata_url, target)

@@ -3,7 +3,8 @@
 so ledger never imports offload); `entries` (Pulsar's stored entry format) serves broker and
 offload; `analytics` (Spark source and sink) uses offload, ledger and the bookie client, never
 broker; nothing imports broker except cli and perf. `chaos` (`strata chaos`: a
-fault soak of a real cluster) drives processes like perf does, and never imports broker. `launch` (the processes Strata starts: bookie,
+fault soak of a real cluster) drives processes like perf does, and never imports broker.
+`launch` (the processes Strata starts: bookie,
 broker, standalone, cluster, PostgreSQL, SeaweedFS) sits above the product packages and below
 cli, perf, chaos and bench, which use it; no product package imports it. `admin_client` (the one client
 of the admin REST API) sits on common and auth and serves cli, perf, analytics and bench; nothing

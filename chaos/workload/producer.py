@@ -11,8 +11,9 @@ Every send is recorded once, when it is settled: `ok` with the receipt's id and 
 full name, `failed` when the client refused it before it could reach a broker (FAILED_RESULTS),
 else `unknown` with the error: a send the client gave up on after handing it over may still be
 stored. At exit every send still pending is recorded `unknown` (error null) before the producers
-close; a receipt that arrives after that is ignored (the pending map is the single owner: a
-send is recorded by whoever pops it).
+close (after SIGTERM, only the client is closed, within TERMINATE_CLOSE_S); a receipt that
+arrives after that is ignored (the pending map is the single owner: a send is recorded by
+whoever pops it).
 
 Sequence ids continue across restarts of the process: each producer starts after both the
 broker's last sequence id for its name and the highest seq in this process's own history file,
@@ -53,6 +54,7 @@ FAILED_RESULTS = frozenset({pulsar.Result.ProducerQueueIsFull, pulsar.Result.Mes
 TICK_S = 0.005              # pacing resolution
 CATCH_UP_S = 1.0            # after a stall, slots older than this are dropped, not sent in a burst
 DRAIN_POLL_S = 0.1
+TERMINATE_CLOSE_S = 3.0     # after SIGTERM: the bound on closing (pending sends are recorded first)
 
 
 @dataclass
@@ -185,11 +187,17 @@ class ProducerProcess:
                 left = sorted(st.pending)
             for seq in left:
                 self._record(st, seq, "unknown", None)
-        for st in self.producers:
-            if st.handle is not None:
-                error = bounded(st.handle.close)
+        if self.stop.terminated:        # now: one short bounded close of the whole client
+            error = bounded(self.client.close, TERMINATE_CLOSE_S)
+            for st in self.producers:
                 self.writer.write("producer", topic=st.plan.topic, producer=st.plan.name, event="closed", error=error)
-        bounded(self.client.close)
+        else:
+            for st in self.producers:
+                if st.handle is not None:
+                    error = bounded(st.handle.close)
+                    self.writer.write("producer", topic=st.plan.topic, producer=st.plan.name, event="closed",
+                                      error=error)
+            bounded(self.client.close)
         self.writer.close()
 
 

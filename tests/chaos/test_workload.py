@@ -10,11 +10,12 @@ final read-back holding every ok send, and no corrupt payload anywhere.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ RUN_S_MIN = 8.0            # the processes run at least this long (ledgers roll 
 RUN_S_MAX = 40.0           # ... and until every part shows in the history, at most this long
 EXIT_S = 45.0              # producers drain and every process exits within this after its stop file
 FINAL_TIMEOUT_S = 60.0
+TERMINATE_EXIT_S = 10.0    # a producer exits within this of SIGTERM, even with its broker frozen
 
 
 def test_plan_is_a_function_of_its_seed() -> None:
@@ -105,20 +107,26 @@ def _wait_exit(procs: dict[str, subprocess.Popen[bytes]], names: list[str], boun
 
 
 def _launch(out: Path, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-    log = open(out / f"{name}.log", "wb")   # noqa: SIM115 - the child owns it
-    return subprocess.Popen(argv, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
+    with open(out / f"{name}.log", "wb") as log:      # the child has its own copy of the descriptor
+        return subprocess.Popen(argv, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
 
 
-def _run(plan: WorkloadPlan, cluster: LocalCluster, out: Path) -> list[dict[str, Any]]:
-    """Run every role, stop them by the stop files, run `final`; the merged history."""
-    procs = {name: _launch(out, name, argv) for name, argv in plan.commands(cluster.service_url, out, drain_s=20.0)}
+def _launch_all(plan: WorkloadPlan, cluster: LocalCluster, out: Path) -> dict[str, subprocess.Popen[bytes]]:
+    return {name: _launch(out, name, argv) for name, argv in plan.commands(cluster.service_url, out, drain_s=20.0)}
+
+
+def _wait_for(out: Path, done: Callable[[list[dict[str, Any]]], bool], bound_s: float, what: str) -> None:
+    deadline = time.monotonic() + bound_s
+    while not done(_history(out)):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {bound_s} s")
+        time.sleep(0.5)
+
+
+def _stop_and_read_back(plan: WorkloadPlan, cluster: LocalCluster, out: Path,
+                        procs: dict[str, subprocess.Popen[bytes]]) -> list[dict[str, Any]]:
+    """Stop the processes by the stop files, run `final`; the merged history."""
     try:
-        started = time.monotonic()
-        while time.monotonic() - started < RUN_S_MAX:
-            time.sleep(0.5)
-            if time.monotonic() - started >= RUN_S_MIN and not _missing(plan, _history(out)):
-                break
-        assert all(p.poll() is None for p in procs.values()), {n: p.poll() for n, p in procs.items()}
         (out / STOP_PRODUCERS).touch()
         _wait_exit(procs, [n for n, role in plan.procs().items() if role == "producer"], EXIT_S)
         (out / STOP_CONSUMERS).touch()
@@ -135,18 +143,14 @@ def _run(plan: WorkloadPlan, cluster: LocalCluster, out: Path) -> list[dict[str,
     return list(records(merged))
 
 
-def test_every_role_against_a_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
-    plan = WorkloadPlan.build(SEED)
-    prepare(AdminClient(cluster.admin_urls[0]), plan)
-    history = _run(plan, cluster, tmp_path)
-    assert not _missing(plan, history), _missing(plan, history)
+def _check(plan: WorkloadPlan, history: list[dict[str, Any]]) -> None:
+    """Every payload intact, no send refused, a complete final read-back holding every ok send once."""
     values = [r["value"] for r in history if "value" in r]
     assert values and all(payload_ok(v) for v in values), [v for v in values if not payload_ok(v)][:5]
     sends = [r for r in history if r["op"] == "send"]
     assert {r["outcome"] for r in sends} <= {"ok", "unknown"}, [r for r in sends if r["outcome"] == "failed"][:3]
     finals = {r["topic"]: r for r in history if r["op"] == "final"}
-    partitions = {p for t in plan.topics for p in t.partition_topics()}
-    assert set(finals) == partitions
+    assert set(finals) == {p for t in plan.topics for p in t.partition_topics()}
     assert all(f["complete"] and f["error"] is None for f in finals.values()), finals
     read_back: dict[str, list[str]] = defaultdict(list)
     for r in history:
@@ -158,3 +162,47 @@ def test_every_role_against_a_cluster(cluster: LocalCluster, tmp_path: Path) -> 
     stored = {topic: set(got) for topic, got in read_back.items()}
     lost = [r for r in sends if r["outcome"] == "ok" and r["value"] not in stored.get(r["topic"], set())]
     assert not lost, lost[:5]
+
+
+def test_every_role_against_a_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
+    plan = WorkloadPlan.build(SEED)
+    prepare(AdminClient(cluster.admin_urls[0]), plan)
+    procs = _launch_all(plan, cluster, tmp_path)
+    started = time.monotonic()
+    _wait_for(tmp_path, lambda h: not _missing(plan, h) and time.monotonic() - started >= RUN_S_MIN, RUN_S_MAX,
+              "ok send, delivery, ack and read everywhere")
+    assert all(p.poll() is None for p in procs.values()), {n: p.poll() for n, p in procs.items()}
+    history = _stop_and_read_back(plan, cluster, tmp_path, procs)
+    assert not _missing(plan, history), _missing(plan, history)
+    _check(plan, history)
+
+
+def test_processes_survive_a_broker_crash_and_end_on_sigterm(cluster: LocalCluster, tmp_path: Path) -> None:
+    """kill -9 of the only broker and its restart: sends resume on every partition; a producer
+    ended by SIGTERM while its broker is frozen records its pending sends unknown and exits within
+    the bound."""
+    plan = WorkloadPlan.build(SEED + 1, namespace="chaos/crash", rate_per_s=120.0)
+    partitions = {p for t in plan.topics for p in t.partition_topics()}
+    prepare(AdminClient(cluster.admin_urls[0]), plan)
+    procs = _launch_all(plan, cluster, tmp_path)
+
+    def oks_since(t: float) -> Callable[[list[dict[str, Any]]], bool]:
+        return lambda h: partitions <= {r["topic"] for r in h if r["op"] == "send" and r["outcome"] == "ok"
+                                         and r["t0"] >= t}
+    _wait_for(tmp_path, oks_since(0.0), RUN_S_MAX, "ok send on every partition")
+    cluster.brokers[0].restart(crash=True)
+    _wait_for(tmp_path, oks_since(time.time()), RUN_S_MAX, "ok send on every partition after the restart")
+    victim = next(n for n, role in plan.procs().items() if role == "producer")
+    cluster.brokers[0].freeze()
+    try:
+        time.sleep(1.0)                           # sends pile up, unanswered
+        procs[victim].send_signal(signal.SIGTERM)
+        _wait_exit(procs, [victim], TERMINATE_EXIT_S)
+    finally:
+        cluster.brokers[0].thaw()
+    mine = [r for r in _history(tmp_path) if r["proc"] == victim]
+    assert mine[-1]["op"] == "producer" and mine[-1]["event"] == "closed"
+    assert any(r["op"] == "send" and r["outcome"] == "unknown" and r["t1"] is None for r in mine)
+    history = _stop_and_read_back(plan, cluster, tmp_path, procs)
+    assert all(p.poll() == 0 for p in procs.values())
+    _check(plan, history)

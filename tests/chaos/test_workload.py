@@ -4,7 +4,8 @@ cluster (1 broker, 1 bookie, PostgreSQL, SeaweedFS) with the chaos settings (BRO
 The cluster test runs the plan's processes until the history shows each part working (bounded),
 stops them through the stop files, runs the final read-back, and checks the history: ok sends on
 every partition, deliveries on every subscription type, acks of both modes, reads, a complete
-final read-back holding every ok send, and no corrupt payload anywhere.
+final read-back holding every ok send, no corrupt payload anywhere, and ledgers rolled over and
+offloaded to S3 during the run (prepare's policies and BROKER_ENV at work).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from chaos.workload.plan import CUMULATIVE, CUMULATIVE_SUBTYPES, INDIVIDUAL, SUB
 from tests.support.cluster_proc import LocalCluster
 
 SEED = 27
-RUN_S_MIN = 8.0            # the processes run at least this long (ledgers roll over: BROKER_ENV)
+RUN_S_MIN = 15.0           # the processes run at least this long (ledgers roll over: BROKER_ENV)
 RUN_S_MAX = 40.0           # ... and until every part shows in the history, at most this long
 EXIT_S = 45.0              # producers drain and every process exits within this after its stop file
 FINAL_TIMEOUT_S = 60.0
@@ -175,6 +176,9 @@ def test_every_role_against_a_cluster(cluster: LocalCluster, tmp_path: Path) -> 
     history = _stop_and_read_back(plan, cluster, tmp_path, procs)
     assert not _missing(plan, history), _missing(plan, history)
     _check(plan, history)
+    ledgers = [ledger for t in plan.topics for p in t.partition_topics() for ledger in AdminClient(
+        cluster.admin_urls[0]).call("GET", "/admin/v2/" + p.replace("://", "/") + "/internalStats")["ledgers"]]
+    assert len(ledgers) > len(plan.topics) and any(ledger["offloaded"] for ledger in ledgers), ledgers
 
 
 def test_processes_survive_a_broker_crash_and_end_on_sigterm(cluster: LocalCluster, tmp_path: Path) -> None:

@@ -39,6 +39,25 @@ Optional fields the checker (chaos.checker) reads when present (additions; absen
                follow it (chaos.checks.liveness, chaos.checks.subs)
     send       t0/t1 are wall-clock (time.time()), like `t`, so they compare with fault times
 
+Added by the workload (chaos.workload), on top of the above:
+
+    send       `failed` only when the client refused the send before it could reach a broker
+               (queue full, too big, invalid, quota); any other error the client ends a send
+               with is `unknown` and carries `error` (it may have been stored). `unknown` with
+               t1 null and no error: still pending when the producer process ended. A msg_id
+               "-1:-1:..." is the broker's receipt for a duplicate it dropped (Pulsar's).
+               The `topic` of deliver, ack, nack and read is the partition's full name too.
+    consumer   closed and crashed carry `error` (why, or null) and `close_error` (the close's
+               own failure, or null); the consumer is opened again after either, unless stopping
+    producer   a producer's life: topic (base name), producer, event ("open" | "closed"),
+               seq (open: the first sequence id it will use), error (closed: null or the failure)
+    reader     a reader's read failed and it is reopened after its last read: topic, reader,
+               event ("crashed"), error
+    open-failed  creating a producer, consumer or reader failed (it is retried): kind
+               ("producer" | "consumer" | "reader"), topic, name, sub (consumers), error
+    ack-failed a consumer's ack call raised (the message stays unacked): the `ack` fields, error
+    topic      also: acks ({sub: "individual" | "cumulative"}), keyed (bool), producers (names)
+
 Payloads are self-checking: `payload(producer, seq)` gives `<producer>:<seq>:<crc32c hex>`, so a
 client that received wrong bytes can tell (`payload_ok`).
 

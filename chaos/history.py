@@ -116,6 +116,12 @@ class HistoryWriter:
         os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
         return record
 
+    def write_at(self, t: float, op: str, **fields: Any) -> dict[str, Any]:
+        """A record of something that happened at `t` (learned later, e.g. from a node's log)."""
+        record = {"t": t, "proc": self.proc, "op": op, **fields}
+        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        return record
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

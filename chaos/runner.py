@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from admin_client.client import AdminClient
-from chaos import checker, orphans, report
+from chaos import checker, node_logs, orphans, report
 from chaos.cluster import ChaosCluster
-from chaos.history import HistoryWriter, merge, records
+from chaos.history import HISTORY_DIR, HistoryWriter, merge, read_file, records
 from chaos.nemesis import CATALOGUE, ROLES, Nemesis
 from chaos.workers import Workers
 from chaos.workload import plan as workload_plan
@@ -48,6 +48,7 @@ PRODUCERS_DRAIN_S = 60.0
 CONSUMERS_QUIET_S = 5.0
 CONSUMERS_DRAIN_S = 120.0
 FINAL_TIMEOUT_S = 300.0
+LAPSE_SLACK_S = 5.0        # a lapse this long after a fault's heal (plus the lease) is the fault's
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -135,6 +136,7 @@ def run(opts: Options) -> int:
         cluster.stop()
     history.write("phase", phase="done", seconds=time.monotonic() - started, failure=failure)
     history.close()
+    _record_lapses(opts, cluster)
     merged, torn = merge(opts.out)
     verdict = checker.check(records(merged), lease_s=opts.lease_ms / 1000, orphans=orphan_result)
     shape = {"brokers": opts.brokers, "bookies": opts.bookies, "quorums": f"{e}/{qw}/{qw}",
@@ -177,6 +179,21 @@ def _drive(opts: Options, cluster: ChaosCluster, plan: workload_plan.WorkloadPla
     if code != 0:
         failure = failure or f"the final read-back exited with {code}"
     return failure
+
+
+def _record_lapses(opts: Options, cluster: ChaosCluster) -> None:
+    """Lease lapses the nemesis did not cause, from the nodes' logs, into the history."""
+    nemesis_file = opts.out / HISTORY_DIR / "nemesis.jsonl"
+    got, _ = read_file(nemesis_file) if nemesis_file.exists() else ([], 0)
+    began = {r["id"]: r["t"] for r in got if r["op"] == "fault"}
+    windows = [(began[r["id"]], r["t"]) for r in got if r["op"] == "heal" and r["id"] in began]
+    windows += [(began[i], time.time()) for i in began if i not in {r["id"] for r in got if r["op"] == "heal"}]
+    nodes = [(n.name, n.kind, n.log_path) for n in cluster.nodes()]
+    found = node_logs.spontaneous_lapses(nodes, windows, opts.lease_ms / 1000 + LAPSE_SLACK_S, time.time())
+    with HistoryWriter(opts.out, "node-logs") as writer:
+        for record in found:
+            fields = {k: v for k, v in record.items() if k not in ("t", "op")}
+            writer.write_at(record["t"], record["op"], **fields)
 
 
 def _orphans(cluster: ChaosCluster) -> orphans.OrphanReport:

@@ -55,13 +55,20 @@ def open_session(db: Database, session_id: str, lease_ms: int, now_ms: int) -> N
 
 
 def renew(db: Database, session_id: str, lease_ms: int, now_ms: int) -> bool:
-    """Push this session's expiry out; False if the session no longer exists."""
+    """Push this session's expiry out; False if the session no longer exists.
+
+    Not behind the store's single write lock: a renewal must not queue behind the cluster's other
+    metadata writes, or a busy cluster lapses leases with no fault at all. It is still safe
+    against the reaper: both touch the session's row, so its row lock orders them. A reap that
+    deletes the row first makes this update find nothing (the session is expired for good); a
+    renewal that commits first makes the reap's delete, which re-checks the expiry on that row,
+    leave it alone (`_reap`)."""
     def renew_row(conn: sa.Connection) -> bool:
         result = conn.execute(sa.update(sessions).where(sessions.c.id == session_id)
                               .values(lease_expiry_ms=now_ms + lease_ms))
         return result.rowcount == 1
 
-    return db.run_write("renew session", renew_row)
+    return db.run_write("renew session", renew_row, serialized=False)
 
 
 def end_session(db: Database, session_id: str, now_ms: int) -> int:
@@ -87,12 +94,13 @@ def _anything_to_reap(conn: sa.Connection, now_ms: int) -> bool:
 
 
 def _reap(conn: sa.Connection, now_ms: int) -> tuple[int, int]:
-    # re-checked under the write lock: a session renewed since the read above is left alone
-    dead = conn.execute(sa.select(sessions.c.id).where(sessions.c.lease_expiry_ms < now_ms)).scalars().all()
+    # the expiry is re-checked by the delete itself, row by row: a renewal (which takes no write
+    # lock) that committed first leaves its row out; one that comes after finds the row gone
+    dead = conn.execute(sa.delete(sessions).where(sessions.c.lease_expiry_ms < now_ms)
+                        .returning(sessions.c.id)).scalars().all()
     deleted = 0
     if dead:
         deleted += sql_ops.delete_where(conn, keys.c.ephemeral_owner.in_(dead), now_ms)
-        conn.execute(sa.delete(sessions).where(sessions.c.id.in_(dead)))
     deleted += sql_ops.delete_where(conn, _orphans(), now_ms)
     return len(dead), deleted
 

@@ -149,20 +149,23 @@ class Database:
             self.engine = _postgres_engine(sa_url, op_timeout_ms, pool_connections, pool_overflow_max)
             self._watchdog = Watchdog()
 
-    def run_write(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
-        """`fn` in a transaction holding the single write lock; commits if it returns."""
-        return self._run(what, fn, write=True)
+    def run_write(self, what: str, fn: Callable[[sa.Connection], T], *, serialized: bool = True) -> T:
+        """`fn` in a transaction holding the single write lock; commits if it returns.
+        serialized=False: without that lock, for a write that touches only rows no other
+        writer's decision depends on except through row locks (a session renewing its own
+        lease), so it never queues behind the cluster's other metadata writes."""
+        return self._run(what, fn, write=True, serialized=serialized)
 
     def run_read(self, what: str, fn: Callable[[sa.Connection], T]) -> T:
         """`fn` in a read-only transaction (no lock taken)."""
         return self._run(what, fn, write=False)
 
-    def _run(self, what: str, fn: Callable[[sa.Connection], T], *, write: bool) -> T:
+    def _run(self, what: str, fn: Callable[[sa.Connection], T], *, write: bool, serialized: bool = True) -> T:
         with translate_errors(what):
-            return _STALE_RETRY.call(lambda: self._attempt(fn, write), give_up=lambda stale: MetadataUnavailable(
+            return _STALE_RETRY.call(lambda: self._attempt(fn, write, serialized), give_up=lambda stale: MetadataUnavailable(
                 f"metadata database connection lost during {what}", cause=_short(getattr(stale, "cause", stale))))
 
-    def _attempt(self, fn: Callable[[sa.Connection], T], write: bool) -> T:
+    def _attempt(self, fn: Callable[[sa.Connection], T], write: bool, serialized: bool = True) -> T:
         with self.engine.connect() as conn:
             token = None
             if self._watchdog is not None:
@@ -176,7 +179,7 @@ class Database:
             try:
                 conn.execution_options(strata_write=write)
                 with conn.begin():
-                    if write and self.dialect == "postgresql":
+                    if write and serialized and self.dialect == "postgresql":
                         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
                     result = fn(conn)
                     committing = True

@@ -253,9 +253,11 @@ class History:
         return subs
 
     def parts(self) -> list[str]:
-        """Every partition the run used: those the topic records declare, and any a send names."""
+        """Every partition the run used: those the topic records declare, and any a send names
+        (a send that never reached a partition names its partitioned topic: not a partition)."""
         found = {part for spec in self.topics.values() for part in spec.parts}
-        found.update(send.part for send in self.sends)
+        partitioned = {base for base, spec in self.topics.items() if spec.partitions > 0}
+        found.update(send.part for send in self.sends if send.part not in partitioned)
         return sorted(found)
 
     def final_of(self, part: str) -> Record | None:

@@ -9,8 +9,10 @@
   subscription delivered before, is excluded) come in their log order, i.e. increasing rank in
   the partition's final read-back. A value not in the read-back has no rank and is skipped.
 - redelivered after a persisted ack (violation): a delivery on a subscription, at time t, of a
-  value the subscription acked before t (individually, or by a cumulative ack of a message at
-  or after it in the same partition's log), unless Pulsar allows it:
+  value the subscription acked (individually, or by a cumulative ack of a message at or after
+  it in the same partition's log) more than the persist window before t, unless Pulsar allows
+  it (a redelivery inside the window is allowed: the broker may not have the ack yet, and an
+  Exclusive or Failover subscription rewinds to redeliver everything unacked after a nack):
   * the value was nacked on that subscription (nack asks for a redelivery);
   * the ack came from a consumer with an ack timeout (`ack_timeout_ms` on its "open" record)
     later than that timeout after it got the value (the timeout may have fired first);
@@ -28,6 +30,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -104,7 +107,7 @@ class _RedeliveryCheck:
     sub: SubKey
     window_s: float
     acked: dict[str, Record] = field(default_factory=dict)                # value -> its unexcused ack
-    cumulative: dict[str, tuple[int, Record]] = field(default_factory=dict)  # part -> (rank, ack) covering most
+    cumulative: dict[str, list[tuple[int, Record]]] = field(default_factory=dict)  # part -> acks raising the rank
     got_at: dict[tuple[str, str], float] = field(default_factory=dict)    # (consumer, value) -> delivered
     nacked: set[str] = field(default_factory=set)
     closes: list[float] = field(default_factory=list)
@@ -140,8 +143,9 @@ class _RedeliveryCheck:
         if ack.get("mode") == "cumulative":
             part = part_of(ack["topic"], ack.get("msg_id"))
             rank = self.history.rank_of_id(part, str(ack.get("msg_id")))
-            if rank is not None and (part not in self.cumulative or rank > self.cumulative[part][0]):
-                self.cumulative[part] = (rank, ack)
+            raised = self.cumulative.setdefault(part, [])
+            if rank is not None and (not raised or rank > raised[-1][0]):
+                raised.append((rank, ack))
         else:
             self.acked.setdefault(ack["value"], ack)
 
@@ -156,6 +160,15 @@ class _RedeliveryCheck:
         return any(f.role not in ACK_SAFE_ROLES and f.start <= t + self.window_s
                    and f.end(self.history.t_end) >= t - self.window_s for f in self.history.faults)
 
+    def _first_covering(self, value: str) -> Record | None:
+        """The earliest cumulative ack that covered `value`'s place in its partition, if any."""
+        placed = self.history.rank_of(value)
+        raised = self.cumulative.get(placed[0]) if placed is not None else None
+        if placed is None or not raised:
+            return None
+        i = bisect.bisect_left([rank for rank, _ in raised], placed[1])
+        return raised[i][1] if i < len(raised) else None
+
     def _on_delivery(self, record: Record, cat: Category) -> None:
         value = record["value"]
         self.got_at[(record.get("consumer", ""), value)] = float(record["t"])
@@ -163,11 +176,10 @@ class _RedeliveryCheck:
             return
         ack = self.acked.get(value)
         if ack is None:
-            placed = self.history.rank_of(value)
-            covering = self.cumulative.get(placed[0]) if placed is not None else None
-            if placed is not None and covering is not None and covering[0] >= placed[1]:
-                ack = covering[1]
-        if ack is not None:
+            ack = self._first_covering(value)
+        # before the ack is surely persisted the broker may not know of it yet (the client groups
+        # acks; a Failover or Exclusive rewind after a nack redelivers what it has not heard of)
+        if ack is not None and float(record["t"]) > float(ack["t"]) + self.window_s:
             cat.add({"topic": self.sub[0], "sub": self.sub[1], "value": value, "msg_id": record.get("msg_id"),
                      "consumer": record.get("consumer"), "delivered_t": record["t"], "acked_t": ack["t"],
                      "ack_consumer": ack.get("consumer"), "ack_mode": ack.get("mode", "individual")})

@@ -296,3 +296,29 @@ def test_a_delivery_before_the_ack_is_not_a_redelivery():
         ack["t"] = delivery["t"] + 0.0003
     built.records.sort(key=lambda r: r["t"])
     assert judge(built).valid, counts(judge(built))
+
+
+def test_a_redelivery_before_the_ack_is_surely_persisted_is_allowed():
+    """An Exclusive or Failover rewind (after a nack) redelivers what the broker has not heard
+    acked yet: pulsar-client groups acks for ~100 ms. Inside the persist window it is allowed."""
+    built = clean_history(17)
+    value = built.values_of("p-plain")[3]
+    _redeliver(built, "ex", value, 0.06)
+    assert judge(built).categories["redelivered_after_ack"].count == 0
+
+
+def test_the_earliest_cumulative_ack_covering_a_value_is_the_one_judged():
+    """A value covered by an old cumulative ack stays acked when a newer cumulative ack lands just
+    before its redelivery: judged from the old one, it is flagged."""
+    built = clean_history(18)
+    values = built.values_of("p-plain")
+    for ack in built.find("ack", sub="ex"):
+        ack["mode"] = "individual"
+    first, last = built.one("ack", sub="ex", value=values[3]), built.one("ack", sub="ex", value=values[-1])
+    first["mode"] = last["mode"] = "cumulative"
+    for value in values[:3] + values[4:-1]:
+        built.drop(built.one("ack", sub="ex", value=value))
+    redelivered = {**built.one("deliver", sub="ex", value=values[1]), "t": last["t"] + 0.05, "redelivery": 1}
+    assert redelivered["t"] - first["t"] > PERSIST_WINDOW_S, "the clean history spans the window"
+    built.add(redelivered)
+    only(judge(built), "redelivered_after_ack")

@@ -6,7 +6,7 @@ import pytest
 
 from common.clock import ManualClock
 from common.config import default_config
-from common.errors import LeaseLost, SessionExpired
+from common.errors import LeaseLost, MetadataUnavailable, SessionExpired
 from metadata import open_store
 from metadata.sessions import prune_changes
 from tests.metadata.test_conformance import wait_for
@@ -79,3 +79,47 @@ def test_a_stalled_watch_poller_is_detected(store_url, clock):
         assert store._watches.stalls >= 1
     finally:
         store.close()
+
+
+def test_a_renewal_does_not_queue_behind_other_metadata_writes(pg_server):
+    """Found by `strata chaos`: every metadata write takes one cluster-wide lock, and renewals took
+    it too, so under write load a broker's lease lapsed with no fault at all. A renewal now
+    takes only its own row's lock: with the write lock held elsewhere, it still goes through."""
+    import psycopg
+
+    from metadata.sessions import renew
+    from metadata.sql_schema import WRITE_LOCK_KEY
+
+    url = pg_server.fresh_database_url("meta")
+    store = open_store(url, config=default_config(metadata_session_lease_ms=3_000, metadata_op_timeout_ms=2_000))
+    holder = psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"))
+    try:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))   # held until rollback
+        assert renew(store._db, store.session_id, 3_000, store._clock.wall_ms())
+        with pytest.raises(MetadataUnavailable):   # a serialized write waits, bounded by the op timeout
+            store._db.run_write("blocked write", lambda conn: None)
+    finally:
+        holder.rollback()
+        holder.close()
+        store.close()
+
+
+def test_a_reaped_session_cannot_be_renewed_back(store_url, clock):
+    """The reaper deletes a session by re-checking its expiry on the row itself; a renewal after
+    that finds nothing (the session stays expired), one before it keeps the row."""
+    from metadata.sessions import reap_expired, renew
+
+    config = default_config(metadata_session_lease_ms=2_000)
+    a = open_store(store_url, config=config, clock=clock)
+    b = open_store(store_url, config=config, clock=clock)
+    a._keeper.stop()
+    b._keeper.stop()
+    try:
+        clock.advance_s(2.5)
+        assert renew(b._db, b.session_id, 2_000, clock.wall_ms())       # b renews before the reap
+        reap_expired(b._db, clock.wall_ms())                               # a is reaped, b is not
+        assert not renew(a._db, a.session_id, 2_000, clock.wall_ms())
+        assert renew(b._db, b.session_id, 2_000, clock.wall_ms())
+    finally:
+        a.close()
+        b.close()

@@ -162,8 +162,9 @@ class Database:
 
     def _run(self, what: str, fn: Callable[[sa.Connection], T], *, write: bool, serialized: bool = True) -> T:
         with translate_errors(what):
-            return _STALE_RETRY.call(lambda: self._attempt(fn, write, serialized), give_up=lambda stale: MetadataUnavailable(
-                f"metadata database connection lost during {what}", cause=_short(getattr(stale, "cause", stale))))
+            return _STALE_RETRY.call(
+                lambda: self._attempt(fn, write, serialized), give_up=lambda stale: MetadataUnavailable(
+                    f"metadata database connection lost during {what}", cause=_short(getattr(stale, "cause", stale))))
 
     def _attempt(self, fn: Callable[[sa.Connection], T], write: bool, serialized: bool = True) -> T:
         with self.engine.connect() as conn:

@@ -66,6 +66,22 @@ def _index(name: str) -> int:
     return int(name.rsplit("-", 1)[1])
 
 
+def socket_inode(ip: str, port: int) -> int | None:
+    """The inode of the IPv4 TCP socket whose local address is (ip, port), from /proc/net/tcp."""
+    a, b, c, d = (int(x) for x in ip.split("."))
+    local = f"{d:02X}{c:02X}{b:02X}{a:02X}:{port:04X}"
+    try:
+        with open("/proc/net/tcp", encoding="ascii") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[1] == local:
+                    return int(fields[9])
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    return None
+
+
 class ChaosBroker(BrokerProcess):
     """A broker that advertises `advertised_ip` (its proxy), listening on 127.0.0.1."""
 
@@ -107,7 +123,7 @@ class ChaosCluster(LocalCluster):
         return cluster
 
     def _start_all(self, brokers: int, bookies: int, s3: bool) -> None:
-        self.hub = ProxyHub(self.node_of_pid)
+        self.hub = ProxyHub(self.node_of_socket)
         self.tmpfs = []
         self._pg_links: dict[str, str] = {}
         self.disk_faults = os.geteuid() == 0
@@ -180,18 +196,24 @@ class ChaosCluster(LocalCluster):
                 return node
         raise KeyError(name)
 
-    def node_of_pid(self, pid: int) -> str | None:
-        """Which node a pid belongs to (the node's process or one it started), or None."""
-        by_pid = {n.proc.pid: n.name for n in self.nodes() if n.proc is not None}
-        if self.s3 is not None and self.s3.proc is not None:
-            by_pid[self.s3.proc.pid] = "s3"
-        try:
-            proc = psutil.Process(pid)
-            for p in [proc, *proc.parents()]:
-                if p.pid in by_pid:
-                    return by_pid[p.pid]
-        except psutil.Error:
+    def node_of_socket(self, ip: str, port: int) -> str | None:
+        """Which node's process owns the TCP socket bound to (ip, port), or None (a client)."""
+        inode = socket_inode(ip, port)
+        if inode is None:
             return None
+        owners = [(n.name, n.proc.pid) for n in self.nodes() if n.proc is not None]
+        if self.s3 is not None and self.s3.proc is not None:
+            owners.append(("s3", self.s3.proc.pid))
+        target = f"socket:[{inode}]"
+        for name, pid in owners:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                        return name
         return None
 
     # -- PostgreSQL faults -----------------------------------------------------------------------

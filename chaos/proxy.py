@@ -8,9 +8,11 @@ the proxy listens there and forwards to the node. Every address in 127.0.0.0/8 i
 Linux, so this needs no set-up either. Links whose every client is one node (a broker's or a
 bookie's connection to PostgreSQL) get a proxy of their own, with that node as its fixed source;
 on a shared link (a bookie's port, S3, a broker's ports) the proxy tells which node connected by
-the peer's port (psutil: the pid that owns that socket, then the node that pid belongs to).
+the peer's address (`identify(ip, port)`: the node whose process owns that socket, or None for a
+client; chaos/cluster.py looks in /proc, among the nodes' own processes only, so it stays cheap
+on a loaded machine).
 
-    hub = ProxyHub(node_of_pid)              # pid -> node name, or None (a client)
+    hub = ProxyHub(identify)                 # (ip, port) -> node name, or None (a client)
     hub.add(Link("bookie-1", ("127.0.1.1", p), ("127.0.0.1", p)))
     hub.start()
     fault = hub.partition({"broker-1"}, {"bookie-1", "bookie-2"}, mode="reset")
@@ -40,8 +42,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import psutil
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +96,8 @@ class _Conn:
 class ProxyHub:
     """Every proxy of a run, and the partitions and slowdowns in force."""
 
-    def __init__(self, node_of_pid: Callable[[int], str | None]) -> None:
-        self._node_of_pid = node_of_pid
+    def __init__(self, identify: Callable[[str, int], str | None]) -> None:
+        self._identify = identify
         self._links: list[Link] = []
         self._partitions: dict[int, Partition] = {}
         self._slow: set[str] = set()
@@ -210,8 +210,7 @@ class ProxyHub:
         peer = writer.get_extra_info("peername")
         if not peer:
             return CLIENT
-        pid = await asyncio.to_thread(_pid_of_socket, peer[0], peer[1])
-        node = self._node_of_pid(pid) if pid is not None else None
+        node = await asyncio.to_thread(self._identify, peer[0], peer[1])
         return node or CLIENT
 
     async def _accept(self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -279,14 +278,3 @@ async def _answer_slowdown(reader: asyncio.StreamReader, writer: asyncio.StreamW
         await writer.drain()
     except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
         pass
-
-
-def _pid_of_socket(ip: str, port: int) -> int | None:
-    """The pid of the process whose TCP socket has the local address (ip, port), if any."""
-    try:
-        for conn in psutil.net_connections("tcp4"):
-            if conn.laddr and conn.laddr.port == port and conn.laddr.ip == ip and conn.pid:
-                return conn.pid
-    except (psutil.Error, OSError):
-        return None
-    return None

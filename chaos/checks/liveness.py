@@ -122,7 +122,10 @@ def _tried(history: History) -> dict[str, tuple[list[float], bool]]:
     """Per partition: the sorted invocation times, and whether a send never completed."""
     invoked: dict[str, list[float]] = defaultdict(list)
     hanging: dict[str, bool] = defaultdict(bool)
+    partitioned = {base for base, spec in history.topics.items() if spec.partitions > 0}
     for send in history.sends:
+        if send.part in partitioned:    # refused before it reached a partition: no partition's liveness
+            continue
         invoked[send.part].append(send.t0)
         hanging[send.part] |= send.t1 is None
     return {part: (sorted(times), hanging[part]) for part, times in invoked.items()}

@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from chaos.cluster import socket_inode
 from chaos.proxy import Link, ProxyHub
 from common.net import free_port
 
@@ -54,9 +55,9 @@ def echo():
     server.close()
 
 
-def _hub(echo: EchoServer, *, source: str | None = None, node_of_pid=lambda pid: None, http=False):
+def _hub(echo: EchoServer, *, source: str | None = None, identify=lambda ip, port: None, http=False):
     port = free_port(PROXY_IP)
-    hub = ProxyHub(node_of_pid)
+    hub = ProxyHub(identify)
     hub.add(Link("node", (PROXY_IP, port), (HOST, echo.port), source=source, http=http))
     hub.start()
     return hub, port
@@ -128,9 +129,17 @@ def test_blackhole_holds_then_delivers_in_order(echo):
 
 
 def test_partition_spares_other_sources(echo):
-    """A shared link tells its source by the connecting pid: this process is node "me"."""
+    """A shared link tells its source by the connecting socket: this process's sockets are node
+    "me" (found in /proc as chaos/cluster.py does)."""
     mine = os.getpid()
-    hub, port = _hub(echo, node_of_pid=lambda pid: "me" if pid == mine else None)
+
+    def identify(ip: str, port: int) -> str | None:
+        inode = socket_inode(ip, port)
+        fds = os.listdir(f"/proc/{mine}/fd")
+        owned = {os.readlink(f"/proc/{mine}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{mine}/fd/{fd}")}
+        return "me" if f"socket:[{inode}]" in owned else None
+
+    hub, port = _hub(echo, identify=identify)
     try:
         fault = hub.partition({"someone-else"}, {"node"}, mode="reset")
         with socket.create_connection((PROXY_IP, port), timeout=TIMEOUT_S) as s:

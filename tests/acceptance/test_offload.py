@@ -60,6 +60,7 @@ from tests.support.offload_checks import (
     receive_views,
     received_view,
 )
+from tests.support.pulsar_failover import pulsar_failover_active
 from tests.support.seaweed import TestSeaweed
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess
 from tests.support.waiting import wait_until
@@ -285,11 +286,9 @@ def test_two_consumer_subscriptions_get_everything_once(world: World, kind: Any)
 
 def _standby_name(active: str) -> str:
     """A consumer name that Pulsar's failover choice for TOPIC (a consistent-hash ring over the
-    names; broker.topics.dispatch.single_active mirrors it) ranks below `active`."""
-    from broker.topics.dispatch.single_active import ring_pick
+    names; tests.support.pulsar_failover, independent of the broker's code) ranks below `active`."""
     for n in range(1_000):
-        names = sorted([active, f"standby-{n}"])
-        if names[ring_pick(TOPIC, names)] == active:
+        if pulsar_failover_active(TOPIC, [active, f"standby-{n}"]) == active:
             return f"standby-{n}"
     raise AssertionError("no standby name found")
 

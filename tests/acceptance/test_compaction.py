@@ -85,7 +85,7 @@ def test_reader_and_consumer_read_compacted_then_the_tail(standalone, client, to
     with pytest.raises(pulsar.Timeout):
         consumer.receive(300)
     consumer.close()
-    with pytest.raises(pulsar.PulsarException):
+    with pytest.raises(pulsar.InvalidConfiguration):   # the client refuses read-compacted Shared itself
         client.subscribe(topic, "shared-compacted", consumer_type=pulsar.ConsumerType.Shared,
                          is_read_compacted=True)
 

@@ -15,8 +15,9 @@ PYTEST_ARGS ?=
 setup: $(APT_STAMP) $(STAMP) $(PROTO_PY)
 
 # Debian packages the project needs: PostgreSQL server binaries (tests start a real server),
-# a JRE for Spark. Installed only when missing.
-$(APT_STAMP):
+# a JRE for Spark, Prometheus. Installed only when missing. The script checks each binary, so it
+# is run again whenever it changes: a venv made before a package was added to it gets it too.
+$(APT_STAMP): scripts/install-debian-deps.sh
 	@mkdir -p $(VENV)
 	@bash scripts/install-debian-deps.sh
 	@touch $@

@@ -38,11 +38,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-import time
 from dataclasses import dataclass, field
 
 from broker.records.policies import namespace_path
 from broker.records.tenancy import tenant_path
+from common.clock import SYSTEM_CLOCK, Clock
 from common.config import Config, csv_setting
 from common.errors import AuthorizationDenied
 from common.topic_names import TopicName
@@ -116,8 +116,9 @@ def _wanted(action: Action) -> tuple[str, ...]:
 
 
 class AuthorizationService:
-    def __init__(self, config: Config, astore: AsyncStore) -> None:
+    def __init__(self, config: Config, astore: AsyncStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self._clock = clock   # dates the remembered grants
         self.astore = astore
         self.enabled = config.authorization_enabled
         self.superusers = frozenset(csv_setting(config.super_user_roles))
@@ -131,7 +132,7 @@ class AuthorizationService:
         """The namespace's grants (nothing granted if the tenant or namespace does not exist);
         `fresh` reads the store, otherwise a read younger than the cache TTL may answer."""
         key = (tenant, namespace)
-        now_s = time.monotonic()
+        now_s = self._clock.monotonic_s()
         if not fresh:
             cached = self._cache.get(key)
             if cached is not None and now_s - cached[0] < self._cache_ttl_s:

@@ -85,11 +85,17 @@ def test_pattern_consumer_through_the_http_service_url(standalone: StandalonePro
         plain.close()
 
 
-def test_a_topic_of_a_namespace_that_does_not_exist_fails_fast(http_client: pulsar.Client) -> None:
+def test_a_topic_of_a_namespace_that_does_not_exist_fails_fast(standalone: StandaloneProcess,
+                                                               http_client: pulsar.Client) -> None:
     started = time.monotonic()
-    with pytest.raises(pulsar.PulsarException):
+    # the C++ client's HTTP lookup reports any error status of the broker as ConnectError ...
+    with pytest.raises(pulsar.ConnectError):
         http_client.create_producer("persistent://public/no-such-ns-http/t")
     assert time.monotonic() - started < 10.0
+    # ... so what the broker answered to that lookup is checked here: 404, not a dead broker
+    status, _ = admin_call(standalone.admin_url, "GET",
+                           "/admin/v2/persistent/public/no-such-ns-http/t/partitions?checkAllowAutoCreation=true")
+    assert status == 404
 
 
 def test_lookup_answers_and_errors(standalone: StandaloneProcess, topic: str) -> None:

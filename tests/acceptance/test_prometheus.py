@@ -11,7 +11,9 @@ The Grafana dashboard (monitoring/grafana/strata.json) is checked against the sa
 exporters: every metric its PromQL names is one a broker or a bookie exports, and Prometheus
 accepts every expression.
 
-Skipped only when no `prometheus` binary is installed (`make setup` installs it).
+Without a `prometheus` binary the tests fail (never skip), as the PostgreSQL, SeaweedFS and Spark
+fixtures do: `make setup` installs it (scripts/install-debian-deps.sh, re-run whenever that script
+changes).
 """
 
 from __future__ import annotations
@@ -30,11 +32,10 @@ import pytest
 from admin_client import request_json
 from tests.acceptance.conftest import make_client
 from tests.support.admin_http import metrics
+from tests.support.promql import metric_names
 from tests.support.standalone_proc import REPO_ROOT, StandaloneProcess, free_port
 
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary: `make setup` installs the "
-                                                           "Debian package (scripts/install-debian-deps.sh)")
 
 TOPIC = "persistent://public/default/prometheus-backlog"
 MESSAGES = 25
@@ -133,6 +134,9 @@ def backlog(standalone: StandaloneProcess) -> dict:
 
 @pytest.fixture(scope="module")
 def prometheus(standalone: StandaloneProcess, backlog: dict, tmp_path_factory: pytest.TempPathFactory):
+    if PROMETHEUS is None:
+        pytest.fail("no prometheus binary: `make setup` installs the Debian package "
+                    "(scripts/install-debian-deps.sh)")
     admin = standalone.admin_url.split("://", 1)[1]
     server = Prometheus(tmp_path_factory.mktemp("prometheus"),
                         {"broker": admin, "bookie": bookie_metrics_target(standalone)})
@@ -178,24 +182,6 @@ def test_bookie_metrics_through_prometheus(prometheus: Prometheus) -> None:
 
 # --- the Grafana dashboard -----------------------------------------------------------------------
 
-_NOT_METRICS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
-                "bool", "offset", "inf", "nan"}
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects (functions, keywords and labels left out)."""
-    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)                       # strings
-    expr = re.sub(r"\{[^}]*\}", "", expr)                                  # label matchers
-    expr = re.sub(r"\[[^\]]*\]", "", expr)                                 # ranges
-    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
-    names = set()
-    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):
-        if expr[match.end():].lstrip().startswith("(") or match.group().lower() in _NOT_METRICS:
-            continue
-        names.add(match.group())
-    return names
-
-
 def dashboard_queries() -> list[str]:
     """Every panel target's expression and every templating query of the dashboard."""
     dashboard = json.loads(DASHBOARD.read_text())
@@ -228,8 +214,3 @@ def test_dashboard_names_only_exported_metrics(standalone: StandaloneProcess, pr
         concrete = (expr.replace("$__rate_interval", "1m").replace("$namespace", ".*").replace("$topic", ".*"))
         prometheus.query(concrete)          # Prometheus parses and runs it ("success")
 
-
-def test_metric_names_parser() -> None:
-    assert metric_names('histogram_quantile(0.99, sum by (le, instance) (rate(a_bucket{x=~"$y"}[5m])))') == {
-        "a_bucket"}
-    assert metric_names('sum by (topic) (b{namespace=~"a"}) > 0 and c') == {"b", "c"}

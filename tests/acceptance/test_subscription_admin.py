@@ -165,19 +165,27 @@ def test_reset_by_id_rewinds_a_connected_consumer(standalone, client: pulsar.Cli
     assert_no_more(consumer)
 
 
+EXPIRE_S = 4   # the expiry of test_expire_keeps_only_newer_messages (Pulsar takes whole seconds)
+
+
 def test_expire_keeps_only_newer_messages(standalone, client: pulsar.Client, topic: str) -> None:
     url = base_url(standalone, topic)
     for sub in ("a", "b", "c"):
         assert call("PUT", url + f"/subscription/{sub}", {"ledgerId": -1, "entryId": -1})[0] == 204
+    # The first 3 messages must be older than EXPIRE_S at each expiry, the last 2 younger: the
+    # sleep makes the first true; the second holds while everything from the last 2's publish to
+    # the last expiry takes under EXPIRE_S (measured 0.01 s; it was 2 s of room, now 4).
     produce(client, topic, 3)
-    time.sleep(2.5)
+    time.sleep(EXPIRE_S + 0.2)
     produce(client, topic, 2, start=3)
-    assert call("POST", url + "/subscription/a/expireMessages/2")[0] == 204
+    newer_at = time.monotonic()
+    assert call("POST", url + f"/subscription/a/expireMessages/{EXPIRE_S}")[0] == 204
     assert sub_stats(standalone, topic, "a")["msgBacklog"] == 2
     assert sub_stats(standalone, topic, "a")["totalMsgExpired"] == 3        # counted, as Pulsar counts it
     assert sub_stats(standalone, topic, "b")["msgBacklog"] == 5       # only "a" was asked
     assert payloads(receive_all(client.subscribe(topic, "a"), 2)) == names(3, 4)
-    assert call("POST", url + "/all_subscription/expireMessages/2")[0] == 204
+    assert call("POST", url + f"/all_subscription/expireMessages/{EXPIRE_S}")[0] == 204
+    assert time.monotonic() - newer_at < EXPIRE_S, "too slow: the newer messages may have expired too"
     assert [sub_stats(standalone, topic, s)["msgBacklog"] for s in ("b", "c")] == [2, 2]
     assert call("POST", url + "/all_subscription/expireMessages/0")[0] == 204
     assert [sub_stats(standalone, topic, s)["msgBacklog"] for s in ("b", "c")] == [0, 0]

@@ -10,11 +10,11 @@ import pytest
 
 from admin_client import request_json
 from broker.topics.dispatch.key_selector import key_slot
-from broker.topics.dispatch.single_active import ring_pick
 from entries.batch import BatchMessage, build_batch
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import assert_no_more, make_client, receive_all
 from tests.acceptance.test_admin import http
+from tests.support.pulsar_failover import pulsar_failover_active
 from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
@@ -50,11 +50,11 @@ def test_exclusive_refuses_a_second_consumer(client: pulsar.Client, topic: str) 
 
 
 def _failover_pair(client: pulsar.Client, topic: str, names: tuple[str, str]):
-    """Subscribe two Failover consumers; return (active, standby) as Pulsar's hash ring picks."""
+    """Subscribe two Failover consumers; return (active, standby) as Pulsar's hash ring picks
+    (tests.support.pulsar_failover, an oracle independent of the broker's code)."""
     consumers = {name: client.subscribe(topic, "sub", consumer_type=Failover, consumer_name=name)
                  for name in names}
-    ordered = sorted(names)
-    chosen = ordered[ring_pick(topic, ordered)]
+    chosen = pulsar_failover_active(topic, list(names))
     other = next(n for n in names if n != chosen)
     return consumers[chosen], consumers[other]
 
@@ -87,8 +87,7 @@ def test_failover_non_partitioned_newcomer_takes_over_only_when_the_ring_says_so
         name = f"c{i}"
         consumers[name] = client.subscribe(topic, "sub", consumer_type=Failover, consumer_name=name)
         names.append(name)
-        ordered = sorted(names)
-        expected = ordered[ring_pick(topic, ordered)]
+        expected = pulsar_failover_active(topic, names)
         producer.send(name.encode())
         while True:   # a switch may replay what the old active had not acked yet (at-least-once)
             msg = consumers[expected].receive(10_000)
@@ -402,7 +401,7 @@ def test_failover_sends_active_consumer_change_and_hands_over_on_close(standalon
         session.subscribe(topic, pb.CommandSubscribe.Failover, 1, "a")
         assert active_notice(1) is True                  # alone: active
         session.subscribe(topic, pb.CommandSubscribe.Failover, 2, "b")
-        chosen = ["a", "b"][ring_pick(topic, ["a", "b"])]
+        chosen = pulsar_failover_active(topic, ["a", "b"])
         if chosen == "a":
             assert active_notice(2) is False             # the newcomer stands by
         else:

@@ -28,6 +28,7 @@ import pytest
 from proto import pulsar_api_pb2 as pb
 from tests.acceptance.conftest import receive_all
 from tests.acceptance.test_terminate import _as_id, _JavaLikeClient, _terminate
+from tests.support.waiting import wait_until
 from wire.pulsar import CommandType as T
 
 
@@ -77,7 +78,11 @@ def test_a_producer_waiting_for_exclusive_access_is_refused_at_once(standalone, 
         outcome["at"] = time.monotonic()
     waiter = threading.Thread(target=wait_for_the_topic)
     waiter.start()
-    time.sleep(1.0)                      # queued behind the holder
+
+    def queued() -> bool:
+        return any(topic in line and "queued for exclusive access" in line
+                   for line in standalone.log_path.read_text(errors="replace").splitlines())
+    wait_until(queued, 10, what="the waiting producer queued behind the holder (the broker's log)")
     assert not outcome
     terminated_at = time.monotonic()
     _terminate(standalone.admin_url, topic)

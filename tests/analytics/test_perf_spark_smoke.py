@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,16 +27,19 @@ EXTRA_KEYS = ("pyarrow_rows_per_s", "stream_visible_p99_ms", "source_count_rows_
               "source_groupby_ratio", "source_tuned_rows_per_s", "ratio_tuned", "objects", "s3_bytes")
 
 
-def _temp_dirs() -> set[str]:
-    root = Path(tempfile.gettempdir())
+def _temp_dirs(root: Path) -> set[str]:
     return {p.name for pattern in ("strata-perf-offload-*", "strata-perf-spark-*") for p in root.glob(pattern)}
 
 
-def test_perf_spark_smoke() -> None:
-    before = _temp_dirs()
+def test_perf_spark_smoke(tmp_path: Path) -> None:
+    # a TMPDIR of its own: another `strata perf` running on the machine cannot add entries here
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    made_ns = tmp.stat().st_mtime_ns
     cmd = [sys.executable, "-m", "cli.main", "perf", "spark", "--messages", str(MESSAGES), "--keys", "50",
            "--runs", "1", "--stream-seconds", "3", "--json"]
-    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          env={**os.environ, "TMPDIR": str(tmp)})
     assert done.returncode == 0, \
         f"perf spark failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -49,4 +52,5 @@ def test_perf_spark_smoke() -> None:
                         rel_tol=0.01, abs_tol=1e-3)
     assert result["stream_visible_p99_ms"] >= result["stream_visible_p50_ms"]
     assert result["stream_messages"] == 60  # 3 s at one message per 50 ms, each seen exactly once
-    assert _temp_dirs() <= before, "the run left its temp dir behind"
+    assert tmp.stat().st_mtime_ns > made_ns, "the run made no temp dir in its TMPDIR: the check below is void"
+    assert not _temp_dirs(tmp), "the run left its temp dir behind"

@@ -1,8 +1,11 @@
 """`strata perf failover` end to end: a real 2-broker, 3-bookie cluster on PostgreSQL.
 
-The small run checks the report: every key, positive figures, no lost publish. The slow run
-is the issue's benchmark at full size and checks its targets: every moved topic publishes again
-within lease + 2 s of the owner's kill -9, and production resumes within 2 s of a bookie's.
+Both runs check the report (every key, positive figures, no lost publish) and the issue's
+targets: every moved topic publishes again within lease + 2 s of the owner's kill -9, and
+production resumes within 2 s of a bookie's. The small run (6 topics, about 20 s) is the one
+`make test` runs, so the targets are checked in CI; measured with the machine under load (load
+average 7 on 2 cores): failover max 3.32 s with a 3 s lease, bookie 0.12 s. The slow run is the
+issue's benchmark at full size (50 topics).
 """
 
 from __future__ import annotations
@@ -39,15 +42,23 @@ def assert_sane(report: dict, topics: int, lease_s: float) -> None:
     assert report["publish_errors"] == 0
 
 
-def test_small_run_reports_every_key() -> None:
+def assert_targets(report: dict) -> None:
+    assert report["failover_max_s"] <= report["lease_s"] + 2.0, report
+    assert report["bookie_failover_s"] <= 2.0, report
+
+
+def test_small_run_reports_every_key_and_meets_the_targets() -> None:
+    # the subprocess' bound stays under pytest's 300 s timeout, so a hung run is reported here
+    # with its output, rather than by pytest-timeout without it
     report = perf_failover("--topics", "6", "--bundles", "4", "--duration-s", "1", "--lease-ms", "3000",
-                           "--timeout-s", "60", timeout_s=400)
+                           "--timeout-s", "60", timeout_s=240)
     assert_sane(report, 6, 3.0)
+    assert_targets(report)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(960)   # above the run's own 900 s bound
 def test_full_run_meets_the_targets() -> None:
     report = perf_failover(timeout_s=900)
     assert_sane(report, 50, report["lease_s"])
-    assert report["failover_max_s"] <= report["lease_s"] + 2.0, report
-    assert report["bookie_failover_s"] <= 2.0, report
+    assert_targets(report)

@@ -43,7 +43,6 @@ def test_perf_topics_reports_broker_rss_and_idle_cpu() -> None:
         assert abs(kib - growth_kib) <= 0.1e6 / 1024 / TOPICS + 0.05, (phase, kib, growth_kib)
         cpu_ms_per_s = result[f"broker_idle_cpu_ms_per_s_{phase}"]
         assert 0 <= cpu_ms_per_s <= (os.cpu_count() or 1) * 1000   # no more CPU than the cores have
-        per_topic_us = result[f"idle_cpu_us_per_s_per_topic_{phase}"]
-        assert per_topic_us >= 0
+        per_topic_us = result[f"idle_cpu_us_per_s_per_topic_{phase}"]   # so within 0 .. the cores too:
         assert abs(per_topic_us * TOPICS / 1000 - cpu_ms_per_s) <= 0.005 + 0.0005 * TOPICS / 1000, phase
     assert result["open_s"] > 0 and result["send_s"] > 0

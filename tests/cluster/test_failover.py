@@ -40,6 +40,9 @@ from tests.support.waiting import wait_until
 PARTITIONS = 4
 RATE_PER_S = 40.0
 WARMUP_TIMEOUT_S = 30.0
+# Targets, timed from the kill -9. The lease part is fixed; load stretches only what comes past
+# it. Measured (idle 2-core machine, lease 3 s): keys gone after 2.99 s (0.0 s past the lease),
+# first publish through the survivor 3.17-3.43 s (0.43 s past it); the allowances have over 3x.
 KEYS_GONE_SLACK_S = 1.5          # ephemeral keys vanish within lease + ~1 s (metadata/api.py)
 CLIENT_RESUME_SLACK_S = 5.0      # + the client's reconnect back-off on top of the lease
 DRAIN_TIMEOUT_S = 40.0

@@ -36,7 +36,11 @@ from tests.support.waiting import wait_until
 
 TOPICS = 4
 RATE_PER_S = 50.0
-MOVE_STALL_MAX_S = 2.0       # "clients move within about a second"
+# "Clients move within about a second." Measured longest pauses: 0.02-0.43 s on an idle 2-core
+# machine (0.43 s: SIGTERM of the owner), up to 1.06 s under load (commit a473483). The bound has
+# about 3x that worst case, so a loaded CI machine keeps it while a stall of seconds (a client
+# waiting out a lookup timeout or a lease) still fails.
+MOVE_STALL_MAX_S = 3.0
 AFTER_MOVE_S = 1.0           # acks observed past the move before the stall is measured
 SETTLE_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 40.0

@@ -22,7 +22,7 @@ from pyroaring import BitMap64
 
 import metadata
 from common.config import default_config
-from common.errors import CursorClosed, CursorFenced, InvalidArgument, MetadataUnavailable
+from common.errors import CursorClosed, CursorError, CursorFenced, InvalidArgument, MetadataUnavailable
 from cursor import codec
 from cursor.ack_state import AckState
 from cursor.cursor_store import CursorStore, escape_segment, unescape_segment
@@ -79,9 +79,8 @@ def test_size_follows_holes_not_span():
 
 @pytest.mark.parametrize("bad", [b"", b"XXXX\x01", b"STCR\x09abc", b"STCR\x01notzlib"])
 def test_codec_refuses_garbage(bad):
-    with pytest.raises(Exception) as info:
+    with pytest.raises(CursorError, match="cursor"):
         codec.decode(bad)
-    assert "cursor" in str(info.value)
 
 
 def test_names_escape_reversibly():

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from bookie.client import BookieClient
 from common.config import default_config
-from common.errors import AuthenticationFailed
+from common.errors import AuthenticationFailed, InvalidArgument
 from common.redact import MASK, redact_mapping, redact_text, redact_url
 from metadata.sql_schema import _normalise_url
 from tests.support.security import SecurityKit
@@ -66,7 +66,7 @@ def test_metadata_url_credentials_and_tls_reach_psycopg():
                                     "sslcert", "sslkey")} == {
         "host": "db", "port": 5432, "dbname": "strata", "user": "strata", "password": PG_PASSWORD,
         "sslmode": "verify-full", "sslrootcert": "/etc/ca.pem", "sslcert": "/etc/c.pem", "sslkey": "/etc/k.pem"}
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(InvalidArgument, match="metadata URL must be") as caught:
         _normalise_url(f"mysql://strata:{PG_PASSWORD}@db/strata")
     assert PG_PASSWORD not in str(caught.value)
 
@@ -117,7 +117,7 @@ def _use(standalone: StandaloneProcess, kit: SecurityKit, tls_port: int) -> None
         producer = good.create_producer(topic)
         producer.send(b"hello")
         assert consumer.receive(timeout_millis=10_000).data() == b"hello"
-        with pytest.raises(pulsar.PulsarException):
+        with pytest.raises(pulsar.AuthenticationError):
             bad.create_producer(topic)
     finally:
         good.close()

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -54,18 +55,32 @@ def test_session_server_serves_and_keeps_data_across_restart(s3_server):
     assert env["STRATA_OFFLOAD_S3_BUCKET"] == bucket and env["STRATA_OFFLOAD_DRIVER"] == "s3"
 
 
+def _sigkill_pending(pid: int) -> bool:
+    """SIGKILL queued on the process (thread-directed or process-wide), from /proc/<pid>/status."""
+    masks = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+    return any(int(masks[field], 16) & (1 << (signal.SIGKILL - 1)) for field in ("SigPnd", "ShdPnd"))
+
+
 def test_server_restarted_from_a_short_lived_thread_outlives_it(s3_server):
     """PR_SET_PDEATHSIG follows the forking thread: a restart from asyncio.to_thread (whose
     executor ends with its loop) must not leave a server that dies with that thread."""
     bucket = s3_server.new_bucket()
     s3_server.boto3_client().put_object(Bucket=bucket, Key="k", Body=b"v")
 
-    async def restart() -> None:
-        await asyncio.to_thread(s3_server.restart)
+    def restart_here() -> int:
+        s3_server.restart()
+        return threading.get_native_id()
 
-    asyncio.run(restart())  # the executor's threads exit here
-    time.sleep(0.5)
-    assert s3_server.running
+    async def restart() -> int:
+        return await asyncio.to_thread(restart_here)
+
+    thread_id = asyncio.run(restart())  # the executor's threads exit here
+    # The kernel sends a death signal tied to that thread while the thread exits, before it leaves
+    # /proc/self/task. Once it has left, the server either got SIGKILL (pending, or already dead)
+    # or never will: no grace period to guess.
+    wait_until(lambda: not os.path.exists(f"/proc/self/task/{thread_id}"), 10,
+               what="the restarting thread gone from the OS")
+    assert s3_server.running and not _sigkill_pending(s3_server.server.proc.pid)
     assert _read_after_restart(s3_server, bucket, "k") == b"v"
 
 

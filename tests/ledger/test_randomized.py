@@ -153,6 +153,8 @@ async def _chaos(env, seed: int, duration_s: float) -> None:
             else:
                 await asyncio.sleep(0.02)
 
+    kills: list[str] = []
+
     async def chaos_monkey() -> None:
         while time.monotonic() < deadline:
             await asyncio.sleep(chaos_rng.uniform(0.3, 1.2))
@@ -160,10 +162,13 @@ async def _chaos(env, seed: int, duration_s: float) -> None:
             if dead and (len(dead) >= 2 or chaos_rng.random() < 0.5):
                 await asyncio.to_thread(chaos_rng.choice(dead).restart)
             else:
-                await asyncio.to_thread(chaos_rng.choice([b for b in env.bookies if b.alive()]).kill9)
+                victim = chaos_rng.choice([b for b in env.bookies if b.alive()])
+                await asyncio.to_thread(victim.kill9)
+                kills.append(victim.address)
 
     await asyncio.gather(appender(), tail_reader(), chaos_monkey(), independent.run(deadline))
     await _wait_bookies_back(env, client)
+    assert len(kills) >= 3, f"too little chaos to check anything: {kills}"   # one every 0.3-1.2 s
     assert not violations, violations[:5]
     assert acked, "no append succeeded"
     got = await _read_all(ml)
@@ -181,11 +186,13 @@ async def _chaos(env, seed: int, duration_s: float) -> None:
 
 
 def test_chaos_short(env, seed):
+    """The same checks as the slow soak below, in `make test`, over 12 s of bookie kills and restarts."""
     env.start_bookies(5)
     run(_chaos(env, seed, duration_s=12.0), timeout_s=300.0)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(660)    # above the run's own 600 s bound
 def test_chaos_long(env, seed):
     env.start_bookies(5)
     run(_chaos(env, seed, duration_s=120.0), timeout_s=600.0)

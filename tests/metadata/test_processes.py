@@ -95,6 +95,10 @@ def test_ephemeral_keys_of_a_killed_process_vanish(store_url, tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         killed_at = time.monotonic()
+        # The target (metadata.sessions: reaping at lease/6 keeps a dead owner's keys within lease +
+        # 1 s). The lease part is fixed; what load stretches is the reaper's tick (0.25 s) and the
+        # watch poll: measured 1.53-1.69 s after the kill, i.e. 0.03-0.19 s past the lease, so the
+        # 1 s allowance has over 5x that.
         while any(watcher.get(p) is not None for p in paths):
             assert time.monotonic() - killed_at < lease_ms / 1000 + 1.0, "keys outlived lease + 1 s"
             time.sleep(0.05)

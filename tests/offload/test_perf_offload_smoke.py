@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -25,14 +25,18 @@ EXTRA_KEYS = ("s3_bytes_ratio_lz4", "s3_bytes_ratio_zstd", "offload_vs_raw_uploa
               "targets", "targets_met")
 
 
-def _temp_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("strata-perf-offload-*")}
+def _temp_dirs(root: Path) -> set[str]:
+    return {p.name for p in root.glob("strata-perf-offload-*")}
 
 
-def test_perf_offload_smoke() -> None:
-    before = _temp_dirs()
+def test_perf_offload_smoke(tmp_path: Path) -> None:
+    # a TMPDIR of its own: another `strata perf` running on the machine cannot add entries here
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    made_ns = tmp.stat().st_mtime_ns
     cmd = [sys.executable, "-m", "cli.main", "perf", "offload", "--size", "8M", "--rounds", "1", "--json"]
-    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          env={**os.environ, "TMPDIR": str(tmp)})
     assert done.returncode == 0, \
         f"perf offload failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -55,4 +59,5 @@ def test_perf_offload_smoke() -> None:
     # MB/s is the offloaded ledgers' bookie bytes over the offload's duration (decimal MB)
     assert math.isclose(result["offload_mb_per_s"],
                         result["offloaded_bookie_bytes"] / 1e6 / result["offload_seconds"], rel_tol=0.01)
-    assert _temp_dirs() <= before, "the run left its temp dir behind"
+    assert tmp.stat().st_mtime_ns > made_ns, "the run made no temp dir in its TMPDIR: the check below is void"
+    assert not _temp_dirs(tmp), "the run left its temp dir behind"

@@ -2,8 +2,9 @@
 
 Exclusive admits one consumer; a second is refused with ConsumerBusy. Failover admits many and
 picks the active one by the rule of Pulsar 3.x/4.x (`AbstractDispatcherSingleActiveConsumer.
-pickAndScheduleActiveConsumer`): consumers are sorted by (priority_level, consumer_name) — arrival
-breaks ties — and only the highest-priority group (lowest priority_level) is eligible.
+pickAndScheduleActiveConsumer`): consumers are sorted by (priority_level, consumer_name) — names
+compared as Java's String.compareTo does, by UTF-16 code unit; arrival breaks ties — and only the
+highest-priority group (lowest priority_level) is eligible.
 - partition i of a partitioned topic → eligible[i mod n];
 - a non-partitioned topic → a consistent-hash ring (apache/pulsar#19502): each eligible consumer
   puts 100 points `murmur3(consumer_name + str(j)) & 0x7FFFFFFF` on the ring (a later consumer wins
@@ -59,6 +60,12 @@ def ring_pick(topic_name: str, names: list[str]) -> int:
     return ring[min(at_or_after)] if at_or_after else ring[min(ring)]
 
 
+def java_name_order(name: str) -> bytes:
+    """Sort key ordering names as Java's String.compareTo, by UTF-16 code unit: a character above
+    U+FFFF (a surrogate pair, 0xD800.. first) sorts before U+E000..U+FFFF, unlike Python's str order."""
+    return name.encode("utf-16-be", "surrogatepass")
+
+
 def pick_active_index(topic_name: str, partition_index: int, ordered: list[Consumer]) -> int:
     """Pulsar's choice among consumers already sorted by (priority, name, arrival)."""
     top = ordered[0].priority
@@ -72,7 +79,7 @@ def choose_active(consumers: list[Consumer], arrival: dict[Consumer, int], failo
                   topic_name: str, partition_index: int) -> Consumer | None:
     """The consumer a single-active subscription delivers to: the first by (priority, name,
     arrival) for Exclusive, Pulsar's pick among the top priority for Failover; None if none."""
-    ordered = sorted(consumers, key=lambda c: (c.priority, c.name, arrival[c]))
+    ordered = sorted(consumers, key=lambda c: (c.priority, java_name_order(c.name), arrival[c]))
     if not ordered:
         return None
     if not failover:

@@ -95,8 +95,7 @@ def test_readding_updates_the_due_time_and_pops_once() -> None:
     assert index.pop_due() == []
 
 
-def test_random_schedule_matches_a_model() -> None:
-    seed = random.randrange(2**32)
+def test_random_schedule_matches_a_model(seed: int) -> None:
     rng = random.Random(seed)
     index, clock = _index(capacity=500)
     model: dict[Position, int] = {}

@@ -107,6 +107,7 @@ class BrokerService:
         self.load_manager = LoadManager(ctx, identity, self.registry, self.ownership)
         self._load_meter = LoadMeter()
         self._loading: dict[str, asyncio.Task] = {}
+        self._loading_names: dict[str, TopicName] = {}
         self._background_started = False   # policy watch and stats sampler (started lazily)
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
@@ -178,7 +179,8 @@ class BrokerService:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._load(name))
             self._loading[key] = task
-            task.add_done_callback(lambda _: self._loading.pop(key, None))
+            self._loading_names[key] = name
+            task.add_done_callback(lambda _: (self._loading.pop(key, None), self._loading_names.pop(key, None)))
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.config.broker_topic_load_timeout_ms / 1000)
         except TimeoutError:
@@ -203,11 +205,24 @@ class BrokerService:
         if self.closing:
             await topic.close()
             raise ShuttingDown("broker is shutting down")
+        if not await self.ownership.serving(name):
+            # its bundle was unloaded (or the lease lapsed) while it loaded: serving it now would
+            # make two owners (strata chaos found it after a load-shedding move)
+            await topic.close()
+            raise BundleNotOwned("the bundle was released while the topic loaded", topic=str(name))
         self.topics[str(name)] = topic
         took_s = self.clock.monotonic_s() - started_s
         if took_s >= _SLOW_LOAD_S:
             log.info("loaded %s in %.2f s", name, took_s)
         return topic
+
+    async def settle_loads(self, match: Callable[[TopicName], bool], timeout_s: float) -> None:
+        """Wait (bounded) until no load of a topic `match` picks is in flight; their outcome is
+        theirs (a load that finds its bundle released closes itself)."""
+        tasks = [task for key, task in self._loading.items()
+                 if (name := self._loading_names.get(key)) is not None and match(name)]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
 
     async def release(self, topic: PersistentTopic) -> None:
         """Close a topic (its clients look up again); its bundle's ownership is not touched."""

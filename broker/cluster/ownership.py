@@ -305,6 +305,14 @@ class Ownership:
                 pass
         raise NoOwner("could not acquire the bundle", bundle=f"{tenant}/{namespace}/{bundle.key}")
 
+    async def serving(self, name: TopicName) -> bool:
+        """May this broker still serve `name` now: lease valid, its bundle ours and not being
+        released (a load re-checks this before it serves what it loaded)."""
+        if not self._astore.lease_valid():
+            return False
+        path = ownership_path(name.tenant, name.namespace, await self.bundle_of(name))
+        return path in self._mine and path not in self._releasing
+
     async def check_owned(self, name: TopicName) -> None:
         """Return if this broker may serve `name`; acquire its bundle if nobody owns it.
         BundleNotOwned while it is being released or the lease is lost; OwnedElsewhere (with the
@@ -458,6 +466,11 @@ class Ownership:
         try:
             version = await self._disable(path, version)
             await self._leave_hint(tenant, namespace, bundle, destination)
+            # a load that passed its ownership check before we began must end (it closes itself,
+            # seeing the bundle released) before the key goes: a load finishing after the next
+            # owner took over would open the managed ledger under its feet
+            await self._loaded.settle_loads(lambda n: (n.tenant, n.namespace) == (tenant, namespace)
+                                            and bundle.holds(bundle_math.topic_hash(str(n))), UNLOAD_TOPIC_CLOSE_S)
             await self._close_topics(self.topics_in(tenant, namespace, bundle))
             await self._non_persistent.close_where(lambda n: (n.tenant, n.namespace) == (tenant, namespace)
                                                            and bundle.holds(bundle_math.topic_hash(str(n))))

@@ -46,6 +46,7 @@ from chaos.history import HistoryWriter
 log = logging.getLogger(__name__)
 
 ROLES = ("broker", "bookie", "metadata", "s3", "network", "combined")
+PROCESS_ROLES = frozenset({"broker", "bookie"})
 GAP_S = (2.0, 5.0)          # quiet time between faults
 HEAL_RETRIES = 2
 
@@ -295,9 +296,30 @@ class Nemesis:
         opened = [self._begin(fault, target) for fault, target in kinds]
         hold = max(self.rng.uniform(*fault.hold_s(self.lease_s)) for fault, _ in kinds)
         time.sleep(hold)
-        for fault_id in opened:
+        # the surroundings first (network, PostgreSQL, S3), then processes: a broker restarted
+        # while still cut from PostgreSQL would only exit again
+        for fault_id in sorted(opened, key=lambda i: self._open[i][0].role in PROCESS_ROLES):
             self._heal(fault_id)
+        self.revive()
         self.count += 1
+
+    def revive(self) -> list[str]:
+        """Start again any node that exited by itself (not by a fault still open), recording it
+        as a spontaneous fault: a node dying on its own is a finding, and what followed is judged."""
+        revived = []
+        for node in self.cluster.nodes():
+            if node.proc is None or node.proc.poll() is None:
+                continue
+            self._ids += 1
+            code = node.proc.returncode
+            self.history.write("fault", fault="node-exited", role=node.kind, target=node.name, id=self._ids,
+                               spontaneous=True, exit_code=code, log_tail=node.log_tail()[-1500:])
+            log.warning("%s exited by itself (code %s); starting it again", node.name, code)
+            node.proc = None
+            node.launch()
+            self.history.write("heal", fault="node-exited", role=node.kind, target=node.name, id=self._ids)
+            revived.append(node.name)
+        return revived
 
     def _pick(self, role: str) -> tuple[Fault, str]:
         fault = self.rng.choice([f for f in self.catalogue if f.role == role])
@@ -309,8 +331,8 @@ class Nemesis:
         log.info("fault %d: %s on %s", self._ids, fault.name, target)
         began = time.time()
         heal = fault.begin(self, target)
-        self.history.write("fault", fault=fault.name, role=fault.role, target=target, id=self._ids,
-                           began=began, **self._notes)
+        self.history.write_at(began, "fault", fault=fault.name, role=fault.role, target=target, id=self._ids,
+                              **self._notes)
         self._open[self._ids] = (fault, target, heal)
         return self._ids
 
@@ -352,6 +374,8 @@ class Nemesis:
                 node.thaw()
                 if node.proc is None:
                     node.launch()
+        with contextlib.suppress(Exception):
+            self.revive()
         for bookie in c.bookies:
             with contextlib.suppress(Exception):
                 c.free_disk(bookie.name)

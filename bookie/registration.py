@@ -32,7 +32,7 @@ from common.errors import (
     SessionExpired,
     StrataError,
 )
-from metadata import open_store
+from metadata import open_store_waiting
 from metadata.aio import AsyncMetadataStore
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class BookieRegistration:
 
     async def _register(self) -> None:
         loop = asyncio.get_running_loop()
-        store = await loop.run_in_executor(None, lambda: open_store(self._url, config=self._config))
+        store = await loop.run_in_executor(None, lambda: open_store_waiting(self._url, config=self._config))
         self._store = AsyncMetadataStore(store, config=self._config)
         path = registration_path(self._address)
         try:

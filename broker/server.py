@@ -59,7 +59,7 @@ from cursor.cursor_writer import CursorWriter
 from ledger.auditor import start_auditor
 from ledger.client import LedgerClient
 from ledger.cold import ColdStorage
-from metadata import open_store
+from metadata import open_store_waiting
 from metadata.aio import AsyncMetadataStore
 from metadata.api import MetadataStore
 
@@ -122,7 +122,7 @@ class Broker:
     async def start(self) -> None:
         c = self.config
         memdebug.install_from_env(asyncio.get_running_loop())   # off unless STRATA_TRACEMALLOC
-        self.store = await asyncio.to_thread(open_store, self.metadata_url, config=c, clock=self.clock)
+        self.store = await asyncio.to_thread(open_store_waiting, self.metadata_url, config=c, clock=self.clock)
         self.astore = AsyncMetadataStore(self.store, config=c)
         self.ledger_client = LedgerClient(self.astore, c, self.clock)
         await self.ledger_client.check_credentials()   # a wrong bookie_auth_secret stops the start here

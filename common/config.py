@@ -81,6 +81,9 @@ TABLE: tuple[Section | Setting, ...] = (
     Setting("metadata_watch_poll_ms", int, 100, 10, 5_000, "how often watchers poll the change log"),
     Setting("metadata_op_timeout_ms", int, 5_000, 100, 120_000,
             "bound on one metadata operation, including a database that is down"),
+    Setting("metadata_start_wait_ms", int, 30_000, 0, 600_000,
+            "how long a starting broker or bookie keeps trying to reach the metadata store before it "
+            "gives up and exits (as Pulsar's broker waits out its ZooKeeper session timeout)"),
     Setting("metadata_changelog_keep_ms", int, 300_000, 10_000, 86_400_000,
             "how long change-log rows are kept for watchers"),
     Setting("metadata_pool_connections", int, 4, 1, 1_024,

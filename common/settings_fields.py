@@ -31,6 +31,10 @@ class SettingsFields:
     """bound on one metadata operation, including a database that is down. Default 5000 (5 s); bounds 100 .. 120000;
     unit ms.
     """
+    metadata_start_wait_ms: int
+    """how long a starting broker or bookie keeps trying to reach the metadata store before it gives up and exits (as
+    Pulsar's broker waits out its ZooKeeper session timeout). Default 30000 (30 s); bounds 0 .. 600000; unit ms.
+    """
     metadata_changelog_keep_ms: int
     """how long change-log rows are kept for watchers. Default 300000 (5 min); bounds 10000 .. 86400000; unit ms."""
     metadata_pool_connections: int
@@ -605,6 +609,7 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         metadata_session_lease_ms: int
         metadata_watch_poll_ms: int
         metadata_op_timeout_ms: int
+        metadata_start_wait_ms: int
         metadata_changelog_keep_ms: int
         metadata_pool_connections: int
         metadata_pool_overflow_max: int

@@ -18,8 +18,12 @@ the password.
 
 from __future__ import annotations
 
+import logging
+import time
+
 from common.clock import Clock
 from common.config import Config
+from common.errors import MetadataUnavailable
 from metadata.api import AsyncStore, EventKind, MetadataStore, Versioned, Watch, WatchEvent
 from metadata.sql_store import SqlMetadataStore
 
@@ -32,7 +36,11 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "open_store",
+    "open_store_waiting",
 ]
+
+log = logging.getLogger(__name__)
+START_RETRY_S = 0.5
 
 
 def open_store(url: str, *, config: Config | None = None, clock: Clock | None = None) -> SqlMetadataStore:
@@ -40,3 +48,18 @@ def open_store(url: str, *, config: Config | None = None, clock: Clock | None = 
     parent directory is created) or `postgresql://user@host:port/db` (also
     `postgresql+psycopg://`). Starts this store's session; call `close()` to end it."""
     return SqlMetadataStore(url, config=config, clock=clock)
+
+
+def open_store_waiting(url: str, *, config: Config, clock: Clock | None = None) -> SqlMetadataStore:
+    """`open_store`, tried again while the database cannot be reached, for up to the setting
+    `metadata_start_wait_ms` (what a starting broker or bookie uses: a metadata store down for a
+    few seconds delays its start instead of failing it). Raises the last MetadataUnavailable."""
+    deadline = time.monotonic() + config.metadata_start_wait_ms / 1000
+    while True:
+        try:
+            return open_store(url, config=config, clock=clock)
+        except MetadataUnavailable as exc:
+            if time.monotonic() + START_RETRY_S >= deadline:
+                raise
+            log.warning("metadata store not reachable yet (%s); trying again", exc.message)
+            time.sleep(START_RETRY_S)

@@ -147,6 +147,7 @@ class History:
     t_begin: float = 0.0
     t_end: float = 0.0
     _seen_ids: set[tuple[str, str]] = field(default_factory=set)
+    _by_entry: dict[str, list[str]] | None = None      # "ledger:entry" -> values (entry_values)
     _ids: dict[str, dict[str, int]] | None = None                # part -> msg_id -> rank, built on use
 
     @classmethod
@@ -259,6 +260,16 @@ class History:
         partitioned = {base for base, spec in self.topics.items() if spec.partitions > 0}
         found.update(send.part for send in self.sends if send.part not in partitioned)
         return sorted(found)
+
+    def entry_values(self, entry: str) -> list[str]:
+        """The values stored in one entry ("ledger:entry"), in any partition: a batch's messages."""
+        if self._by_entry is None:
+            self._by_entry = defaultdict(list)
+            for rows in self.log.values():
+                for row in rows:
+                    ledger, entry_id = (row.msg_id.split(":") + [""])[:2]
+                    self._by_entry[f"{ledger}:{entry_id}"].append(row.value)
+        return list(self._by_entry.get(entry, []))
 
     def final_of(self, part: str) -> Record | None:
         """The `final` record covering a partition: its own, else its base topic's."""

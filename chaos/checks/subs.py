@@ -14,6 +14,8 @@
   it (a redelivery inside the window is allowed: the broker may not have the ack yet, and an
   Exclusive or Failover subscription rewinds to redeliver everything unacked after a nack):
   * the value was nacked on that subscription (nack asks for a redelivery);
+  * it was sent in a batch and a sibling of its entry was nacked or not yet acked (the entry is
+    acked whole; the ack judged is the last sibling's);
   * the ack came from a consumer with an ack timeout (`ack_timeout_ms` on its "open" record)
     later than that timeout after it got the value (the timeout may have fired first);
   * a consumer of that subscription closed or crashed within the persist window after the ack
@@ -169,6 +171,25 @@ class _RedeliveryCheck:
         i = bisect.bisect_left([rank for rank, _ in raised], placed[1])
         return raised[i][1] if i < len(raised) else None
 
+    def _entry_acked(self, record: Record, ack: Record) -> Record | None:
+        """A message of a batch is stored with its siblings as one entry, and Pulsar (batch-index
+        acks off, its default) acks the entry only once every message in it is acked: until then
+        a nack or a redelivery of a sibling brings the whole batch back. The ack that matters is
+        the last sibling's; None while a sibling is unacked or was nacked."""
+        ledger, entry, _, batch = (str(record.get("msg_id", "")).split(":") + ["", "", "", ""])[:4]
+        if batch in ("", "-1"):
+            return ack
+        latest = ack
+        for sibling in self.history.entry_values(f"{ledger}:{entry}"):
+            if sibling in self.nacked:
+                return None
+            sibling_ack = self.acked.get(sibling) or self._first_covering(sibling)
+            if sibling_ack is None:
+                return None
+            if float(sibling_ack["t"]) > float(latest["t"]):
+                latest = sibling_ack
+        return latest
+
     def _on_delivery(self, record: Record, cat: Category) -> None:
         value = record["value"]
         self.got_at[(record.get("consumer", ""), value)] = float(record["t"])
@@ -177,6 +198,8 @@ class _RedeliveryCheck:
         ack = self.acked.get(value)
         if ack is None:
             ack = self._first_covering(value)
+        if ack is not None:
+            ack = self._entry_acked(record, ack)
         # before the ack is surely persisted the broker may not know of it yet (the client groups
         # acks; a Failover or Exclusive rewind after a nack redelivers what it has not heard of)
         if ack is not None and float(record["t"]) > float(ack["t"]) + self.window_s:

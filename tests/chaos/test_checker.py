@@ -322,3 +322,28 @@ def test_the_earliest_cumulative_ack_covering_a_value_is_the_one_judged():
     assert redelivered["t"] - first["t"] > PERSIST_WINDOW_S, "the clean history spans the window"
     built.add(redelivered)
     only(judge(built), "redelivered_after_ack")
+
+
+def _batched_pair(seed: int) -> tuple[Built, str, str]:
+    """A clean history whose messages 2 and 3 of p-plain share one entry (9:9) as a batch."""
+    built = clean_history(seed)
+    first, second = built.values_of("p-plain")[2:4]
+    for record in built.records:
+        if record.get("value") in (first, second) and "msg_id" in record:
+            record["msg_id"] = f"9:9:-1:{0 if record['value'] == first else 1}"
+    return built, first, second
+
+
+def test_a_batch_comes_back_whole_until_every_message_in_it_is_acked():
+    """Pulsar acks a batch's entry only once all its messages are acked (batch-index acks off):
+    a redelivery of an acked message whose sibling was nacked is allowed; once every sibling was
+    acked long before, it is not."""
+    built, first, second = _batched_pair(19)
+    ack = built.one("ack", sub="sh", value=second)
+    built.add(rec("nack", ack["t"] - 0.01, "c-sh", topic=PLAIN, sub="sh", consumer="sh-1", value=second,
+                  msg_id="9:9:-1:1"))
+    _redeliver(built, "sh", first, PERSIST_WINDOW_S + 3)
+    assert judge(built).categories["redelivered_after_ack"].count == 0
+    built, first, _ = _batched_pair(19)
+    _redeliver(built, "sh", first, PERSIST_WINDOW_S + 3)
+    only(judge(built), "redelivered_after_ack")

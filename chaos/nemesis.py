@@ -108,8 +108,12 @@ def _pause(n: Nemesis, target: str) -> Heal:
 
 
 def _restart(n: Nemesis, target: str) -> Heal:
-    n.cluster.node(target).restart()
-    return lambda: None
+    """A clean restart: SIGTERM, then started again at once; its heal waits until it serves (not
+    the fault's begin: combined with a PostgreSQL fault, the node can only come up after that heals)."""
+    node = n.cluster.node(target)
+    node.stop()
+    node.spawn()
+    return node.wait_ready
 
 
 def _disk_full(n: Nemesis, target: str) -> Heal:
@@ -293,8 +297,8 @@ class Nemesis:
             kinds = [self._pick(first), self._pick(second)]
         else:
             kinds = [self._pick(role)]
-        opened = [self._begin(fault, target) for fault, target in kinds]
-        hold = max(self.rng.uniform(*fault.hold_s(self.lease_s)) for fault, _ in kinds)
+        opened = [fault_id for fault, target in kinds if (fault_id := self._try_begin(fault, target)) is not None]
+        hold = max(self.rng.uniform(*fault.hold_s(self.lease_s)) for fault, _ in kinds)   # drawn always: same schedule
         time.sleep(hold)
         # the surroundings first (network, PostgreSQL, S3), then processes: a broker restarted
         # while still cut from PostgreSQL would only exit again
@@ -324,6 +328,16 @@ class Nemesis:
     def _pick(self, role: str) -> tuple[Fault, str]:
         fault = self.rng.choice([f for f in self.catalogue if f.role == role])
         return fault, self.rng.choice(fault.targets(self.cluster))
+
+    def _try_begin(self, fault: Fault, target: str) -> int | None:
+        """`_begin`, or None when the fault could not be injected (recorded, and the run goes on:
+        the nemesis failing to act is not a finding about the cluster, but it is reported)."""
+        try:
+            return self._begin(fault, target)
+        except Exception as exc:
+            log.warning("could not begin %s on %s: %r", fault.name, target, exc)
+            self.history.write("nemesis-error", fault=fault.name, role=fault.role, target=target, error=repr(exc))
+            return None
 
     def _begin(self, fault: Fault, target: str) -> int:
         self._ids += 1

@@ -308,14 +308,15 @@ class Nemesis:
         self.count += 1
 
     def revive(self) -> list[str]:
-        """Start again any node that exited by itself (not by a fault still open), recording it
+        """Start again any node that is not running once every fault is healed (it exited by
+        itself, or a fault could not finish), recording it
         as a spontaneous fault: a node dying on its own is a finding, and what followed is judged."""
         revived = []
         for node in self.cluster.nodes():
-            if node.proc is None or node.proc.poll() is None:
+            if node.proc is not None and node.proc.poll() is None:
                 continue
             self._ids += 1
-            code = node.proc.returncode
+            code = node.proc.returncode if node.proc is not None else None
             self.history.write("fault", fault="node-exited", role=node.kind, target=node.name, id=self._ids,
                                spontaneous=True, exit_code=code, log_tail=node.log_tail()[-1500:])
             log.warning("%s exited by itself (code %s); starting it again", node.name, code)

@@ -14,6 +14,7 @@ from proto import pulsar_api_pb2 as pb
 from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
+from wire.pulsar import encode_command
 
 TOPIC = "persistent://public/default/bad-input"
 
@@ -189,6 +190,29 @@ def test_request_for_a_missing_namespace_from_a_connection_that_closes_at_once(
             topic=f"persistent://public/no-such-namespace-{i}/t", producer_id=1, request_id=1)))
         client.close()
     assert_serving(standalone.port)
+
+
+def test_requests_then_a_closing_frame_in_one_write_leave_no_unawaited_coroutine(
+        standalone: StandaloneProcess) -> None:
+    """Found by `strata perf fuzz`: requests routed just before a frame that closes the
+    connection (here a second CONNECT) had their tasks cancelled before the first step, and each
+    handler coroutine was reported as "coroutine ... was never awaited"."""
+    topic = TOPIC + "-unawaited"
+    requests = [
+        pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+            topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=1)),
+        pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1, request_id=2)),
+        pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=topic, request_id=3)),
+        pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(client_version="again", protocol_version=20)),
+    ]
+    for _ in range(3):
+        client = RawClient(standalone.port)
+        client.connect()
+        client.send_bytes(b"".join(encode_command(cmd) for cmd in requests))
+        assert client.is_closed_by_broker()
+        client.close()
+    assert_serving(standalone.port)
+    assert "was never awaited" not in standalone.log_path.read_text(errors="replace")
 
 
 def test_duplicate_producer_name_is_busy(standalone: StandaloneProcess) -> None:

@@ -16,8 +16,8 @@ broker's limits (one partial frame, broker_frame_bytes_max; the write buffer; th
 most `--connections` fuzz connections are open at once, and the fuzz names a small pool of
 topics and subscriptions, so the broker's memory must level off; what grows with the run (topics
 and subscriptions whose names a mutation made up, their cursors, entries in the cache) is small
-per item. 256 MiB over the start is about 3x the broker's whole RSS at start (~80 MB) and was not
-approached in the 1M-frame runs (docs/benchmarks.md); a leak of a few hundred bytes a frame passes it.
+per item. 256 MiB over the start is about 2.7x the broker's whole RSS at start (~93 MB); the
+1,000,000-frame run rose 25 MB (docs/benchmarks.md); a leak of 300 bytes a frame passes it.
 
 What must hold: every wait is bounded (`--timeout-s` for the whole run); the broker, the helper
 and the temp dir are gone when the command returns.

@@ -22,10 +22,12 @@ half-closes (write_eof) and waits for the broker to finish and close. Waiting is
 `close_timeout_s`: a connection the broker holds past it is counted as hung.
 
 How the broker answered is counted per reply: error replies (ERROR, SEND_ERROR, a failed lookup or
-partitioned metadata, an ACK_RESPONSE or schema reply with an error), other replies, connections it
-closed on a bad frame, and replies it sent that do not decode (a broker defect). Per frame that is
-approximate with pipelining: `silent` is frames minus replies minus closes (FLOW, ACK, PONG ... are
-answered with nothing).
+partitioned metadata, an ACK_RESPONSE or schema reply with an error), other answers (not the
+MESSAGEs dispatched to sessions' consumers, nor CONNECTED to the driver's own CONNECT, nor the
+answers to a session's opening), connections it closed on a bad frame, and replies that do not
+decode (a broker defect). Per frame that is approximate with pipelining: `silent` is frames minus
+answers minus closes (FLOW, ACK, PONG, a SEND to no producer's id ... are answered with nothing,
+and so is every frame after the one that closed its connection).
 
 What must hold: every wait is bounded (connect, session, close); at most `connections` sockets are
 open at once; the read buffer per connection is one reply frame at most REPLY_FRAME_BYTES_MAX.
@@ -53,6 +55,9 @@ SESSION_SHARE = 0.5         # plans after CONNECT that open a producer and a con
 NO_TERMINAL_SHARE = 0.2     # plans after CONNECT that end by half-closing, without a bad frame
 SESSION_PERMITS = 1000
 ERROR_REPLIES = frozenset({T.ERROR, T.SEND_ERROR})
+# what the broker sends that answers no fuzz frame: dispatch to a session's consumer, and the
+# CONNECTED to the driver's own CONNECT (a fuzzed CONNECT before CONNECTED is rarely accepted)
+NOT_ANSWERS = frozenset({T.MESSAGE, T.ACTIVE_CONSUMER_CHANGE, T.CONNECTED})
 # replies whose body says "failed" through a field: (type, body field, failure test)
 _FAILED_BODY = {
     T.LOOKUP_RESPONSE: ("lookupTopicResponse", lambda b: b.response == pb.CommandLookupTopicResponse.Failed),
@@ -98,8 +103,8 @@ class Tally:
     hung: int = 0                      # the broker kept a connection past close_timeout_s
     sessions: int = 0                  # sessions whose PRODUCER and SUBSCRIBE were answered
     session_timeouts: int = 0
-    error_replies: int = 0
-    other_replies: int = 0
+    error_replies: int = 0             # ERROR, SEND_ERROR and replies whose body says it failed
+    other_replies: int = 0             # every other answer, NOT_ANSWERS and the sessions' own not counted
     bad_replies: int = 0               # connections whose reply bytes did not decode (a broker defect)
     by_kind: collections.Counter = field(default_factory=collections.Counter)   # frames by frames.KINDS
     by_fate: collections.Counter = field(default_factory=collections.Counter)   # frames by their fate
@@ -119,7 +124,7 @@ class Tally:
         failed = _FAILED_BODY.get(kind)
         if kind in ERROR_REPLIES or (failed is not None and failed[1](getattr(cmd, failed[0]))):
             self.error_replies += 1
-        else:
+        elif kind not in NOT_ANSWERS:
             self.other_replies += 1
 
 
@@ -225,6 +230,7 @@ class Driver:
                 try:
                     await asyncio.wait_for(replies.session_ready.wait(), SESSION_TIMEOUT_S)
                     self.tally.sessions += 1
+                    self.tally.other_replies -= 2   # the answers to the session's PRODUCER and SUBSCRIBE
                 except TimeoutError:
                     self.tally.session_timeouts += 1
         writer.write(plan.data())

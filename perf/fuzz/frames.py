@@ -156,7 +156,7 @@ class FrameSource:
     def draw(self, connected: bool) -> Fuzzed:
         """Any frame: the kinds in KIND_WEIGHTS proportions, whatever their fate."""
         kind = self.rng.choices(KINDS, KIND_WEIGHTS)[0]
-        data = self._makers[kind]()[:FRAME_BYTES_OUT_MAX]
+        data = self._makers[kind]()[:FRAME_BYTES_OUT_MAX] or b"\x00"   # a mutation may delete it all
         fate, connects = fate_of(data, connected)
         return Fuzzed(kind, data, fate, connects)
 

@@ -40,6 +40,7 @@ from urllib.parse import urlparse
 
 import uvloop
 
+from launch.process import pid_alive
 from perf.fuzz.driver import Budget, Driver, Tally
 from perf.fuzz.frames import Names
 from perf.fuzz.roundtrip import RoundTripHelper, RoundTrips
@@ -168,7 +169,6 @@ async def _run(driver: Driver, budget: Budget, broker: Broker, helper: RoundTrip
 
 async def _monitor(broker: Broker, helper: RoundTripHelper, watch: Watch, budget: Budget, deadline: float) -> None:
     """Samples RSS, drains the round trips; stops the run on a crash, a stalled helper or the deadline."""
-    from launch.process import pid_alive
     while True:
         await asyncio.sleep(MONITOR_INTERVAL_S)
         watch.rss_peak = max(watch.rss_peak, _rss(broker))

@@ -180,11 +180,20 @@ class BrokerService:
             task = asyncio.get_running_loop().create_task(self._load(name))
             self._loading[key] = task
             self._loading_names[key] = name
-            task.add_done_callback(lambda _: (self._loading.pop(key, None), self._loading_names.pop(key, None)))
+            task.add_done_callback(functools.partial(self._loaded, key))
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.config.broker_topic_load_timeout_ms / 1000)
         except TimeoutError:
             raise ServiceNotReady("topic is still loading", topic=key) from None
+
+    def _loaded(self, key: str, task: asyncio.Task) -> None:
+        """A load ended. Its exception is retrieved here: every caller that awaited it got it,
+        and when they were all cancelled first (their connection closed) nobody else would, and
+        asyncio would log "Task exception was never retrieved" for an ordinary refusal."""
+        self._loading.pop(key, None)
+        self._loading_names.pop(key, None)
+        if not task.cancelled():
+            task.exception()
 
     async def _load(self, name: TopicName) -> PersistentTopic:
         await self.check_owned(name)

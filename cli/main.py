@@ -42,6 +42,7 @@ PERF_COMMANDS: dict[str, str] = {
     "failover": "perf.failover",
     "compaction": "perf.compaction",
     "schemas": "perf.schemas",
+    "fuzz": "perf.fuzz.command",
 }
 
 

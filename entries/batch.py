@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError
 
 from common.errors import InvariantViolation, MalformedPayload
+from entries.proto_strings import non_utf8_field
 from proto import pulsar_api_pb2 as pb
 
 NONE = pb.NONE
@@ -215,6 +216,9 @@ def parse_batch(raw: bytes, count: int) -> list[BatchMessage]:
             raise MalformedPayload("member metadata does not parse", index=index, reason=str(exc)) from None
         if not smm.IsInitialized() or smm.payload_size < 0:
             raise MalformedPayload("member metadata lacks payload_size", index=index)
+        bad = non_utf8_field(smm)
+        if bad is not None:
+            raise MalformedPayload("member metadata string field is not UTF-8", index=index, field=bad)
         begin = start + smm_size
         pos = begin + smm.payload_size
         if pos > size:

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from common.errors import MalformedFrame
+from entries.proto_strings import non_utf8_field
 from proto import pulsar_api_pb2 as pb
 
 MAGIC_CRC32C_BYTES = b"\x0e\x01"
@@ -171,6 +172,9 @@ def parse_entry(entry: bytes) -> EntryInfo:
     if not md.IsInitialized():
         raise MalformedFrame("MessageMetadata lacks required fields",
                              missing=",".join(md.FindInitializationErrors()))  # type: ignore[attr-defined]
+    bad = non_utf8_field(md)
+    if bad is not None:
+        raise MalformedFrame("MessageMetadata string field is not UTF-8", field=bad)
     return EntryInfo(md, payload_offset, checksum)
 
 

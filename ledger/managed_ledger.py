@@ -79,6 +79,7 @@ from common.errors import (
     BadVersion,
     EntryTooLarge,
     IllegalTransition,
+    InvalidArgument,
     InvariantViolation,
     LedgerFenced,
     LimitExceeded,
@@ -115,6 +116,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # per managed ledger (a rollover retried per append), and one key for hand-offs of all of them
 _ROLL_WARN = RateLimitedLog(log, interval_s=5.0)
+PUBLISH_TIME_MS_MIN = -(2**63)       # the entry index keeps publish times as int64 (ledger.entry_index)
+PUBLISH_TIME_MS_MAX = 2**63 - 1
 _HANDOFF_WAIT_YIELDS_MAX = 1_000   # loop turns a rollover waits for handed-off appends to come back
 _HANDOFFS_IN_A_ROW_MAX = 3         # ledgers handed off in a row with no entry confirmed; then fail
 _TERMINATE_ROLL_WAITS_MAX = 100    # rollovers terminate() waits out before giving up (each bounded)
@@ -305,6 +308,11 @@ class ManagedLedger:
         """`append` without a coroutine: the entry is assigned now (call order is entry order)
         and the future gives its position once durable. A refusal raises at once."""
         self._check_appendable()
+        if not PUBLISH_TIME_MS_MIN <= publish_time_ms <= PUBLISH_TIME_MS_MAX:
+            # Refused before assignment: the entry index stores it as an int64, and a value that
+            # does not fit would fail only after the write, stopping every later append here.
+            raise InvalidArgument("publish time outside the int64 range", publish_time_ms=publish_time_ms,
+                                  name=self.name)
         return self._append_future(data, max(1, messages), publish_time_ms)
 
     def _append_future(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:

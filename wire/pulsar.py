@@ -15,7 +15,8 @@ What must hold:
 - A frame's `total_size` is checked against `frame_bytes_max` as soon as its 4 size bytes are
   in, before any of its body is buffered (`FrameTooLarge`); at most one partial frame is buffered.
 - Every decoded command passed the strict proto2 check (every `required` field present) and, if
-  its type has a body field, carries that body; anything else is `MalformedFrame`. Both errors
+  its type has a body field, carries that body whose every string field is UTF-8
+  (entries.proto_strings); anything else is `MalformedFrame`. Both errors
   are fatal for the stream: the decoder stays failed and the connection must be closed.
 - For a payload frame, `Frame.entry` is the stored form `[0x0E01][crc32c][md_size][md][payload]`
   (a SEND without the magic gets magic + computed CRC prepended), byte-for-byte what a MESSAGE
@@ -38,6 +39,7 @@ from google.protobuf.message import DecodeError, EncodeError
 
 from common.errors import FrameTooLarge, InvariantViolation, MalformedFrame, PulsarServerError, StrataError
 from entries.entry import build_entry, crc32c_from
+from entries.proto_strings import non_utf8_field
 from proto import pulsar_api_pb2 as pb
 
 BaseCommand = pb.BaseCommand
@@ -194,8 +196,12 @@ def parse_command(data: memoryview | bytes) -> pb.BaseCommand:
         raise MalformedFrame("BaseCommand lacks required fields",
                              missing=",".join(cmd.FindInitializationErrors()))  # type: ignore[attr-defined]
     body = BODY_FIELD.get(cmd.type)
-    if body is not None and not cmd.HasField(body):
-        raise MalformedFrame("command without its body", command=pb.BaseCommand.Type.Name(cmd.type))
+    if body is not None:
+        if not cmd.HasField(body):
+            raise MalformedFrame("command without its body", command=pb.BaseCommand.Type.Name(cmd.type))
+        bad = non_utf8_field(getattr(cmd, body))
+        if bad is not None:
+            raise MalformedFrame("string field is not UTF-8", command=pb.BaseCommand.Type.Name(cmd.type), field=bad)
     return cmd
 
 

@@ -281,9 +281,16 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
             self.transport.close()
         self.connection_lost(None)
 
-    def spawn(self, coro: Coroutine) -> None:
-        """Run a request as a task; at `broker_connection_requests_inflight_max` reads pause."""
+    def spawn(self, coro: Coroutine, inner: Coroutine | None = None) -> None:
+        """Run a request as a task; at `broker_connection_requests_inflight_max` reads pause.
+
+        inner: the coroutine `coro` awaits first. When the connection closes before the task's
+        first step (a request and a frame that closes the connection in one read), the task is
+        cancelled before `coro` ever awaits it; it is closed then, not left for the garbage
+        collector to report as "coroutine ... was never awaited"."""
         task = asyncio.get_running_loop().create_task(coro)
+        if inner is not None:
+            task.add_done_callback(lambda _: inner.close())   # a no-op once it ran
         self._tasks.add(task)
         task.add_done_callback(self._request_done)
         if len(self._tasks) >= self._requests_max:
@@ -386,7 +393,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
     def _reply_async(self, coro: Coroutine) -> None:
         async def run() -> None:
             self.write(await coro)
-        self.spawn(run())
+        self.spawn(run(), coro)
 
     def _request(self, request_id: int, coro: Coroutine) -> None:
         """Run a request; its coroutine writes the success reply, errors become ERROR."""
@@ -400,7 +407,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
             except Exception as exc:
                 log.exception("request %s from %s crashed", request_id, self.peer)
                 self.write(encode_error(request_id, PulsarServerError.UnknownError, f"internal error: {exc}"))
-        self.spawn(run())
+        self.spawn(run(), coro)
 
     # --- producers (PRODUCER and CLOSE_PRODUCER: broker.protocol.producer_commands) -----------------
 

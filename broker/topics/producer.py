@@ -63,6 +63,7 @@ from common.errors import (
 from common.invariant import present
 from common.ratelimited_log import RateLimitedLog
 from entries.entry import EntryInfo, parse_entry
+from ledger.managed_ledger import PUBLISH_TIME_MS_MAX
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -171,6 +172,10 @@ class Producer:
             # not a time at all (the official client refuses it; a deliver_at in the past is
             # fine and means "now")
             return InvalidArgument("deliver_at_time is negative", deliver_at_time=meta.deliver_at_time_ms)
+        if meta.publish_time_ms > PUBLISH_TIME_MS_MAX:
+            # a uint64 on the wire, ms since the epoch; past 2^63 it is no time, and the
+            # managed ledger (whose index holds int64) refuses it
+            return InvalidArgument("publish_time out of range", publish_time=meta.publish_time_ms)
         compression = meta.unknown_compression
         if compression is not None:
             # no consumer can decode it; the official one takes it for uncompressed and hands

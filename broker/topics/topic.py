@@ -76,6 +76,8 @@ class PersistentTopic:
         self.cursor_store = cursor_store
         self.producers: dict[str, Producer] = {}          # producer name -> producer
         self.subscriptions: dict[str, Subscription] = {}  # subscription name -> subscription
+        # subscription name -> the one open of its cursor under way (concurrent SUBSCRIBEs share it)
+        self._opening: dict[str, asyncio.Task] = {}
         self.closing = False
         self.terminating = False      # terminate() is under way: no new producer
         self.dedup = Deduplication(ml, ctx.astore, ctx.config, ctx.clock, ctx.spawn)
@@ -175,16 +177,36 @@ class PersistentTopic:
         sub = self.subscriptions.get(name)
         if sub is not None:
             return sub
+        # One open per name at a time. Two SUBSCRIBEs opening the same durable cursor at once
+        # opened it twice: the second open took the cursor's ownership over, the first cursor
+        # object was the one kept, and its next persist found itself fenced (logged as an
+        # ERROR, every ack after refused). Shielded: a SUBSCRIBE whose connection closes does
+        # not cancel the open the others wait for.
+        opening = self._opening.get(name)
+        if opening is None:
+            opening = asyncio.get_running_loop().create_task(self._open_subscription(name, durable, start))
+            self._opening[name] = opening
+            opening.add_done_callback(functools.partial(self._opened, name))
+        return await asyncio.shield(opening)
+
+    async def _open_subscription(self, name: str, durable: bool, start: Position) -> Subscription:
         if durable:
             cursor = await self.cursor_store.open_cursor(self.ml, name, start=start,
                                                          clock=self.ctx.clock, config=self.config)
         else:
             cursor = ManagedCursor.starting_at(name, self.ml, start, durable=False, clock=self.ctx.clock)
-        sub = self.subscriptions.get(name)   # another SUBSCRIBE may have won the await
+        sub = self.subscriptions.get(name)   # created meanwhile by other means (never two opens)
         if sub is None:
             sub = Subscription(self, name, cursor, durable)
             self.subscriptions[name] = sub
         return sub
+
+    def _opened(self, name: str, task: asyncio.Task) -> None:
+        """An open ended: forget it; its failure is retrieved (its waiters may all be gone)."""
+        if self._opening.get(name) is task:
+            del self._opening[name]
+        if not task.cancelled():
+            task.exception()
 
     async def unsubscribe(self, sub: Subscription, consumer) -> None:
         """Delete a subscription whose only consumer is `consumer` (Pulsar refuses otherwise)."""

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from common.errors import InvalidPosition, InvariantViolation, ManagedLedgerFenced, StrataError
+from common.errors import InvalidArgument, InvalidPosition, InvariantViolation, ManagedLedgerFenced, StrataError
 from ledger.managed_ledger import ManagedLedger, MLState
 from ledger.ml_metadata import ManagedLedgerMetadata, ml_path
 from ledger.position import EARLIEST, Position
@@ -249,6 +249,28 @@ def test_an_invariant_failing_in_the_add_callback_fails_the_append_and_stops_app
             await asyncio.wait_for(ml.append(b"second"), 10)   # fails, does not hang
         with pytest.raises(InvariantViolation):
             await ml.append(b"third")                          # refused: the ML stopped appending
+        await ml.close()
+        await shutdown(store, client)
+    run(body())
+
+
+def test_a_publish_time_the_index_cannot_hold_is_refused_at_once_and_appends_go_on(env):
+    """Found by `strata perf fuzz`: a SEND whose publish_time was 2^64-1 was written, then the
+    entry index (int64) raised OverflowError in the add callback and the managed ledger stopped
+    taking appends for good: one bad message broke the topic for every producer."""
+    env.start_bookies(1)
+
+    async def body():
+        config = env.config()
+        store, client = await env.open(config)
+        ml = await ManagedLedger.open(NAME, store, client, config, ensemble_size=1, write_quorum=1, ack_quorum=1)
+        first = await ml.append(b"first", publish_time_ms=1_000)
+        for wrong in (2**63, 2**64 - 1, -(2**63) - 1):
+            with pytest.raises(InvalidArgument):
+                ml.append_future(b"bad", publish_time_ms=wrong)
+        second = await asyncio.wait_for(ml.append(b"second", publish_time_ms=2**63 - 1), 10)
+        assert second > first and ml.state is MLState.READY
+        assert [e.data for e in await ml.read(first, 10)] == [b"first", b"second"]
         await ml.close()
         await shutdown(store, client)
     run(body())

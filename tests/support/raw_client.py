@@ -71,9 +71,10 @@ class RawClient:
         return self.next_command()
 
     def send_message(self, producer_id: int, sequence_id: int, payload: bytes, *,
-                     producer_name: str = "raw", corrupt_checksum: bool = False) -> None:
+                     producer_name: str = "raw", corrupt_checksum: bool = False,
+                     publish_time_ms: int | None = None) -> None:
         md = pb.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id,
-                                publish_time=int(time.time() * 1000))
+                                publish_time=int(time.time() * 1000) if publish_time_ms is None else publish_time_ms)
         entry = build_entry(md, payload)
         if corrupt_checksum:
             entry = entry[:2] + bytes(b ^ 0xFF for b in entry[2:6]) + entry[6:]

@@ -378,3 +378,36 @@ def test_known_but_bodiless_type_decodes_for_the_broker_to_refuse() -> None:
 def test_decoder_rejects_a_silly_limit() -> None:
     with pytest.raises(InvariantViolation):
         codec.FrameDecoder(4)
+
+
+def _with_bytes_replaced(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert data.count(old) == 1
+    return data.replace(old, new)
+
+
+def test_string_field_that_is_not_utf8_is_malformed() -> None:
+    """Found by `strata perf fuzz`: upb hands back a proto2 string that is not UTF-8 as bytes, and
+    the broker's CONNECT handling crashed on `client_version.startswith(...)`. Refused here."""
+    body = pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
+        client_version="fuzz-client", protocol_version=20)).SerializeToString()
+    bad = _with_bytes_replaced(body, b"fuzz-client", b"fuzz\xffclient")
+    with pytest.raises(MalformedFrame, match="not UTF-8"):
+        codec.FrameDecoder(LIMIT).feed(struct.pack(">II", len(bad) + 4, len(bad)) + bad)
+
+
+def test_nested_and_repeated_strings_that_are_not_utf8_are_malformed() -> None:
+    sub = pb.CommandSubscribe(topic="t", subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1,
+                              request_id=1, metadata=[pb.KeyValue(key="k", value="vvvv")])
+    body = pb.BaseCommand(type=T.SUBSCRIBE, subscribe=sub).SerializeToString()
+    bad = _with_bytes_replaced(body, b"vvvv", b"v\xc3(v")
+    with pytest.raises(MalformedFrame, match=r"metadata\.value"):
+        codec.parse_command(bad)
+    assert codec.parse_command(body).subscribe.metadata[0].value == "vvvv"
+
+
+def test_entry_whose_metadata_string_is_not_utf8_is_malformed() -> None:
+    entry = make_entry(b"payload", partition_key="kkkk")
+    md_size = struct.unpack_from(">I", entry, 6)[0]
+    md = _with_bytes_replaced(entry[10:10 + md_size], b"kkkk", b"k\xffkk")
+    with pytest.raises(MalformedFrame, match="partition_key"):
+        entry_format.parse_entry(entry_format.build_entry(md, b"payload"))

@@ -14,6 +14,7 @@ from proto import pulsar_api_pb2 as pb
 from tests.support.raw_client import RawClient
 from tests.support.standalone_proc import StandaloneProcess
 from wire.pulsar import CommandType as T
+from wire.pulsar import encode_command
 
 TOPIC = "persistent://public/default/bad-input"
 
@@ -144,6 +145,74 @@ def test_checksum_mismatch_gets_send_error_and_connection_keeps_working(standalo
     receipt = client.next_command()
     assert receipt.type == T.SEND_RECEIPT
     assert receipt.send_receipt.sequence_id == 1
+
+
+def test_publish_time_past_int64_gets_send_error_and_the_topic_keeps_taking_messages(
+        standalone: StandaloneProcess) -> None:
+    """Found by `strata perf fuzz`: such a SEND used to stop the topic's managed ledger for good."""
+    topic = TOPIC + "-publish-time"
+    client = RawClient(standalone.port)
+    client.connect()
+    name = client.producer(topic, producer_id=4, request_id=1).producer_success.producer_name
+    client.send_message(4, 0, b"from the far future", producer_name=name, publish_time_ms=2**64 - 1)
+    error = client.next_command()
+    assert error.type == T.SEND_ERROR and error.send_error.sequence_id == 0, error
+    client.send_message(4, 1, b"fine", producer_name=name)
+    receipt = client.next_command()
+    assert receipt.type == T.SEND_RECEIPT and receipt.send_receipt.sequence_id == 1, receipt
+    other = RawClient(standalone.port)   # another producer on the topic is not affected either
+    other.connect()
+    other_name = other.producer(topic, producer_id=1, request_id=1).producer_success.producer_name
+    other.send_message(1, 0, b"also fine", producer_name=other_name)
+    assert other.next_command().type == T.SEND_RECEIPT
+
+
+def test_connect_whose_client_version_is_not_utf8_closes(standalone: StandaloneProcess) -> None:
+    """Found by `strata perf fuzz`: it crashed the command (TypeError in complete_connect)."""
+    body = pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(
+        client_version="fuzz-client", protocol_version=20)).SerializeToString()
+    body = body.replace(b"fuzz-client", b"fuzz\xffclient")
+    client = RawClient(standalone.port)
+    client.send_bytes(struct.pack(">II", len(body) + 4, len(body)) + body)
+    assert client.is_closed_by_broker()
+    assert_serving(standalone.port)
+
+
+def test_request_for_a_missing_namespace_from_a_connection_that_closes_at_once(
+        standalone: StandaloneProcess) -> None:
+    """Found by `strata perf fuzz`: the topic load's NamespaceNotFound, awaited by nobody once the
+    connection closed, was logged by asyncio as "Task exception was never retrieved" (the module
+    fixture fails on the traceback in the log)."""
+    for i in range(5):
+        client = RawClient(standalone.port)
+        client.connect()
+        client.send(pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(
+            topic=f"persistent://public/no-such-namespace-{i}/t", producer_id=1, request_id=1)))
+        client.close()
+    assert_serving(standalone.port)
+
+
+def test_requests_then_a_closing_frame_in_one_write_leave_no_unawaited_coroutine(
+        standalone: StandaloneProcess) -> None:
+    """Found by `strata perf fuzz`: requests routed just before a frame that closes the
+    connection (here a second CONNECT) had their tasks cancelled before the first step, and each
+    handler coroutine was reported as "coroutine ... was never awaited"."""
+    topic = TOPIC + "-unawaited"
+    requests = [
+        pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+            topic=topic, subscription="s", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=1)),
+        pb.BaseCommand(type=T.PRODUCER, producer=pb.CommandProducer(topic=topic, producer_id=1, request_id=2)),
+        pb.BaseCommand(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=topic, request_id=3)),
+        pb.BaseCommand(type=T.CONNECT, connect=pb.CommandConnect(client_version="again", protocol_version=20)),
+    ]
+    for _ in range(3):
+        client = RawClient(standalone.port)
+        client.connect()
+        client.send_bytes(b"".join(encode_command(cmd) for cmd in requests))
+        assert client.is_closed_by_broker()
+        client.close()
+    assert_serving(standalone.port)
+    assert "was never awaited" not in standalone.log_path.read_text(errors="replace")
 
 
 def test_duplicate_producer_name_is_busy(standalone: StandaloneProcess) -> None:

@@ -182,14 +182,16 @@ def _drive(opts: Options, cluster: ChaosCluster, plan: workload_plan.WorkloadPla
 
 
 def _record_lapses(opts: Options, cluster: ChaosCluster) -> None:
-    """Lease lapses the nemesis did not cause, from the nodes' logs, into the history."""
+    """Lease lapses the nemesis did not cause, and bundle moves, from the nodes' logs, into the history."""
     nemesis_file = opts.out / HISTORY_DIR / "nemesis.jsonl"
     got, _ = read_file(nemesis_file) if nemesis_file.exists() else ([], 0)
     began = {r["id"]: r["t"] for r in got if r["op"] == "fault"}
     windows = [(began[r["id"]], r["t"]) for r in got if r["op"] == "heal" and r["id"] in began]
     windows += [(began[i], time.time()) for i in began if i not in {r["id"] for r in got if r["op"] == "heal"}]
     nodes = [(n.name, n.kind, n.log_path) for n in cluster.nodes()]
-    found = node_logs.spontaneous_lapses(nodes, windows, opts.lease_ms / 1000 + LAPSE_SLACK_S, time.time())
+    slack_s = opts.lease_ms / 1000 + LAPSE_SLACK_S
+    found = node_logs.spontaneous_lapses(nodes, windows, slack_s, time.time())
+    found += node_logs.bundle_moves(nodes, windows, slack_s)
     with HistoryWriter(opts.out, "node-logs") as writer:
         for record in found:
             fields = {k: v for k, v in record.items() if k not in ("t", "op")}

@@ -13,13 +13,13 @@ def _t(clock: str) -> float:
 
 
 LOG = """\
-2026-11-29 08:27:12,818 ERROR strata.metadata.sessions: metadata session 48fd: lease lapsed by the local clock; writes refused
+2026-11-29 08:27:12,818 ERROR strata.metadata.sessions: session 48fd: lease lapsed by the local clock
 2026-11-29 08:27:13,494 WARNING strata.metadata.sessions: metadata session 48fd: lease renewed again; writes allowed
   a continuation line without a time
 2026-11-29 08:27:20,000 INFO broker.cluster.ownership: unloaded bundle chaos/ns/0x00000000_0x40000000
-2026-11-29 08:27:30,100 ERROR strata.metadata.sessions: metadata session 48fd: lease lapsed by the local clock; writes refused
+2026-11-29 08:27:30,100 ERROR strata.metadata.sessions: session 48fd: lease lapsed by the local clock
 2026-11-29 08:27:31,000 INFO strata.metadata.store: metadata session 77aa replaces 48fd
-2026-11-29 08:27:40,000 ERROR strata.metadata.sessions: metadata session 77aa: lease lapsed by the local clock; writes refused
+2026-11-29 08:27:40,000 ERROR strata.metadata.sessions: session 77aa: lease lapsed by the local clock
 """
 
 

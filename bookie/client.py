@@ -20,8 +20,8 @@ How it works
   future; the response marked `last` completes it. A read not answered within
   `ledger_read_timeout_ms` fails with `BookieUnavailable` and resets the link, like a broken
   one does for every read on it.
-- LAC, fence, delete, list and info are plain gRPC calls with a deadline
-  (`ledger_read_timeout_ms`; fence and delete use `ledger_add_timeout_ms`).
+- LAC, fence, delete, list, info and forget-corrupt are plain gRPC calls with a deadline
+  (`ledger_read_timeout_ms`; fence, delete and forget-corrupt use `ledger_add_timeout_ms`).
 - Credentials (bookie/link_auth.py, from the same Config): the cluster secret rides every gRPC
   call's metadata and each data link's first frame (HELLO); with `bookie_tls_enabled` the channel
   and the links are TLS, the bookie checked against `tls_trust_certs_file` and its advertised host,
@@ -224,6 +224,14 @@ class BookieClient:
         """Delete the ledger's entries here (idempotent: an unknown ledger is fine)."""
         await self._unary("DeleteLedger", pb.DeleteLedgerRequest(ledger_id=ledger_id),
                           self._add_timeout_s)
+
+    async def forget_corrupt(self, entries: list[tuple[int, int]]) -> int:
+        """Tell the bookie to stop reporting these (ledger, entry) pairs as corrupt (nothing to
+        repair); returns how many it was reporting."""
+        request = pb.ForgetCorruptRequest(entries=[pb.CorruptEntry(ledger_id=ledger, entry_id=entry)
+                                                   for ledger, entry in entries])
+        response = await self._unary("ForgetCorrupt", request, self._add_timeout_s)
+        return response.forgotten
 
     async def list_ledgers(self) -> list[LedgerSummary]:
         response = await self._unary("ListLedgers", pb.ListLedgersRequest(), self._read_timeout_s)

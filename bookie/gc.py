@@ -11,6 +11,10 @@ How it works (`collect`, run every `bookie_gc_interval_ms` and callable directly
   through the journal, and once they are durable the index points at the copies and the old
   segment is deleted as above.
 - GC holds the storage's seal lock, so no segment is sealed (idx + checkpoint) meanwhile.
+- A segment holding a corrupt record whose entry still awaits repair (bookie/corrupt.py) is
+  kept, so a restart before the repair finds the bad record again through its .idx. A live
+  record that fails its checksum during compaction is handed to `Storage.found_corrupt` (not
+  served any more, reported for repair) and left behind, and the segment kept until repaired.
 - Files are removed through the storage's FileSystem; a failing removal turns the bookie
   read-only like any failed write (typed DiskFull/ReadOnly raised); a read-only bookie still
   deletes dead segments but does not compact (compaction appends). After a delete that failed
@@ -55,7 +59,10 @@ async def collect(storage: Storage) -> GcReport:
         candidates = sorted((s for s in storage.index.segments.values()
                              if s.sealed and s.segment_id < below),
                             key=lambda s: s.segment_id)
+        held = storage.corrupt.held_segments()
         for segment in candidates:
+            if segment.segment_id in held:
+                continue  # a corrupt record awaiting repair: a restart must find it again
             if segment.live_bytes <= 0:
                 report.reclaimed_bytes += await _delete_segment(storage, segment.segment_id)
                 report.deleted_segments += 1
@@ -66,6 +73,9 @@ async def collect(storage: Storage) -> GcReport:
                     moved = await _compact(storage, segment.segment_id)
                 except (BookieError, OSError) as exc:  # OSError: reading the .idx back
                     log.warning("compaction of segment %s stopped: %s", segment.segment_id, exc)
+                    continue
+                if segment.segment_id in storage.corrupt.held_segments():
+                    report.reclaimed_bytes -= moved  # the copies; the file goes once repaired
                     continue
                 report.reclaimed_bytes += await _delete_segment(storage, segment.segment_id) - moved
                 report.compacted_segments += 1
@@ -128,6 +138,8 @@ async def _move_batch(storage: Storage, batch: list[tuple[int, int, int]]) -> in
     copies = []
     for (ledger_id, entry_id, location), record in zip(batch, records):
         if record is None:
+            if storage.found_corrupt(ledger_id, entry_id, location):
+                continue  # not served any more; the segment stays until it is repaired
             raise ChecksumMismatch("a live record failed its checksum during compaction",
                                    ledger_id=ledger_id, entry_id=entry_id)
         if not index.is_live(ledger_id, entry_id, location):

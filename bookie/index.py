@@ -203,6 +203,17 @@ class Index:
         if lac > state.lac:
             state.lac = lac
 
+    def drop_entry(self, state: LedgerState, entry_id: int) -> None:
+        """Stop serving one entry (its record is corrupt): its bytes become dead. The quads of
+        an unsealed segment keep it, so its .idx (and a restart) still point at the record."""
+        location = state.entries.pop(entry_id, None)
+        if location is None:
+            return
+        segment = self.segments.get(location >> (2 * _FIELD_BITS))
+        if segment is not None:
+            segment.live_bytes -= location & _FIELD_MASK
+        state.payload_bytes -= (location & _FIELD_MASK) - _RECORD_HEADER_BYTES
+
     def load_sealed(self, segment: SegmentInfo, quads: array) -> None:
         """Take the live entries of a sealed segment's .idx (start-up)."""
         ledgers = self.ledgers

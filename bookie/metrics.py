@@ -10,6 +10,10 @@ Names are BookKeeper's where it has one (its prometheus provider), Strata's othe
 - `bookie_SERVER_STATUS`: 1 writable, 0 read-only (BookKeeper's). `bookie_ledgers_count`,
   `bookie_disk_used_bytes` (files of this bookie), `bookie_disk_free_bytes` (free on its file
   system, what the read-only threshold `bookie_disk_free_bytes_min` is checked against).
+- Corruption (bookie/corrupt.py): `bookie_entries_to_repair` (gauge: entries found corrupt,
+  not served, awaiting the auditor's repair), `bookie_corrupt_entries_found_total`,
+  `bookie_corrupt_entries_repaired_total`, `bookie_corrupt_entries_overflow_total` (found while
+  the set was full: left indexed, reported later).
 - GC (bookie/gc.py, as run by the server): `bookie_GC_LEDGER_RUNTIME` (histogram, seconds, one
   run), `bookie_gc_reclaimed_bytes_total`, `bookie_gc_deleted_segments_total`,
   `bookie_gc_compacted_segments_total`; `bookie_periodic_failures_total` (label `job`).
@@ -81,6 +85,13 @@ class BookieCollector:
         yield _gauge("bookie_ledgers_count", "ledgers stored", len(storage.index.ledgers))
         yield _gauge("bookie_disk_used_bytes", "bytes of this bookie's files", storage.disk_used_bytes())
         yield _gauge("bookie_disk_free_bytes", "free bytes on the bookie's file system", storage.disk_free_bytes())
+        corrupt = storage.corrupt
+        yield _gauge("bookie_entries_to_repair", "entries found corrupt, awaiting repair", len(corrupt))
+        yield _counter("bookie_corrupt_entries_found", "entries found corrupt", corrupt.found_total)
+        yield _counter("bookie_corrupt_entries_repaired", "corrupt entries a good copy replaced",
+                       corrupt.repaired_total)
+        yield _counter("bookie_corrupt_entries_overflow", "corrupt entries found while the to-repair set was full",
+                       corrupt.overflow_total)
         yield from gc_families(server)
 
 

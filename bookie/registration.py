@@ -2,13 +2,15 @@
 
 The bookie holds an ephemeral key `/bookies/available/<host>:<port>` whose JSON value is
 `{"address": "host:port", "free_bytes": n, "read_only": bool, "bookie_id": "...",
-"data_port": p}`; `data_port` is the bookie's framed TCP data port on the same host
-(bookie/data_server.py), where adds and reads go (a bookie client also learns it from
-`GetInfo`). The key lives as long as the metadata session
-(renewed by the store's own keeper thread), so it vanishes within about a lease after the bookie
-dies. Every `bookie_registration_refresh_interval_ms` the value is rewritten with fresh free space
-and read-only state. If the session expired (the process was
-stalled past the lease, or the database was away longer than that) or its lease lapsed, a new
+"data_port": p, "corrupt": [[ledger, entry], ...]}`; `data_port` is the bookie's framed TCP data
+port on the same host (bookie/data_server.py), where adds and reads go (a bookie client also
+learns it from `GetInfo`); `corrupt` lists (at most `bookie.corrupt.REPORTED_ENTRIES_MAX`)
+entries whose stored copy failed its checksum, for the auditor to repair (ledger/repair.py).
+The key lives as long as the metadata session (renewed by the store's own keeper thread), so it
+vanishes within about a lease after the bookie dies. Every
+`bookie_registration_refresh_interval_ms` the value is rewritten with fresh free space,
+read-only state and corrupt entries. If the session expired (the process was stalled past the
+lease, or the database was away longer than that) or its lease lapsed, a new
 store is opened and the key re-created.
 
 What must hold: at most one live registration per address; a failed refresh never stops the

@@ -3,7 +3,8 @@
 How it works
 - Adds and reads are served over the framed TCP data port only (bookie/data_server.py, which
   answers through bookie/requests.py); `GetInfo` advertises it as `data_port`. gRPC carries
-  the control calls: LAC, fence, delete, list, info.
+  the control calls: LAC, fence, delete, list, info, and ForgetCorrupt (the auditor has
+  nothing to repair for an entry this bookie reported corrupt: bookie/corrupt.py).
 - Every rpc is one call into `Storage`. Errors travel as `error_code`/`error_message`
   (codes from common/errors.py); gRPC status codes are left for transport failures.
 - With `bookie_metrics_port` set, `BookieServer` serves Prometheus `/metrics` on that port
@@ -91,6 +92,10 @@ class BookieServicer(pb_grpc.BookieServicer):
                                  last_add_confirmed=s.last_add_confirmed, fenced=s.fenced,
                                  bytes=s.payload_bytes)
         return response
+
+    async def ForgetCorrupt(self, request, context):
+        forgotten = sum(self._storage.forget_corrupt(e.ledger_id, e.entry_id) for e in request.entries)
+        return pb.ForgetCorruptResponse(forgotten=forgotten)
 
     async def GetInfo(self, request, context):
         info = self._storage.info()

@@ -22,11 +22,20 @@ Design (and why)
 - GC (bookie/gc.py) deletes sealed segments with no live record and compacts sealed segments
   whose live ratio is at or below `bookie_gc_compact_live_ratio_max` by re-appending their live
   records to the active segment, then deleting the old file.
+- A stored record that fails its CRC32C on a read (a bit flipped on disk) is never served:
+  the read answers ChecksumMismatch and the reader fails over to another replica.
+  `found_corrupt` then drops the entry from the index (dead bytes) and remembers it in
+  `corrupt` (bookie/corrupt.py, bounded), which the registration reports; later reads of it
+  answer ChecksumMismatch at once, without touching the disk (not NoSuchEntry: ledger recovery
+  counts "no such entry" as evidence the entry was never acknowledged). The add of a good copy
+  (the auditor's repair, a recovery add) makes it served again and takes it out of the set.
 
 What must hold
 - An add is acknowledged only once durable; the index holds only durable records.
 - A fenced ledger never again accepts an add without `recovery`, also across restarts.
 - A deleted ledger is unreadable at once; its bytes count as dead for GC.
+- A record that failed its checksum is never returned; an entry dropped for it stays in
+  `corrupt` (answering ChecksumMismatch) until a good copy is added, unless the set was full.
 - When a write fails the bookie turns read-only and no stored record changes: a journal write
   or fsync, an `.idx` or `checkpoint.json` write alike. An `OSError` from the disk becomes a
   typed error here (bookie/fileio.py `disk_error`: DiskFull for ENOSPC/EDQUOT, else ReadOnly)
@@ -48,8 +57,17 @@ from dataclasses import dataclass
 from crc32c import crc32c as _crc32c
 
 from bookie import recovery
+from bookie.corrupt import CorruptEntries
 from bookie.fileio import FileSystem, OsFileSystem, disk_error, is_disk_full
-from bookie.index import CHECKPOINT_NAME, Index, LedgerState, SegmentInfo, encode_checkpoint, encode_idx
+from bookie.index import (
+    CHECKPOINT_NAME,
+    Index,
+    LedgerState,
+    SegmentInfo,
+    encode_checkpoint,
+    encode_idx,
+    unpack_location,
+)
 from bookie.journal import Journal, RollItem, WriteItem
 from bookie.record import HEADER_BYTES, RecordKind, encode, encode_header
 from bookie.segment_reader import SegmentReader, segment_path
@@ -68,8 +86,10 @@ from common.errors import (
     ShuttingDown,
 )
 from common.invariant import invariant, present
+from common.ratelimited_log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+_WARN = RateLimitedLog(log, interval_s=60.0)
 _ADD = int(RecordKind.ADD)
 
 
@@ -146,6 +166,8 @@ class Storage:
         self.entries_written = 0   # entries made durable since open (/metrics)
         # Why GC must not reclaim anything until restart ("" = it may).
         self.gc_blocked_reason = ""
+        # Entries whose stored record failed its checksum, not served until a good copy comes.
+        self.corrupt = CorruptEntries()
 
     @property
     def _open_loop(self) -> asyncio.AbstractEventLoop:
@@ -327,6 +349,8 @@ class Storage:
                 if exc is None:
                     self._apply_adds(item.segment_id, done.inserts)
                     self.entries_written += len(done.inserts) // 6
+                    if self.corrupt:
+                        self._repaired(done.inserts)
             if done is not None and not done.future.done():
                 if exc is None:
                     done.future.set_result(None)
@@ -344,6 +368,15 @@ class Storage:
                 continue  # deleted while its add was in the journal
             insert(state, inserts[i + 1], segment_id, inserts[i + 2], inserts[i + 3],
                    inserts[i + 4], inserts[i + 5])
+
+    def _repaired(self, inserts: list) -> None:
+        """Durable adds that bring back entries found corrupt: served again, out of the set."""
+        for i in range(0, len(inserts), 6):
+            state: LedgerState = inserts[i]
+            entry_id = inserts[i + 1]
+            if entry_id in state.entries and self.corrupt.repaired(state.ledger_id, entry_id):
+                log.info("stored entry %d:%d repaired: a good copy is stored and served",
+                         state.ledger_id, entry_id)
 
     def _fail_writes(self, error: BaseException, what: str) -> BookieError:
         """A write of `what` failed: read-only for good (DISK_FULL or IO_ERROR, as for every
@@ -399,6 +432,7 @@ class Storage:
             raise refusal
         if self.index.drop_ledger(ledger_id) is None:
             return
+        self.corrupt.forget_ledger(ledger_id)
         try:
             await self._write_meta(ledger_id, [(RecordKind.DELETE, b"")])
         except BookieError:
@@ -441,11 +475,11 @@ class Storage:
         if not allow_past_lac and last_entry > state.lac:
             raise NoSuchEntry(f"entry {last_entry} of ledger {ledger_id} is past LAC {state.lac}")
         locations = []
-        error = None
+        error: BookieError | None = None
         for entry_id in range(first_entry, last_entry + 1):
             location = state.entries.get(entry_id)
             if location is None:
-                error = NoSuchEntry(f"no entry {entry_id} of ledger {ledger_id} on this bookie")
+                error = self._missing(ledger_id, entry_id)
                 break
             locations.append(location)
         if not locations:
@@ -454,9 +488,38 @@ class Storage:
         out: list[tuple[int, bytes, int]] = []
         for entry_id, (payload, crc) in enumerate(payloads, start=first_entry):
             if payload is None:
+                self.found_corrupt(ledger_id, entry_id, locations[entry_id - first_entry])
                 return out, ChecksumMismatch(f"stored entry {ledger_id}:{entry_id} is corrupt")
             out.append((entry_id, payload, crc))
         return out, error
+
+    def _missing(self, ledger_id: int, entry_id: int) -> BookieError:
+        if (ledger_id, entry_id) in self.corrupt:
+            return ChecksumMismatch(f"stored entry {ledger_id}:{entry_id} is corrupt (awaiting repair)")
+        return NoSuchEntry(f"no entry {entry_id} of ledger {ledger_id} on this bookie")
+
+    def found_corrupt(self, ledger_id: int, entry_id: int, location: int) -> bool:
+        """The record at `location` failed its checksum (a read, or GC's compaction): if the
+        index still serves it, stop (drop the entry) and remember the entry for repair, logging
+        it once. False when the set is full: the entry stays indexed, found again later."""
+        state = self.index.ledgers.get(ledger_id)
+        if state is None or state.entries.get(entry_id) != location:
+            return True             # deleted, or replaced by a good copy, while it was read
+        segment_id, offset, _ = unpack_location(location)
+        if not self.corrupt.add(ledger_id, entry_id, segment_id):
+            _WARN.error("corrupt-full", "stored entry %d:%d is corrupt and %d entries already await "
+                        "repair: still indexed, reported once there is room (%d such finds)",
+                        ledger_id, entry_id, len(self.corrupt), self.corrupt.overflow_total)
+            return False
+        self.index.drop_entry(state, entry_id)
+        log.error("stored entry %d:%d is corrupt (segment %d, offset %d): no longer served, "
+                  "reported for repair", ledger_id, entry_id, segment_id, offset)
+        return True
+
+    def forget_corrupt(self, ledger_id: int, entry_id: int) -> bool:
+        """The auditor has nothing to repair for this entry (its ledger is gone, or the entry
+        no longer lives here): stop reporting it. It stays unserved. True if it was reported."""
+        return self.corrupt.forget(ledger_id, entry_id)
 
     def list_ledgers(self) -> list[LedgerSummary]:
         return [LedgerSummary(s.ledger_id, s.last_entry_id, s.lac, s.fenced, s.payload_bytes)

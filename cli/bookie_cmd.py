@@ -79,7 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
         def describe() -> dict:
             info = server.storage.info()
             return {"free_bytes": info.disk_free_bytes, "read_only": info.read_only,
-                    "bookie_id": info.bookie_id}
+                    "bookie_id": info.bookie_id, "corrupt": server.storage.corrupt.report()}
         registration = BookieRegistration(args.metadata_url, server.address, describe,
                                           config=config, data_port=server.data_port)
         try:

@@ -15,16 +15,21 @@ merely restarts within its lease never does). Every broker runs an `Auditor`:
   and another broker takes over at its next round). The leader calls `LedgerClient.rereplicate`
   on each under-replicated ledger: the final fragments (all of a closed ledger, all but the last
   of an open one, whose writer replaces its own) get a live bookie in place of the gone one,
-  entries copied first (`ledger.rereplication`).
+  entries copied first (`ledger.rereplication`);
+- the leader also repairs entries a live bookie reports corrupt in its registration (a bit
+  rotted on its disk: `ledger.repair`, which writes each back from another replica, or tells the
+  bookie to forget it when the metadata no longer puts the entry there). A registration refresh
+  that lists corrupt entries not seen before wakes the auditor too.
 
 Where it runs: in every broker, repairing in exactly one (the leader). Running in several at
 once is safe too (two leaders for a moment, while an old leader's lease runs out): copies are
 idempotent and every metadata change is a compare-and-set, so a loser re-reads and finds nothing
 left to do; at worst a few entries are copied twice.
 
-What must hold: the auditor only reads metadata, except through `rereplicate`; a failing repair
-(no spare bookie: NotEnoughBookies, retriable) is retried every `_RETRY_S` at most and logged
-rate-limited; every wait is bounded; the loop never dies of a StrataError.
+What must hold: the auditor only reads metadata, except through `rereplicate` and
+`repair_reported`; a failing repair (no spare bookie: NotEnoughBookies, retriable; no replica to
+copy a corrupt entry from) is retried every `_RETRY_S` at most and logged rate-limited; every
+wait is bounded; the loop never dies of a StrataError.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from common.clock import Clock
 from common.config import Config
 from common.errors import AlreadyExists, NotFound, StrataError
 from common.ratelimited_log import RateLimitedLog
-from ledger import placement
+from ledger import placement, repair
 from ledger.client import LedgerClient
 from ledger.ledger_metadata import LEDGERS_PATH, LedgerMetadata
 from ledger.rereplication import final_fragments, under_replicated
@@ -61,6 +66,8 @@ class AuditState:
     leader: bool = False                             # this process repairs
     rereplicated_total: int = 0                      # ledgers this process re-replicated
     repair_failures_total: int = 0                   # repairs that failed (retried later)
+    corrupt_reported: int = 0                        # corrupt entries bookies listed at the last scan
+    corrupt_repaired_total: int = 0                  # corrupt entries this process wrote back
 
 
 STATE = AuditState()
@@ -77,6 +84,7 @@ class AuditReport:
     repaired: int                      # ledgers with at least one fragment moved
     failed: int                        # repairs that raised (retriable)
     leader: bool
+    corrupt: repair.RepairReport | None = None   # the leader's repairs of corrupt entries
 
 
 async def start_auditor(client: LedgerClient, config: Config, clock: Clock, *, owner: str) -> Auditor | None:
@@ -102,14 +110,28 @@ class Auditor:
         self._task: asyncio.Task | None = None
         self._watch: Watch | None = None
         self.leader = False                      # held the leader key at the last round
+        # registration path -> corrupt entries it listed at its last refresh (bounded by the
+        # number of bookies: removed when a registration goes)
+        self._corrupt_seen: dict[str, tuple[tuple[int, int], ...]] = {}
 
     async def start(self) -> None:
         self._watch = await self._store.watch(placement.AVAILABLE_PATH, self._on_bookies)
         self._task = asyncio.ensure_future(self._run())
 
     def _on_bookies(self, event: WatchEvent) -> None:
-        if event.kind is not EventKind.UPDATED:  # a registration came or went (not a refresh)
+        # a registration came or went, or a refresh lists corrupt entries not seen before
+        if event.kind is not EventKind.UPDATED or self._new_corrupt(event):
             self._wake.set()
+
+    def _new_corrupt(self, event: WatchEvent) -> bool:
+        try:
+            reported = placement.corrupt_entries(json.loads(event.value or b"{}"))
+        except ValueError:
+            reported = ()
+        seen = self._corrupt_seen.pop(event.path, ())
+        if event.kind is not EventKind.DELETED:
+            self._corrupt_seen[event.path] = reported
+        return bool(reported) and reported != seen
 
     async def _run(self) -> None:
         while True:
@@ -129,7 +151,8 @@ class Auditor:
 
     async def audit_once(self) -> AuditReport:
         """One round: scan, and repair if this process leads. Updates `STATE`."""
-        registered = placement.registered_addresses(await placement.available_bookies(self._store))
+        bookies = await placement.available_bookies(self._store)
+        registered = placement.registered_addresses(bookies)
         metas = await self._scan()
         under = {m.ledger_id: m for m in metas if under_replicated(m, registered)}
         leader = self.leader = await self._lead()
@@ -154,8 +177,23 @@ class Auditor:
                              result.fragments_moved, result.entries_copied)
                 if not under_replicated(result.metadata, registered):
                     under.pop(ledger_id)
+        corrupt = await self._repair_corrupt(bookies) if leader else None
+        if corrupt is not None:
+            failed += corrupt.failed
         self._record(len(metas), frozenset(under), leader, repaired, failed)
-        return AuditReport(len(metas), frozenset(under), repaired, failed, leader)
+        STATE.corrupt_reported = sum(len(b.corrupt) for b in bookies)
+        return AuditReport(len(metas), frozenset(under), repaired, failed, leader, corrupt)
+
+    async def _repair_corrupt(self, bookies: list[placement.BookieInfo]) -> repair.RepairReport:
+        report = await repair.repair_reported(self._store, self._client.pool, bookies)
+        if report.repaired or report.forgotten:
+            log.info("corrupt entries: %d written back from another replica, %d with nothing to "
+                     "repair forgotten", report.repaired, report.forgotten)
+        if report.failed:
+            _WARN.warning("corrupt", "repair of %d corrupt entr(y/ies) failed (retried): %s",
+                          report.failed, "; ".join(report.errors))
+        STATE.corrupt_repaired_total += report.repaired
+        return report
 
     def _record(self, scanned: int, under: frozenset[int], leader: bool, repaired: int, failed: int) -> None:
         if under != STATE.under_replicated:

@@ -1,7 +1,8 @@
 """Placement: which bookies a new ledger (or a replacement) goes to.
 
 Bookies register an ephemeral key `/bookies/available/<host:port>` holding JSON
-`{"address", "free_bytes", "read_only"}`; the key vanishes when the bookie dies (lease expiry).
+`{"address", "free_bytes", "read_only", "corrupt"}` (`corrupt`: entries the bookie found rotten
+on its disk, for ledger/repair.py); the key vanishes when the bookie dies (lease expiry).
 `available_bookies()` reads them; `choose()` picks distinct writable bookies at random (seeded
 `random.Random`, injected), skipping read-only ones and an `exclude` set (the ensemble already in
 use, bookies that just failed). Too few candidates is `NotEnoughBookies` (retriable: bookies
@@ -34,6 +35,8 @@ class BookieInfo:
     address: str
     free_bytes: int
     read_only: bool
+    # (ledger, entry) pairs the bookie found corrupt and awaits a good copy of; () = none.
+    corrupt: tuple[tuple[int, int], ...] = ()
 
 
 async def available_bookies(store: AsyncStore) -> list[BookieInfo]:
@@ -51,10 +54,19 @@ async def available_bookies(store: AsyncStore) -> list[BookieInfo]:
         try:
             doc = json.loads(got.value)
             out.append(BookieInfo(str(doc.get("address", name)), int(doc.get("free_bytes", 0)),
-                                  bool(doc.get("read_only", False))))
+                                  bool(doc.get("read_only", False)), corrupt_entries(doc)))
         except (ValueError, TypeError, AttributeError):
             continue
     return out
+
+
+def corrupt_entries(doc: object) -> tuple[tuple[int, int], ...]:
+    """The `corrupt` list of a registration doc (parsed JSON); () when absent or malformed."""
+    raw = doc.get("corrupt") if isinstance(doc, dict) else None
+    try:
+        return tuple((int(ledger), int(entry)) for ledger, entry in raw or ())
+    except (ValueError, TypeError):
+        return ()
 
 
 class BookieHealth:

@@ -126,7 +126,7 @@ async def _copy_fragment(pool: BookiePool, meta: LedgerMetadata, first: int, las
         needed = [(e, [i for i in write_set(e, meta.ensemble_size, meta.write_quorum) if i in gone])
                   for e in chunk]
         needed = [(e, targets) for e, targets in needed if targets]
-        payloads = await asyncio.gather(*(_read_live(pool, meta, old, e, gone, gate)
+        payloads = await asyncio.gather(*(read_live(pool, meta, old, e, gone, gate)
                                           for e, _ in needed))
         futures = [pool.get(new[i]).submit_add(meta.ledger_id, e, payload, lac,
                                                writer_token=token, recovery=True)
@@ -139,9 +139,10 @@ async def _copy_fragment(pool: BookiePool, meta: LedgerMetadata, first: int, las
     return copied
 
 
-async def _read_live(pool: BookiePool, meta: LedgerMetadata, ensemble: tuple[str, ...],
+async def read_live(pool: BookiePool, meta: LedgerMetadata, ensemble: tuple[str, ...],
                      entry_id: int, gone: set[int], gate: asyncio.Semaphore) -> bytes:
-    """The entry from the first live replica of its write set that has it."""
+    """The entry from the first replica of its write set, `gone` indexes skipped, that has it
+    (also ledger/repair.py's source of a good copy)."""
     async with gate:
         errors: list[str] = []
         for index in write_set(entry_id, meta.ensemble_size, meta.write_quorum):

@@ -39,7 +39,7 @@ import psutil
 from chaos.proxy import Link, ProxyHub
 from launch.bookie import BookieProcess
 from launch.broker import BrokerProcess
-from launch.cluster import HOST, LocalCluster, pick_ports
+from launch.cluster import HOST, LocalCluster, others_can_enter, pick_ports
 from launch.postgres import PostgresServer
 
 BOOKIE_DISK_MB = 1024
@@ -131,6 +131,17 @@ class ChaosCluster(LocalCluster):
         self._start_postgres()
         self.hub.start()
         super()._start_all(brokers, bookies, s3)
+
+    def _start_postgres(self) -> None:
+        """PostgreSQL with its durable defaults, not the test suite's fast settings: with
+        `synchronous_commit=off` a commit is acknowledged before its WAL leaves PostgreSQL's
+        memory, so a kill -9 of PostgreSQL loses acknowledged metadata writes, and with them
+        acknowledged messages (the first 100-fault soak lost a whole ledger that way)."""
+        base_dir = str(self.data_dir) if others_can_enter(self.data_dir) else None
+        self.postgres = PostgresServer(settings={}, base_dir=base_dir)
+        self.postgres.start()
+        self._ports.add(self.postgres.port)
+        self._metadata_url = self.postgres.url()
 
     # -- nodes, each behind its proxies --------------------------------------------------------
 

@@ -85,7 +85,7 @@ def _record(node: NodeProcess) -> dict[str, Any]:
             "data_dir": str(node.log_path.parent), "log": str(node.log_path)}
 
 
-def _others_can_enter(path: Path) -> bool:
+def others_can_enter(path: Path) -> bool:
     """Can PostgreSQL, run as another user when we are root, reach a dir inside `path`?
     (pytest's temp dirs are 0700: then the server goes to the system temp dir.)"""
     if os.geteuid() != 0:
@@ -229,7 +229,7 @@ class LocalCluster:
 
     def _start_postgres(self) -> None:
         settings = {} if self.detached else dict(PG_TEST_SETTINGS)
-        base_dir = str(self.data_dir) if _others_can_enter(self.data_dir) else None
+        base_dir = str(self.data_dir) if others_can_enter(self.data_dir) else None
         self.postgres = PostgresServer(settings=settings, base_dir=base_dir)
         self.postgres.start()
         self._ports.add(self.postgres.port)

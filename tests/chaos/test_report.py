@@ -20,7 +20,9 @@ def test_a_valid_run_writes_all_three_files(tmp_path, seed):
     assert png.startswith(PNG_SIGNATURE) and len(png) > 1000
     text = paths["report"].read_text()
     assert text.splitlines()[0] == f"strata chaos report: seed {seed}"
-    assert "cluster: brokers=2, bookies=3" in text and "broker-kill9" in text
+    kinds = {r["fault"] for r in built.records if r["op"] == "fault"}
+    assert kinds, f"the synthetic history has faults (seed {seed})"
+    assert "cluster: brokers=2, bookies=3" in text and all(kind in text for kind in kinds), seed
     assert text.splitlines()[-1] == "VALID"
     doc = json.loads(paths["verdict"].read_text())
     assert doc["seed"] == seed and doc["valid"] is True

@@ -36,7 +36,7 @@ import pulsar
 import pytest
 
 from broker.records.bundles import BundleRange, equal_boundaries, topic_hash
-from tests.cluster.helpers import Consuming, MetadataView, Producing, http, make_client
+from tests.cluster.helpers import Consuming, MetadataView, Producing, http, lookup, make_client
 from tests.support.admin_cli import run_admin
 from tests.support.cluster_proc import BrokerProcess, LocalCluster
 from tests.support.namespaces import ensure_namespace
@@ -314,8 +314,19 @@ def test_split_by_admin_command_and_cli_with_unload(cluster: LocalCluster, view:
 
         half = _topic_bundle(a.admin_url, topic)
         argv = ["--admin-url", other.admin_url, "namespaces", "split-bundle", ns, "-b", half, "--unload"]
-        capsys.readouterr()
-        assert run_admin(argv) == 0, capsys.readouterr().err
+
+        def split_half() -> bool:
+            # shedding runs every 0.5 s here and may move the half just before the command: the
+            # bundle is then unowned (412) until the producer's lookup takes it again
+            capsys.readouterr()
+            if run_admin(argv) == 0:
+                return True
+            err = capsys.readouterr().err
+            assert "is not owned by any broker" in err, err
+            lookup(a.admin_url, topic)                       # a lookup assigns it an owner again
+            return False
+
+        wait_until(split_half, LOAD_TIMEOUT_S, what="split-bundle --unload of the topic's half")
         after = ns_bundles(a.admin_url, ns)
         assert after["numBundles"] == 4, after
         at = time.monotonic()

@@ -27,6 +27,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--metadata-url", required=True, help="sqlite:///abs/path or postgresql://...")
     parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
+    parser.add_argument("--kafka-port", type=int, default=None, help="Kafka protocol port (default: not served)")
     parser.add_argument("--advertised-host", default=None, help="host clients are told to use")
     parser.add_argument("--config", default=None,
                         help="settings file: TOML, or Pulsar's broker.conf format when its name ends in .conf")
@@ -39,6 +40,8 @@ def build_config(args: argparse.Namespace, **extra: Unpack[SettingValues]) -> Co
         overrides["broker_port"] = args.port
     if args.admin_port is not None:
         overrides["broker_admin_port"] = args.admin_port
+    if args.kafka_port is not None:
+        overrides["kafka_port"] = args.kafka_port
     if getattr(args, "advertised_host", None):
         overrides["broker_advertised_host"] = args.advertised_host
     return load_config(args.config, **overrides)

@@ -71,6 +71,8 @@ from launch.standalone_children import StandaloneChildren
 
 log = logging.getLogger("strata.standalone")
 
+DEFAULT_KAFKA_PORT = 9092   # Kafka's own default: a Kafka client's bootstrap.servers=localhost:9092 just works
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -81,6 +83,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--data-dir", default="./data", help="where everything is stored (default ./data)")
     parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
+    parser.add_argument("--kafka-port", type=int, default=None,
+                        help=f"Kafka protocol port (default {DEFAULT_KAFKA_PORT}; -1: not served)")
     parser.add_argument("--bookies", type=int, default=1, help="bookie processes (default 1)")
     parser.add_argument("--config", default=None,
                         help="settings file: TOML, or Pulsar's broker.conf format when its name ends in .conf")
@@ -152,6 +156,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["broker_port"] = args.port
     if args.admin_port is not None:
         overrides["broker_admin_port"] = args.admin_port
+    if args.kafka_port is not None:
+        overrides["kafka_port"] = args.kafka_port
     if args.tls_port is not None and not args.secure:
         overrides["broker_tls_port"] = args.tls_port
     if args.admin_tls_port is not None and not args.secure:
@@ -163,6 +169,8 @@ def _settings(args: argparse.Namespace, data_dir: Path) -> tuple[Config, dict[st
     """The broker's settings, the bookies' extra environment (--secure's STRATA_* settings) and the
     connection help printed once serving (--secure), or StrataError."""
     config = load_config(args.config, **_overrides(args))
+    if args.kafka_port is None and config.kafka_port == -1:
+        config = config.replace(kafka_port=DEFAULT_KAFKA_PORT)   # the standalone serves Kafka by default
     if args.secure:
         return _secured(config, args, data_dir)
     return config, {}, ""

@@ -350,6 +350,38 @@ class SettingsFields:
     1 .. 1000000.
     """
 
+    # --- kafka ---
+    kafka_port: int
+    """Kafka protocol port, PLAINTEXT (SASL_PLAINTEXT when authentication is on); usually 9092 (-1: not served; 0:
+    any free port). Default -1; bounds -1 .. 65535.
+    """
+    kafka_tls_port: int
+    """Kafka protocol over TLS, SSL (SASL_SSL when authentication is on; -1: not served; 0: any free port). Default
+    -1; bounds -1 .. 65535.
+    """
+    kafka_bind_host: str
+    """address the Kafka ports listen on ('' : broker_bind_host). Default ""."""
+    kafka_advertised_listeners: str
+    """Kafka's advertised.listeners: 'PLAINTEXT://host:port,SSL://host:port' as clients must reach this broker ('' :
+    broker_advertised_host with the bound ports). Default "".
+    """
+    kafka_default_namespace: str
+    """the tenant/namespace a Kafka topic name without one lives in (Kafka topic t = persistent://<namespace>/t).
+    Default "public/default".
+    """
+    kafka_request_bytes_max: int
+    """largest Kafka request frame (Kafka's socket.request.max.bytes). Default 104857600 (100 MiB); bounds 1024 ..
+    1073741824; unit bytes.
+    """
+    kafka_requests_in_flight_max: int
+    """requests of one Kafka connection read ahead of their responses; further reads wait. Default 100; bounds 1 ..
+    10000.
+    """
+    kafka_fetch_wait_ms_max: int
+    """bound on a Fetch's max_wait_ms (a client asking longer waits this long). Default 30000 (30 s); bounds 0 ..
+    600000; unit ms.
+    """
+
     # --- cluster ---
     cluster_name: str
     """the cluster's name (admin /clusters, broker lists). Default "standalone"."""
@@ -705,6 +737,14 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         broker_stats_rate_window_ms: int
         broker_metrics_topic_level: bool
         broker_exclusive_producer_waiters_max: int
+        kafka_port: int
+        kafka_tls_port: int
+        kafka_bind_host: str
+        kafka_advertised_listeners: str
+        kafka_default_namespace: str
+        kafka_request_bytes_max: int
+        kafka_requests_in_flight_max: int
+        kafka_fetch_wait_ms_max: int
         cluster_name: str
         broker_default_namespace_bundles: int
         broker_load_report_interval_ms: int

@@ -59,6 +59,7 @@ class StandaloneProcess(NodeProcess):
         self.secure = secure
         self.port = free_port()
         self.admin_port = free_port()
+        self.kafka_port = free_port()
         super().__init__("standalone", Path(str(self.data_dir) + ".log"), env=env,
                          on_parent_death=signal.SIGTERM)
 
@@ -85,6 +86,11 @@ class StandaloneProcess(NodeProcess):
     @property
     def admin_url(self) -> str:
         return f"http{'s' if self.secure else ''}://{HOST}:{self.admin_port}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """host:port of its Kafka listener (Kafka clients' bootstrap.servers)."""
+        return f"{HOST}:{self.kafka_port}"
 
     @property
     def security_dir(self) -> Path:
@@ -129,7 +135,7 @@ class StandaloneProcess(NodeProcess):
         ports = (["--secure", "--tls-port", str(self.port), "--admin-tls-port", str(self.admin_port)] if self.secure
                  else ["--port", str(self.port), "--admin-port", str(self.admin_port)])
         cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir), *ports,
-               "--bookies", str(self.bookies)]
+               "--bookies", str(self.bookies), "--kafka-port", str(self.kafka_port)]
         return cmd if self.embedded_s3 else cmd + ["--no-s3"]
 
     def close(self) -> None:

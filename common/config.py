@@ -305,6 +305,10 @@ TABLE: tuple[Section | Setting, ...] = (
     Setting("kafka_default_namespace", str, "public/default",
             doc="the tenant/namespace a Kafka topic name without one lives in (Kafka topic t = "
                 "persistent://<namespace>/t)"),
+    Setting("kafka_auto_create_topics", bool, True,
+            doc="a Metadata request that allows it creates a missing topic (Kafka's auto.create.topics.enable)"),
+    Setting("kafka_default_partitions", int, 1, 1, 100_000,
+            "partitions of a topic created by Metadata, or by CreateTopics asking -1 (Kafka's num.partitions)"),
     Setting("kafka_request_bytes_max", int, 100 * MIB, 1 * KIB, 1 * GIB,
             "largest Kafka request frame (Kafka's socket.request.max.bytes)"),
     Setting("kafka_requests_in_flight_max", int, 100, 1, 10_000,

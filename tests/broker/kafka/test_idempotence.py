@@ -297,6 +297,8 @@ def test_randomized_against_the_model(seed: int) -> None:
             elif kind < 0.4:
                 seq = (seq + rng.randint(1, 5)) % 2**31   # a gap
             first, last = seq, last_seq_of(seq, records)
+            if model.flight.get(pid) and rng.random() < 0.1:   # a resend of a batch in flight
+                epoch, first, last, _ = rng.choice(model.flight[pid])
             got, want = s.check(pid, epoch, first, last), model.verdict(pid, epoch, first, last)
             assert got == want, f"step {step}: {pid=} {epoch=} {first=} {last=}"
             seen.add(got.verdict)

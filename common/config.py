@@ -277,6 +277,13 @@ TABLE: tuple[Section | Setting, ...] = (
             "longest time stored entries wait for a dedup snapshot (checked as entries are stored)"),
     Setting("broker_dedup_producers_max", int, 10_000, 1, 10_000_000,
             "producer names whose dedup marks a topic keeps; the least recently used go first"),
+    Setting("kafka_producer_snapshot_interval_entries", int, 1_000, 1, 10_000_000,
+            "idempotent Kafka batches stored between snapshots of a partition's producer state"),
+    Setting("kafka_producer_snapshot_interval_ms", int, 60_000, 100, 86_400_000,
+            "longest time stored idempotent Kafka batches wait for a producer-state snapshot"),
+    Setting("kafka_producer_id_expiry_ms", int, 86_400_000, 1_000, 365 * 86_400_000,
+            "a Kafka producer id idle this long loses its sequence state in a partition "
+            "(Kafka's producer.id.expiration.ms)"),
     Setting("broker_stats_sample_interval_ms", int, 1_000, 10, 600_000,
             "how often message/byte counters are sampled for rates"),
     Setting("broker_non_persistent_idle_ms", int, 60_000, 100, 86_400_000,

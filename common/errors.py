@@ -328,6 +328,14 @@ class TopicTerminated(LedgerError):
     server_error = PulsarServerError.TopicTerminatedError
 
 
+class OffsetOutOfRange(LedgerError):
+    """A Kafka offset below the managed ledger's log start offset (trimmed) or past its end
+    offset (not written yet); details: offset, start, end. Kafka's OFFSET_OUT_OF_RANGE: the
+    client resets to the start or the end (`ledger.view`)."""
+    code = 312
+    retriable = False
+
+
 # --- cursor (400-499) -----------------------------------------------------------------------
 
 class CursorError(StrataError):

@@ -327,18 +327,6 @@ class SettingsFields:
     """producer names whose dedup marks a topic keeps; the least recently used go first. Default 10000; bounds 1 ..
     10000000.
     """
-    kafka_producer_snapshot_interval_entries: int
-    """idempotent Kafka batches stored between snapshots of a partition's producer state. Default 1000; bounds 1 ..
-    10000000.
-    """
-    kafka_producer_snapshot_interval_ms: int
-    """longest time stored idempotent Kafka batches wait for a producer-state snapshot. Default 60000 (1 min); bounds
-    100 .. 86400000; unit ms.
-    """
-    kafka_producer_id_expiry_ms: int
-    """a Kafka producer id idle this long loses its sequence state in a partition (Kafka's
-    producer.id.expiration.ms). Default 86400000 (1 d); bounds 1000 .. 31536000000; unit ms.
-    """
     broker_stats_sample_interval_ms: int
     """how often message/byte counters are sampled for rates. Default 1000 (1 s); bounds 10 .. 600000; unit ms."""
     broker_non_persistent_idle_ms: int
@@ -380,6 +368,24 @@ class SettingsFields:
     kafka_default_namespace: str
     """the tenant/namespace a Kafka topic name without one lives in (Kafka topic t = persistent://<namespace>/t).
     Default "public/default".
+    """
+    kafka_auto_create_topics: bool
+    """a Metadata request that allows it creates a missing topic (Kafka's auto.create.topics.enable). Default true."""
+    kafka_default_partitions: int
+    """partitions of a topic created by Metadata, or by CreateTopics asking -1 (Kafka's num.partitions). Default 1;
+    bounds 1 .. 100000.
+    """
+    kafka_producer_snapshot_interval_entries: int
+    """idempotent Kafka batches stored between snapshots of a partition's producer state. Default 1000; bounds 1 ..
+    10000000.
+    """
+    kafka_producer_snapshot_interval_ms: int
+    """longest time stored idempotent Kafka batches wait for a producer-state snapshot. Default 60000 (1 min); bounds
+    100 .. 86400000; unit ms.
+    """
+    kafka_producer_id_expiry_ms: int
+    """a Kafka producer id idle this long loses its sequence state in a partition (Kafka's
+    producer.id.expiration.ms). Default 86400000 (1 d); bounds 1000 .. 31536000000; unit ms.
     """
     kafka_request_bytes_max: int
     """largest Kafka request frame (Kafka's socket.request.max.bytes). Default 104857600 (100 MiB); bounds 1024 ..
@@ -743,9 +749,6 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         broker_dedup_snapshot_interval_entries: int
         broker_dedup_snapshot_interval_ms: int
         broker_dedup_producers_max: int
-        kafka_producer_snapshot_interval_entries: int
-        kafka_producer_snapshot_interval_ms: int
-        kafka_producer_id_expiry_ms: int
         broker_stats_sample_interval_ms: int
         broker_non_persistent_idle_ms: int
         broker_retention_check_interval_ms: int
@@ -757,6 +760,11 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         kafka_bind_host: str
         kafka_advertised_listeners: str
         kafka_default_namespace: str
+        kafka_auto_create_topics: bool
+        kafka_default_partitions: int
+        kafka_producer_snapshot_interval_entries: int
+        kafka_producer_snapshot_interval_ms: int
+        kafka_producer_id_expiry_ms: int
         kafka_request_bytes_max: int
         kafka_requests_in_flight_max: int
         kafka_fetch_wait_ms_max: int

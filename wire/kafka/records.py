@@ -174,7 +174,9 @@ def _bounded(module: Any, src: bytes | memoryview, limit: int) -> bytes:
             n = module.decompress_into(src, out)
             return bytes(memoryview(out)[:n])
         except cramjam.DecompressionError as exc:
-            if size >= limit:
+            # cramjam says "failed to write whole buffer" when the output is too small; any other
+            # message is corrupt input, refused at once rather than retried up to the limit
+            if size >= limit or "whole buffer" not in str(exc):
                 raise CorruptRecord(f"records do not decompress within {limit} bytes: {exc}") from None
             size = min(limit, size * 4)
 
@@ -303,7 +305,7 @@ def decode_batches(data: bytes | bytearray | memoryview, *, verify_crc: bool = T
     while pos < len(buf):
         left = len(buf) - pos
         batch_length = _I32.unpack_from(buf, pos + 8)[0] if left >= LOG_OVERHEAD else None
-        if batch_length is None or 0 <= batch_length and left < LOG_OVERHEAD + batch_length:
+        if batch_length is None or (0 <= batch_length and left < LOG_OVERHEAD + batch_length):
             if strict:
                 raise CorruptRecord(f"partial record batch: {left} trailing bytes")
             break  # a fetch response cut at MaxBytes: clients ignore the partial batch

@@ -8,6 +8,7 @@ later part of the listener). Each scenario makes its own topic, so scenarios sha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from tests.kafka.helpers import (
@@ -35,7 +36,7 @@ def at(offset: int) -> tuple[str, int]:
 
 class Client(Protocol):
     name: str
-    compressions: list[str]     # what it can produce without plug-ins
+    compressions: Sequence[str]     # what it can produce without plug-ins
     null_header: bool           # can it send a header whose value is null
 
     def produce(self, topic: str, recs: list[Rec], compression: str = "none", idempotent: bool = False,

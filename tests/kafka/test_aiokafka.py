@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from tests.kafka import scenarios
 from tests.kafka.helpers import COMPRESSIONS, POLL_BOUND_S, Rec

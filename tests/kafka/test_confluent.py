@@ -104,15 +104,19 @@ class Confluent:
 
     @staticmethod
     def _wait_position(consumer: Consumer, topic: str, partition: int) -> None:
-        """Until librdkafka has resolved OFFSET_END to a real offset (ListOffsets), bounded."""
+        """Until librdkafka has resolved OFFSET_END (ListOffsets) and fetched up to it: the first
+        _PARTITION_EOF. (position() can not tell: librdkafka reports the last consumed offset + 1, so
+        it stays OFFSET_INVALID until a record has been consumed.)"""
         deadline = time.monotonic() + POLL_BOUND_S
         while True:
             for msg in consumer.consume(num_messages=10, timeout=0.2):
-                assert msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-            pos = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if pos >= 0:
-                return
-            assert time.monotonic() < deadline, "the consumer never resolved the latest offset"
+                err = msg.error()
+                assert err is not None, f"a record before anything was produced after latest: {msg.offset()}"
+                if err.code() == KafkaError._PARTITION_EOF:
+                    assert msg.partition() == partition and msg.topic() == topic, (msg.topic(), msg.partition())
+                    return
+                raise AssertionError(f"consumer error: {err}")
+            assert time.monotonic() < deadline, "the consumer never reached the end of the partition"
 
     def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
         consumer = make_consumer(self.bootstrap)

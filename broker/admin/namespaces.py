@@ -56,10 +56,11 @@ from broker.admin import backlog_quota
 from broker.admin import non_persistent as non_persistent_admin
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
-from broker.admin.lookup import delete_partition, forward_put, namespace_bundles, ownership_of, redirect_to
+from broker.admin.lookup import forward_put, namespace_bundles, ownership_of, redirect_to
 from broker.admin.namespace_policies import policies_from_body, policies_json
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.cluster.ownership import NAMESPACE_ROOT, ownership_path
+from broker.cluster.peers import delete_partition
 from broker.records import bundles as bundles_mod
 from broker.records import policies, tenancy
 from broker.records.bundles import BundleRange, NamespaceBundles, parse_bundle

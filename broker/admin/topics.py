@@ -41,6 +41,7 @@ from aiohttp import web
 from broker.admin import backlog_quota, lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
+from broker.cluster import peers
 from broker.records import policies
 from broker.schemas import registry as schema_registry
 from broker.stats.topic_stats import partitioned_stats, topic_stats
@@ -122,11 +123,7 @@ class _TopicRoutes:
         return web.Response(status=204)
 
     async def _register_partitions(self, name: TopicName, first: int, end: int) -> None:
-        """List partitions first..end-1 as topics at once (as Pulsar creates them up front), so
-        `topics list` shows them before anything uses them; their storage is made on first use."""
-        now_ms = self.service.clock.wall_ms()
-        for i in range(first, end):
-            await policies.register_topic(self.service.astore, name.partition(i), now_ms)
+        await policies.register_partitions(self.service.astore, name, first, end, self.service.clock.wall_ms())
 
     async def update_partitions(self, request: web.Request) -> web.Response:
         name = topic_of(request)
@@ -155,11 +152,7 @@ class _TopicRoutes:
                 if await lookup.partition_has_clients(self.service, name.partition(i)):
                     raise NotAllowed("partitioned topic has connected producers or consumers",
                                      topic=str(name))
-        for i in range(count):   # on its owner; a partition nobody ever used has nothing stored
-            await lookup.delete_partition(self.service, name.partition(i), force=force)
-        await policies.delete_partitioned(self.service.astore, name)
-        await policies.delete_topic_policies(self.service.astore, name)
-        await schema_registry.forget_topic(self.service.astore, self.service.clock, name)
+        await peers.delete_partitioned_topic(self.service, name, count, force=force)
         return web.Response(status=204)
 
     async def delete_topic(self, request: web.Request) -> web.Response:

@@ -230,6 +230,14 @@ async def register_topic(astore: AsyncStore, name: TopicName, now_ms: int) -> No
         pass
 
 
+async def register_partitions(astore: AsyncStore, name: TopicName, first: int, end: int, now_ms: int) -> None:
+    """List partitions first..end-1 of the partitioned topic `name` as topics at once (as Pulsar
+    creates them up front), so listings show them before anything uses them; their storage is
+    made on first use."""
+    for i in range(first, end):
+        await register_topic(astore, name.partition(i), now_ms)
+
+
 async def unregister_topic(astore: AsyncStore, name: TopicName) -> None:
     try:
         await astore.delete(f"{TOPICS_ROOT}/{name.path}")

@@ -52,7 +52,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker.admin import backlog_quota
 from broker.admin import non_persistent as non_persistent_admin
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
@@ -64,6 +63,7 @@ from broker.cluster.peers import delete_partition
 from broker.records import bundles as bundles_mod
 from broker.records import policies, tenancy
 from broker.records.bundles import BundleRange, NamespaceBundles, parse_bundle
+from broker.retention import backlog_quota as bq
 from common.errors import (
     BadRequestBody,
     BundleNotOwned,
@@ -305,7 +305,7 @@ class _NamespaceRoutes:
     async def set_retention(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         retention = await body_retention(request)
-        await backlog_quota.refuse_retention_under_quotas(self.service, tenant, ns, None, retention)
+        await bq.refuse_retention_under_quotas(self.service.astore, tenant, ns, None, retention)
         await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY, retention)
         return web.Response(status=204)
 

@@ -38,11 +38,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker.admin import backlog_quota, lookup
+from broker.admin import lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.cluster import peers
 from broker.records import policies
+from broker.retention import backlog_quota as bq
 from broker.schemas import registry as schema_registry
 from broker.stats.topic_stats import partitioned_stats, topic_stats
 from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound
@@ -250,7 +251,7 @@ class _TopicRoutes:
 
     async def set_topic_retention(self, request: web.Request) -> web.Response:
         name, retention = topic_of(request), await body_retention(request)
-        await backlog_quota.refuse_retention_under_quotas(self.service, name.tenant, name.namespace, name, retention)
+        await bq.refuse_retention_under_quotas(self.service.astore, name.tenant, name.namespace, name, retention)
         await policies.set_topic_policy(self.service.astore, name, policies.RETENTION_KEY, retention)
         return web.Response(status=204)
 

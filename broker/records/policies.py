@@ -151,6 +151,12 @@ async def set_topic_policy(astore: AsyncStore, name: TopicName, key: str, value:
     await _set_fields(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", {key: value})
 
 
+async def set_topic_policies(astore: AsyncStore, name: TopicName, fields: dict) -> None:
+    """Set (None: remove) several topic policy fields of `name` (its base topic) in one
+    compare-and-set: all or none."""
+    await _set_fields(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", fields)
+
+
 async def dedup_enabled(astore: AsyncStore, name: TopicName) -> bool:
     """Effective dedup switch: the topic's policy if set, else the namespace's, else off."""
     topic_level = (await topic_policies(astore, name)).get(DEDUP_KEY)

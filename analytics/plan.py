@@ -61,6 +61,7 @@ class HotSlice:
     first_entry: int
     last_entry: int
     size_bytes: int
+    first_offset: int = -1        # Kafka offset of first_entry's first message; -1: unknown (null offsets)
 
 
 Slice = ColdSlice | HotSlice
@@ -187,7 +188,7 @@ def plan_range(snapshot: PartitionSnapshot, start: Position, end: Position, opti
             for low in range(first, last + 1, step):
                 high = min(last, low + step - 1)
                 out.append(HotSlice(snapshot.topic, snapshot.partition, ledger.ledger_id, ledger.metadata_json,
-                                    low, high, int(per_entry * (high - low + 1))))
+                                    low, high, int(per_entry * (high - low + 1)), ledger.offset_of(low)))
     return out
 
 

@@ -10,6 +10,9 @@
   the offloader would write them. Like Pulsar SQL, no broker funnels the data. The bookies are
   asked with the executor environment's link settings (STRATA_BOOKIE_AUTH_SECRET, the TLS files:
   bookie/link_auth.py `link_config`), as a broker asks them.
+- The `offset` column (Kafka offsets): stored in objects written since it exists (older ones
+  lack it: null here); a hot slice counts it from its first entry's offset, which the planner
+  knew (null when it did not).
 - Rows outside the slice's entry range (a row group's edges) and, when the query has
   startingTime/endingTime, outside those publish times, are dropped here.
 
@@ -130,9 +133,11 @@ def _read_cold(piece: ColdSlice, access: ClusterAccess, columns: list[str]) -> I
             pre_buffer=True, page_checksum_verification=True))
         fragment = fmt.make_fragment(path, filesystem=access.s3_filesystem(), row_groups=list(piece.row_groups),
                                      file_size=piece.object_bytes or None)
-        for batch in fragment.to_batches(columns=columns, batch_size=COLD_BATCH_ROWS,
+        stored = set(fragment.physical_schema.names)
+        missing = [name for name in columns if name not in stored]     # `offset` of an older object
+        for batch in fragment.to_batches(columns=[c for c in columns if c in stored], batch_size=COLD_BATCH_ROWS,
                                          batch_readahead=COLD_READ_AHEAD_BATCHES, use_threads=True):
-            yield _conform(batch)
+            yield _conform(_with_nulls(batch, columns, missing))
     except FileNotFoundError:
         raise DataLost("an offloaded ledger's object is gone from S3", key=piece.key,
                        ledger_id=piece.ledger_id, topic=piece.topic) from None
@@ -145,6 +150,15 @@ def _read_cold(piece: ColdSlice, access: ClusterAccess, columns: list[str]) -> I
         raise ColdObjectCorrupt(f"an offloaded ledger's object could not be read: {exc}", key=piece.key) from None
     except pa.ArrowException as exc:
         raise ColdObjectCorrupt(f"an offloaded ledger's object is damaged: {exc}", key=piece.key) from None
+
+
+def _with_nulls(batch: pa.RecordBatch, columns: list[str], missing: list[str]) -> pa.RecordBatch:
+    """`batch` with null columns for those its object lacks, in `columns`' order."""
+    if not missing:
+        return batch
+    arrays = [pa.nulls(batch.num_rows, MESSAGE_ONLY_SCHEMA.field(name).type) if name in missing
+              else batch.column(name) for name in columns]
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
 def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -163,7 +177,7 @@ def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:
     pool = BookiePool(config, SYSTEM_CLOCK)
     try:
         handle = ReadHandle(meta, pool, config, SYSTEM_CLOCK, last_add_confirmed=piece.last_entry)
-        rows = EntryTableBuilder(LedgerOrigin(piece.topic, piece.partition, piece.ledger_id))
+        rows = EntryTableBuilder(LedgerOrigin(piece.topic, piece.partition, piece.ledger_id), piece.first_offset)
         for low in range(piece.first_entry, piece.last_entry + 1, HOT_READ_ENTRIES):
             high = min(piece.last_entry, low + HOT_READ_ENTRIES - 1)
             try:

@@ -7,6 +7,10 @@ How: the topic list comes from the metadata store (`/admin/partitioned-topics`, 
 managed ledger records at `/managed-ledgers/<name>`); nothing goes through a broker's read path.
 A ledger is cold when its record has a cold copy (read from S3, even while the bookie copy is
 still there), else hot (read from the bookies, its ledger metadata shipped with the slice).
+Kafka offsets: each ledger's first offset comes from its record; a hot ledger also brings the
+message counts of its entries from its index blob (the closed one's, or the open one's last
+checkpoint, which may cover only a prefix), so a hot slice starting mid-ledger knows its first
+offset (`LedgerInSnapshot.offset_of`).
 The open ledger ends at its last confirmed entry: the broker's (`lastConfirmedEntry` of
 internalStats, one small HTTP call, when `admin.url` is set), else the bookies' LAC, which
 trails the newest entry until the next add (a piggybacked LAC).
@@ -25,6 +29,8 @@ import asyncio
 import json
 import logging
 import re
+import struct
+import zlib
 from dataclasses import dataclass
 
 from analytics.access import ClusterAccess
@@ -34,9 +40,10 @@ from bookie.link_auth import link_config
 from common.clock import SYSTEM_CLOCK
 from common.errors import StrataError, TopicNotFound
 from common.topic_names import PARTITIONED_ROOT, TOPICS_ROOT, TopicName, parse_topic
+from ledger.entry_index import EntryIndex
 from ledger.ledger_metadata import LedgerMetadata, ledger_path
 from ledger.ledger_store import BookiePool
-from ledger.ml_metadata import ManagedLedgerMetadata, ml_path
+from ledger.ml_metadata import ManagedLedgerMetadata, index_path, ml_path
 from metadata import MetadataStore, open_store
 
 log = logging.getLogger(__name__)
@@ -55,6 +62,14 @@ class LedgerInSnapshot:
     cold_key: str                 # "" = read from the bookies
     metadata_json: bytes          # the ledger's metadata (hot ledgers), b"" for cold ones
     cold_bytes: int = 0           # the offloaded object's size
+    first_offset: int = -1        # Kafka offset of its first message; -1: unknown (record not migrated)
+    msg_end: tuple[int, ...] = () # hot ledgers: messages in entries 0..i, as far as its index blob goes
+
+    def offset_of(self, entry: int) -> int:
+        """Kafka offset of `entry`'s first message; -1 if unknown (beyond the index blob)."""
+        if self.first_offset < 0 or entry > len(self.msg_end) or (entry > 0 and not self.msg_end):
+            return -1
+        return self.first_offset + (self.msg_end[entry - 1] if entry > 0 else 0)
 
 
 @dataclass(frozen=True)
@@ -155,8 +170,20 @@ def snapshot_partition(store: MetadataStore, name: TopicName, access: ClusterAcc
                 entries = _bookie_lac(LedgerMetadata.from_json(meta)) + 1
         ledgers.append(LedgerInSnapshot(record.ledger_id, max(entries, 0), record.size_bytes, record.messages,
                                         record.first_publish_ms, record.last_publish_ms, cold, meta,
-                                        record.cold.size_bytes if record.cold is not None else 0))
+                                        record.cold.size_bytes if record.cold is not None else 0,
+                                        record.first_offset, _msg_end(store, name, record.ledger_id) if meta else ()))
     return PartitionSnapshot(str(name), name.partition_index, tuple(ledgers))
+
+
+def _msg_end(store: MetadataStore, name: TopicName, ledger_id: int) -> tuple[int, ...]:
+    """The running message counts of a hot ledger's index blob; () if none or unreadable."""
+    got = store.get(index_path(name.managed_ledger_name, ledger_id))
+    if got is None:
+        return ()
+    try:
+        return tuple(EntryIndex.from_blob(got.value).msg_end)
+    except (StrataError, ValueError, zlib.error, struct.error):
+        return ()
 
 
 def _broker_last_confirmed(access: ClusterAccess, name: TopicName) -> Position | None:

@@ -44,6 +44,7 @@ from broker.admin.server import AdminServer
 from broker.cluster import listeners
 from broker.cluster.identity import BrokerIdentity
 from broker.context import BackgroundTasks, BrokerContext
+from broker.kafka.service import KafkaService
 from broker.protocol.connection import ServerConnection
 from broker.protocol.frontend import FrontEnd
 from broker.protocol.revocation import AuthzRecheck
@@ -87,6 +88,7 @@ class Broker:
         self.tls_port = config.broker_tls_port
         self.admin_port = config.broker_admin_port
         self.listeners = listeners.from_config(config)   # ConfigError before anything starts
+        self.kafka = KafkaService(config)                 # Kafka's wire protocol (kafka_port; off: -1)
         self._stopped = False
 
     @property
@@ -139,6 +141,7 @@ class Broker:
             self._tls_server = await self._bind_tls(tls_context)
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._listener_servers = await listeners.bind_listener_ports(self.listeners, self.port, self._new_connection)
+        await self.kafka.bind()
         self.admin = AdminServer(c, c.broker_admin_port)
         await self.admin.bind()              # its real ports name this broker: bound before the service exists
         self.admin_port = self.admin.port
@@ -146,7 +149,7 @@ class Broker:
             broker_id=f"{c.broker_advertised_host}:{self.port if self.port != -1 else self.tls_port}",
             service_url=self.service_url, service_url_tls=self.service_url_tls, web_url=self.admin_url,
             web_url_tls=self.admin_url_tls, registry_key=f"{c.broker_advertised_host}:{self.admin_port}",
-            listeners=self.listeners)
+            listeners=self.listeners, kafka_listeners=self.kafka.listeners.to_json())
         self.service = service = self._compose(identity, cold_error)
         log.info("authentication %s", service.authentication.methods
                  if service.authentication.enabled else "off")   # built now: bad key material fails here
@@ -157,6 +160,7 @@ class Broker:
         for server in (self._server, self._tls_server, *self._listener_servers):
             if server is not None:
                 await server.start_serving()
+        await self.kafka.serve(service)
         await start_auditor(self.ledger_client, c, self.clock, owner=identity.broker_id)  # stops with the client
         log.info("broker serving %s, admin %s", " and ".join(u for u in (
             self.service_url if self.port != -1 else "", self.service_url_tls) if u), self.admin_url)
@@ -206,6 +210,7 @@ class Broker:
         for server in (self._server, self._tls_server, *self._listener_servers):
             if server is not None:
                 server.close()
+        await self.kafka.stop()
         if self.admin is not None:
             await self.admin.stop()
         if self.service is not None:

@@ -305,6 +305,17 @@ TABLE: tuple[Section | Setting, ...] = (
     Setting("kafka_default_namespace", str, "public/default",
             doc="the tenant/namespace a Kafka topic name without one lives in (Kafka topic t = "
                 "persistent://<namespace>/t)"),
+    Setting("kafka_auto_create_topics", bool, True,
+            doc="a Metadata request that allows it creates a missing topic (Kafka's auto.create.topics.enable)"),
+    Setting("kafka_default_partitions", int, 1, 1, 100_000,
+            "partitions of a topic created by Metadata, or by CreateTopics asking -1 (Kafka's num.partitions)"),
+    Setting("kafka_producer_snapshot_interval_entries", int, 1_000, 1, 10_000_000,
+            "idempotent Kafka batches stored between snapshots of a partition's producer state"),
+    Setting("kafka_producer_snapshot_interval_ms", int, 60_000, 100, 86_400_000,
+            "longest time stored idempotent Kafka batches wait for a producer-state snapshot"),
+    Setting("kafka_producer_id_expiry_ms", int, 86_400_000, 1_000, 365 * 86_400_000,
+            "a Kafka producer id idle this long loses its sequence state in a partition "
+            "(Kafka's producer.id.expiration.ms)"),
     Setting("kafka_request_bytes_max", int, 100 * MIB, 1 * KIB, 1 * GIB,
             "largest Kafka request frame (Kafka's socket.request.max.bytes)"),
     Setting("kafka_requests_in_flight_max", int, 100, 1, 10_000,

@@ -14,6 +14,7 @@ Every error Strata raises on purpose is a `StrataError`. Each concrete class car
       800-899  cluster (ownership, lookup, listeners)
       900-999  security (authentication, authorization, TLS, internal links)
       1000-1099 admin REST API clients (admin_client/: the broker's HTTP answers, translated)
+      1100-1199 Kafka wire codec (wire/kafka/); `kafka_code` is the Kafka error code sent to clients
 - `retriable`: whether the same call may succeed if simply tried again later.
 - `server_error`: the Pulsar `ServerError` value (docs/protocol.md §5) the broker sends when this
   error reaches a client; `None` means "UnknownError".
@@ -326,6 +327,14 @@ class TopicTerminated(LedgerError):
     code = 311
     retriable = False
     server_error = PulsarServerError.TopicTerminatedError
+
+
+class OffsetOutOfRange(LedgerError):
+    """A Kafka offset below the managed ledger's log start offset (trimmed) or past its end
+    offset (not written yet); details: offset, start, end. Kafka's OFFSET_OUT_OF_RANGE: the
+    client resets to the start or the end (`ledger.view`)."""
+    code = 312
+    retriable = False
 
 
 # --- cursor (400-499) -----------------------------------------------------------------------
@@ -802,6 +811,73 @@ class AdminAnswerTooLarge(AdminError):
 class AdminBadAnswer(AdminError):
     """A 2xx answer that is not what the call expects (not JSON where JSON was asked for)."""
     code = 1023
+
+
+# --- Kafka wire codec (1100-1199) -------------------------------------------------------------
+# Raised by wire/kafka/ (re-exported by wire.kafka.errors). `code` is Strata's (unique in this tree);
+# `kafka_code` is the Kafka protocol error code a broker answers with (wire.kafka.errors.ErrorCode).
+
+class KafkaCodecError(StrataError):
+    """Kafka bytes that cannot be decoded (or a value that cannot be encoded).
+
+    When the request header was readable, `api_key`, `api_version` and `correlation_id` say which
+    request failed, so the broker can still answer it; each is None when it was not read."""
+    code = 1100
+    kafka_code: int = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", *, api_key: int | None = None, api_version: int | None = None,
+                 correlation_id: int | None = None, **details: object) -> None:
+        super().__init__(message, **details)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class KafkaUnsupportedVersion(KafkaCodecError):
+    """A known API at a version the codec's tables do not hold."""
+    code = 1101
+    kafka_code = 35  # UNSUPPORTED_VERSION
+
+
+class KafkaUnknownApi(KafkaCodecError):
+    """An api key the codec does not know (Kafka cannot parse the header: INVALID_REQUEST)."""
+    code = 1102
+    kafka_code = 42  # INVALID_REQUEST
+
+
+class KafkaMalformedRequest(KafkaCodecError):
+    """Truncated or garbage bytes, a negative length, a length past the end or past a limit."""
+    code = 1103
+    kafka_code = 42  # INVALID_REQUEST
+
+
+class KafkaMalformedResponse(KafkaCodecError):
+    """A response frame (read by a client: tests, the load generator) that does not decode."""
+    code = 1104
+
+
+class KafkaCorruptRecord(KafkaCodecError):
+    """A record batch whose CRC does not match, or whose bytes do not parse (or decompress)."""
+    code = 1105
+    kafka_code = 2  # CORRUPT_MESSAGE
+
+
+class KafkaInvalidRecord(KafkaCodecError):
+    """A record batch that parses but breaks a rule (records count, offset deltas)."""
+    code = 1106
+    kafka_code = 87  # INVALID_RECORD
+
+
+class KafkaUnsupportedMessageFormat(KafkaCodecError):
+    """A message set of magic 0 or 1: only record batch v2 (magic 2) is supported."""
+    code = 1107
+    kafka_code = 43  # UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class KafkaUnsupportedCompression(KafkaCodecError):
+    """A compression codec other than none, gzip, snappy, lz4, zstd."""
+    code = 1108
+    kafka_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
 
 
 def _all_subclasses(cls: type[StrataError]) -> list[type[StrataError]]:

@@ -369,6 +369,24 @@ class SettingsFields:
     """the tenant/namespace a Kafka topic name without one lives in (Kafka topic t = persistent://<namespace>/t).
     Default "public/default".
     """
+    kafka_auto_create_topics: bool
+    """a Metadata request that allows it creates a missing topic (Kafka's auto.create.topics.enable). Default true."""
+    kafka_default_partitions: int
+    """partitions of a topic created by Metadata, or by CreateTopics asking -1 (Kafka's num.partitions). Default 1;
+    bounds 1 .. 100000.
+    """
+    kafka_producer_snapshot_interval_entries: int
+    """idempotent Kafka batches stored between snapshots of a partition's producer state. Default 1000; bounds 1 ..
+    10000000.
+    """
+    kafka_producer_snapshot_interval_ms: int
+    """longest time stored idempotent Kafka batches wait for a producer-state snapshot. Default 60000 (1 min); bounds
+    100 .. 86400000; unit ms.
+    """
+    kafka_producer_id_expiry_ms: int
+    """a Kafka producer id idle this long loses its sequence state in a partition (Kafka's
+    producer.id.expiration.ms). Default 86400000 (1 d); bounds 1000 .. 31536000000; unit ms.
+    """
     kafka_request_bytes_max: int
     """largest Kafka request frame (Kafka's socket.request.max.bytes). Default 104857600 (100 MiB); bounds 1024 ..
     1073741824; unit bytes.
@@ -742,6 +760,11 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         kafka_bind_host: str
         kafka_advertised_listeners: str
         kafka_default_namespace: str
+        kafka_auto_create_topics: bool
+        kafka_default_partitions: int
+        kafka_producer_snapshot_interval_entries: int
+        kafka_producer_snapshot_interval_ms: int
+        kafka_producer_id_expiry_ms: int
         kafka_request_bytes_max: int
         kafka_requests_in_flight_max: int
         kafka_fetch_wait_ms_max: int

@@ -10,7 +10,8 @@ Contract every implementation keeps:
 - `offload` copies a CLOSED ledger's entries 0..entries-1 into one object and returns only once
   that object is complete and visible; a partial upload is never visible under its key. It is
   idempotent: if a complete object for the ledger is already there (a crashed or racing earlier
-  attempt), it is checked and reused, never duplicated.
+  attempt), it is checked and reused, never duplicated. `offsets` (when given) are the ledger's
+  Kafka offsets, which the object records per message.
 - `read(copy, first, last)` returns entries first..last, byte for byte as they were stored
   (CRC included), in entry order. A corrupt or truncated object raises ColdObjectCorrupt and
   delivers nothing; S3 down raises ColdTierUnavailable (retriable: the caller waits and retries).
@@ -21,7 +22,7 @@ Contract every implementation keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,9 +51,17 @@ class ColdCopy:
 OffloadProgress = Callable[[int, int], None]
 
 
+@dataclass(frozen=True)
+class LedgerOffsets:
+    """A ledger's Kafka offsets (`ledger.view`): its first message's, and every entry's message
+    count as the managed ledger recorded it (its index), in entry order."""
+    first_offset: int
+    messages: Sequence[int]
+
+
 class ColdStorage(Protocol):
     async def offload(self, ml_name: str, ledger_id: int, source: ReadHandle, entries: int,
-                      progress: OffloadProgress | None = None) -> ColdCopy:
+                      progress: OffloadProgress | None = None, offsets: LedgerOffsets | None = None) -> ColdCopy:
         """Copy a closed ledger to one object; return once it is complete and visible."""
         ...
 

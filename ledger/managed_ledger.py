@@ -50,6 +50,13 @@ How it works
   confirmed position is written to the record (`terminated`) by compare-and-set. A terminated
   managed ledger reopens (after a restart, on another broker) terminated at that position, with
   no new ledger; reads, trims and offloads go on. Terminating again returns the same position.
+- Kafka offsets (`offset_of`, `entry_for_offset`, `log_start_offset`, `end_offset`; how in
+  `ledger.view`): each ledger's first offset is fixed in its record when it is added
+  (`_add_new_ledger`: the previous, sealed ledger's first offset + its final message count), and
+  the open ledger's index grows in `_on_added`, so an append's offset is known when its future
+  resolves. Records written before first offsets existed are assigned on open (`_initialize`,
+  `ml_metadata.assign_first_offsets`) from `trimmed.messages` on, in the compare-and-set open
+  already makes: the same offsets every later open computes again.
 - Fencing: any failed compare-and-set on our metadata, or a fenced ledger, means another owner
   took over: state FENCED, every later append raises ManagedLedgerFenced. Two owners never
   interleave: the new owner's ledger only starts after the old owner's last ledger was fenced.
@@ -100,7 +107,15 @@ from ledger.cold import ColdStorage
 from ledger.entry_index import EntryIndex
 from ledger.handle import WriteHandle, WriterState
 from ledger.index_checkpoint import IndexCheckpointer
-from ledger.ml_metadata import LedgerRecord, LedgerTotals, ManagedLedgerMetadata, index_path, index_root, ml_path
+from ledger.ml_metadata import (
+    LedgerRecord,
+    LedgerTotals,
+    ManagedLedgerMetadata,
+    assign_first_offsets,
+    index_path,
+    index_root,
+    ml_path,
+)
 from ledger.ml_offload import Offloader, OffloadStatus
 from ledger.ml_read import EntryReader
 from ledger.position import Position
@@ -209,7 +224,8 @@ class ManagedLedger:
 
     async def _initialize(self) -> None:
         self._meta = await ml_open.take_ownership(self._store, self.name, self._owner)
-        records = list(self._meta.ledgers)
+        # Older records lack first offsets: assigned here, persisted by the compare-and-set below.
+        records = assign_first_offsets(self._meta.ledgers, self._meta.trimmed.messages)
         for i, record in enumerate(records):
             if not record.closed:
                 invariant(i == len(records) - 1, "only the last ledger is open", ledger=record.ledger_id)
@@ -227,7 +243,7 @@ class ManagedLedger:
             # would drop its fence on the bookies while the old owner may still try to add.
             state = LedgerState.CLOSED if record.cold is None else LedgerState.OFFLOADED
             self._view.add(KeptLedger(record.ledger_id, state, record.created_ms, index, record.cold,
-                                      record.bookie_deleted))
+                                      record.bookie_deleted, records[i].first_offset))
         await self._cas(self._meta.with_ledgers(records))
         if self._meta.deleting:  # trimmed by an earlier owner that stopped before deleting them
             log.info("%s: deleting %d ledger(s) an earlier owner trimmed: %s", self.name,
@@ -503,13 +519,21 @@ class ManagedLedger:
         e, qw, qa = self._quorum
         handle = await self._client.create_ledger(e, qw, qa, properties={"managed_ledger": self.name})
         handle.set_handoff_listener(self._on_handoff)
-        record = LedgerRecord(handle.ledger_id, False, handle.metadata.created_ms)
+        previous = self._meta.ledgers[-1] if self._meta.ledgers else None
+        if previous is None:
+            first_offset = self._meta.trimmed.messages
+        else:
+            invariant(previous.closed and previous.first_offset >= 0, "a new ledger follows a sealed one "
+                      "with a first offset", previous=previous.ledger_id, first_offset=previous.first_offset)
+            first_offset = previous.first_offset + previous.messages
+        record = LedgerRecord(handle.ledger_id, False, handle.metadata.created_ms, first_offset=first_offset)
         try:
             await self._cas(self._meta.with_ledgers(list(self._meta.ledgers) + [record]))
         except ManagedLedgerFenced:
             self._deleter.schedule([handle.ledger_id])   # never used: do not leak it
             raise
-        self._view.add(KeptLedger(handle.ledger_id, LedgerState.OPEN, record.created_ms, EntryIndex()))
+        self._view.add(KeptLedger(handle.ledger_id, LedgerState.OPEN, record.created_ms, EntryIndex(),
+                                  first_offset=first_offset))
         self._handle = handle
         self._assigned_entries = 0
         self._assigned_bytes = 0
@@ -768,6 +792,28 @@ class ManagedLedger:
 
     def position_for_publish_time(self, publish_time_ms: int) -> Position:
         return self._view.position_for_publish_time(publish_time_ms)
+
+    # --- Kafka offsets (ledger.view) --------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """Kafka offset of the first kept message; equals end_offset when nothing is kept."""
+        return self._view.log_start_offset if self._view.kept else self._meta.trimmed.messages
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last confirmed message's Kafka offset (log end offset = high watermark)."""
+        return self._view.end_offset if self._view.kept else self._meta.trimmed.messages
+
+    def offset_of(self, position: Position) -> int:
+        """Kafka offset of the first message of the kept entry at `position` (InvalidPosition
+        if it is not kept)."""
+        return self._view.offset_of(Position(*position))
+
+    def entry_for_offset(self, offset: int) -> Position:
+        """The kept entry holding `offset`; at end_offset the position the next entry gets;
+        OffsetOutOfRange below log_start_offset or past end_offset."""
+        return self._view.entry_for_offset(offset)
 
 
 def _behind(exc: BaseException) -> StrataError:

@@ -20,6 +20,15 @@ Trimmed totals: `trimmed` sums the entries, messages and bytes of every ledger t
 and trims (the topic's `msgInCounter`/`bytesInCounter` and internal stats' `entriesAddedCounter`
 start there on load). A record written before the field existed reads as zeros.
 
+Kafka offsets: a ledger's `first_offset` is the offset (message index in the managed ledger,
+the first message ever stored being 0) of its first message, fixed when the ledger is added:
+the previous ledger's first_offset + its final message count (it is sealed before the next one
+is created), or `trimmed.messages` for the first ledger of a managed ledger. It never changes
+afterwards: trims drop whole ledgers, offload and `bookie_deleted` keep the record, recovery
+only closes a ledger (`ledger.view` answers offset questions from it). A record written before
+the field existed reads as -1 ("not assigned"); `ManagedLedger` assigns those on open, from the
+earliest kept ledger on (see `assign_first_offsets`).
+
 Termination (Pulsar's `terminatedPosition`): `terminated` is the last position the managed
 ledger will ever hold, written by the compare-and-set that follows sealing its last ledger. A
 terminated managed ledger opens without a new ledger and takes no appends; a record without the
@@ -28,7 +37,8 @@ field is not terminated.
 What must hold: ledger ids in the list strictly increase; only the last may be OPEN; a ledger id
 is in `ledgers` or in `deleting`, never both; `bookie_deleted` implies `cold`; `trimmed` only
 grows (a ledger's totals are added once, when it leaves `ledgers`); once `terminated` is set
-every ledger is closed and it never changes again.
+every ledger is closed and it never changes again. Adjacent kept ledgers with assigned first
+offsets chain exactly: `first_offset[i+1] == first_offset[i] + messages[i]`.
 """
 
 from __future__ import annotations
@@ -87,6 +97,7 @@ class LedgerRecord:
     cold: ColdCopy | None = None     # set (by compare-and-set) once its offload is complete
     bookie_deleted: bool = False     # the bookie copy is gone (deletion lag passed): read from `cold`
     closed_ms: int = 0               # wall time it was sealed; 0 = open, or sealed before this was kept
+    first_offset: int = -1           # Kafka offset of its first message; -1 = not assigned (older record)
 
     def to_doc(self) -> dict:
         doc: dict[str, object] = {
@@ -99,6 +110,8 @@ class LedgerRecord:
             doc["bookie_deleted"] = True
         if self.closed_ms:
             doc["closed_ms"] = self.closed_ms
+        if self.first_offset >= 0:
+            doc["first_offset"] = self.first_offset
         return doc
 
     @classmethod
@@ -107,7 +120,8 @@ class LedgerRecord:
         return cls(int(doc["id"]), bool(doc["closed"]), int(doc["created_ms"]), int(doc["entries"]),
                    int(doc["size_bytes"]), int(doc["messages"]), int(doc["first_publish_ms"]),
                    int(doc["last_publish_ms"]), ColdCopy.from_doc(cold) if cold is not None else None,
-                   bool(doc.get("bookie_deleted", False)), int(doc.get("closed_ms", 0)))
+                   bool(doc.get("bookie_deleted", False)), int(doc.get("closed_ms", 0)),
+                   int(doc.get("first_offset", -1)))
 
     @property
     def sealed_ms(self) -> int:
@@ -177,6 +191,11 @@ class ManagedLedgerMetadata:
                   "a ledger whose bookie copy is gone has a cold copy", ids=ids)
         invariant(self.terminated is None or all(r.closed for r in self.ledgers),
                   "a terminated managed ledger has no open ledger", ids=ids)
+        for a, b in itertools.pairwise(self.ledgers):
+            if a.first_offset >= 0 and b.first_offset >= 0:
+                invariant(b.first_offset == a.first_offset + a.messages,
+                          "first offsets chain by the previous ledger's messages", ledger_id=b.ledger_id,
+                          first_offset=b.first_offset, previous=a.first_offset, previous_messages=a.messages)
 
     def with_ledgers(self, ledgers: list[LedgerRecord] | tuple[LedgerRecord, ...]) -> ManagedLedgerMetadata:
         return replace(self, ledgers=tuple(ledgers))
@@ -225,3 +244,19 @@ class ManagedLedgerMetadata:
                    {str(k): str(v) for k, v in doc.get("properties", {}).items()}, version,
                    tuple(int(i) for i in doc.get("deleting", ())), LedgerTotals.from_doc(doc.get("trimmed")),
                    Position(int(terminated[0]), int(terminated[1])) if terminated is not None else None)
+
+
+def assign_first_offsets(ledgers: Iterable[LedgerRecord], trimmed_messages: int) -> list[LedgerRecord]:
+    """`ledgers` (closed, except perhaps the last) with every unassigned first offset filled in:
+    the earliest gets `trimmed_messages` (every message ever stored and since trimmed), each next
+    one the previous one's first offset + its messages. Assigned ones are kept as they are, so
+    this is the identity on a record written since first offsets exist; on a record written
+    before, it gives every ledger the offsets it would have had (the migration of older topics)."""
+    out: list[LedgerRecord] = []
+    following = trimmed_messages
+    for record in ledgers:
+        if record.first_offset < 0:
+            record = replace(record, first_offset=following)
+        out.append(record)
+        following = record.first_offset + record.messages
+    return out

@@ -11,13 +11,14 @@ How it works
   (SUCCESS or ERROR). A broker killed meanwhile leaves it there: the next `open()` resumes it in
   the background (`resume`). A close() (topic unload) cancels the run and leaves it too, so the
   next owner finishes the job.
-- Per ledger: `cold.offload(...)` (idempotent: an attempt that crashed left at most an object the
-  next attempt checks and reuses) retried under `offload_attempts_max` with backoff doubling up
-  to `offload_retry_backoff_max_ms`; then, under the metadata lock, the ledger's record gains
-  `cold` by compare-and-set — only now, after the upload returned. A ledger trimmed meanwhile
-  is skipped (OffloadConflict, not an error) and its object deleted. The failure of one ledger
-  does not stop the others; the first error is the one reported (status ERROR, the ledger stays
-  on the bookies only).
+- Per ledger: `cold.offload(...)`, given the ledger's Kafka offsets (its record's first offset
+  and its index's message counts: the object's `offset` column) (idempotent: an attempt that
+  crashed left at most an object the next attempt checks and reuses) retried under
+  `offload_attempts_max` with backoff doubling up to `offload_retry_backoff_max_ms`; then, under
+  the metadata lock, the ledger's record gains `cold` by compare-and-set — only now, after the
+  upload returned. A ledger trimmed meanwhile is skipped (OffloadConflict, not an error) and its
+  object deleted. The failure of one ledger does not stop the others; the first error is the one
+  reported (status ERROR, the ledger stays on the bookies only).
 - `maybe_offload`: Pulsar's auto offload — walk the closed ledgers newest to oldest summing their
   sizes; the newest not-offloaded, non-empty ledger with sum > threshold_bytes (>= 0) or age
   (since it was sealed) >= threshold_seconds (>= 0) and every older one are offloaded, as a
@@ -60,7 +61,7 @@ from common.errors import (
     StrataError,
 )
 from common.invariant import present
-from ledger.cold import ColdCopy, ColdStorage
+from ledger.cold import ColdCopy, ColdStorage, LedgerOffsets
 from ledger.ml_metadata import LedgerRecord
 from ledger.position import Position
 from ledger.types import LedgerState
@@ -263,7 +264,8 @@ class Offloader:
         async def attempt() -> ColdCopy:
             self._check_kept(record.ledger_id)
             handle = await ml._reader.handle_for(record.ledger_id)
-            return await cold.offload(ml.name, record.ledger_id, handle, record.entries, progress)
+            return await cold.offload(ml.name, record.ledger_id, handle, record.entries, progress,
+                                      self._offsets_of(record))
 
         try:
             copy = await self._upload_retry.call_async(attempt, about=f"{ml.name} ledger {record.ledger_id}")
@@ -286,6 +288,14 @@ class Offloader:
         self.status.entries_done = base_done + record.entries
         self.status.last_offload_ledger_id = record.ledger_id
         self.status.last_success_ms = ml._clock.wall_ms()
+
+    def _offsets_of(self, record: LedgerRecord) -> LedgerOffsets | None:
+        """The ledger's Kafka offsets for its object: its first offset and its index's message
+        counts (None, a null `offset` column, if its index does not match the record)."""
+        kept = self._ml._view.find(record.ledger_id)
+        if kept is None or record.first_offset < 0 or kept.entries != record.entries:
+            return None
+        return LedgerOffsets(record.first_offset, list(kept.index.messages))
 
     def _is_kept(self, ledger_id: int) -> bool:
         return any(r.ledger_id == ledger_id for r in self._ml._meta.ledgers)

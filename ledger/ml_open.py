@@ -108,6 +108,7 @@ async def rebuild_index_from_cold(record: LedgerRecord, cold: ColdStorage | None
 
 
 def closed_record(record: LedgerRecord, index: EntryIndex, closed_ms: int) -> LedgerRecord:
+    """The record of a ledger just sealed: its final counts from `index`; its first offset stays."""
     return LedgerRecord(record.ledger_id, True, record.created_ms, len(index), index.total_bytes,
                         index.total_messages, index.first_publish_ms, index.last_publish_ms,
-                        closed_ms=closed_ms)
+                        closed_ms=closed_ms, first_offset=record.first_offset)

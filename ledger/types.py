@@ -8,6 +8,10 @@ Per-entry facts (`EntryMeta`) are given by the broker at append time: the manage
 parse Pulsar metadata, it only records the size, the number of messages in the entry (a client
 batch counts as its messages) and the publish time, so backlog in messages and bytes, TTL and
 seek-by-time never need to read entries back.
+
+Kafka offsets: an offset is a message's index in the managed ledger (the first message ever
+stored has offset 0; an entry of n messages covers n offsets). They survive rollovers, trims,
+offloads, restarts and takeovers; `ledger.view` says how they are kept.
 """
 
 from __future__ import annotations
@@ -79,6 +83,27 @@ class LedgerView(Protocol):
 
     def position_for_publish_time(self, publish_time_ms: int) -> Position:
         """The first kept entry whose publish time is >= publish_time_ms; one past the end if none."""
+        ...
+
+    @property
+    def log_start_offset(self) -> int:
+        """Kafka offset of the first kept message; equals end_offset when nothing is kept."""
+        ...
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last confirmed message's Kafka offset (log end offset, high watermark)."""
+        ...
+
+    def offset_of(self, position: Position) -> int:
+        """Kafka offset of the first message of the kept entry at `position`; raises
+        InvalidPosition if it is not kept."""
+        ...
+
+    def entry_for_offset(self, offset: int) -> Position:
+        """The kept entry whose messages include `offset` (the first entry after it if it falls
+        in a gap); `next_position(last_confirmed)` when offset == end_offset; raises
+        OffsetOutOfRange below log_start_offset or past end_offset."""
         ...
 
 

@@ -8,7 +8,17 @@ cursor question from those alone, never reading an entry. Conventions (shared wi
   entries or is the last one (the open ledger, even empty); past the very end it is `(L, e+1)`.
 - `last_confirmed` is the last entry of the last non-empty ledger, `(first ledger, -1)` if none.
 
-What must hold: ledger ids strictly increase; only the last ledger may be OPEN.
+Kafka offsets: an offset is a message's index in the managed ledger (the first message ever
+stored is 0); an entry of n messages covers [its offset, its offset + n). Each kept ledger has
+its `first_offset` (persisted in its record, `ledger.ml_metadata`), and its index a running
+message count (`EntryIndex.msg_end`), so offset -> ledger is a bisect over `_firsts` and offset
+-> entry a bisect in that ledger's index: O(log ledgers + log entries). The open ledger's index
+grows as entries are confirmed, so `end_offset` moves exactly then. Gaps between ledgers are
+allowed (none is made today): an offset in one maps to the next entry after it.
+
+What must hold: ledger ids strictly increase; only the last ledger may be OPEN; first offsets
+never decrease along the kept ledgers (the exact chain, by the records' message counts, is
+checked on the persisted records).
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from common.errors import InvalidPosition
+from common.errors import InvalidPosition, OffsetOutOfRange
 from common.invariant import invariant
 from ledger.cold import ColdCopy
 from ledger.entry_index import EntryIndex
@@ -32,6 +42,7 @@ class KeptLedger:
     index: EntryIndex
     cold: ColdCopy | None = None                  # its complete cold copy (state OFFLOADED); None = bookies only
     bookie_deleted: bool = False                  # the bookie copy is gone: read only from `cold`
+    first_offset: int = 0                         # Kafka offset of its first message (its record's)
 
     @property
     def entries(self) -> int:
@@ -49,6 +60,7 @@ class LedgerListView:
         self.name = name
         self.kept: list[KeptLedger] = []      # oldest first
         self._ids: list[int] = []             # ledger ids of `kept`, for bisect
+        self._firsts: list[int] = []          # first offsets of `kept`, for bisect
 
     # --- mutation by the managed ledger ----------------------------------------------------------
 
@@ -56,12 +68,17 @@ class LedgerListView:
         invariant(not self._ids or ledger.ledger_id > self._ids[-1], "ledger ids strictly increase",
                   new=ledger.ledger_id, last=self._ids[-1] if self._ids else None)
         invariant(all(k.state is not LedgerState.OPEN for k in self.kept), "only the last ledger is open")
+        invariant(ledger.first_offset >= 0 and (not self._firsts or ledger.first_offset >= self._firsts[-1]),
+                  "first offsets never decrease", new=ledger.first_offset,
+                  last=self._firsts[-1] if self._firsts else None, ledger_id=ledger.ledger_id)
         self.kept.append(ledger)
         self._ids.append(ledger.ledger_id)
+        self._firsts.append(ledger.first_offset)
 
     def remove(self, ledger_ids: set[int]) -> None:
         self.kept = [k for k in self.kept if k.ledger_id not in ledger_ids]
         self._ids = [k.ledger_id for k in self.kept]
+        self._firsts = [k.first_offset for k in self.kept]
 
     def find(self, ledger_id: int) -> KeptLedger | None:
         i = bisect.bisect_left(self._ids, ledger_id)
@@ -125,3 +142,43 @@ class LedgerListView:
             if k.entries and k.index.publish_max[-1] >= publish_time_ms:
                 return Position(k.ledger_id, k.index.first_at_or_after(publish_time_ms))
         return self.next_position(self.last_confirmed)
+
+    # --- Kafka offsets ---------------------------------------------------------------------------
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last confirmed message's offset (0 when no ledger is kept)."""
+        if not self.kept:
+            return 0
+        last = self.kept[-1]
+        return last.first_offset + last.index.total_messages
+
+    @property
+    def log_start_offset(self) -> int:
+        """The offset of the first kept message; end_offset when nothing is kept."""
+        for k in self.kept:
+            if k.entries:
+                return k.first_offset
+        return self.end_offset
+
+    def offset_of(self, position: Position) -> int:
+        """The offset of the first message of the kept entry at `position`."""
+        k = self.find(position[0])
+        if k is None or not 0 <= position[1] < k.entries:
+            raise InvalidPosition("entry not kept", position=str(Position(*position)))
+        return k.first_offset + k.index.messages_before(position[1])
+
+    def entry_for_offset(self, offset: int) -> Position:
+        """The kept entry whose messages include `offset`; at end_offset, the position the next
+        entry will get; OffsetOutOfRange below log_start_offset or past end_offset."""
+        start, end = self.log_start_offset, self.end_offset
+        if offset == end:
+            return self.next_position(self.last_confirmed)
+        if not start <= offset < end:
+            raise OffsetOutOfRange("offset out of range", offset=offset, start=start, end=end)
+        i = bisect.bisect_right(self._firsts, offset) - 1     # the last ledger starting at or before it
+        k = self.kept[i]
+        entry = k.index.entry_of_message(offset - k.first_offset)
+        if entry < k.entries:
+            return Position(k.ledger_id, entry)
+        return self.next_position(Position(k.ledger_id, k.entries - 1))   # in a gap after ledger i

@@ -11,7 +11,10 @@ Rows, in (entry_id, batch_index) order; an entry's rows are consecutive and a ro
 splits an entry:
 - message columns: topic, partition (-1: not a partition), ledger_id, entry_id, batch_index (-1:
   a non-batched entry), batch_size (members of the batch; 0 for a non-batched entry, as in a
-  message id), message_id (the serialized MessageIdData a consumer gets; the official client's
+  message id), offset (the message's Kafka offset: the entry's offset + batch_index, or + 0 for
+  a non-batched entry; `offload.message_table` says how entry offsets are known; objects
+  written before it existed lack the column, and nothing that rebuilds entries reads it),
+  message_id (the serialized MessageIdData a consumer gets; the official client's
   `MessageId.deserialize` takes it), key (partition key), ordering_key, properties, publish_time,
   event_time (null when unset), producer_name, sequence_id (as Java's signed long), payload (the
   decompressed message payload; null for a null-value message, and for an opaque entry, below).
@@ -111,7 +114,7 @@ PARQUET_COMPRESSION = "zstd"
 PARQUET_COMPRESSION_LEVEL = 1
 
 _DICTIONARY_COLUMNS = ["topic", "producer_name", "key", "partition", "ledger_id"]
-_STATISTICS_COLUMNS = ["topic", "ledger_id", "entry_id", "partition", "batch_index", "publish_time",
+_STATISTICS_COLUMNS = ["topic", "ledger_id", "entry_id", "partition", "batch_index", "offset", "publish_time",
                        "event_time", "key", "sequence_id"]
 _SORTING = [pq.SortingColumn(3), pq.SortingColumn(4)]  # entry_id, batch_index
 
@@ -164,11 +167,12 @@ class LedgerWriter:
         self._rows = EntryTableBuilder(origin)
         self._closed: dict[str, str] | None = None
 
-    def add(self, entry_id: int, data: bytes) -> None:
-        """Add the next entry (its stored bytes)."""
+    def add(self, entry_id: int, data: bytes, messages: int | None = None) -> None:
+        """Add the next entry (its stored bytes; `messages`: its recorded message count, which
+        the offsets follow, None: counted from the bytes)."""
         if self._closed is not None:
             raise InvariantViolation("add after close", entry_id=entry_id)
-        self._rows.add(entry_id, data)
+        self._rows.add(entry_id, data, messages)
         if self._rows.bytes_buffered >= self.row_group_bytes:
             self._flush()
 

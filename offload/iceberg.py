@@ -26,7 +26,10 @@ data file's path (pyiceberg's FileIO does not decode paths; engines that URL-dec
 would not find such files).
 
 The table schema is the whole `offload.message_table.MESSAGE_SCHEMA` (add_files refuses a file
-with a column the table lacks), every column optional, timestamps `timestamptz` (us). Files are
+with a column the table lacks), every column optional, timestamps `timestamptz` (us). A table
+made before a column joined the schema (`offset`, the Kafka offset) gains it on the next
+register (`union_by_name`: a new optional column at the end, the name mapping updated with it);
+its older files lack it and read as null there. Files are
 added with `add_files` (metadata only: the data is never rewritten) and removed by a metadata-only
 delete of `ledger_id == N` (each object holds one ledger, so its statistics say min == max and
 the whole file goes; a delete that would need a rewrite is refused). Manifests are merged
@@ -294,7 +297,7 @@ class IcebergTables:
         cat = self.catalog()
         identifier = table_identifier(ml_name)
         try:
-            return cat.load_table(identifier)
+            return _with_current_schema(cat.load_table(identifier))
         except NoSuchTableError:
             if not create:
                 return None
@@ -374,6 +377,19 @@ def expire_snapshots(table: Table, kept: int = SNAPSHOTS_KEPT,
     for path in gone:
         table.io.delete(path)
     return len(expired)
+
+
+def _with_current_schema(table: Table) -> Table:
+    """`table`, given the MESSAGE_SCHEMA columns it lacks (a table made before they existed):
+    add_files refuses a file with a column its table does not have."""
+    have = {field.name for field in table.schema().fields}
+    if all(name in have for name in MESSAGE_SCHEMA.names):
+        return table
+    with table.update_schema() as update:
+        update.union_by_name(MESSAGE_SCHEMA)
+    log.info("Iceberg table %s: added column(s) %s", table.name(),
+             [name for name in MESSAGE_SCHEMA.names if name not in have])
+    return table
 
 
 def _expire_quietly(table: Table, identifier: tuple[str, ...]) -> None:

@@ -2,13 +2,22 @@
 and the builder both the offloader (`offload.format.LedgerWriter`, one table per row group) and
 the Spark source's hot-ledger reads (`analytics`, the same rows straight from the bookies) use.
 
-    rows = EntryTableBuilder(LedgerOrigin("persistent://t/ns/x", -1, ledger_id=7))
+    rows = EntryTableBuilder(LedgerOrigin("persistent://t/ns/x", -1, ledger_id=7, first_offset=120))
     for entry_id, data in entries:
         rows.add(entry_id, data)
     table = rows.take()            # MESSAGE_SCHEMA; None if nothing was added since the last take
 
 `MESSAGE_COLUMNS` are what a consumer would see (offload.format's docstring says what each
 means); `REBUILD_COLUMNS` are what the broker needs to rebuild the stored entries.
+
+Kafka offsets (`offset` column): an entry's offset is the ledger's first offset (its record's,
+`ledger.ml_metadata`) plus the messages of the entries before it; a row's is its entry's plus
+its batch index (0 for a non-batched entry). An entry's message count is the one its writer
+recorded when given (`add(..., messages=n)`: the offloader passes the ledger's index), else
+the broker's rule from the bytes: `num_messages_in_batch` (at least 1) for a batch, else 1. With
+the first offset unknown (-1) the column is null. Objects written before the column existed
+lack it; readers of message columns must tolerate that (the broker's cold reads use only
+REBUILD_COLUMNS).
 
 What must hold: entries come in order (first, first+1, ...); a table holds whole entries, rows
 in (entry_id, batch_index) order; the same entries give the same rows whichever reader built them.
@@ -50,6 +59,7 @@ MESSAGE_SCHEMA = pa.schema([
     pa.field("entry_id", pa.int64()),
     pa.field("batch_index", pa.int32()),
     pa.field("batch_size", pa.int32()),
+    pa.field("offset", pa.int64()),       # Kafka offset; nullable like every column, set whenever known
     pa.field("message_id", pa.binary()),
     pa.field("key", pa.string()),
     pa.field("ordering_key", pa.binary()),
@@ -76,17 +86,22 @@ MESSAGE_ONLY_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(name) for name in MESSAGE_
 @dataclass(frozen=True)
 class LedgerOrigin:
     """Where a ledger's entries come from. topic: the full name, e.g.
-    "persistent://t/ns/x-partition-3"; partition: its index, -1 if not a partition."""
+    "persistent://t/ns/x-partition-3"; partition: its index, -1 if not a partition;
+    first_offset: the Kafka offset of the ledger's first message, -1 if unknown."""
     topic: str
     partition: int
     ledger_id: int
+    first_offset: int = -1
 
 
 class EntryTableBuilder:
     """Buffers entries of one ledger as message-row columns; `take` turns them into a table."""
 
-    def __init__(self, origin: LedgerOrigin) -> None:
+    def __init__(self, origin: LedgerOrigin, start_offset: int | None = None) -> None:
+        """start_offset: the Kafka offset of the first entry added (default: the ledger's first
+        offset, right when the first entry added is entry 0); -1 = unknown (null offsets)."""
         self.origin = origin
+        self.next_offset = origin.first_offset if start_offset is None else start_offset   # -1: unknown
         self._group = RowGroup()
         self._producers: dict[str, int] = {}  # producer name -> index in the producer_name dictionary
         # message_id_prefix(ledger, entry, partition) = _id_head + varint(entry) + _id_tail
@@ -105,8 +120,9 @@ class EntryTableBuilder:
         """Payload (and kept block) bytes added since the last take."""
         return self._group.bytes_buffered
 
-    def add(self, entry_id: int, data: bytes) -> None:
-        """Add the next entry (its stored bytes)."""
+    def add(self, entry_id: int, data: bytes, messages: int | None = None) -> None:
+        """Add the next entry (its stored bytes; `messages`: its message count as recorded,
+        which its Kafka offsets follow; None: counted from the bytes)."""
         if self.next_entry_id is not None and entry_id != self.next_entry_id:
             raise InvariantViolation("entries must come in order", entry_id=entry_id,
                                      expected=self.next_entry_id)
@@ -121,14 +137,19 @@ class EntryTableBuilder:
             sound = crc32c_from(data, 6) == _U32.unpack_from(data, 2)[0]
         except MalformedFrame:
             info, sound = None, False
+        group.entry_offsets.append(self.next_offset if self.next_offset >= 0 else None)
         if info is None or not sound:
             self._add_raw(entry_id, data)
+            counted = 1
         else:
-            self._add_parsed(entry_id, data, info)
+            counted = self._add_parsed(entry_id, data, info)
+        if self.next_offset >= 0:
+            self.next_offset += counted if messages is None else messages
         self.entries += 1
         self.messages += len(group.payload) - rows_before
 
-    def _add_parsed(self, entry_id: int, data: bytes, info: EntryInfo) -> None:
+    def _add_parsed(self, entry_id: int, data: bytes, info: EntryInfo) -> int:
+        """Add a well-formed entry; its message count by the broker's rule."""
         group = self._group
         fields = set_fields(info.metadata)
         rebuild, messages = unpack(info, fields, data)
@@ -142,6 +163,7 @@ class EntryTableBuilder:
             group.add_members(messages)
         else:  # non-batched, or opaque (None): one row from the entry's metadata
             group.add_single(fields, messages)
+        return max(1, fields[MD_NUM_MESSAGES]) if MD_NUM_MESSAGES in fields else 1
 
     def _add_raw(self, entry_id: int, data: bytes) -> None:
         """An entry kept verbatim: one row with no message data."""

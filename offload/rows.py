@@ -179,6 +179,7 @@ class RowGroup:
         self.entry_ids: list[int] = []
         self.row_counts: list[int] = []
         self.batch_sizes: list[int] = []
+        self.entry_offsets: list[int | None] = []   # Kafka offset of the entry's first message; None: unknown
         self.id_prefixes: list[bytes] = []
         self.publish_ms: list[int | None] = []
         self.producer_index: list[int] = []   # -1: no producer (a raw entry)
@@ -262,6 +263,8 @@ class RowGroup:
             pa.array(self.entry_ids, pa.int64()).take(entry_of_row),
             batch_index,
             pa.array(self.batch_sizes, pa.int32()).take(entry_of_row),
+            pc.add(pa.array(self.entry_offsets, pa.int64()).take(entry_of_row),
+                   pc.max_element_wise(batch_index, 0).cast(pa.int64())),
             _message_ids(self.id_prefixes, self.batch_sizes, entry_of_row, batch_index),
             pa.array(self.key, pa.string()),
             pa.array(self.ordering_key, pa.binary()),

@@ -29,7 +29,7 @@ from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
 
 from common.clock import Clock, SystemClock
-from ledger.cold import ColdCopy, ColdStorage, OffloadProgress
+from ledger.cold import ColdCopy, ColdStorage, LedgerOffsets, OffloadProgress
 from ledger.handle import ReadHandle
 from offload import keys
 from offload.cold_reader import ColdReader, ReaderStats
@@ -64,9 +64,9 @@ class S3ColdStorage:
         await self.bucket.check_access()
 
     async def offload(self, ml_name: str, ledger_id: int, source: ReadHandle, entries: int,
-                      progress: OffloadProgress | None = None) -> ColdCopy:
+                      progress: OffloadProgress | None = None, offsets: LedgerOffsets | None = None) -> ColdCopy:
         copy = await offload_ledger(self.bucket, self._encode_pool, self._clock, ml_name, ledger_id, source,
-                                    entries, progress)
+                                    entries, progress, offsets)
         if self.tables is not None:
             await self.tables.register(ml_name, copy.key)
         return copy

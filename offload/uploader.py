@@ -41,7 +41,7 @@ import pyarrow as pa
 from common.clock import Clock
 from common.errors import ColdObjectMissing, ColdTierError, InvalidArgument, LimitExceeded
 from common.invariant import invariant
-from ledger.cold import ColdCopy, OffloadProgress
+from ledger.cold import ColdCopy, LedgerOffsets, OffloadProgress
 from ledger.handle import ReadHandle
 from offload import keys
 from offload.format import FORMAT_VERSION, LedgerOrigin, LedgerWriter
@@ -149,8 +149,13 @@ async def abort_stale_uploads(bucket: S3Bucket, key: str) -> int:
 
 
 async def offload_ledger(bucket: S3Bucket, encode_pool: Executor, clock: Clock, ml_name: str, ledger_id: int,
-                         source: ReadHandle, entries: int, progress: OffloadProgress | None = None) -> ColdCopy:
-    """Copy entries 0..entries-1 of a closed ledger to its object; return once it is complete."""
+                         source: ReadHandle, entries: int, progress: OffloadProgress | None = None,
+                         offsets: LedgerOffsets | None = None) -> ColdCopy:
+    """Copy entries 0..entries-1 of a closed ledger to its object; return once it is complete.
+    `offsets`: the ledger's Kafka offsets (the object's `offset` column; null without them)."""
+    if offsets is not None and len(offsets.messages) != entries:
+        raise InvalidArgument("offsets must give every entry's messages", ledger_id=ledger_id,
+                              entries=entries, messages=len(offsets.messages))
     if entries < 1:
         raise InvalidArgument("an empty ledger is not offloaded", ledger_id=ledger_id)
     key = keys.ledger_key(bucket.settings.prefix, ml_name, ledger_id)
@@ -161,7 +166,7 @@ async def offload_ledger(bucket: S3Bucket, encode_pool: Executor, clock: Clock, 
             progress(entries, entries)
         return found
     await abort_stale_uploads(bucket, key)
-    upload = _Upload(bucket, encode_pool, ml_name, ledger_id, key, entries)
+    upload = _Upload(bucket, encode_pool, ml_name, ledger_id, key, entries, offsets)
     started_s = time.monotonic()
     try:
         size_bytes = await upload.run(source, progress)
@@ -179,7 +184,7 @@ class _Upload:
     """One attempt at uploading one ledger's object."""
 
     def __init__(self, bucket: S3Bucket, encode_pool: Executor, ml_name: str, ledger_id: int, key: str,
-                 entries: int) -> None:
+                 entries: int, offsets: LedgerOffsets | None = None) -> None:
         settings = bucket.settings
         self._bucket = bucket
         self._pool = encode_pool
@@ -189,7 +194,8 @@ class _Upload:
         self._metadata = s3_metadata(ml_name, ledger_id, entries)
         topic, partition = keys.topic_origin(ml_name)
         self._sink = _PartSink(settings.part_bytes)
-        origin = LedgerOrigin(topic, partition, ledger_id)
+        origin = LedgerOrigin(topic, partition, ledger_id, offsets.first_offset if offsets is not None else -1)
+        self._messages = offsets.messages if offsets is not None else None   # per entry, as recorded
         # pyarrow writes page by page; a native buffer in front of the Python sink turns those
         # thousands of small calls per row group into a few large ones (a fifth of the encoding
         # thread's time went to _PartSink.write before)
@@ -250,9 +256,9 @@ class _Upload:
         return max(1, min(READ_CHUNK_ENTRIES_MAX, READ_CHUNK_BYTES // average_bytes))
 
     def _encode(self, batch: list[tuple[int, bytes]]) -> None:
-        add = self._writer.add
+        add, messages = self._writer.add, self._messages
         for entry_id, data in batch:
-            add(entry_id, data)
+            add(entry_id, data, messages[entry_id] if messages is not None else None)
 
     def _check_metadata(self, footer: dict[str, str]) -> None:
         for name, value in self._metadata.items():

@@ -24,7 +24,7 @@ import time
 
 from pyroaring import BitMap64
 
-from common.errors import InvalidPosition
+from common.errors import InvalidPosition, OffsetOutOfRange
 from cursor.ack_state import AckState
 from cursor.codec import CursorSnapshot
 from cursor.cursor_store import CursorStore
@@ -94,6 +94,26 @@ class UniformView:
         if index >= sum(self.sizes):
             return self.next_position(self.last_confirmed)
         return self._position(index)
+
+    # one message per entry: an entry's Kafka offset is its global index
+    @property
+    def log_start_offset(self) -> int:
+        return 0
+
+    @property
+    def end_offset(self) -> int:
+        return sum(self.sizes)
+
+    def offset_of(self, position: Position) -> int:
+        self.entry_meta(position)                  # InvalidPosition if not kept
+        return self._index(position)
+
+    def entry_for_offset(self, offset: int) -> Position:
+        if offset == self.end_offset:
+            return self.next_position(self.last_confirmed)
+        if not 0 <= offset < self.end_offset:
+            raise OffsetOutOfRange("offset out of range", offset=offset, start=0, end=self.end_offset)
+        return self._position(offset)
 
 
 def _ack_order(total: int, per_ledger: int, seed: int) -> list[Position]:

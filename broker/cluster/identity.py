@@ -11,7 +11,7 @@ the TLS port's when only TLS is served, or the internal listener's); `registry_k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.cluster.listeners import Listeners
 
@@ -25,3 +25,5 @@ class BrokerIdentity:
     web_url_tls: str        # https://host:port of the admin TLS port ('' : not served)
     registry_key: str       # "<advertised host>:<admin port>": the registry key, Pulsar's brokerId
     listeners: Listeners    # advertised listeners (empty when none are configured)
+    # Kafka listeners: name (PLAINTEXT, SSL, ...) -> advertised "host:port" ({}: Kafka not served)
+    kafka_listeners: dict[str, str] = field(default_factory=dict)

@@ -63,6 +63,7 @@ class LoadMeter:
             "pulsarServiceUrl": identity.service_url,
             "pulsarServiceUrlTls": identity.service_url_tls,
             "advertisedListeners": identity.listeners.to_json(),
+            "kafkaListeners": identity.kafka_listeners,
             "brokerId": identity.registry_key,        # host:webPort, as `brokers list` names it
             "loadReportType": "LocalBrokerData",
             "brokerVersionString": SERVER_VERSION,

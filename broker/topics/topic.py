@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker.compaction.topic_compaction import TopicCompaction
@@ -89,6 +90,9 @@ class PersistentTopic:
         self.entry_facts = FactsCache()   # parsed once, shared by every subscription
         self.access = ProducerAccess(self)   # exclusive producer, its waiters, the topic epoch
         self.compaction = TopicCompaction(self)   # compacted view, runs, status (broker.compaction)
+        # state other front ends keep per topic (the Kafka producer state): closed with the topic,
+        # after its appends settled and before the managed ledger closes
+        self.close_hooks: list[Callable[[], Awaitable[None]]] = []
 
     @classmethod
     async def open(cls, ctx: BrokerContext, name: TopicName, ml) -> PersistentTopic:
@@ -295,6 +299,11 @@ class PersistentTopic:
             except StrataError as exc:
                 log.warning("closing subscription %s of %s: %s", sub.name, self.name, exc)
         await self.dedup.close()
+        for hook in self.close_hooks:
+            try:
+                await hook()
+            except StrataError as exc:
+                log.warning("closing %s: %s", self.name, exc)
         try:
             await self.ml.close()
         except StrataError as exc:

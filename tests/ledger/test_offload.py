@@ -517,3 +517,52 @@ def test_offload_asap_from_the_closed_listener_while_appends_roll_ledgers(env, s
         await cold.close()
         await shutdown(store, client)
     run(body())
+
+
+def test_offloaded_objects_carry_each_messages_kafka_offset(env, s3, seed):
+    """Every row of an offloaded object has `offset` = its entry's offset (`offset_of`) + its
+    batch index: batches of random sizes over several ledgers, after a trim moved the first
+    offset away from 0. Seeded."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from entries import batch as eb
+
+    _start_bookie(env)
+    bucket = s3.new_bucket()
+    rng = random.Random(seed)
+
+    def batch(i: int, n: int) -> bytes:
+        md, payload = eb.build_batch([eb.BatchMessage(payload=b"m%d-%d" % (i, k)) for k in range(n)],
+                                     producer_name="p", sequence_id=i, publish_time_ms=PUBLISH_BASE_MS + i)
+        return build_entry(md, payload)
+
+    async def body():
+        config = _config(env, s3, bucket, managed_ledger_rollover_entries=20)
+        store, client = await env.open(config)
+        ml = await _open(NAME, store, client, config, _cold(s3, config))
+        sizes = [rng.randrange(1, 12) for _ in range(75)]
+        positions = list(await asyncio.gather(*(ml.append(batch(i, n), messages=n, publish_time_ms=PUBLISH_BASE_MS + i)
+                                                for i, n in enumerate(sizes))))
+        await ml.trim(positions[25])                                     # the first ledger goes
+        ids = [info.ledger_id for info in ml.ledgers()]
+        assert ml.log_start_offset > 0
+        await ml.start_offload(Position(ids[-1], 0))
+        record = await _record(store)
+        offloaded = [r for r in record.ledgers if r.cold is not None]
+        assert len(offloaded) >= 2
+        for r in offloaded:
+            body_bytes = s3.client().get_object(Bucket=bucket, Key=r.cold.key)["Body"].read()
+            table = pq.read_table(io.BytesIO(body_bytes), columns=["entry_id", "batch_index", "offset"])
+            assert table.column("offset").null_count == 0
+            want = [ml.offset_of(Position(r.ledger_id, e)) + max(b, 0)
+                    for e, b in zip(table.column("entry_id").to_pylist(), table.column("batch_index").to_pylist(),
+                                    strict=True)]
+            assert table.column("offset").to_pylist() == want
+            assert want[0] == r.first_offset and len(want) == r.messages
+        kept = [batch(i, n) for i, n in enumerate(sizes) if positions[i].ledger_id in ids]
+        assert await _read_all(ml, client) == kept
+        await ml.close()
+        await shutdown(store, client)
+    run(body())

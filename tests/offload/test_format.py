@@ -533,3 +533,68 @@ def test_a_damaged_row_still_fails_although_recompression_could_fall_back(seed: 
     blob[at + 5] ^= 0x40
     with pytest.raises(ColdObjectCorrupt):
         fmt.read_entries(io.BytesIO(bytes(blob)), 0, 0)
+
+
+def test_offset_column_is_the_entry_offset_plus_the_batch_index(seed: int) -> None:
+    """The `offset` column: the ledger's first offset + the messages of the entries before +
+    the batch index (0 for a non-batched entry). Batches of random sizes, single messages, an
+    opaque batch (one row for its 3 messages) and a raw entry (bad CRC: one row, 1 message); the
+    recorded counts, when the writer is given them, win over the bytes. Seeded."""
+    rnd = random.Random(seed)
+    entries: list[bytes] = []
+    counts: list[int] = []
+    for i in range(20):
+        n = rnd.choice([0, 1, 2, 5, 17])
+        if n == 0:
+            entries.append(single_entry(rnd.randbytes(20), sequence_id=i))
+            counts.append(1)
+        else:
+            entries.append(batch_entry(varied_messages(rnd, n), rnd.choice(CODECS), sequence_id=100 * i))
+            counts.append(n)
+    entries.append(single_entry(b"secret", encryption_algo="x", num_messages_in_batch=3))
+    counts.append(3)
+    raw = bytearray(single_entry(b"damaged"))
+    raw[-1] ^= 0xFF
+    entries.append(bytes(raw))
+    counts.append(1)
+    first_offset = rnd.randrange(0, 10**12)
+    origin = fmt.LedgerOrigin("persistent://t/ns/topic", -1, 42, first_offset)
+    expected = []
+    offset = first_offset
+    for n, data in zip(counts, entries, strict=True):
+        rows_of_entry = 1 if n == 3 or data is entries[-1] or not parse_entry(data).metadata.HasField(
+            "num_messages_in_batch") else n
+        expected.extend(offset + k for k in range(rows_of_entry))
+        offset += n
+    blob = write(entries, row_group_bytes=4096, origin=origin)
+    table = pq.read_table(io.BytesIO(blob))
+    assert table.column("offset").to_pylist() == expected
+    assert fmt.read_entries(io.BytesIO(blob), 0, len(entries) - 1) == list(enumerate(entries))  # rebuild unchanged
+
+    # the recorded counts win: one entry counted as 10 shifts every later offset by 9 more
+    recorded = list(counts)
+    recorded[0] += 9
+    sink = io.BytesIO()
+    writer = fmt.LedgerWriter(sink, origin, 4096)
+    for i, (data, n) in enumerate(zip(entries, recorded, strict=True)):
+        writer.add(i, data, n)
+    writer.close()
+    shifted = pq.read_table(io.BytesIO(sink.getvalue())).column("offset").to_pylist()
+    first_rows = 1 if counts[0] == 1 else counts[0]
+    assert shifted == expected[:first_rows] + [o + 9 for o in expected[first_rows:]]
+
+    # no first offset known: null offsets, everything else as before
+    unknown = pq.read_table(io.BytesIO(write(entries, origin=ORIGIN)))
+    assert unknown.column("offset").null_count == len(expected)
+
+
+def test_an_object_without_the_offset_column_still_reads(seed: int) -> None:
+    """Objects written before the `offset` column existed: the broker's cold reads rebuild their
+    entries (they read only REBUILD_COLUMNS)."""
+    rnd = random.Random(seed)
+    entries = [batch_entry(varied_messages(rnd, 4), eb.LZ4, sequence_id=i) for i in range(5)]
+    table = pq.read_table(io.BytesIO(write(entries)))
+    old = table.drop_columns(["offset"])
+    sink = io.BytesIO()
+    pq.write_table(old, sink)
+    assert fmt.entries_from_table(pq.read_table(io.BytesIO(sink.getvalue())), 0, 4) == list(enumerate(entries))

@@ -362,3 +362,48 @@ def test_old_snapshots_expire_and_only_their_own_metadata_files_go(s3_server, tm
     everything = object_keys + more
     assert scanned(s3_server, bucket, url, ml).equals(objects_read_by_pyarrow(s3_server, bucket, everything))
     tables.close()
+
+
+def test_a_table_made_before_the_offset_column_gains_it_and_keeps_its_files(s3_server, tmp_path):
+    """A topic's table created with the schema before `offset` existed, holding an object without
+    the column: the next register adds the column (new files carry it, older rows read null)."""
+    import pyarrow.parquet as pq
+
+    from offload.iceberg import TABLE_PROPERTIES, table_location
+    from offload.message_table import MESSAGE_SCHEMA
+
+    bucket = s3_server.new_bucket()
+    url = f"sqlite:///{tmp_path}/metadata.db"
+    ml = "acme/orders/persistent/older"
+    old_schema = pa.schema([f for f in MESSAGE_SCHEMA if f.name != "offset"])
+    old_key = upload_ledger(s3_server, bucket, ml, 7, 12, seed=7)        # then rewritten without the column
+    body = s3_server.boto3_client().get_object(Bucket=bucket, Key=old_key)["Body"].read()
+    sink = io.BytesIO()
+    pq.write_table(pq.read_table(io.BytesIO(body)).drop_columns(["offset"]), sink)
+    s3_server.boto3_client().put_object(Bucket=bucket, Key=old_key, Body=sink.getvalue())
+    cat = catalog(s3_settings(s3_server, bucket), url)
+    identifier = table_identifier(ml)
+    cat.create_namespace(identifier[:2])
+    location = table_location(s3_settings(s3_server, bucket), ml)
+    old_table = cat.create_table(identifier, schema=old_schema, location=location, properties=TABLE_PROPERTIES)
+    old_table.add_files([f"s3://{bucket}/{old_key}"])
+    cat.engine.dispose()
+
+    new_key = keys.ledger_key(PREFIX, ml, 8)
+    sink = io.BytesIO()
+    topic, partition = keys.topic_origin(ml)
+    writer = LedgerWriter(sink, LedgerOrigin(topic, partition, 8, first_offset=500), 16 * 1024)
+    for entry_id, data in enumerate(make_entries(10, 8, payload_bytes=100)):
+        writer.add(entry_id, data)
+    writer.close()
+    s3_server.boto3_client().put_object(Bucket=bucket, Key=new_key, Body=sink.getvalue())
+    tables = tables_for(s3_server, bucket, url)
+    assert run(tables.register(ml, new_key)) is True
+    assert "offset" in {f.name for f in tables.load_table(ml).schema().fields}
+    rows = tables.load_table(ml).scan().to_arrow().sort_by(ORDER)
+    by_ledger = {lid: [o for lid2, o in zip(rows.column("ledger_id").to_pylist(), rows.column("offset").to_pylist(),
+                                           strict=True) if lid2 == lid] for lid in (7, 8)}
+    assert by_ledger[7] and all(o is None for o in by_ledger[7])
+    assert by_ledger[8][0] == 500 and by_ledger[8] == sorted(by_ledger[8]) and None not in by_ledger[8]
+    assert run(tables.unregister(old_key)) is True                     # an old file still leaves
+    tables.close()

@@ -7,14 +7,15 @@ questions by brute force over those lists, so cursor arithmetic can be checked a
 Conventions (those the cursor relies on): `next_position` crosses into the next kept ledger
 (even an empty, open one) after the last entry of a ledger, and is `(L, e+1)` past the last entry
 of the last ledger; `last_confirmed` is the last entry of the last non-empty ledger, or
-`(first ledger, -1)` when nothing is stored.
+`(first ledger, -1)` when nothing is stored. Kafka offsets are each message's index among all
+messages ever appended (`first_offset` is the first one's; trimmed messages keep theirs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.errors import InvalidPosition
+from common.errors import InvalidPosition, OffsetOutOfRange
 from ledger.position import Position
 from ledger.types import EntryMeta, LedgerInfo, LedgerState
 
@@ -30,9 +31,10 @@ class _Ledger:
 class MemoryLedgerView:
     def __init__(self, ledgers: list[list[tuple[int, int, int]]] | None = None, *,
                  name: str = "tenant/ns/persistent/topic", first_ledger_id: int = 1,
-                 last_open: bool = True) -> None:
+                 last_open: bool = True, first_offset: int = 0) -> None:
         """`ledgers`: per ledger, a list of (size_bytes, messages, publish_time_ms)."""
         self.name = name
+        self.trimmed_messages = first_offset       # offsets below the first kept ledger's
         self._ledgers: list[_Ledger] = []
         self._next_id = first_ledger_id
         for entries in ledgers or [[]]:
@@ -65,7 +67,9 @@ class MemoryLedgerView:
             ledger = self._ledgers[0]
             if Position(ledger.ledger_id, len(ledger.entries) - 1) >= before:
                 break
-            dropped.append(self._ledgers.pop(0).ledger_id)
+            gone = self._ledgers.pop(0)
+            self.trimmed_messages += sum(e.messages for e in gone.entries)
+            dropped.append(gone.ledger_id)
         return dropped
 
     def all_positions(self) -> list[Position]:
@@ -124,3 +128,37 @@ class MemoryLedgerView:
                 if meta.publish_time_ms >= publish_time_ms:
                     return Position(ledger.ledger_id, entry_id)
         return self.next_position(self.last_confirmed)
+
+    # ---- Kafka offsets, by brute force over every kept message ------------------------------------
+
+    def _offsets(self) -> list[tuple[Position, int, int]]:
+        """(position, its first offset, its messages) of every kept entry, in order."""
+        out, offset = [], self.trimmed_messages
+        for position in self.all_positions():
+            messages = self.entry_meta(position).messages
+            out.append((position, offset, messages))
+            offset += messages
+        return out
+
+    @property
+    def end_offset(self) -> int:
+        return self.trimmed_messages + sum(e.messages for kept in self._ledgers for e in kept.entries)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.trimmed_messages
+
+    def offset_of(self, position: Position) -> int:
+        for p, offset, _ in self._offsets():
+            if p == position:
+                return offset
+        raise InvalidPosition("entry not kept", position=str(Position(*position)))
+
+    def entry_for_offset(self, offset: int) -> Position:
+        if offset == self.end_offset:
+            return self.next_position(self.last_confirmed)
+        for p, first, messages in self._offsets():
+            if first <= offset < first + messages:
+                return p
+        raise OffsetOutOfRange("offset out of range", offset=offset, start=self.log_start_offset,
+                               end=self.end_offset)

@@ -12,7 +12,10 @@ PYTEST_ARGS ?=
 
 .PHONY: setup standalone lint docs test bench proto clean-data clean
 
-setup: $(APT_STAMP) $(STAMP) $(PROTO_PY)
+KJS_DIR   := tests/kafka/js
+KJS_STAMP := $(KJS_DIR)/node_modules/.installed
+
+setup: $(APT_STAMP) $(STAMP) $(PROTO_PY) $(KJS_STAMP)
 
 # Debian packages the project needs: PostgreSQL server binaries (tests start a real server),
 # a JRE for Spark, Prometheus. Installed only when missing. The script checks each binary, so it
@@ -26,6 +29,12 @@ $(STAMP): pyproject.toml
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
 	@$(VPY) -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+# kafkajs for tests/kafka (a Node client of the Kafka listener): exactly the versions in the committed lock
+# file, reinstalled only when that file changes; node and npm come from scripts/install-debian-deps.sh.
+$(KJS_STAMP): $(KJS_DIR)/package-lock.json $(APT_STAMP)
+	cd $(KJS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 proto/%_pb2.py: proto/%.proto proto/build.py $(STAMP)
@@ -66,4 +75,4 @@ clean-data:
 	rm -rf ./data
 
 clean:
-	rm -rf $(VENV) site proto/*_pb2*.py proto/*_pb2*.pyi
+	rm -rf $(VENV) site proto/*_pb2*.py proto/*_pb2*.pyi $(KJS_DIR)/node_modules

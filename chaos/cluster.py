@@ -172,7 +172,9 @@ class ChaosCluster(LocalCluster):
                              env={**env, "STRATA_BOOKIE_DATA_PORT": str(data_port)},
                              extra_args=["--advertised-host", ip])
 
-    def _broker(self, name: str, node_dir: Path, port: int, admin_port: int, env: dict[str, str]) -> BrokerProcess:
+    def _broker(self, name: str, node_dir: Path, port: int, admin_port: int, env: dict[str, str],
+                kafka_port: int | None = None) -> BrokerProcess:
+        # no Kafka listener: its port has no proxy link, so clients could not reach the advertised IP
         ip = _broker_ip(_index(name))
         for p in (port, admin_port):
             self.hub.add(Link(name, (ip, p), (HOST, p)))

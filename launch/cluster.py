@@ -5,6 +5,7 @@ by the cluster tests. The nodes are launch.broker.BrokerProcess and launch.booki
 
     with LocalCluster.start(brokers=2, bookies=3, lease_ms=3000) as cluster:
         cluster.service_url                 # pulsar://127.0.0.1:p1,127.0.0.1:p2
+        cluster.kafka_bootstrap             # 127.0.0.1:k1,127.0.0.1:k2 (every broker serves Kafka)
         cluster.metadata_url                # postgresql://... (launch.postgres unless given)
         broker = cluster.brokers[0]         # .service_url .admin_url .broker_id .pid
         broker.kill9(); broker.restart()    # crash, then back at the same ports
@@ -129,6 +130,11 @@ class LocalCluster:
         return "pulsar://" + ",".join(b.broker_id for b in self.brokers)
 
     @property
+    def kafka_bootstrap(self) -> str:
+        """Every broker's Kafka listener, comma-separated (Kafka clients' bootstrap.servers)."""
+        return ",".join(b.kafka_bootstrap for b in self.brokers)
+
+    @property
     def admin_urls(self) -> list[str]:
         return [b.admin_url for b in self.brokers]
 
@@ -166,10 +172,10 @@ class LocalCluster:
         env = self.node_env()
         for i, port in enumerate(pick_ports(bookies, self._ports)):
             self.bookies.append(self._bookie(f"bookie-{i + 1}", self.data_dir / f"bookie-{i + 1}", port, env))
-        ports = pick_ports(2 * brokers, self._ports)
+        ports = pick_ports(3 * brokers, self._ports)
         for i in range(brokers):
             self.brokers.append(self._broker(f"broker-{i + 1}", self.data_dir / f"broker-{i + 1}",
-                                             ports[2 * i], ports[2 * i + 1], env))
+                                             ports[3 * i], ports[3 * i + 1], env, kafka_port=ports[3 * i + 2]))
         self._launch_all()
 
     def _bookie(self, name: str, node_dir: Path, port: int, env: dict[str, str]) -> BookieProcess:
@@ -177,8 +183,9 @@ class LocalCluster:
         return BookieProcess(Path(node_dir) / "data", port, name=name, metadata_url=self.metadata_url, host=HOST,
                              log_path=Path(node_dir) / "bookie.log", env=env, on_parent_death=self._death_signal())
 
-    def _broker(self, name: str, node_dir: Path, port: int, admin_port: int, env: dict[str, str]) -> BrokerProcess:
-        return BrokerProcess(name, node_dir, self.metadata_url, env, port, admin_port,
+    def _broker(self, name: str, node_dir: Path, port: int, admin_port: int, env: dict[str, str],
+                kafka_port: int | None = None) -> BrokerProcess:
+        return BrokerProcess(name, node_dir, self.metadata_url, env, port, admin_port, kafka_port,
                              on_parent_death=self._death_signal())
 
     def _death_signal(self) -> int | None:
@@ -223,7 +230,8 @@ class LocalCluster:
             self._launch_s3(EmbeddedS3Ports.from_json(ports) if ports else None)
         env = self.node_env()
         self.bookies = [self._bookie(b["name"], Path(b["data_dir"]), b["port"], env) for b in state["bookies"]]
-        self.brokers = [self._broker(b["name"], Path(b["data_dir"]), b["port"], b["admin_port"], env)
+        self.brokers = [self._broker(b["name"], Path(b["data_dir"]), b["port"], b["admin_port"], env,
+                                     kafka_port=b.get("kafka_port"))   # absent in a cluster.json of before Kafka
                         for b in state["brokers"]]
         self._launch_all()
 
@@ -269,7 +277,7 @@ class LocalCluster:
             "s3": None if self.s3 is None else {"endpoint": self.s3.endpoint, "bucket": self.s3.bucket,
                                                 "pid": present(self.s3.proc, "started").pid,
                                                 "ports": self.s3.ports.to_json()},
-            "brokers": [{**_record(b), "port": b.port, "admin_port": b.admin_port,
+            "brokers": [{**_record(b), "port": b.port, "admin_port": b.admin_port, "kafka_port": b.kafka_port,
                          "service_url": b.service_url, "admin_url": b.admin_url} for b in self.brokers],
             "bookies": [{**_record(b), "port": b.port, "address": b.address} for b in self.bookies],
         }

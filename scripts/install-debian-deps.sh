@@ -7,6 +7,8 @@
 #   server. Installed without its recommends (node-exporter and friends); the package's service is
 #   not needed (the test runs its own `prometheus` on a free port), and in containers
 #   /usr/sbin/policy-rc.d usually keeps it from starting.
+# - kcat: tests/kafka drive the Kafka listener with kcat (librdkafka's command-line client) too.
+# - nodejs, npm: tests/kafka run kafkajs (npm, installed by the Makefile into tests/kafka/js) on Node.
 set -euo pipefail
 need=()
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
@@ -17,6 +19,15 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
   need+=(python3-venv)
+fi
+if ! command -v kcat >/dev/null 2>&1; then
+  need+=(kcat)
+fi
+if ! command -v node >/dev/null 2>&1; then
+  need+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  need+=(npm)
 fi
 bare=()   # installed without their recommends
 if ! command -v prometheus >/dev/null 2>&1; then

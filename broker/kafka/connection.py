@@ -98,6 +98,7 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
         self._worker = asyncio.get_running_loop().create_task(self._run())
+        self._worker.add_done_callback(self._worker_ended)
         self.front.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -147,7 +148,7 @@ class KafkaConnection(asyncio.Protocol):
             return api_versions_error_response(correlation_id)
         # no schema to answer in: the correlation id and the error code, which every client reads
         # as "this request failed" (what a Kafka broker's generic error body starts with)
-        body = _SIZE.pack(correlation_id) + struct.pack(">h", int(exc.code))
+        body = _SIZE.pack(correlation_id) + struct.pack(">h", int(exc.kafka_code))
         return _SIZE.pack(len(body)) + body
 
     def _maybe_pause(self) -> None:
@@ -186,6 +187,11 @@ class KafkaConnection(asyncio.Protocol):
                 log.exception("kafka %s: %s v%d failed", self.peer, item.api_key, item.api_version)
                 outcome = _unknown_error(item)
             self._complete(item, outcome, reply)
+
+    def _worker_ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("kafka %s: the connection's worker failed: %r", self.peer, task.exception())
+            self.close()
 
     def _complete(self, request: Request, outcome: Any, reply: asyncio.Future) -> None:
         if isinstance(outcome, Awaitable) and not isinstance(outcome, dict):

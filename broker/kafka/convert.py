@@ -37,6 +37,7 @@ import binascii
 import json
 import re
 
+from broker.kafka.idempotence import EPOCH_PROPERTY, PID_PROPERTY, SEQ_PROPERTY
 from entries.batch import BatchMessage, build_batch, decode_payload
 from entries.entry import build_entry, parse_entry
 from proto import pulsar_api_pb2 as pb
@@ -44,9 +45,6 @@ from wire.kafka.records import Record, RecordBatch, encode_batch
 
 B64_HEADERS = "__kafka_b64_headers"
 NULL_HEADERS = "__kafka_null_headers"
-PID_PROPERTY = "kafka.pid"
-EPOCH_PROPERTY = "kafka.epoch"
-SEQ_PROPERTY = "kafka.seq"
 _LOG_APPEND_TIME = 1
 _CLIENT_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -24,6 +24,7 @@ end; a response holds whole batches only.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 from broker.kafka import errors as kerrors
 from broker.kafka.convert import entry_to_batch
 from broker.kafka.topics import partition_topic, pulsar_name
-from broker.security.permissions import Action
+from broker.security.authorization import Action
 from common.errors import InvalidTopicName, MalformedFrame, MalformedPayload, StrataError
 from wire.kafka.errors import ErrorCode
 
@@ -112,7 +113,7 @@ async def _serve(conn: KafkaConnection, parts: list[_Part], wait_s: float, min_b
         if remaining <= 0 or not live:
             break
         mls = [p.topic.ml for p in live if p.topic is not None]
-        woken = await conn.front.appends.wait(mls, remaining, ready=lambda: _has_more(live))
+        woken = await conn.front.appends.wait(mls, remaining, ready=functools.partial(_has_more, live))
         if not woken:
             break
     conn.front.stats.fetched(conn, parts)

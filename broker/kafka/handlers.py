@@ -4,9 +4,9 @@ ApiVersions lists exactly this table: a client (librdkafka above all) sends any 
 listed, so listing one we do not implement is a promise we would break (KoP's first trap). The
 versions are the KIP-896 baseline (Kafka 2.1+) up to what today's clients send, capped where a
 newer version needs something Strata does not have: Fetch at 12 (13+ addresses partitions by
-topic id), Produce at 9, Metadata at 12, ListOffsets at 6 (v7 adds the max-timestamp lookup). Produce is listed from v0 although
-v0-2 are refused: older librdkafka stops compressing when Produce's listed minimum is not 0
-(KAFKA-18659).
+topic id), Produce at 9, Metadata at 12, ListOffsets at 6 (v7 adds the max-timestamp lookup).
+Produce is listed from v0 although v0-2 are refused: older librdkafka stops compressing when
+Produce's listed minimum is not 0 (KAFKA-18659).
 
 A handler takes the connection and the decoded request and returns the response body (a dict,
 encoded by the connection in the request's version), None (no response: Produce acks=0), or an

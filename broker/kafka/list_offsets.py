@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from broker.kafka import errors as kerrors
 from broker.kafka.topics import partition_topic, pulsar_name
-from broker.security.permissions import Action
+from broker.security.authorization import Action
 from common.errors import InvalidTopicName, MalformedFrame, MalformedPayload, StrataError
 from entries.batch import decode_payload
 from entries.entry import parse_entry

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from broker.kafka import listeners as kl
 from broker.kafka.topics import kafka_name, partition_topic, pulsar_name
 from broker.records import policies
-from broker.security.permissions import Action
+from broker.security.authorization import Action
 from common.errors import AlreadyExists, InvalidTopicName, NamespaceNotFound, StrataError
 from common.topic_names import TopicName
 from wire.kafka.errors import ErrorCode

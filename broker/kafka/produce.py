@@ -31,7 +31,7 @@ from broker.kafka import errors as kerrors
 from broker.kafka.convert import batch_to_entry
 from broker.kafka.idempotence import Verdict
 from broker.kafka.topics import partition_topic, pulsar_name
-from broker.security.permissions import Action
+from broker.security.authorization import Action
 from common.errors import InvalidTopicName, StrataError
 from wire.kafka.errors import ErrorCode, KafkaCodecError
 from wire.kafka.records import RecordBatch, decode_batches
@@ -57,6 +57,12 @@ class _Partition:
     topic: PersistentTopic | None = None
 
 
+def _stored_size(batch: RecordBatch) -> int:
+    """What the batch's records take stored (keys, values and headers; the entry adds a little)."""
+    return sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
+               for r in batch.records)
+
+
 def last_sequence(batch: RecordBatch) -> int:
     return (batch.base_sequence + batch.last_offset_delta) % SEQ_MOD
 
@@ -76,10 +82,7 @@ async def handle(conn: KafkaConnection, req: Request) -> object:
     for topic_data in body.get("topic_data") or []:
         name = topic_data.get("name") or ""
         answers[name] = [await _partition(conn, name, p) for p in topic_data.get("partition_data") or []]
-    if acks == 0:
-        asyncio.ensure_future(_complete(conn, answers))   # outcomes only counted, never answered
-        return None
-    return _complete(conn, answers)
+    return _complete(conn, answers, answer=acks != 0)   # acks=0: appended, never answered
 
 
 async def _partition(conn: KafkaConnection, topic_name: str, data: dict) -> _Partition:
@@ -112,17 +115,16 @@ async def _partition(conn: KafkaConnection, topic_name: str, data: dict) -> _Par
     try:
         batches = decode_batches(records, strict=True)
     except KafkaCodecError as exc:
-        out.error, out.message = exc.code, str(exc)
+        out.error, out.message = exc.kafka_code, str(exc)
         return out
     limit = front.ctx.config.broker_max_message_bytes
     if not batches:
         out.error = ErrorCode.INVALID_RECORD
         return out
-    for batch in batches:
-        if batch.size_bytes > limit:
-            out.error = ErrorCode.MESSAGE_TOO_LARGE
-            out.message = f"batch of {batch.size_bytes} bytes over the limit of {limit}"
-            return out
+    if any(_stored_size(b) > limit for b in batches):
+        out.error = ErrorCode.MESSAGE_TOO_LARGE
+        out.message = f"a record batch over the limit of {limit} bytes (broker_max_message_bytes)"
+        return out
     await _append(conn, topic, batches, out)
     return out
 
@@ -166,7 +168,7 @@ async def _append(conn: KafkaConnection, topic: PersistentTopic, batches: list[R
         front.stats.produced(topic, conn, messages, len(entry), batch.producer_id)
 
 
-async def _complete(conn: KafkaConnection, answers: dict[str, list[_Partition]]) -> dict:
+async def _complete(conn: KafkaConnection, answers: dict[str, list[_Partition]], answer: bool) -> dict | None:
     notify: set = set()
     for parts in answers.values():
         for part in parts:
@@ -187,7 +189,7 @@ async def _complete(conn: KafkaConnection, answers: dict[str, list[_Partition]])
                     part.base_offset = first if isinstance(first, int) else topic.ml.offset_of(first)
     for topic in notify:
         topic.notify_appended()
-    return _response(answers)
+    return _response(answers) if answer else None
 
 
 def _response(answers: dict[str, list[_Partition]]) -> dict:

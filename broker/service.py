@@ -46,7 +46,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from auth.service import AuthenticationService
 from broker.cluster.identity import BrokerIdentity
@@ -113,6 +114,9 @@ class BrokerService:
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
         self.backlog_quotas = BacklogQuotaChecker(ctx, self)   # periodic backlog quota check, likewise
         self.closing = False
+        # metric families other front ends add to /metrics (the Kafka listener's requests and traffic):
+        # each is called with the cluster name at scrape time
+        self.protocol_metrics: list[Callable[[str], Iterable[Any]]] = []
 
     # --- security (built on first use; Broker.start touches both so bad key material fails the start) ---
 

@@ -113,7 +113,8 @@ class KafkaConnection(asyncio.Protocol):
         while len(buf) >= 4:
             size = _SIZE.unpack_from(buf, 0)[0]
             if size < 0 or size > self._frame_max:
-                _noisy.warning("kafka %s: frame of %d bytes (limit %d): closing", self.peer, size, self._frame_max)
+                _noisy.warning("kafka-frame-size", "kafka %s: frame of %d bytes (limit %d): closing",
+                               self.peer, size, self._frame_max)
                 self.close()
                 return
             if len(buf) < 4 + size:
@@ -133,7 +134,7 @@ class KafkaConnection(asyncio.Protocol):
         except KafkaCodecError as exc:
             correlation_id = getattr(exc, "correlation_id", None)
             if correlation_id is None:
-                _noisy.warning("kafka %s: unreadable request header: %s: closing", self.peer, exc)
+                _noisy.warning("kafka-bad-header", "kafka %s: unreadable request header: %s: closing", self.peer, exc)
                 self.close()
                 return
             self._queue.append((int(correlation_id), self._error_reply(exc, int(correlation_id))))

@@ -70,6 +70,7 @@ def last_sequence(batch: RecordBatch) -> int:
 async def handle(conn: KafkaConnection, req: Request) -> object:
     body = req.body
     acks = body.get("acks", -1)
+    answers: dict[str, list[_Partition]]
     if acks not in (0, 1, -1):
         answers = {t.get("name"): [_Partition(p.get("index", 0), ErrorCode.INVALID_REQUIRED_ACKS)
                                    for p in t.get("partition_data") or []] for t in body.get("topic_data") or []}
@@ -78,7 +79,7 @@ async def handle(conn: KafkaConnection, req: Request) -> object:
         answers = {t.get("name"): [_Partition(p.get("index", 0), ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                                    for p in t.get("partition_data") or []] for t in body.get("topic_data") or []}
         return _response(answers) if acks != 0 else None
-    answers: dict[str, list[_Partition]] = {}
+    answers = {}
     for topic_data in body.get("topic_data") or []:
         name = topic_data.get("name") or ""
         answers[name] = [await _partition(conn, name, p) for p in topic_data.get("partition_data") or []]

@@ -15,6 +15,7 @@ What must hold: no connection is accepted before the front end exists; `stop()` 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from broker.kafka.frontend import KafkaFrontEnd
 from broker.kafka.producer_ids import ProducerIdAllocator
 from broker.kafka.producer_states import ProducerStates
 from broker.kafka.stats import KafkaStats
+from broker.kafka.stats import families as stats_families
 from broker.kafka.topics import Catalog
 from common.config import Config
 from common.errors import ServiceNotReady
@@ -77,11 +79,15 @@ class KafkaService:
             authentication=service.authentication, authorization=service.authorization,
             listeners=self.listeners, catalog=Catalog(service, ctx.clock),
             producer_ids=ProducerIdAllocator(ctx.astore), producer_states=ProducerStates(ctx),
-            appends=AppendWaiters(), stats=KafkaStats(ctx.clock))
+            appends=AppendWaiters(), stats=KafkaStats(ctx.clock, lambda: self._connections()))
+        service.protocol_metrics.append(functools.partial(stats_families, self.front.stats))
         for server in (self._plain, self._tls):
             if server is not None:
                 await server.start_serving()
         log.info("kafka listeners %s", ", ".join(f"{x.name}://{x.host}:{x.port}" for x in self.listeners.all()))
+
+    def _connections(self) -> set:
+        return self.front.connections if self.front is not None else set()
 
     def _connection(self, tls_port: bool) -> KafkaConnection:
         listener = self.listeners.tls if tls_port else self.listeners.plain

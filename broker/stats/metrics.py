@@ -121,6 +121,8 @@ class BrokerCollector:
         topic_level = service.ctx.config.broker_metrics_topic_level
         yield from metrics_topics.families(stats, cluster, topic_level)
         yield from metrics_storage.families(service.topics, stats, cluster, topic_level)
+        for families in getattr(service, "protocol_metrics", ()):
+            yield from families(cluster)
 
 
 _registries: weakref.WeakKeyDictionary[MetricsSource, CollectorRegistry] = weakref.WeakKeyDictionary()

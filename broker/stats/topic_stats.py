@@ -206,8 +206,10 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "storageSize": storage_size_bytes(topic.ml) + topic.compaction.stored_bytes,   # compacted ledger too
         **_offload_stats(topic.ml),
         **quota_fields,
-        "publishers": [_publisher_stats(p) for p in topic.producers.values()],
+        "publishers": [_publisher_stats(p) for p in topic.producers.values()] + _others(topic, "publishers"),
         "subscriptions": subs,
+        # readers of another protocol outside any subscription (Kafka consumers using assign())
+        "protocolConsumers": _others(topic, "consumers"),
     }
 
 
@@ -219,6 +221,14 @@ def _offload_stats(ml) -> dict:
         "lastOffloadSuccessTimeStamp": status.last_success_ms,
         "lastOffloadFailureTimeStamp": status.last_failure_ms,
     }
+
+
+def _others(topic: PersistentTopic, kind: str) -> list[dict]:
+    """Publishers or consumers of other protocols' front ends (each entry says its `protocol`)."""
+    out: list[dict] = []
+    for report in topic.protocol_clients.values():
+        out.extend(report().get(kind, []))
+    return out
 
 
 def _publisher_stats(p) -> dict:
@@ -247,11 +257,13 @@ def partitioned_stats(partitions: int, per_partition: dict[str, dict], include_p
     for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut"):
         out[key] = 0.0
     out["publishers"] = []
+    out["protocolConsumers"] = []
     subs: dict[str, dict] = {}
     for stats in per_partition.values():
         for key in _SUMMED:
             out[key] += stats[key]
         out["publishers"] += stats["publishers"]
+        out["protocolConsumers"] += stats.get("protocolConsumers", [])
         for name, sub in stats["subscriptions"].items():
             merged = subs.setdefault(name, {**{k: 0 for k in _SUB_SUMMED}, "type": sub["type"],
                                             "isDurable": sub["isDurable"], "consumers": []})

@@ -15,7 +15,8 @@ Counters (cumulative, as Pulsar's; `broker.stats.topic_stats` reports them):
   keep "topic in = messages ever stored" true across restarts, unloads and trims.
 - `msg_out_counter`/`bytes_out_counter`: the sum over the subscriptions' out counters plus what
   subscriptions since removed (unsubscribed, or a reader's gone with its last consumer) had
-  counted (Pulsar's msgOutFromRemovedSubscriptions). In memory: 0 on every load, as Pulsar's.
+  counted (Pulsar's msgOutFromRemovedSubscriptions), plus what clients of another protocol read
+  outside any subscription (Kafka fetches by offset). In memory: 0 on every load, as Pulsar's.
 
 Terminating (`terminate`, Pulsar's PersistentTopic.terminate): producers are quiesced (SENDs
 arriving now are dropped unanswered: the client resends them after reconnecting, where they fail
@@ -87,6 +88,12 @@ class PersistentTopic:
         self.bytes_in_counter = stored.size_bytes  # entry bytes ever stored (trimmed ones included)
         self.msg_out_from_removed_subscriptions = 0     # out counts of subscriptions since removed
         self.bytes_out_from_removed_subscriptions = 0
+        # read by clients of another protocol outside any subscription (Kafka fetches by offset)
+        self.msg_out_outside_subscriptions = 0
+        self.bytes_out_outside_subscriptions = 0
+        # other front ends' clients of this topic, for stats: protocol -> a report
+        # {"publishers": [publisher stats...], "consumers": [consumer stats...]} (broker.kafka.stats)
+        self.protocol_clients: dict[str, Callable[[], dict]] = {}
         self.entry_facts = FactsCache()   # parsed once, shared by every subscription
         self.access = ProducerAccess(self)   # exclusive producer, its waiters, the topic epoch
         self.compaction = TopicCompaction(self)   # compacted view, runs, status (broker.compaction)
@@ -133,13 +140,14 @@ class PersistentTopic:
     @property
     def msg_out_counter(self) -> int:
         """Messages sent to consumers of every subscription, removed subscriptions included."""
-        return self.msg_out_from_removed_subscriptions + sum(s.msg_out_counter for s in self.subscriptions.values())
+        return (self.msg_out_from_removed_subscriptions + self.msg_out_outside_subscriptions
+                + sum(s.msg_out_counter for s in self.subscriptions.values()))
 
     @property
     def bytes_out_counter(self) -> int:
         """Entry bytes sent to consumers of every subscription, removed subscriptions included."""
-        return self.bytes_out_from_removed_subscriptions + sum(s.bytes_out_counter
-                                                               for s in self.subscriptions.values())
+        return (self.bytes_out_from_removed_subscriptions + self.bytes_out_outside_subscriptions
+                + sum(s.bytes_out_counter for s in self.subscriptions.values()))
 
     def _keep_out_counts(self, sub: Subscription) -> None:
         """`sub` is leaving `subscriptions`: its out counts stay in the topic's (Pulsar's rule)."""

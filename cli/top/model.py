@@ -43,10 +43,13 @@ class TopicRow:
     storage_bytes: int
     msg_in_counter: int           # to choose between two brokers' copies of one topic
     subscriptions: tuple[SubscriptionRow, ...] = ()
+    kafka_producers: int = 0      # Kafka clients producing to it (their connections)
+    kafka_consumers: int = 0      # Kafka clients fetching from it outside any subscription
 
     @property
     def consumers(self) -> int:
-        return sum(s.consumers for s in self.subscriptions)
+        """Consumers of every subscription, plus Kafka consumers reading by offset."""
+        return sum(s.consumers for s in self.subscriptions) + self.kafka_consumers
 
     @property
     def rate_msgs_s(self) -> float:
@@ -110,7 +113,15 @@ def topic_row(name: str, stats: Mapping) -> TopicRow:
         name=name, rate_in_msgs_s=_float(stats.get("msgRateIn")), rate_out_msgs_s=_float(stats.get("msgRateOut")),
         backlog_msgs=_int(stats.get("msgBacklog")), storage_bytes=_int(stats.get("storageSize")),
         msg_in_counter=_int(stats.get("msgInCounter")),
-        subscriptions=tuple(subscription_row(n, s) for n, s in sorted(subs.items()) if isinstance(s, Mapping)))
+        subscriptions=tuple(subscription_row(n, s) for n, s in sorted(subs.items()) if isinstance(s, Mapping)),
+        kafka_producers=_kafka(stats.get("publishers")), kafka_consumers=_kafka(stats.get("protocolConsumers")))
+
+
+def _kafka(clients: object) -> int:
+    """How many entries of a publishers/protocolConsumers list are Kafka clients."""
+    if not isinstance(clients, list):
+        return 0
+    return sum(1 for c in clients if isinstance(c, Mapping) and c.get("protocol") == "kafka")
 
 
 def topics_of(answer: object) -> Iterable[TopicRow]:

@@ -86,6 +86,8 @@ def subscriptions_view(topic: TopicRow, history: History, state: ViewState, rows
     line.append(f"  in {human_rate(topic.rate_in_msgs_s)} msg/s  out {human_rate(topic.rate_out_msgs_s)} msg/s"
                 f"  backlog {topic.backlog_msgs} msgs  storage {human_bytes(topic.storage_bytes)}"
                 f"  consumers {topic.consumers}", style="none")
+    if topic.kafka_producers or topic.kafka_consumers:
+        line.append(f"  kafka: {topic.kafka_producers} producing, {topic.kafka_consumers} fetching", style="none")
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     for title in ("SUBSCRIPTION", "TYPE", "MSG/S OUT", "BACKLOG", "UNACKED", "CONS", "MARK-DELETE",
                   "BACKLOG HISTORY"):

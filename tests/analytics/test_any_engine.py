@@ -150,7 +150,8 @@ def read_with_duckdb(w: World) -> pa.Table:
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "TimeZone": "UTC"})
     try:
         con.register("objects", objects)
-        return con.sql(f"select {', '.join(MESSAGE_COLUMNS)} from objects").to_arrow_table()
+        columns = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)      # quoted: `offset` is an SQL keyword
+        return con.sql(f"select {columns} from objects").to_arrow_table()
     finally:
         con.close()
 

@@ -391,3 +391,25 @@ def test_a_narrower_schema_reads_only_its_columns(spark, world: World) -> None:
         spark.read.format("strata").schema("nope string").options(**world.options(topic=TOPIC)).load().count()
     with pytest.raises(Exception, match="must have type bigint"):
         spark.read.format("strata").schema("ledger_id int").options(**world.options(topic=TOPIC)).load().count()
+
+
+def test_offset_of_a_hot_slice_start_and_older_objects_without_the_column() -> None:
+    """A hot slice's first offset comes from its ledger's first offset and index blob (-1 past
+    what the blob covers, or with no first offset); a cold batch of an object without the
+    `offset` column gets it as nulls, in the source's column order."""
+    import pyarrow as pa
+
+    from analytics.read import _conform, _with_nulls
+    from analytics.snapshot import LedgerInSnapshot
+    from offload.message_table import MESSAGE_ONLY_SCHEMA
+
+    ledger = LedgerInSnapshot(4, 5, 500, 9, 1, 2, "", b"{}", first_offset=100, msg_end=(3, 4, 9))
+    assert [ledger.offset_of(e) for e in range(5)] == [100, 103, 104, 109, -1]
+    assert LedgerInSnapshot(4, 5, 500, 9, 1, 2, "", b"{}").offset_of(0) == -1        # record not migrated
+    assert LedgerInSnapshot(4, 5, 500, 9, 1, 2, "", b"{}", first_offset=7).offset_of(0) == 7
+    columns = ["entry_id", "offset", "batch_index"]
+    old = pa.record_batch([pa.array([1, 2], pa.int64()), pa.array([-1, -1], pa.int32())],
+                          names=["entry_id", "batch_index"])
+    batch = _conform(_with_nulls(old, columns, ["offset"]))
+    assert batch.schema == pa.schema([MESSAGE_ONLY_SCHEMA.field(c) for c in columns])
+    assert batch.column("offset").to_pylist() == [None, None]

@@ -59,7 +59,7 @@ def test_every_setting_has_a_unit_or_is_a_count_flag_or_name():
     count (_max/_entries/...), a port, a ratio; strings are hosts or a transport name."""
     units = ("_ms", "_bytes", "_bytes_max", "_bytes_min", "_bytes_high", "_mb", "_minutes", "_seconds")
     counts = ("_max", "_entries", "_size", "_quorum", "_port", "_connections", "_per_pass",
-              "_ratio_max", "_bundles")
+              "_ratio_max", "_bundles", "_partitions")
     for s in SETTINGS:
         if s.type in (int, float):
             assert s.name.endswith(units + counts), s.name

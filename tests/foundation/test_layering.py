@@ -103,7 +103,7 @@ def test_the_check_sees_imports_of_tests(tmp_path):
 # edge that points up is still a dependency (the object is handed in and used).
 BROKER_LAYERS: list[set[str]] = [
     {"server"},                    # the process: the composition root
-    {"protocol", "admin"},         # front ends
+    {"protocol", "kafka", "admin"},   # front ends (Pulsar binary protocol, Kafka protocol, admin REST)
     {"service"},                   # the topics this broker serves
     {"stats", "explain"},          # read-only views
     {"cluster", "retention"},      # broker-wide machinery over loaded topics
@@ -271,7 +271,7 @@ def test_the_broker_check_sees_type_only_imports(tmp_path):
 # The core below the front ends knows no wire protocol: no `wire` codec, no protocol messages.
 # One exception: compaction writes entries in Pulsar's stored entry format (MessageMetadata and
 # SingleMessageMetadata are the bytes a topic stores, not commands).
-BROKER_FRONT_ENDS = {"server", "protocol", "admin"}
+BROKER_FRONT_ENDS = {"server", "protocol", "kafka", "admin"}
 BROKER_STORED_FORMAT = {"broker/compaction/format.py"}
 
 

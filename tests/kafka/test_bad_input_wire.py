@@ -1,8 +1,16 @@
-"""Bad input over a plain socket gets Kafka's answer, and nothing already stored changes (KAFKA-FACTS
-§2, §3.2): a malformed request, an unknown api key, an unsupported version (ApiVersions: a v0 body with
-UNSUPPORTED_VERSION 35; others: the connection closed), a batch with a bad CRC (CORRUPT_MESSAGE 2), an
-oversized batch (MESSAGE_TOO_LARGE 10). Records are counted by reading the partition with kafka-python
-before and after.
+"""Bad input over a plain socket gets an answer, and nothing already stored changes (KAFKA-FACTS §2,
+§3.2; the issue: "Anything else gets Kafka's UNSUPPORTED_VERSION/INVALID_REQUEST, never a closed socket
+without an answer"):
+
+- a request whose header is readable but which cannot be served gets a reply frame of [correlation id]
+  [int16 error] and the connection keeps serving: an unsupported version 35 (ApiVersions: a whole v0 body
+  with 35, KIP-511), an unknown api key or a body that does not parse 42 INVALID_REQUEST. (A Kafka broker
+  closes the connection for all but ApiVersions; the issue chose an answer instead.)
+- a frame that is not a request at all (header unreadable, negative size, size over the limit) closes the
+  connection;
+- a batch with a bad CRC: CORRUPT_MESSAGE 2; an oversized batch: MESSAGE_TOO_LARGE 10.
+
+Records are counted by reading the partition with kafka-python before and after.
 """
 
 from __future__ import annotations
@@ -54,28 +62,61 @@ def test_apiversions_of_an_unknown_version_gets_a_v0_body_with_35(bootstrap: str
     still_serves(bootstrap)
 
 
-def test_an_unsupported_version_of_another_api_closes_the_connection(bootstrap: str, topic: str,
-                                                                       unchanged: None) -> None:
+def error_reply(conn: RawKafka, correlation_id: int) -> int:
+    """The next frame is the short error reply: [correlation id][int16 error], nothing after it."""
+    frame = conn.recv_frame()
+    assert frame is not None, "the broker closed the connection instead of answering"
+    assert len(frame) == 6, f"expected [correlation id][error], got {frame!r}"
+    got_id, error = struct.unpack(">ih", frame)
+    assert got_id == correlation_id, (got_id, correlation_id)
+    return error
+
+
+def serves_on(conn: RawKafka) -> None:
+    """The same connection still answers a following ApiVersions."""
+    error, keys = conn.api_versions(0)
+    assert error == wire.NONE and wire.API_PRODUCE in keys
+
+
+def test_an_unsupported_version_of_another_api_gets_35_and_the_connection_stays(bootstrap: str, topic: str,
+                                                                                unchanged: None) -> None:
     with RawKafka.to(bootstrap) as conn:
-        conn.send_frame(request_header(wire.API_PRODUCE, 999, 1) + b"\x00" * 16)
-        frame = conn.recv_frame()
-        assert frame is None, f"answered {frame!r} instead of closing"
-    still_serves(bootstrap)
+        conn.send_frame(request_header(wire.API_PRODUCE, 999, 7001) + b"\x00" * 16)
+        assert error_reply(conn, 7001) == wire.UNSUPPORTED_VERSION
+        serves_on(conn)
 
 
-def test_an_unknown_api_key_closes_the_connection(bootstrap: str, unchanged: None) -> None:
+def test_an_unknown_api_key_gets_42_and_the_connection_stays(bootstrap: str, unchanged: None) -> None:
+    """No schema at all for the key: INVALID_REQUEST, what Kafka's own parser raises for it."""
     with RawKafka.to(bootstrap) as conn:
-        conn.send_frame(request_header(31_000, 0, 1))
-        assert conn.recv_frame() is None
-    still_serves(bootstrap)
+        conn.send_frame(request_header(31_000, 0, 7002))
+        assert error_reply(conn, 7002) == wire.INVALID_REQUEST
+        serves_on(conn)
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x00\x00\x00", request_header(0, 7, 1) + b"\xff\xff\xff"],
-                         ids=["empty", "1-byte", "short-header", "truncated-produce"])
-def test_a_malformed_request_closes_the_connection(bootstrap: str, payload: bytes, unchanged: None) -> None:
+def test_a_truncated_body_gets_42_and_the_connection_stays(bootstrap: str, unchanged: None) -> None:
+    """Produce v7 whose header is whole and whose body stops after 3 bytes."""
+    with RawKafka.to(bootstrap) as conn:
+        conn.send_frame(request_header(wire.API_PRODUCE, 7, 7003) + b"\xff\xff\xff")
+        assert error_reply(conn, 7003) == wire.INVALID_REQUEST
+        serves_on(conn)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00\x00"],
+                         ids=["empty", "1-byte", "3-bytes", "7-bytes"])
+def test_an_unreadable_header_closes_the_connection(bootstrap: str, payload: bytes, unchanged: None) -> None:
+    """Fewer bytes than api key, version and correlation id: nothing to answer to."""
     with RawKafka.to(bootstrap) as conn:
         conn.send_frame(payload)
         assert conn.recv_frame() is None
+    still_serves(bootstrap)
+
+
+def test_a_frame_over_the_size_limit_closes_the_connection(bootstrap: str, unchanged: None) -> None:
+    """A size of 2 GiB - 1 (over any request limit) is refused before its bytes arrive."""
+    with RawKafka.to(bootstrap) as conn:
+        conn.sock.sendall(struct.pack(">i", 2**31 - 1) + request_header(wire.API_API_VERSIONS, 0, 1))
+        assert conn.closed_by_peer()
     still_serves(bootstrap)
 
 

@@ -68,6 +68,7 @@ from aiohttp.typedefs import Handler
 from auth.api import NO_METHOD, Identity
 from auth.tls import peer_common_name
 from broker.admin import lookup
+from broker.cluster import peers
 from broker.security.authorization import SUBSCRIPTION_AUTH, Action, AuthorizationService
 from common.errors import AuthorizationDenied, InvalidTopicName
 from common.topic_names import TopicName, parse_topic
@@ -231,7 +232,7 @@ def install(app: web.Application, service: BrokerService) -> None:
 @web.middleware
 async def access(request: web.Request, handler: Handler) -> web.StreamResponse:
     service = request.app[SERVICE]
-    lookup.PEER_CONFIG.set(service.config)       # this broker's credentials for the handler's peer calls
+    peers.PEER_CONFIG.set(service.config)       # this broker's credentials for the handler's peer calls
     route = request.match_info.route
     resource = route.resource
     if resource is None:                         # no such route: aiohttp's 404/405, nothing to protect

@@ -17,8 +17,8 @@ answers the effective quotas (the topic's, else the namespace's, else the broker
 each type). A partitioned topic's quota applies to each partition.
 
 Setting a retention at or under a quota in force is refused the same way ("Retention Quota must
-exceed configured backlog quota for namespace.", `refuse_retention_under_quotas`, called by the
-retention routes).
+exceed configured backlog quota for namespace.", `broker.retention.backlog_quota.refuse_retention_under_quotas`,
+called by the retention routes).
 
 A change is applied at once to the topics loaded here (their cached quotas are read again before
 the answer) and, through each broker's policy watch, to those loaded elsewhere.
@@ -81,18 +81,6 @@ class _Scope:
         await bq.reload_matching(self.service.ctx, self.service, lambda n: (
             (n.tenant, n.namespace) == (self.tenant, self.ns)
             and (self.name is None or n.base.path == self.name.base.path)))
-
-
-async def refuse_retention_under_quotas(service: BrokerService, tenant: str, ns: str, name: TopicName | None,
-                                        retention: dict) -> None:
-    """The other side of the check, as Pulsar's retention routes: a retention that a quota in
-    force (the topic's, else the namespace's) is at or over is refused (412)."""
-    ns_policies = await policies.namespace_policies(service.astore, tenant, ns)
-    topic_policies = await policies.topic_policies(service.astore, name) if name is not None else None
-    stored = {**ns_policies.get(bq.QUOTA_KEY, {}), **(topic_policies or {}).get(bq.QUOTA_KEY, {})}
-    if any(bq.conflicts_with_retention(bq.BacklogQuota.from_json(q), retention) for q in stored.values()):
-        word = "topic" if name is not None else "namespace"
-        raise NotAllowed(f"Retention Quota must exceed configured backlog quota for {word}.")
 
 
 class _QuotaRoutes:

@@ -29,6 +29,7 @@ from aiohttp import web
 
 from broker.admin import lookup
 from broker.admin.http import Refused, body_json, error, namespace_of, topic_of
+from broker.cluster import peers
 from broker.compaction import threshold
 from broker.records import policies
 from common.errors import CompactionInProgress, NotFound, ServiceNotReady
@@ -90,14 +91,14 @@ class _CompactionRoutes:
 
     async def _on_owner(self, partition: TopicName, method: str) -> tuple[int, object]:
         """The compaction route for one partition, here or on its owner: (status, body)."""
-        url = await lookup.owner_elsewhere(self.service, partition, assign=True)
+        url = await peers.owner_elsewhere(self.service, partition, assign=True)
         if url is None:
             topic = await self._known_topic(partition)
             if method == "PUT":
                 topic.compaction.trigger()
                 return 204, None
             return 200, topic.compaction.status_json()
-        status, body = await lookup.peer_call(url, method, f"/admin/v2/persistent/{partition.path}/compaction")
+        status, body = await peers.peer_call(url, method, f"/admin/v2/persistent/{partition.path}/compaction")
         if status == 0:
             raise ServiceNotReady(f"compaction of {partition} on its owner: {body}")
         return status, body

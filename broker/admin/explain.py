@@ -30,6 +30,7 @@ from aiohttp import web
 
 from broker.admin import lookup
 from broker.admin.http import topic_of
+from broker.cluster import peers
 from broker.explain.analysis import Settings, StorageFacts, explain_topic, to_json
 from broker.records import policies
 from broker.retention import offload as offload_policy
@@ -75,10 +76,10 @@ class _ExplainRoutes:
 
     async def _partition(self, name: TopicName) -> dict:
         """One partition's explanation, from the broker that serves it."""
-        url = await lookup.owner_elsewhere(self.service, name, assign=True)
+        url = await peers.owner_elsewhere(self.service, name, assign=True)
         if url is None:
             return await self._here(name)
-        status, body = await lookup.peer_call(url, "GET", f"/admin/v2/persistent/{name.path}/explain-storage")
+        status, body = await peers.peer_call(url, "GET", f"/admin/v2/persistent/{name.path}/explain-storage")
         if status != 200 or not isinstance(body, dict):
             raise ServiceNotReady(f"explain-storage of {name} from its owner: {body}")
         return body

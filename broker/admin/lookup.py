@@ -2,8 +2,9 @@
 
 Registered by `broker.admin.server` (`register(app, service)`; `owner_redirect` is in its
 middleware list, inside the error middleware). The helpers that run one partition's call on the
-broker that serves it (`partition_stats`, `partition_has_clients`, `delete_partition`,
-`peer_call`) are used by the other resource modules.
+broker that serves it (`partition_stats`, `partition_has_clients`; and below the admin API, shared
+with the Kafka front end: `broker.cluster.peers.delete_partition`, `peer_call`) are used by the
+other resource modules.
 
 Lookup (`/lookup/v2/topic/{persistent|non-persistent}/{t}/{ns}/{topic}`), what a client given
 the HTTP service URL calls (the C++ client's HTTPLookupService; then it connects to `brokerUrl`):
@@ -28,7 +29,7 @@ is served by the topic's owner. Owned here → served. Owned elsewhere, or assig
 (the client re-sends method and body). No broker can own it → 412 `{"reason": "Can't find owner
 for topic <t>"}`. Not redirected: partitioned topics, `.../partitions` and
 `.../partitioned-stats` (they only touch metadata, or fan out over the partitions, each on its
-owner: `partition_stats`, `partition_has_clients`, `delete_partition`), namespace and lookup
+owner: `partition_stats`, `partition_has_clients`, `peers.delete_partition`), namespace and lookup
 routes, and an unload of an unowned topic (nothing is assigned just to unload it).
 
 What must hold: a call is never served by a broker that does not own the topic; a 307 names a
@@ -39,31 +40,21 @@ followed with a 307 too (the handler's OwnedElsewhere), or answered 503 while it
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import json
 import logging
-import ssl
 from typing import TYPE_CHECKING
 
-import aiohttp
-import yarl
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from broker.admin.http import Refused, error, flag, topic_of
 from broker.cluster import listeners
 from broker.cluster.ownership import LookupKind, broker_urls, ownership_path
+from broker.cluster.peers import owner_elsewhere, peer_call
 from broker.records import bundles as bundles_mod
 from broker.records.bundles import NamespaceBundles
-from broker.security.peer_auth import peer_headers, peer_ssl
 from broker.stats.topic_stats import topic_stats
-from common.config import Config
 from common.errors import (
     BundleNotOwned,
-    LeaseLost,
-    NoOwner,
-    NotAllowed,
-    NotFound,
     OwnedElsewhere,
     ServiceNotReady,
     ShuttingDown,
@@ -84,14 +75,9 @@ LOOKUP_DOMAINS = ("persistent", "non-persistent")
 FANOUT_SUFFIXES = frozenset({"/partitions", "/partitioned-stats", "/permissions", "/permissions/{role}"})
 # served by the owner when there is one, but nothing is assigned just for them
 NO_ASSIGN_SUFFIXES = frozenset({"/unload"})
-PEER_REQUEST_TIMEOUT_S = 30.0     # one admin call forwarded to another broker
-PEER_REDIRECTS_MAX = 5
 UNLOAD_TOPIC_TIMEOUT_S = 30.0     # closing one topic for `topics unload`
 
 _SERVICE: web.AppKey[BrokerService] = web.AppKey("cluster_service")
-# the settings `peer_call` takes this broker's credentials from (`broker.security.peer_auth`): set for every
-# admin request by `broker.admin.access.access` (tasks a handler starts inherit it)
-PEER_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar("peer_config", default=None)
 
 
 def register(app: web.Application, service: BrokerService) -> None:
@@ -146,42 +132,6 @@ def listener_name_of(request: web.Request) -> str:
 
 
 
-async def peer_call(http_url: str, method: str, path: str, query: dict[str, str] | None = None,
-                    body: object = None) -> tuple[int, object]:
-    """An admin call on another broker (`authoritative=true`; `body` sent as JSON unless None),
-    with this broker's credentials (`PEER_CONFIG`, `broker.security.peer_auth`), its 307/308s followed
-    (at most PEER_REDIRECTS_MAX, credentials and body re-sent: aiohttp would drop the
-    Authorization header on a redirect to another broker): (status, decoded JSON body or None; for
-    an error status, the reason). Status 0 when it could not be reached or did not answer within
-    PEER_REQUEST_TIMEOUT_S."""
-    timeout = aiohttp.ClientTimeout(total=PEER_REQUEST_TIMEOUT_S)
-    url = http_url.rstrip("/") + path
-    params: dict[str, str] | None = {**(query or {}), "authoritative": "true"}
-    config = PEER_CONFIG.get()
-    headers = peer_headers(config) if config is not None else {}
-    ssl_ctx: ssl.SSLContext | bool = (peer_ssl(config) if config is not None else None) or True
-    try:
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            for _ in range(PEER_REDIRECTS_MAX + 1):
-                async with session.request(method, url, params=params, headers=headers, json=body,
-                                           ssl=ssl_ctx, allow_redirects=False) as resp:
-                    status, text = resp.status, await resp.text()
-                    location = resp.headers.get("Location", "")
-                if status not in (307, 308) or not location:
-                    break
-                url, params = str(resp.url.join(yarl.URL(location))), None   # the Location has the query
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return 0, f"{url}: {exc or type(exc).__name__}"
-    try:
-        answer = json.loads(text) if text else None
-    except ValueError:
-        answer = text
-    if status >= 300:
-        reason = answer.get("reason", text) if isinstance(answer, dict) else text
-        return status, f"{url}: HTTP {status}: {reason}"
-    return status, answer
-
-
 async def forward_put(http_url: str, path: str) -> str | None:
     """PUT `path` on another broker (`peer_call`): None when it answered 2xx, else what went wrong."""
     status, body = await peer_call(http_url, "PUT", path)
@@ -189,28 +139,6 @@ async def forward_put(http_url: str, path: str) -> str | None:
 
 
 # --- one partition, on its owner (the partitioned routes of broker.admin.topics fan out with these) ---
-
-async def owner_elsewhere(service: BrokerService, name: TopicName, *, assign: bool,
-                          authoritative: bool = False) -> str | None:
-    """The HTTP URL of the broker that serves `name`, or None when it is this one. With `assign`,
-    an unowned bundle is assigned first (`Ownership.resolve`; NotAllowed "Can't find owner for
-    topic <t>" if nobody can take it); without, an unowned topic counts as this broker's (there is
-    nothing loaded anywhere). ServiceNotReady while starting or with the lease lapsed."""
-    if not service.identity.web_url:
-        raise ServiceNotReady("the broker is starting: not registered in the cluster yet")
-    if assign:
-        try:
-            answer = await service.ownership.resolve(name, authoritative=authoritative)
-        except NoOwner:
-            raise NotAllowed(f"Can't find owner for topic {name}") from None     # 412
-        except LeaseLost as exc:
-            raise ServiceNotReady(str(exc)) from None                           # 503
-        mine = answer.kind is LookupKind.CONNECT and answer.native_url == service.identity.service_url
-        return None if mine else answer.http_url
-    bundle = await service.ownership.bundle_of(name)
-    owner = await service.ownership.owner_of(ownership_path(name.tenant, name.namespace, bundle))
-    return None if owner is None or owner.mine else owner.http_url
-
 
 async def is_partition_of_existing(service: BrokerService, name: TopicName) -> bool:
     """`name` is partition i of a partitioned topic with more than i partitions (Pulsar serves
@@ -243,24 +171,6 @@ async def partition_has_clients(service: BrokerService, name: TopicName) -> bool
         raise ServiceNotReady(f"stats of {name} from its owner: {body}")
     subscriptions = body.get("subscriptions") or {}
     return bool(body.get("publishers")) or any(s.get("consumers") for s in subscriptions.values())
-
-
-async def delete_partition(service: BrokerService, name: TopicName, *, force: bool) -> None:
-    """Delete one partition and its data on the broker that serves it; a partition nothing ever
-    stored is not an error."""
-    url = await owner_elsewhere(service, name, assign=False)
-    if url is None:
-        try:
-            await service.delete_topic(name, force=force)
-        except NotFound:
-            pass
-        return
-    status, body = await peer_call(url, "DELETE", f"/admin/v2/persistent/{name.path}",
-                                   {"force": "true" if force else "false"})
-    if status == 412:
-        raise NotAllowed(f"deleting {name} on its owner: {body}")
-    if status not in (200, 204, 404):
-        raise ServiceNotReady(f"deleting {name} on its owner: {body}")
 
 
 def ownership_of(service: BrokerService) -> Ownership:

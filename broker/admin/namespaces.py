@@ -52,17 +52,18 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker.admin import backlog_quota
 from broker.admin import non_persistent as non_persistent_admin
 from broker.admin.brokers import BROKERS_ROOT
 from broker.admin.http import body_bool, body_json, error, flag, namespace_of
-from broker.admin.lookup import delete_partition, forward_put, namespace_bundles, ownership_of, redirect_to
+from broker.admin.lookup import forward_put, namespace_bundles, ownership_of, redirect_to
 from broker.admin.namespace_policies import policies_from_body, policies_json
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.cluster.ownership import NAMESPACE_ROOT, ownership_path
+from broker.cluster.peers import delete_partition
 from broker.records import bundles as bundles_mod
 from broker.records import policies, tenancy
 from broker.records.bundles import BundleRange, NamespaceBundles, parse_bundle
+from broker.retention import backlog_quota as bq
 from common.errors import (
     BadRequestBody,
     BundleNotOwned,
@@ -304,7 +305,7 @@ class _NamespaceRoutes:
     async def set_retention(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         retention = await body_retention(request)
-        await backlog_quota.refuse_retention_under_quotas(self.service, tenant, ns, None, retention)
+        await bq.refuse_retention_under_quotas(self.service.astore, tenant, ns, None, retention)
         await policies.set_namespace_policy(self.service.astore, tenant, ns, policies.RETENTION_KEY, retention)
         return web.Response(status=204)
 

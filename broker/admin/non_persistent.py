@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from broker.admin.http import Refused, body_json, flag, namespace_of
-from broker.admin.lookup import owner_elsewhere, peer_call, redirect_to
+from broker.admin.lookup import redirect_to
+from broker.cluster.peers import owner_elsewhere, peer_call
 from broker.nonpersistent.topic import NonPersistentTopic, internal_json, topic_json
 from broker.records import policies
 from broker.stats.topic_stats import partitioned_stats

@@ -55,6 +55,7 @@ from aiohttp import web
 
 from broker.admin import lookup
 from broker.admin.http import body_json, error, flag, reason_of, status_of, topic_of
+from broker.cluster import peers
 from broker.records import policies
 from broker.topics.rates import expire_counted
 from common.errors import (
@@ -316,12 +317,12 @@ class _SubscriptionRoutes:
         owner could not be reached."""
         async def one(partition: TopicName) -> tuple[int, object]:
             try:
-                url = await lookup.owner_elsewhere(self.service, partition, assign=True)
+                url = await peers.owner_elsewhere(self.service, partition, assign=True)
                 if url is None:
                     return 200, await local(partition)
             except StrataError as exc:
                 return status_of(exc), reason_of(exc)
-            status, answer = await lookup.peer_call(url, method, f"/admin/v2/persistent/{partition.path}{suffix}",
+            status, answer = await peers.peer_call(url, method, f"/admin/v2/persistent/{partition.path}{suffix}",
                                                     query, body)
             if 200 <= status < 300:
                 return status, answer

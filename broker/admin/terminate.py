@@ -7,7 +7,7 @@
   of the topic. Again: the same id. 404 "Topic not found" for a topic never created; 405 on a
   partitioned topic's own name (Pulsar: "Termination of a partitioned topic is not allowed").
 - `POST .../{topic}/terminate/partitions` → 200 `{"<i>": MessageIdImpl, ...}`: every partition
-  terminated, each on the broker that serves it (`broker.admin.lookup.peer_call`); 404 if the
+  terminated, each on the broker that serves it (`broker.admin.peers.peer_call`); 404 if the
   topic is not partitioned.
 
 The owner redirect (`broker.admin.lookup.owner_redirect`) sends a non-partitioned topic's call to
@@ -23,6 +23,7 @@ from aiohttp import web
 
 from broker.admin import lookup
 from broker.admin.http import error, topic_of
+from broker.cluster import peers
 from broker.records import policies
 from common.errors import NotFound, ServiceNotReady
 from common.topic_names import TopicName
@@ -74,11 +75,11 @@ class _TerminateRoutes:
         out: dict[str, object] = {}
         for i in range(count):
             partition = name.partition(i)
-            url = await lookup.owner_elsewhere(self.service, partition, assign=True)
+            url = await peers.owner_elsewhere(self.service, partition, assign=True)
             if url is None:
                 out[str(i)] = await self._terminate_here(partition)
                 continue
-            status, body = await lookup.peer_call(url, "POST", f"/admin/v2/persistent/{partition.path}/terminate")
+            status, body = await peers.peer_call(url, "POST", f"/admin/v2/persistent/{partition.path}/terminate")
             if status == 0:
                 raise ServiceNotReady(f"terminate {partition} on its owner: {body}")
             if status != 200:

@@ -38,10 +38,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from broker.admin import backlog_quota, lookup
+from broker.admin import lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
+from broker.cluster import peers
 from broker.records import policies
+from broker.retention import backlog_quota as bq
 from broker.schemas import registry as schema_registry
 from broker.stats.topic_stats import partitioned_stats, topic_stats
 from common.errors import AlreadyExists, BadRequestBody, NotAllowed, NotFound
@@ -122,11 +124,7 @@ class _TopicRoutes:
         return web.Response(status=204)
 
     async def _register_partitions(self, name: TopicName, first: int, end: int) -> None:
-        """List partitions first..end-1 as topics at once (as Pulsar creates them up front), so
-        `topics list` shows them before anything uses them; their storage is made on first use."""
-        now_ms = self.service.clock.wall_ms()
-        for i in range(first, end):
-            await policies.register_topic(self.service.astore, name.partition(i), now_ms)
+        await policies.register_partitions(self.service.astore, name, first, end, self.service.clock.wall_ms())
 
     async def update_partitions(self, request: web.Request) -> web.Response:
         name = topic_of(request)
@@ -155,11 +153,7 @@ class _TopicRoutes:
                 if await lookup.partition_has_clients(self.service, name.partition(i)):
                     raise NotAllowed("partitioned topic has connected producers or consumers",
                                      topic=str(name))
-        for i in range(count):   # on its owner; a partition nobody ever used has nothing stored
-            await lookup.delete_partition(self.service, name.partition(i), force=force)
-        await policies.delete_partitioned(self.service.astore, name)
-        await policies.delete_topic_policies(self.service.astore, name)
-        await schema_registry.forget_topic(self.service.astore, self.service.clock, name)
+        await peers.delete_partitioned_topic(self.service, name, count, force=force)
         return web.Response(status=204)
 
     async def delete_topic(self, request: web.Request) -> web.Response:
@@ -257,7 +251,7 @@ class _TopicRoutes:
 
     async def set_topic_retention(self, request: web.Request) -> web.Response:
         name, retention = topic_of(request), await body_retention(request)
-        await backlog_quota.refuse_retention_under_quotas(self.service, name.tenant, name.namespace, name, retention)
+        await bq.refuse_retention_under_quotas(self.service.astore, name.tenant, name.namespace, name, retention)
         await policies.set_topic_policy(self.service.astore, name, policies.RETENTION_KEY, retention)
         return web.Response(status=204)
 

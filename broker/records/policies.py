@@ -151,6 +151,12 @@ async def set_topic_policy(astore: AsyncStore, name: TopicName, key: str, value:
     await _set_fields(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", {key: value})
 
 
+async def set_topic_policies(astore: AsyncStore, name: TopicName, fields: dict) -> None:
+    """Set (None: remove) several topic policy fields of `name` (its base topic) in one
+    compare-and-set: all or none."""
+    await _set_fields(astore, f"{TOPIC_POLICIES_ROOT}/{name.base.path}", fields)
+
+
 async def dedup_enabled(astore: AsyncStore, name: TopicName) -> bool:
     """Effective dedup switch: the topic's policy if set, else the namespace's, else off."""
     topic_level = (await topic_policies(astore, name)).get(DEDUP_KEY)
@@ -228,6 +234,14 @@ async def register_topic(astore: AsyncStore, name: TopicName, now_ms: int) -> No
         await astore.create(f"{TOPICS_ROOT}/{name.path}", json.dumps({"created_ms": now_ms}).encode())
     except AlreadyExists:
         pass
+
+
+async def register_partitions(astore: AsyncStore, name: TopicName, first: int, end: int, now_ms: int) -> None:
+    """List partitions first..end-1 of the partitioned topic `name` as topics at once (as Pulsar
+    creates them up front), so listings show them before anything uses them; their storage is
+    made on first use."""
+    for i in range(first, end):
+        await register_topic(astore, name.partition(i), now_ms)
 
 
 async def unregister_topic(astore: AsyncStore, name: TopicName) -> None:

@@ -71,6 +71,7 @@ from common.config import Config
 from common.errors import (
     BadRequestBody,
     InvalidPosition,
+    NotAllowed,
     ProducerBlockedQuotaExceededError,
     ProducerBlockedQuotaExceededException,
 )
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from broker.topics.loaded import LoadedTopics
     from broker.topics.subscription import Subscription
     from broker.topics.topic import PersistentTopic
+    from metadata.api import AsyncStore
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +172,19 @@ def conflicts_with_retention(quota: BacklogQuota, retention: dict | None) -> boo
         return True
     return time_min > 0 and quota.limit_time_s >= time_min * 60
 
+
+
+async def refuse_retention_under_quotas(astore: AsyncStore, tenant: str, ns: str, name: TopicName | None,
+                                        retention: dict) -> None:
+    """The other side of the check, as Pulsar's retention routes: a retention that a quota in
+    force (the topic's, else the namespace's) is at or over is refused (NotAllowed, 412). Every
+    front end that sets a retention asks it (the admin API, Kafka's alter configs)."""
+    ns_policies = await policies.namespace_policies(astore, tenant, ns)
+    topic_policies = await policies.topic_policies(astore, name) if name is not None else None
+    stored = {**ns_policies.get(QUOTA_KEY, {}), **(topic_policies or {}).get(QUOTA_KEY, {})}
+    if any(conflicts_with_retention(BacklogQuota.from_json(q), retention) for q in stored.values()):
+        word = "topic" if name is not None else "namespace"
+        raise NotAllowed(f"Retention Quota must exceed configured backlog quota for {word}.")
 
 # --- the cached quotas of each loaded topic ------------------------------------------------------
 

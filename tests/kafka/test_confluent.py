@@ -131,22 +131,26 @@ class Confluent:
         return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10_000})
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
-        futures = self.admin().create_topics([NewTopic(topic, partitions, 1, config=configs)],
-                                             request_timeout=CALL_TIMEOUT_S)
+        admin = self.admin()   # held: a dropped AdminClient fails its futures with _DESTROY
+        futures = admin.create_topics([NewTopic(topic, partitions, 1, config=configs)],
+                                     request_timeout=CALL_TIMEOUT_S)
         futures[topic].result(CALL_TIMEOUT_S)
 
     def describe_configs(self, topic: str) -> dict[str, str]:
-        futures = self.admin().describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
-                                                request_timeout=CALL_TIMEOUT_S)
+        admin = self.admin()   # held: a dropped AdminClient fails its futures with _DESTROY
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
+                                        request_timeout=CALL_TIMEOUT_S)
         (entries,) = [f.result(CALL_TIMEOUT_S) for f in futures.values()]
         return {name: entry.value for name, entry in entries.items()}
 
     def add_partitions(self, topic: str, total: int) -> None:
-        futures = self.admin().create_partitions([NewPartitions(topic, total)], request_timeout=CALL_TIMEOUT_S)
+        admin = self.admin()   # held: a dropped AdminClient fails its futures with _DESTROY
+        futures = admin.create_partitions([NewPartitions(topic, total)], request_timeout=CALL_TIMEOUT_S)
         futures[topic].result(CALL_TIMEOUT_S)
 
     def delete_topic(self, topic: str) -> None:
-        futures = self.admin().delete_topics([topic], request_timeout=CALL_TIMEOUT_S)
+        admin = self.admin()   # held: a dropped AdminClient fails its futures with _DESTROY
+        futures = admin.delete_topics([topic], request_timeout=CALL_TIMEOUT_S)
         futures[topic].result(CALL_TIMEOUT_S)
 
     def partition_count(self, topic: str) -> int | None:

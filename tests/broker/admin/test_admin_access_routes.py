@@ -67,7 +67,7 @@ def test_peer_call_carries_the_broker_token_through_a_redirect_to_another_broker
     """A 307 to another broker (another origin) keeps the broker's credentials (aiohttp alone drops them)."""
     import asyncio
 
-    from broker.admin import lookup
+    from broker.cluster import peers
 
     token_file = tmp_path / "broker.token"
     token_file.write_text("broker-jwt\n")
@@ -93,8 +93,8 @@ def test_peer_call_carries_the_broker_token_through_a_redirect_to_another_broker
         first_site = web.TCPSite(first_runner, "localhost", 0)
         await first_site.start()
         try:
-            lookup.PEER_CONFIG.set(default_config(broker_client_auth_token=f"file://{token_file}"))
-            return await lookup.peer_call(f"http://localhost:{first_site.port}", "GET", "/admin/v2/x/stats")
+            peers.PEER_CONFIG.set(default_config(broker_client_auth_token=f"file://{token_file}"))
+            return await peers.peer_call(f"http://localhost:{first_site.port}", "GET", "/admin/v2/x/stats")
         finally:
             await first_runner.cleanup()
             await owner_runner.cleanup()

@@ -309,6 +309,10 @@ TABLE: tuple[Section | Setting, ...] = (
             doc="a Metadata request that allows it creates a missing topic (Kafka's auto.create.topics.enable)"),
     Setting("kafka_default_partitions", int, 1, 1, 100_000,
             "partitions of a topic created by Metadata, or by CreateTopics asking -1 (Kafka's num.partitions)"),
+    Setting("kafka_default_retention_ms", int, 604_800_000, -1, 2**62,
+            "retention a topic created through Kafka gets when neither it nor its namespace sets one (Kafka's "
+            "log.retention.ms, 7 days; -1: forever; 0: the broker's retention, which keeps nothing no "
+            "subscription holds)"),
     Setting("kafka_producer_snapshot_interval_entries", int, 1_000, 1, 10_000_000,
             "idempotent Kafka batches stored between snapshots of a partition's producer state"),
     Setting("kafka_producer_snapshot_interval_ms", int, 60_000, 100, 86_400_000,

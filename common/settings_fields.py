@@ -375,6 +375,11 @@ class SettingsFields:
     """partitions of a topic created by Metadata, or by CreateTopics asking -1 (Kafka's num.partitions). Default 1;
     bounds 1 .. 100000.
     """
+    kafka_default_retention_ms: int
+    """retention a topic created through Kafka gets when neither it nor its namespace sets one (Kafka's
+    log.retention.ms, 7 days; -1: forever; 0: the broker's retention, which keeps nothing no subscription holds).
+    Default 604800000 (7 d); bounds -1 .. 4611686018427387904; unit ms.
+    """
     kafka_producer_snapshot_interval_entries: int
     """idempotent Kafka batches stored between snapshots of a partition's producer state. Default 1000; bounds 1 ..
     10000000.
@@ -762,6 +767,7 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         kafka_default_namespace: str
         kafka_auto_create_topics: bool
         kafka_default_partitions: int
+        kafka_default_retention_ms: int
         kafka_producer_snapshot_interval_entries: int
         kafka_producer_snapshot_interval_ms: int
         kafka_producer_id_expiry_ms: int

@@ -124,6 +124,7 @@ async def _alter_one(conn: KafkaConnection, resource: dict, validate_only: bool,
     await check_policies(conn, base, fields)
     if not validate_only:
         await policies.set_topic_policies(astore, base, fields)
+        conn.front.catalog.forget(base)
 
 
 async def _alter(conn: KafkaConnection, req: Request, incremental: bool) -> dict:

@@ -148,6 +148,7 @@ async def _create_one(conn: KafkaConnection, topic: dict, validate_only: bool, o
     except NamespaceNotFound:
         raise TopicRefused(ErrorCode.INVALID_TOPIC_EXCEPTION,
                            f"namespace {base.tenant}/{base.namespace} does not exist") from None
+    explicit = tc.created_defaults(explicit, ns_policies, config)
     fields = {k: v for k, v in tc.to_policies(explicit, ns_policies, config).items() if v is not None}
     if await layout_now(conn, base) is not None:
         raise TopicRefused(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {out['name']!r} already exists")

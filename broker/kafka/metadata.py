@@ -24,6 +24,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from broker.kafka import listeners as kl
+from broker.kafka import topic_configs as tc
 from broker.kafka.topics import kafka_name, partition_topic, pulsar_name
 from broker.records import policies
 from broker.security.authorization import Action
@@ -83,8 +84,13 @@ async def _create(conn: KafkaConnection, base: TopicName, partitions: int) -> No
     except AlreadyExists:
         pass
     now_ms = front.ctx.clock.wall_ms()
-    for i in range(partitions):
-        await policies.register_topic(front.service.astore, base.partition(i), now_ms)
+    await policies.register_partitions(front.service.astore, base, 0, partitions, now_ms)
+    ns_policies = await policies.namespace_policies(front.service.astore, base.tenant, base.namespace)
+    config = front.ctx.config
+    fields = {k: v for k, v in tc.to_policies(tc.created_defaults({}, ns_policies, config), ns_policies,
+                                             config).items() if v is not None}
+    if fields:
+        await policies.set_topic_policies(front.service.astore, base, fields)
     front.catalog.forget(base)
 
 

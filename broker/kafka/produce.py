@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from broker.kafka import errors as kerrors
 from broker.kafka.convert import batch_to_entry
 from broker.kafka.idempotence import Verdict
+from broker.kafka.topic_configs import max_message_bytes_of
 from broker.kafka.topics import partition_topic, pulsar_name
 from broker.security.authorization import Action
 from common.errors import InvalidTopicName, StrataError
@@ -118,13 +119,17 @@ async def _partition(conn: KafkaConnection, topic_name: str, data: dict) -> _Par
     except KafkaCodecError as exc:
         out.error, out.message = exc.kafka_code, str(exc)
         return out
-    limit = front.ctx.config.broker_max_message_bytes
+    try:
+        limit = max_message_bytes_of(await front.catalog.topic_policies(base), front.ctx.config)
+    except StrataError as exc:
+        out.error, out.message = kerrors.code_of(exc), str(exc)
+        return out
     if not batches:
         out.error = ErrorCode.INVALID_RECORD
         return out
     if any(_stored_size(b) > limit for b in batches):
         out.error = ErrorCode.MESSAGE_TOO_LARGE
-        out.message = f"a record batch over the limit of {limit} bytes (broker_max_message_bytes)"
+        out.message = f"a record batch over the limit of {limit} bytes (max.message.bytes)"
         return out
     await _append(conn, topic, batches, out)
     return out

@@ -195,6 +195,17 @@ def to_policies(explicit: dict[str, str], ns_policies: dict, config: Config,
     }
 
 
+def created_defaults(explicit: dict[str, str], ns_policies: dict, config: Config) -> dict[str, str]:
+    """`explicit` plus what a topic created through Kafka gets by default: Kafka's retention
+    (`kafka_default_retention_ms`, 7 days) when neither the request nor the namespace sets one.
+    Without it a topic nobody subscribes to would keep only its open ledger (Strata's retention
+    counts acknowledged data, and Kafka consumers reading by offset acknowledge nothing)."""
+    wanted = config.kafka_default_retention_ms
+    if wanted == 0 or RETENTION_MS in explicit or RETENTION_BYTES in explicit or policies.RETENTION_KEY in ns_policies:
+        return explicit
+    return {**explicit, RETENTION_MS: str(wanted)}
+
+
 def _retention_values(time_minutes: int, size_mb: int) -> dict[str, str]:
     return {RETENTION_MS: str(-1 if time_minutes < 0 else time_minutes * MS_PER_MINUTE),
             RETENTION_BYTES: str(-1 if size_mb < 0 else size_mb * MIB)}

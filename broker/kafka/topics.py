@@ -70,9 +70,24 @@ class Catalog:
         self._service = service
         self._clock = clock
         self._cache: dict[TopicName, tuple[float, tuple[int, bool] | None]] = {}
+        self._policies: dict[TopicName, tuple[float, dict]] = {}
 
     def forget(self, name: TopicName) -> None:
         self._cache.pop(name, None)
+        self._policies.pop(name, None)
+
+    async def topic_policies(self, name: TopicName) -> dict:
+        """The topic's own policy fields (max.message.bytes is checked on every Produce), cached
+        like the partition counts."""
+        now = self._clock.monotonic_s()
+        hit = self._policies.get(name)
+        if hit is not None and now - hit[0] < _CACHE_S:
+            return hit[1]
+        found = await policies.topic_policies(self._service.astore, name)
+        if len(self._policies) > 100_000:
+            self._policies.clear()
+        self._policies[name] = (now, found)
+        return found
 
     async def layout(self, name: TopicName) -> tuple[int, bool] | None:
         """(partitions, partitioned) of the Kafka topic `name`, None if it does not exist."""

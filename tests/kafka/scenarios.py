@@ -61,7 +61,8 @@ class Client(Protocol):
     def delete_topic(self, topic: str) -> None: ...
 
     def partition_count(self, topic: str) -> int | None:
-        """Partitions the client's metadata shows for topic (None: the topic is not there)."""
+        """Partitions the client's metadata shows for topic (None: the topic is not there). Never
+        auto-creates: its Metadata request sets AllowAutoTopicCreation false (or lists all topics)."""
         ...
 
 
@@ -158,6 +159,8 @@ def admin_topic_lifecycle(client: Client, admin_url: str) -> None:
     # auto.create.topics.enable), a Metadata request naming the deleted topic creates it again
     # (librdkafka's list_topics(topic) and aiokafka's describe_topics allow auto-creation)
     assert rest_partitions(admin_url, topic) == 0
+    # and the client's own view, asked without auto-creation (every adapter's partition_count)
+    wait_until(lambda: client.partition_count(topic) is None, METADATA_WAIT_S, what=f"{topic} gone")
 
 
 def error_codes(obj: Any) -> list[int]:
@@ -173,3 +176,16 @@ def error_codes(obj: Any) -> list[int]:
         for v in obj:
             found += error_codes(v)
     return found
+
+
+def names(obj: Any, topic: str) -> bool:
+    """Whether a decoded admin response (nested dicts, lists, tuples) holds `topic` as a value: Kafka
+    answers CreateTopics/DeleteTopics/CreatePartitions with one result per topic asked, so a missing
+    one is a wrong answer even when no error code is set."""
+    if isinstance(obj, str):
+        return obj == topic
+    if isinstance(obj, dict):
+        return any(names(v, topic) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(names(v, topic) for v in obj)
+    return False

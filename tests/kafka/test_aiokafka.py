@@ -16,10 +16,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.protocol.metadata import MetadataRequest
 
 from tests.kafka import scenarios
 from tests.kafka.helpers import COMPRESSIONS, POLL_BOUND_S, Rec
-from tests.kafka.scenarios import error_codes
+from tests.kafka.scenarios import error_codes, names
 
 CALL_BOUND_S = 60.0
 TIMEOUTS = {"request_timeout_ms": 20_000}
@@ -128,12 +129,14 @@ class AioKafka:
         return bounded(run)
 
     @staticmethod
-    def _ok(response: Any) -> None:
+    def _ok(response: Any, topic: str | None = None) -> None:
         obj = response.to_object()
         assert not error_codes(obj), obj
+        assert topic is None or names(obj, topic), f"no result for {topic}: {obj}"
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
-        self._ok(self._admin(lambda a: a.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])))
+        self._ok(self._admin(lambda a: a.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs)])),
+                 topic)
 
     def describe_configs(self, topic: str) -> dict[str, str]:
         responses = self._admin(lambda a: a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))
@@ -146,13 +149,17 @@ class AioKafka:
         return out
 
     def add_partitions(self, topic: str, total: int) -> None:
-        self._ok(self._admin(lambda a: a.create_partitions({topic: NewPartitions(total)})))
+        self._ok(self._admin(lambda a: a.create_partitions({topic: NewPartitions(total)})), topic)
 
     def delete_topic(self, topic: str) -> None:
-        self._ok(self._admin(lambda a: a.delete_topics([topic])))
+        self._ok(self._admin(lambda a: a.delete_topics([topic])), topic)
 
     def partition_count(self, topic: str) -> int | None:
-        (described,) = self._admin(lambda a: a.describe_topics([topic]))
+        # not admin.describe_topics: its Metadata asks AllowAutoTopicCreation=true, which would
+        # re-create a deleted topic (Strata auto-creates as Kafka's auto.create.topics.enable does)
+        request = MetadataRequest([topic], allow_auto_topic_creation=False)
+        response = self._admin(lambda a: a._send_request(request))
+        (described,) = response.to_object()["topics"]
         if described["error_code"] != 0:
             return None
         return len(described["partitions"])

@@ -128,7 +128,10 @@ class Confluent:
             consumer.close()
 
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10_000})
+        # allow.auto.create.topics: an AdminClient is a producer-type handle, whose default (true) makes
+        # list_topics(topic) send Metadata with AllowAutoTopicCreation and so re-create a deleted topic
+        return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10_000,
+                            "allow.auto.create.topics": False})
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
         admin = self.admin()   # held: a dropped AdminClient fails its futures with _DESTROY

@@ -106,8 +106,9 @@ class KafkaPython:
             admin.close()
 
     def create_topic(self, topic: str, partitions: int, configs: dict[str, str]) -> None:
-        self._admin(lambda a: a.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1,
-                                                       "configs": configs}}))
+        answer = self._admin(lambda a: a.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1,
+                                                                "configs": configs}}))
+        assert scenarios.names(answer, topic), f"no result for {topic}: {answer}"
 
     def describe_configs(self, topic: str) -> dict[str, str]:
         answer = self._admin(lambda a: a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
@@ -115,10 +116,12 @@ class KafkaPython:
         return {name: config["value"] for name, config in answer["topic"][topic].items()}
 
     def add_partitions(self, topic: str, total: int) -> None:
-        self._admin(lambda a: a.create_partitions({topic: total}))
+        answer = self._admin(lambda a: a.create_partitions({topic: total})).to_dict()   # a response object
+        assert scenarios.names(answer, topic), f"no result for {topic}: {answer}"
 
     def delete_topic(self, topic: str) -> None:
-        self._admin(lambda a: a.delete_topics([topic]))
+        answer = self._admin(lambda a: a.delete_topics([topic]))
+        assert scenarios.names(answer, topic), f"no result for {topic}: {answer}"
 
     def partition_count(self, topic: str) -> int | None:
         (described,) = self._admin(lambda a: a.describe_topics([topic]))

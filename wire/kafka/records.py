@@ -123,9 +123,13 @@ class RecordBatch(_Attributes):
 
 def read_varint(buf: bytes, pos: int, max_bytes: int = 10) -> tuple[int, int]:
     """A zigzag varint (max_bytes 5 for int32, 10 for int64); IndexError past the end."""
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
+    b = buf[pos]
+    if b < 0x80:                 # one byte: most lengths and deltas (the hot path)
+        return (b >> 1) ^ -(b & 1), pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    for _ in range(max_bytes - 1):
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -135,8 +139,7 @@ def read_varint(buf: bytes, pos: int, max_bytes: int = 10) -> tuple[int, int]:
     raise CorruptRecord(f"varint longer than {max_bytes} bytes")
 
 
-def varint(value: int) -> bytes:
-    """Zigzag varint of a signed int (64-bit range)."""
+def _zigzag(value: int) -> bytes:
     n = (value << 1) ^ (value >> 63)
     out = bytearray()
     while n > 0x7F:
@@ -144,6 +147,17 @@ def varint(value: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_SMALL = 1 << 14                  # zigzag varints of -_SMALL .. _SMALL-1 are made once (up to 3 bytes)
+_VARINTS = [_zigzag(v) for v in range(-_SMALL, _SMALL)]
+
+
+def varint(value: int) -> bytes:
+    """Zigzag varint of a signed int (64-bit range)."""
+    if -_SMALL <= value < _SMALL:
+        return _VARINTS[value + _SMALL]
+    return _zigzag(value)
 
 
 # --- header ---------------------------------------------------------------------------------------
@@ -327,16 +341,21 @@ def decode_batches(data: bytes | bytearray | memoryview, *, verify_crc: bool = T
 
 
 def _encode_record(record: Record) -> bytes:
-    parts = [b"\x00", varint(record.timestamp_delta), varint(record.offset_delta)]
-    for blob in (record.key, record.value):
-        parts += (varint(-1),) if blob is None else (varint(len(blob)), blob)
-    parts.append(varint(len(record.headers)))
-    for name, value in record.headers:
+    key, value = record.key, record.value
+    parts = [b"\x00", varint(record.timestamp_delta), varint(record.offset_delta),
+             _NULL if key is None else varint(len(key)), key or b"",
+             _NULL if value is None else varint(len(value)), value or b""]
+    headers = record.headers
+    parts.append(varint(len(headers)))
+    for name, header_value in headers:
         raw = name.encode()
-        parts += (varint(len(raw)), raw)
-        parts += (varint(-1),) if value is None else (varint(len(value)), value)
+        parts += (varint(len(raw)), raw, _NULL if header_value is None else varint(len(header_value)),
+                  header_value or b"")
     body = b"".join(parts)
     return varint(len(body)) + body
+
+
+_NULL = _zigzag(-1)
 
 
 def encode_batch(records: list[Record], *, base_offset: int, base_timestamp: int, max_timestamp: int,
@@ -344,14 +363,37 @@ def encode_batch(records: list[Record], *, base_offset: int, base_timestamp: int
                  timestamp_type: int = 0, partition_leader_epoch: int = -1, last_offset_delta: int | None = None,
                  transactional: bool = False) -> bytes:
     """One record batch v2 with a correct CRC-32C; `last_offset_delta` defaults to the last record's."""
-    blob = b"".join(_encode_record(r) for r in records)
-    if compression:
-        blob = compress(compression, blob)
     if last_offset_delta is None:
         last_offset_delta = records[-1].offset_delta if records else 0
+    return encode_batch_of(b"".join(_encode_record(r) for r in records), len(records), base_offset=base_offset,
+                           base_timestamp=base_timestamp, max_timestamp=max_timestamp, producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=base_sequence, compression=compression,
+                           timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
+                           last_offset_delta=last_offset_delta, transactional=transactional)
+
+
+def record_bytes(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[bytes, bytes | None]]) -> bytes:
+    """One encoded record (header names already UTF-8): what `encode_batch_of` takes, joined."""
+    parts = [b"\x00", varint(timestamp_delta), varint(offset_delta),
+             _NULL if key is None else varint(len(key)), key or b"",
+             _NULL if value is None else varint(len(value)), value or b"", varint(len(headers))]
+    for name, header_value in headers:
+        parts += (varint(len(name)), name, _NULL if header_value is None else varint(len(header_value)),
+                  header_value or b"")
+    body = b"".join(parts)
+    return varint(len(body)) + body
+
+
+def encode_batch_of(records_blob: bytes, count: int, *, base_offset: int, base_timestamp: int, max_timestamp: int,
+                    last_offset_delta: int, producer_id: int = -1, producer_epoch: int = -1,
+                    base_sequence: int = -1, compression: int = 0, timestamp_type: int = 0,
+                    partition_leader_epoch: int = -1, transactional: bool = False) -> bytes:
+    """A record batch around `count` records already encoded back to back (`record_bytes`)."""
+    blob = compress(compression, records_blob) if compression else records_blob
     attributes = compression | (timestamp_type << 3) | (0x10 if transactional else 0)
     after_crc = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                                producer_epoch, base_sequence, len(records)) + blob
+                                producer_epoch, base_sequence, count) + blob
     batch_length = HEADER_BYTES - LOG_OVERHEAD + len(blob)
     prefix = _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, MAGIC)
     return prefix + _U32.pack(crc32c(after_crc)) + after_crc

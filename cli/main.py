@@ -43,6 +43,7 @@ PERF_COMMANDS: dict[str, str] = {
     "compaction": "perf.compaction",
     "schemas": "perf.schemas",
     "fuzz": "perf.fuzz.command",
+    "kafka": "perf.kafka",
 }
 
 

@@ -42,7 +42,7 @@ from google.protobuf.message import DecodeError
 
 from broker.kafka.idempotence import EPOCH_PROPERTY, PID_PROPERTY, SEQ_PROPERTY
 from common.errors import MalformedPayload
-from entries.batch import BatchMessage, build_batch, decode_payload, decompress
+from entries.batch import decode_payload, decompress
 from entries.entry import build_entry, parse_entry
 from proto import pulsar_api_pb2 as pb
 from wire.kafka.records import Record, RecordBatch, encode_batch_of, record_bytes
@@ -62,37 +62,70 @@ def _text(raw: bytes) -> str | None:
         return None
 
 
-def _message(rec: Record, timestamp_ms: int) -> BatchMessage:
-    properties: dict[str, str] = {}
-    b64: list[str] = []
-    nulls: list[str] = []
-    pairs: list[tuple[str, str]] = []
+def _uvarint(n: int) -> bytes:
+    """Protobuf's unsigned varint (LEB128)."""
+    if n < 0x80:
+        return _UVARINTS[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_UVARINTS = [bytes([i]) for i in range(0x80)]
+
+
+def _field_bytes(tag: bytes, raw: bytes) -> bytes:
+    return tag + _uvarint(len(raw)) + raw
+
+
+def _member_metadata(rec: Record, timestamp_ms: int) -> tuple[bytes, str | None, bool]:
+    """(SingleMessageMetadata bytes, partition key, key is base64) of one record, encoded by hand
+    (fields in number order, as protobuf writes them): the produce path's per-record cost."""
+    parts: list[bytes] = []
+    b64: list[str] | None = None
+    nulls: list[str] | None = None
+    seen: dict[str, int] = {}
     for name, value in rec.headers:
         if value is None:
-            nulls.append(name)
-            pairs.append((name, ""))
-            continue
-        text = _text(value)
-        if text is None:
-            b64.append(name)
-            text = base64.b64encode(value).decode("ascii")
-        pairs.append((name, text))
-    for name, text in pairs:     # a dict keeps one value per name; duplicates keep the last
-        properties[name] = text
-    if b64:
-        properties[B64_HEADERS] = json.dumps(b64)
-    if nulls:
-        properties[NULL_HEADERS] = json.dumps(nulls)
-    msg = BatchMessage(payload=rec.value if rec.value is not None else b"", properties=properties,
-                       event_time_ms=timestamp_ms, null_value=rec.value is None)
-    if rec.key is not None:
-        key_text = _text(rec.key)
-        if key_text is None:
-            msg.partition_key = base64.b64encode(rec.key).decode("ascii")
-            msg.partition_key_b64_encoded = True
+            nulls = (nulls or []) + [name]
+            text = b""
         else:
-            msg.partition_key = key_text
-    return msg
+            try:
+                value.decode("utf-8")
+                text = value
+            except UnicodeDecodeError:
+                b64 = (b64 or []) + [name]
+                text = base64.b64encode(value)
+        kv = _field_bytes(b"\x0a", name.encode()) + _field_bytes(b"\x12", text)
+        if name in seen:             # one value per name (a Pulsar client's map): the last one wins
+            parts[seen[name]] = b""
+        seen[name] = len(parts)
+        parts.append(_field_bytes(b"\x0a", kv))
+    for listed, names in ((B64_HEADERS, b64), (NULL_HEADERS, nulls)):
+        if names:
+            kv = _field_bytes(b"\x0a", listed.encode()) + _field_bytes(b"\x12", json.dumps(names).encode())
+            parts.append(_field_bytes(b"\x0a", kv))
+    key_text: str | None = None
+    key_b64 = False
+    if rec.key is not None:
+        try:
+            key_text = rec.key.decode("utf-8")
+            parts.append(_field_bytes(b"\x12", rec.key))
+        except UnicodeDecodeError:
+            encoded = base64.b64encode(rec.key)
+            key_text, key_b64 = encoded.decode("ascii"), True
+            parts.append(_field_bytes(b"\x12", encoded))
+    value = rec.value
+    parts.append(b"\x18" + _uvarint(len(value) if value is not None else 0))
+    parts.append(b"\x28" + _uvarint(max(0, timestamp_ms)))
+    if key_b64:
+        parts.append(b"\x30\x01")
+    if value is None:
+        parts.append(b"\x48\x01")
+    return b"".join(parts), key_text, key_b64
 
 
 def producer_name_for(batch: RecordBatch, client_id: str | None) -> str:
@@ -109,20 +142,32 @@ def publish_time_for(batch: RecordBatch, now_ms: int) -> int:
 
 
 def batch_to_entry(batch: RecordBatch, *, client_id: str | None, now_ms: int) -> tuple[bytes, int, int]:
-    """(entry bytes, messages, publish time) of one Kafka record batch, stored as one Pulsar batch."""
+    """(entry bytes, messages, publish time) of one Kafka record batch, stored as one Pulsar batch
+    (uncompressed), laid out as the official client lays out its batches."""
     log_append = batch.timestamp_type == _LOG_APPEND_TIME
-    messages = [_message(rec, now_ms if log_append else batch.base_timestamp + rec.timestamp_delta)
-                for rec in batch.records]
+    base_ts = batch.base_timestamp
+    parts: list[bytes] = []
+    first_key: tuple[str | None, bool] | None = None
+    for rec in batch.records:
+        smm, key_text, key_b64 = _member_metadata(rec, now_ms if log_append else base_ts + rec.timestamp_delta)
+        if first_key is None:
+            first_key = (key_text, key_b64)
+        parts += (_U32.pack(len(smm)), smm, rec.value or b"")
     publish_ms = publish_time_for(batch, now_ms)
     seq = batch.base_sequence if batch.producer_id >= 0 and batch.base_sequence >= 0 else 0
-    md, payload = build_batch(messages, producer_name=producer_name_for(batch, client_id), sequence_id=seq,
-                              publish_time_ms=publish_ms)
+    messages = len(batch.records)
+    md = pb.MessageMetadata(producer_name=producer_name_for(batch, client_id), sequence_id=seq,
+                            publish_time=publish_ms, num_messages_in_batch=messages)
+    if first_key is not None and first_key[0] is not None:   # Key_Shared routes a batch by its first key
+        md.partition_key = first_key[0]
+        if first_key[1]:
+            md.partition_key_b64_encoded = True
     if batch.producer_id >= 0:
         md.properties.add(key=PID_PROPERTY, value=str(batch.producer_id))
         md.properties.add(key=EPOCH_PROPERTY, value=str(batch.producer_epoch))
         md.properties.add(key=SEQ_PROPERTY, value=str(batch.base_sequence))
-        md.highest_sequence_id = seq + len(messages) - 1
-    return build_entry(md, payload), len(messages), publish_ms
+        md.highest_sequence_id = seq + messages - 1
+    return build_entry(md, b"".join(parts)), messages, publish_ms
 
 
 def _headers(properties: dict[str, str]) -> list[tuple[str, bytes | None]]:
@@ -154,17 +199,6 @@ def _name_list(raw: str | None) -> frozenset[str]:
     except ValueError:
         return frozenset()
     return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
-
-
-def _key(msg: BatchMessage) -> bytes | None:
-    if msg.partition_key is None:
-        return None
-    if msg.partition_key_b64_encoded:
-        try:
-            return base64.b64decode(msg.partition_key, validate=True)
-        except (binascii.Error, ValueError):
-            pass
-    return msg.partition_key.encode()
 
 
 def entry_to_batch(entry: bytes, base_offset: int) -> bytes:

@@ -8,8 +8,9 @@
         conn.recv_frame()                       # the next response frame, or None if the broker closed
 
 Only classic (non-flexible) request versions, header v1 (KAFKA-FACTS §2): ApiVersions v0, InitProducerId
-v1, Produce v7, ListOffsets v1, Metadata v1. Record batches come from kafka-python's own builder
-(`DefaultRecordBatchBuilder`, magic 2, CRC-32C), so a test can damage one on purpose (`with_bad_crc`).
+v1, Produce v7, ListOffsets v1, Metadata v1 or v4 (v4: AllowAutoTopicCreation), Fetch v7. Record
+batches come from kafka-python's own builder (`DefaultRecordBatchBuilder`, magic 2, CRC-32C), so a test
+can damage one on purpose (`with_bad_crc`).
 Every socket operation is bounded (TIMEOUT_S).
 """
 
@@ -26,12 +27,13 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 TIMEOUT_S = 15.0
 CLIENT_ID = b"strata-raw-test"
 
-API_PRODUCE, API_LIST_OFFSETS, API_METADATA, API_API_VERSIONS, API_INIT_PRODUCER_ID = 0, 2, 3, 18, 22
+API_PRODUCE, API_FETCH, API_LIST_OFFSETS, API_METADATA, API_API_VERSIONS, API_INIT_PRODUCER_ID = 0, 1, 2, 3, 18, 22
 
 # error codes (KAFKA-FACTS §3.2; apache/kafka Errors.java)
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
@@ -91,6 +93,16 @@ def with_bad_crc(batch: bytes) -> bytes:
     """The same batch with its CRC (bytes 17..20, over attributes..end) flipped: CORRUPT_MESSAGE."""
     crc = struct.unpack_from(">I", batch, 17)[0]
     return batch[:17] + struct.pack(">I", crc ^ 0xFFFFFFFF) + batch[21:]
+
+
+@dataclass
+class FetchedPartition:
+    top_error: int          # the response's own error (v7+)
+    session_id: int
+    error: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes          # the record batches as sent
 
 
 @dataclass
@@ -215,12 +227,42 @@ class RawKafka:
         r.take("q")
         return error, r.take("q")
 
-    def metadata_topics(self, topics: list[str]) -> dict[str, tuple[int, int]]:
-        """Metadata v1 for `topics`: {name: (error, partition count)}."""
+    def fetch(self, topic: str, partition: int, offset: int, max_wait_ms: int = 0, min_bytes: int = 1,
+              max_bytes: int = 1024 * 1024, session_id: int = 0, session_epoch: int = -1) -> FetchedPartition:
+        """Fetch v7 of one partition (read_uncommitted); session_epoch -1: no fetch session (full)."""
+        body = (struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, 0)
+                + struct.pack(">ii", session_id, session_epoch)
+                + struct.pack(">i", 1) + string(topic) + struct.pack(">i", 1)
+                + struct.pack(">iqqi", partition, offset, -1, max_bytes)
+                + struct.pack(">i", 0))                   # forgotten topics
+        r = self.call(API_FETCH, 7, body)
+        r.take("i")                                       # throttle
+        top_error, got_session = r.take("h"), r.take("i")
+        assert r.array_len() == 1 and r.string() == topic and r.array_len() == 1
+        assert r.take("i") == partition
+        error, high_watermark, _last_stable, log_start = r.take("h"), r.take("q"), r.take("q"), r.take("q")
+        aborted = r.array_len()
+        for _ in range(max(aborted, 0)):
+            r.take("q"), r.take("q")
+        n = r.take("i")
+        records = b"" if n < 0 else r.data[r.at:r.at + n]
+        return FetchedPartition(top_error, got_session, error, high_watermark, log_start, records)
+
+    def metadata_topics(self, topics: list[str], allow_auto_create: bool | None = None) -> dict[str, tuple[int, int]]:
+        """Metadata for `topics`: {name: (error, partition count)}. v1 (the broker's auto-creation
+        setting decides), or v4 with AllowAutoTopicCreation when allow_auto_create is given."""
         body = struct.pack(">i", len(topics)) + b"".join(string(t) for t in topics)
-        r = self.call(API_METADATA, 1, body)
+        version = 1
+        if allow_auto_create is not None:
+            body += struct.pack(">b", 1 if allow_auto_create else 0)
+            version = 4
+        r = self.call(API_METADATA, version, body)
+        if version >= 3:
+            r.take("i")                              # throttle
         for _ in range(r.array_len()):               # brokers: node id, host, port, rack
             r.take("i"), r.string(), r.take("i"), r.string()
+        if version >= 2:
+            r.string()                               # cluster id
         r.take("i")                                  # controller id
         out = {}
         for _ in range(r.array_len()):
@@ -233,5 +275,8 @@ class RawKafka:
                     r.take("i")
                 for _ in range(r.array_len()):
                     r.take("i")
+                if version >= 5:
+                    for _ in range(r.array_len()):   # offline replicas
+                        r.take("i")
             out[str(name)] = (error, count)
         return out

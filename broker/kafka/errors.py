@@ -32,6 +32,8 @@ _MAP: tuple[tuple[type[e.StrataError], int], ...] = (
     (e.OffsetOutOfRange, ErrorCode.OFFSET_OUT_OF_RANGE),
     (e.MetadataUnavailable, ErrorCode.REQUEST_TIMED_OUT),
     (e.TimeoutExpired, ErrorCode.REQUEST_TIMED_OUT),
+    (e.LimitExceeded, ErrorCode.REQUEST_TIMED_OUT),         # a bound hit (batches in flight): retried
+    (e.InvalidArgument, ErrorCode.INVALID_RECORD),          # a producer id, epoch or sequence out of range
     (e.LedgerError, ErrorCode.KAFKA_STORAGE_ERROR),
     (e.BookieError, ErrorCode.KAFKA_STORAGE_ERROR),
     (e.ColdTierError, ErrorCode.KAFKA_STORAGE_ERROR),

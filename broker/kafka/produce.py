@@ -58,12 +58,6 @@ class _Partition:
     topic: PersistentTopic | None = None
 
 
-def _stored_size(batch: RecordBatch) -> int:
-    """What the batch's records take stored (keys, values and headers; the entry adds a little)."""
-    return sum(len(r.value or b"") + len(r.key or b"") + sum(len(k) + len(v or b"") for k, v in r.headers)
-               for r in batch.records)
-
-
 def last_sequence(batch: RecordBatch) -> int:
     return (batch.base_sequence + batch.last_offset_delta) % SEQ_MOD
 
@@ -127,25 +121,30 @@ async def _partition(conn: KafkaConnection, topic_name: str, data: dict) -> _Par
     if not batches:
         out.error = ErrorCode.INVALID_RECORD
         return out
-    if any(_stored_size(b) > limit for b in batches):
+    now_ms = front.ctx.clock.wall_ms()
+    converted = [batch_to_entry(batch, client_id=conn.client_id, now_ms=now_ms) for batch in batches]
+    if any(len(entry) > limit for entry, _, _ in converted):
         out.error = ErrorCode.MESSAGE_TOO_LARGE
-        out.message = f"a record batch over the limit of {limit} bytes (max.message.bytes)"
+        out.message = f"a record batch stores over the limit of {limit} bytes (max.message.bytes)"
         return out
-    await _append(conn, topic, batches, out)
+    try:
+        await _append(conn, topic, list(zip(batches, converted)), out)
+    except StrataError as exc:      # the idempotence state refused it (a bound, a value out of range)
+        out.error, out.message = kerrors.code_of(exc), str(exc)
     return out
 
 
-async def _append(conn: KafkaConnection, topic: PersistentTopic, batches: list[RecordBatch], out: _Partition) -> None:
+async def _append(conn: KafkaConnection, topic: PersistentTopic,
+                  batches: list[tuple[RecordBatch, tuple[bytes, int, int]]], out: _Partition) -> None:
     front = conn.front
-    now_ms = front.ctx.clock.wall_ms()
     states = None
-    if any(b.producer_id >= 0 for b in batches):
+    if any(b.producer_id >= 0 for b, _ in batches):
         try:
             states = await front.producer_states.of(topic)
         except StrataError as exc:
             out.error, out.message = kerrors.code_of(exc), str(exc)
             return
-    for batch in batches:
+    for batch, (entry, messages, publish_ms) in batches:
         if batch.producer_id >= 0 and states is not None:
             check = states.producers.check(batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                            last_sequence(batch))
@@ -162,7 +161,6 @@ async def _append(conn: KafkaConnection, topic: PersistentTopic, batches: list[R
             if check.verdict is Verdict.INVALID_EPOCH:
                 out.error = ErrorCode.INVALID_PRODUCER_EPOCH
                 return
-        entry, messages, publish_ms = batch_to_entry(batch, client_id=conn.client_id, now_ms=now_ms)
         try:
             appended = topic.publish(entry, messages, publish_ms)
         except StrataError as exc:

@@ -206,10 +206,14 @@ def _union(first: Iterable[str], then: Iterable[str]) -> str:
 
 
 def secure_settings(config: Config, material: Material, *, tls_port: int, admin_tls_port: int,
-                    port: int | None, admin_port: int | None) -> dict[str, Any]:
-    """The settings `--secure` sets over `config` (plain ports -1 unless given)."""
+                    port: int | None, admin_port: int | None, kafka_tls_port: int = -1,
+                    kafka_port: int | None = None) -> dict[str, Any]:
+    """The settings `--secure` sets over `config` (plain ports -1 unless given; Kafka: SASL_SSL on
+    `kafka_tls_port`, SASL_PLAINTEXT only when `kafka_port` is given)."""
     d = material.dir
     return {
+        "kafka_tls_port": kafka_tls_port,
+        "kafka_port": -1 if kafka_port is None else kafka_port,
         "broker_tls_port": tls_port,
         "broker_admin_tls_port": admin_tls_port,
         "broker_port": -1 if port is None else port,

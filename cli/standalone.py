@@ -72,6 +72,7 @@ from launch.standalone_children import StandaloneChildren
 log = logging.getLogger("strata.standalone")
 
 DEFAULT_KAFKA_PORT = 9092   # Kafka's own default: a Kafka client's bootstrap.servers=localhost:9092 just works
+DEFAULT_KAFKA_TLS_PORT = 9093   # the usual SSL listener port beside it
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -84,7 +85,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=None, help="binary protocol port (default 6650)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin HTTP port (default 8080)")
     parser.add_argument("--kafka-port", type=int, default=None,
-                        help=f"Kafka protocol port (default {DEFAULT_KAFKA_PORT}; -1: not served)")
+                        help=f"Kafka protocol port (default {DEFAULT_KAFKA_PORT}, not served with --secure "
+                             "unless given; -1: not served)")
+    parser.add_argument("--kafka-tls-port", type=int, default=None,
+                        help=f"Kafka over TLS, SSL or SASL_SSL (default {DEFAULT_KAFKA_TLS_PORT} with --secure, "
+                             "else not served)")
     parser.add_argument("--bookies", type=int, default=1, help="bookie processes (default 1)")
     parser.add_argument("--config", default=None,
                         help="settings file: TOML, or Pulsar's broker.conf format when its name ends in .conf")
@@ -129,8 +134,10 @@ def _secured(config: Config, args: argparse.Namespace, data_dir: Path) -> tuple[
     material = secure_setup.ensure_material(data_dir / "security", secure_setup.certificate_hosts(config))
     tls_port = _concrete(args.tls_port, config.broker_tls_port, DEFAULT_TLS_PORT)
     admin_tls_port = _concrete(args.admin_tls_port, config.broker_admin_tls_port, DEFAULT_ADMIN_TLS_PORT)
+    kafka_tls_port = _concrete(args.kafka_tls_port, config.kafka_tls_port, DEFAULT_KAFKA_TLS_PORT)
     settings = secure_setup.secure_settings(config, material, tls_port=tls_port, admin_tls_port=admin_tls_port,
-                                            port=args.port, admin_port=args.admin_port)
+                                            port=args.port, admin_port=args.admin_port,
+                                            kafka_tls_port=kafka_tls_port, kafka_port=args.kafka_port)
     config = config.replace(**settings)
     host = config.broker_advertised_host
     help_text = secure_setup.connect_help(material, f"pulsar+ssl://{host}:{tls_port}", f"https://{host}:{admin_tls_port}")
@@ -158,6 +165,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["broker_admin_port"] = args.admin_port
     if args.kafka_port is not None:
         overrides["kafka_port"] = args.kafka_port
+    if args.kafka_tls_port is not None and not args.secure:
+        overrides["kafka_tls_port"] = args.kafka_tls_port
     if args.tls_port is not None and not args.secure:
         overrides["broker_tls_port"] = args.tls_port
     if args.admin_tls_port is not None and not args.secure:
@@ -169,7 +178,7 @@ def _settings(args: argparse.Namespace, data_dir: Path) -> tuple[Config, dict[st
     """The broker's settings, the bookies' extra environment (--secure's STRATA_* settings) and the
     connection help printed once serving (--secure), or StrataError."""
     config = load_config(args.config, **_overrides(args))
-    if args.kafka_port is None and config.kafka_port == -1:
+    if args.kafka_port is None and config.kafka_port == -1 and not args.secure:
         config = config.replace(kafka_port=DEFAULT_KAFKA_PORT)   # the standalone serves Kafka by default
     if args.secure:
         return _secured(config, args, data_dir)

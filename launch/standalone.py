@@ -89,7 +89,7 @@ class StandaloneProcess(NodeProcess):
 
     @property
     def kafka_bootstrap(self) -> str:
-        """host:port of its Kafka listener (Kafka clients' bootstrap.servers)."""
+        """host:port of its Kafka listener (Kafka clients' bootstrap.servers; SASL_SSL when secure)."""
         return f"{HOST}:{self.kafka_port}"
 
     @property
@@ -135,7 +135,8 @@ class StandaloneProcess(NodeProcess):
         ports = (["--secure", "--tls-port", str(self.port), "--admin-tls-port", str(self.admin_port)] if self.secure
                  else ["--port", str(self.port), "--admin-port", str(self.admin_port)])
         cmd = [sys.executable, "-m", "cli.main", "standalone", "--data-dir", str(self.data_dir), *ports,
-               "--bookies", str(self.bookies), "--kafka-port", str(self.kafka_port)]
+               "--bookies", str(self.bookies),
+               "--kafka-tls-port" if self.secure else "--kafka-port", str(self.kafka_port)]
         return cmd if self.embedded_s3 else cmd + ["--no-s3"]
 
     def close(self) -> None:

@@ -98,7 +98,7 @@ def test_printed_admin_command_works(secured):
 def test_only_the_tls_ports_listen(secured):
     listening = {c.laddr.port for c in psutil.Process(secured.pid).net_connections(kind="tcp")
                  if c.status == psutil.CONN_LISTEN}
-    assert listening == {secured.port, secured.admin_port}
+    assert listening == {secured.port, secured.admin_port, secured.kafka_port}   # Kafka: SASL_SSL only
 
 
 def test_the_bookie_port_speaks_tls_with_the_generated_certificate(secured):

@@ -1,7 +1,7 @@
 """Client-side batches, built and opened exactly as the official client does (docs/protocol.md §6).
 
 A batch is one entry whose payload is, per member, `[u32 BE size][SingleMessageMetadata][payload]`,
-concatenated and then compressed as one block (NONE / LZ4 raw block / ZLIB / ZSTD). The outer
+concatenated and then compressed as one block (NONE / LZ4 raw block / ZLIB / ZSTD / SNAPPY raw block). The outer
 MessageMetadata carries producer_name, the first member's sequence_id, publish_time,
 num_messages_in_batch, the compression and uncompressed_size when not NONE, and the first member's
 partition_key / ordering_key (what Key_Shared routes on).
@@ -107,6 +107,9 @@ def compress(data: bytes, compression: int) -> bytes:
     if compression == ZSTD:
         import zstandard
         return zstandard.ZstdCompressor().compress(data)
+    if compression == SNAPPY:
+        import cramjam
+        return bytes(cramjam.snappy.compress_raw(data))
     raise InvariantViolation("unsupported compression for building", compression=compression)
 
 
@@ -144,6 +147,11 @@ def _decompress(data: bytes, compression: int, uncompressed_size: int) -> bytes:
     if compression == ZSTD:
         import zstandard
         return zstandard.ZstdDecompressor().decompress(data, max_output_size=uncompressed_size)
+    if compression == SNAPPY:             # a raw snappy block, as the official client writes it
+        import cramjam
+        out = bytearray(uncompressed_size)
+        cramjam.snappy.decompress_raw_into(data, out)   # a block larger than out raises: bounded
+        return bytes(out)
     raise MalformedPayload("unsupported compression", compression=compression)
 
 

@@ -151,7 +151,7 @@ def test_chunked_marker_and_encrypted_entries_are_kept_as_stored_blocks(seed: in
     for row, data in zip(rows(blob), entries, strict=True):
         assert row["entry_rebuild"] == fmt.BLOCK
         assert row["payload"] is None and data.endswith(row["entry_payload"])
-    # compressed with a codec the format cannot decode (snappy): also a stored block
+    # compressed bytes that do not decode (garbage under snappy): also a stored block
     md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1, compression=eb.SNAPPY,
                             uncompressed_size=3)
     assert_round_trip([build_entry(md, b"not snappy")])

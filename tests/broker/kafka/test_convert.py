@@ -139,3 +139,12 @@ def test_a_malformed_entry_is_a_typed_error():
     md = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=3)
     with pytest.raises(MalformedPayload):
         convert.entry_to_batch(build_entry(md, b"\x00\x00\x00\x02ab"), 0)
+
+
+def test_a_snappy_pulsar_batch_reads_as_kafka_records():
+    """The official client's SNAPPY batches (raw snappy blocks) decode for Kafka consumers too."""
+    from entries.batch import SNAPPY
+    md, payload = build_batch([BatchMessage(b"v" * 300, partition_key="k")], producer_name="p", sequence_id=0,
+                              publish_time_ms=5, compression=SNAPPY)
+    (batch,) = decode_batches(convert.entry_to_batch(build_entry(md, payload), 0), strict=True)
+    assert [(r.key, r.value) for r in batch.records] == [(b"k", b"v" * 300)]

@@ -24,6 +24,8 @@ The mapping, record by record:
 
 Pulsar -> Kafka: a Pulsar message's key is its partition_key (base64-decoded when flagged), its
 timestamp its event_time if set, else the entry's publish time; its properties become headers.
+A marker entry (never a message) becomes a control batch, which Kafka consumers skip past. A
+chunked Pulsar message is not reassembled: each chunk is a record of its own.
 
 What must hold: `entry_to_batch(batch_to_entry(b))` gives back every record's key, value, headers
 and timestamp exactly; the stored entry parses with `entries.entry.parse_entry` and
@@ -48,6 +50,7 @@ from proto import pulsar_api_pb2 as pb
 from wire.kafka.records import Record, RecordBatch, encode_batch_of, record_bytes
 
 _U32 = struct.Struct(">I")
+_CONTROL_COMMIT = struct.pack(">hh", 0, 1)      # control record key: version 0, type COMMIT
 
 B64_HEADERS = "__kafka_b64_headers"
 NULL_HEADERS = "__kafka_null_headers"
@@ -211,6 +214,10 @@ def entry_to_batch(entry: bytes, base_offset: int) -> bytes:
     info = parse_entry(entry)
     md = info.metadata
     publish_ms = md.publish_time
+    if md.HasField("marker_type"):       # never a message: a control batch, which clients skip past
+        return encode_batch_of(record_bytes(0, 0, _CONTROL_COMMIT, None, []), 1, base_offset=base_offset,
+                               base_timestamp=publish_ms, max_timestamp=publish_ms, last_offset_delta=0,
+                               transactional=True, control=True)
     if not md.HasField("num_messages_in_batch"):
         members = [_outer_member(md, decode_payload(md, info.payload(entry))[0].payload)]
     else:

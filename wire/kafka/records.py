@@ -388,10 +388,10 @@ def record_bytes(offset_delta: int, timestamp_delta: int, key: bytes | None, val
 def encode_batch_of(records_blob: bytes, count: int, *, base_offset: int, base_timestamp: int, max_timestamp: int,
                     last_offset_delta: int, producer_id: int = -1, producer_epoch: int = -1,
                     base_sequence: int = -1, compression: int = 0, timestamp_type: int = 0,
-                    partition_leader_epoch: int = -1, transactional: bool = False) -> bytes:
+                    partition_leader_epoch: int = -1, transactional: bool = False, control: bool = False) -> bytes:
     """A record batch around `count` records already encoded back to back (`record_bytes`)."""
     blob = compress(compression, records_blob) if compression else records_blob
-    attributes = compression | (timestamp_type << 3) | (0x10 if transactional else 0)
+    attributes = compression | (timestamp_type << 3) | (0x10 if transactional else 0) | (0x20 if control else 0)
     after_crc = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
                                 producer_epoch, base_sequence, count) + blob
     batch_length = HEADER_BYTES - LOG_OVERHEAD + len(blob)

@@ -148,3 +148,9 @@ def test_a_snappy_pulsar_batch_reads_as_kafka_records():
                               publish_time_ms=5, compression=SNAPPY)
     (batch,) = decode_batches(convert.entry_to_batch(build_entry(md, payload), 0), strict=True)
     assert [(r.key, r.value) for r in batch.records] == [(b"k", b"v" * 300)]
+
+
+def test_a_marker_entry_is_a_control_batch_clients_skip():
+    md = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=9, marker_type=1)
+    (batch,) = decode_batches(convert.entry_to_batch(build_entry(md, b""), 12), strict=True)
+    assert batch.is_control and batch.base_offset == 12 and batch.last_offset_delta == 0

@@ -149,9 +149,9 @@ def _decompress(data: bytes, compression: int, uncompressed_size: int) -> bytes:
         return zstandard.ZstdDecompressor().decompress(data, max_output_size=uncompressed_size)
     if compression == SNAPPY:             # a raw snappy block, as the official client writes it
         import cramjam
-        out = bytearray(uncompressed_size)
-        cramjam.snappy.decompress_raw_into(data, out)   # a block larger than out raises: bounded
-        return bytes(out)
+        buffer = bytearray(uncompressed_size)
+        cramjam.snappy.decompress_raw_into(data, buffer)   # a block larger than the buffer raises: bounded
+        return bytes(buffer)
     raise MalformedPayload("unsupported compression", compression=compression)
 
 

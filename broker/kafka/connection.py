@@ -20,6 +20,9 @@ UNSUPPORTED_VERSION and our versions, KIP-511; anything else: the correlation id
 code) and the connection stays up. A handler's unexpected exception is logged and answered with
 UNKNOWN_SERVER_ERROR.
 
+A SASL listener's client that has not authenticated within `authentication_connect_timeout_ms` is
+dropped, as the Pulsar front end drops one that never finishes CONNECT.
+
 Limits: at most `kafka_requests_in_flight_max` requests are admitted and unanswered per
 connection (reading pauses until one is written); at most one frame is buffered beyond that.
 
@@ -83,6 +86,7 @@ class KafkaConnection(asyncio.Protocol):
         self._paused = False
         self._worker: asyncio.Task | None = None
         self._pending: set[asyncio.Future] = set()      # completions under way (cancelled on close)
+        self._sasl_deadline: asyncio.TimerHandle | None = None   # AWAIT_SASL: when the client is dropped
         self._limit = front.ctx.config.kafka_requests_in_flight_max
         self._frame_max = front.ctx.config.kafka_request_bytes_max
 
@@ -100,6 +104,14 @@ class KafkaConnection(asyncio.Protocol):
         self._worker = asyncio.get_running_loop().create_task(self._run())
         self._worker.add_done_callback(self._worker_ended)
         self.front.connections.add(self)
+        if self.state is KafkaConnState.AWAIT_SASL:   # a client that never authenticates is dropped
+            deadline_s = self.front.ctx.config.authentication_connect_timeout_ms / 1000
+            self._sasl_deadline = asyncio.get_running_loop().call_later(deadline_s, self._sasl_expired)
+
+    def _sasl_expired(self) -> None:
+        if self.state is KafkaConnState.AWAIT_SASL:
+            _noisy.warning("kafka-sasl-deadline", "kafka %s: not authenticated in time: closing", self.peer)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._close_state()
@@ -254,6 +266,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.state = KafkaConnState.CLOSED
         self.front.connections.discard(self)
+        if self._sasl_deadline is not None:
+            self._sasl_deadline.cancel()
         if self._worker is not None:
             self._worker.cancel()
         for task in list(self._pending):

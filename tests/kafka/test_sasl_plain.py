@@ -26,6 +26,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespac
     root = tmp_path_factory.mktemp("kafka-sasl")
     kit = SecurityKit.create(root / "security")
     env = kit.standalone_env(tls_port=free_port(), providers="token")
+    env["STRATA_AUTHENTICATION_CONNECT_TIMEOUT_MS"] = "2000"   # the SASL deadline, short for the test
     with StandaloneProcess.start(root / "data", env=env) as sa:
         wait_kafka_port(sa.kafka_bootstrap, "the secured standalone", sa.log_path)
         yield SimpleNamespace(sa=sa, kit=kit)
@@ -87,3 +88,16 @@ def test_a_role_that_is_no_tenant_admin_cannot_create_topics(secured) -> None:
     with pytest.raises(KafkaException) as refused:
         create(sasl(secured, "token:" + secured.kit.token("nobody")), unique_topic("sasl-create"))
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_client_that_never_authenticates_is_dropped(secured) -> None:
+    """Every wait has a bound: a connection that sends nothing on the SASL listener is closed once
+    `authentication_connect_timeout_ms` passes."""
+    import socket
+    import time
+    host, port = secured.sa.kafka_bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.settimeout(10)
+        started = time.monotonic()
+        assert raw.recv(1) == b""          # closed by the broker, nothing answered
+        assert time.monotonic() - started < 8

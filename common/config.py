@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -574,6 +575,8 @@ def _check_relations(v: Mapping[str, Any]) -> None:
     e, qw, qa = v["ledger_ensemble_size"], v["ledger_write_quorum"], v["ledger_ack_quorum"]
     if not (e >= qw >= qa >= 1):
         raise ConfigError("ledger quorums must satisfy E >= Qw >= Qa >= 1", E=e, Qw=qw, Qa=qa)
+    if not re.fullmatch(r"[A-Za-z0-9_.:=%-]+/[A-Za-z0-9_.:=%-]+", v["kafka_default_namespace"]):
+        raise ConfigError("kafka_default_namespace must be tenant/namespace", value=v["kafka_default_namespace"])
     if v["broker_frame_bytes_max"] < v["broker_max_message_bytes"]:
         raise ConfigError("broker_frame_bytes_max must be at least broker_max_message_bytes")
     buffer_high = v["broker_connection_write_buffer_bytes_high"]

@@ -61,7 +61,11 @@ class HotSlice:
     first_entry: int
     last_entry: int
     size_bytes: int
-    first_offset: int = -1        # Kafka offset of first_entry's first message; -1: unknown (null offsets)
+    first_offset: int = -1        # Kafka offset of first_entry's first message; -1: unknown
+    # when first_offset is unknown: an earlier entry of the ledger whose offset is known (the
+    # reader counts the messages in between); -1: none (null offsets)
+    anchor_entry: int = -1
+    anchor_offset: int = -1
 
 
 Slice = ColdSlice | HotSlice
@@ -187,8 +191,10 @@ def plan_range(snapshot: PartitionSnapshot, start: Position, end: Position, opti
             step = max(1, int(options.partition_bytes // per_entry))   # a big hot ledger: several slices
             for low in range(first, last + 1, step):
                 high = min(last, low + step - 1)
+                anchor_entry, anchor_offset = ledger.offset_anchor(low)
                 out.append(HotSlice(snapshot.topic, snapshot.partition, ledger.ledger_id, ledger.metadata_json,
-                                    low, high, int(per_entry * (high - low + 1)), ledger.offset_of(low)))
+                                    low, high, int(per_entry * (high - low + 1)), ledger.offset_of(low),
+                                    anchor_entry, anchor_offset))
     return out
 
 

@@ -36,7 +36,8 @@ from analytics.access import ClusterAccess
 from analytics.plan import ColdSlice, HotSlice, Slice
 from bookie.link_auth import link_config
 from common.clock import SYSTEM_CLOCK
-from common.errors import ColdObjectCorrupt, ColdObjectMissing, DataLost, NoSuchEntry, NoSuchLedger
+from common.errors import ColdObjectCorrupt, ColdObjectMissing, DataLost, MalformedFrame, NoSuchEntry, NoSuchLedger
+from entries.entry import parse_entry
 from ledger.handle import ReadHandle
 from ledger.ledger_metadata import LedgerMetadata
 from ledger.ledger_store import BookiePool
@@ -177,7 +178,10 @@ def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:
     pool = BookiePool(config, SYSTEM_CLOCK)
     try:
         handle = ReadHandle(meta, pool, config, SYSTEM_CLOCK, last_add_confirmed=piece.last_entry)
-        rows = EntryTableBuilder(LedgerOrigin(piece.topic, piece.partition, piece.ledger_id), piece.first_offset)
+        first_offset = piece.first_offset
+        if first_offset < 0 <= piece.anchor_offset:
+            first_offset = _offset_from_anchor(loop, handle, piece)
+        rows = EntryTableBuilder(LedgerOrigin(piece.topic, piece.partition, piece.ledger_id), first_offset)
         for low in range(piece.first_entry, piece.last_entry + 1, HOT_READ_ENTRIES):
             high = min(piece.last_entry, low + HOT_READ_ENTRIES - 1)
             try:
@@ -193,6 +197,21 @@ def _read_hot(piece: HotSlice) -> Iterator[pa.RecordBatch]:
     finally:
         loop.run_until_complete(pool.close())
         loop.close()
+
+
+def _offset_from_anchor(loop: asyncio.AbstractEventLoop, handle: ReadHandle, piece: HotSlice) -> int:
+    """The first offset of a slice that starts past its ledger's index checkpoint: the anchor's
+    offset plus the messages of the entries between (at most a checkpoint interval of them)."""
+    offset = piece.anchor_offset
+    for low in range(piece.anchor_entry, piece.first_entry, HOT_READ_ENTRIES):
+        high = min(piece.first_entry - 1, low + HOT_READ_ENTRIES - 1)
+        entries = loop.run_until_complete(asyncio.wait_for(handle.read(low, high), HOT_READ_TIMEOUT_S))
+        for _entry_id, data in entries:
+            try:
+                offset += max(1, parse_entry(data).num_messages)
+            except MalformedFrame:
+                offset += 1       # stored as the broker counted it: one message for an unparsable entry
+    return offset
 
 
 def read_partition(value: Any) -> Iterator[pa.RecordBatch]:

@@ -71,6 +71,15 @@ class LedgerInSnapshot:
             return -1
         return self.first_offset + (self.msg_end[entry - 1] if entry > 0 else 0)
 
+    def offset_anchor(self, entry: int) -> tuple[int, int]:
+        """(the last entry at or before `entry` whose offset is known, its offset), (-1, -1) when
+        the ledger has none: a reader counts the messages of the entries from there to `entry`
+        (the open ledger's index blob is a checkpoint, at most a checkpoint interval behind)."""
+        if self.first_offset < 0:
+            return -1, -1
+        known = min(entry, len(self.msg_end))
+        return known, self.offset_of(known)
+
 
 @dataclass(frozen=True)
 class PartitionSnapshot:

@@ -13,9 +13,8 @@ non-batching one) with keys, properties and event times. Then:
   its last confirmed entry): N+M rows whose `offset` is 0..N+M-1 in message-id order, each with
   the key, payload, properties and event time the mapping gives;
 - a query starting at the open ledger's last entry (as a stream's next micro-batch does) gets the
-  same rows with their offsets: today it gets null offsets (strict xfail, a product bug: the
-  open ledger's index is checkpointed only every 1,000 entries, and a hot slice starting past the
-  checkpoint has no first offset);
+  same rows with their offsets (the open ledger's index is checkpointed only every 1,000 entries:
+  a hot slice starting past the checkpoint counts the messages from it);
 - the topic is unloaded (its last ledger closes), every ledger with entries is offloaded through
   the admin REST; the partition's Parquet objects (pyarrow) and the Spark source (every slice cold
   now) give the same rows, with the same offsets, as the hot read.
@@ -319,8 +318,6 @@ def test_the_spark_source_reads_the_hot_rows_with_their_offsets(world: World, ho
     assert_rows_are_the_messages(hot_rows, world, "spark over the bookies")
 
 
-@pytest.mark.xfail(strict=True, reason="product bug (/tmp/kafka-product-bugs.md): a hot slice starting past the open "
-                   "ledger's last index checkpoint gets first_offset -1, so its rows' offsets are null")
 def test_a_read_starting_inside_the_open_ledger_has_the_offsets(open_ledger_tail: tuple) -> None:
     rows, expected = open_ledger_tail
     assert [r["offset"] for r in rows] == [r["offset"] for r in expected]

@@ -44,6 +44,7 @@ from google.protobuf.message import DecodeError
 
 from broker.kafka.idempotence import EPOCH_PROPERTY, PID_PROPERTY, SEQ_PROPERTY
 from common.errors import MalformedPayload
+from common.varint import encode_varint
 from entries.batch import decode_payload, decompress
 from entries.entry import build_entry, parse_entry
 from proto import pulsar_api_pb2 as pb
@@ -65,23 +66,8 @@ def _text(raw: bytes) -> str | None:
         return None
 
 
-def _uvarint(n: int) -> bytes:
-    """Protobuf's unsigned varint (LEB128)."""
-    if n < 0x80:
-        return _UVARINTS[n]
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_UVARINTS = [bytes([i]) for i in range(0x80)]
-
-
 def _field_bytes(tag: bytes, raw: bytes) -> bytes:
-    return tag + _uvarint(len(raw)) + raw
+    return tag + encode_varint(len(raw)) + raw
 
 
 def _member_metadata(rec: Record, timestamp_ms: int) -> tuple[bytes, str | None, bool]:
@@ -122,8 +108,8 @@ def _member_metadata(rec: Record, timestamp_ms: int) -> tuple[bytes, str | None,
             key_text, key_b64 = encoded.decode("ascii"), True
             parts.append(_field_bytes(b"\x12", encoded))
     value = rec.value
-    parts.append(b"\x18" + _uvarint(len(value) if value is not None else 0))
-    parts.append(b"\x28" + _uvarint(max(0, timestamp_ms)))
+    parts.append(b"\x18" + encode_varint(len(value) if value is not None else 0))
+    parts.append(b"\x28" + encode_varint(max(0, timestamp_ms)))
     if key_b64:
         parts.append(b"\x30\x01")
     if value is None:

@@ -20,6 +20,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from common.varint import encode_varint
+
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any, list[Any]], None]
 
@@ -56,21 +58,13 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 
 def uvarint(value: int) -> bytes:
     """Unsigned LEB128 of a non-negative int."""
-    if value < 0x80:
-        return _SMALL[value] if value >= 0 else _negative(value)
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return encode_varint(value) if value >= 0 else _negative(value)
 
 
 def _negative(value: int) -> bytes:
     raise Malformed(f"unsigned varint of a negative value {value}")
 
 
-_SMALL = [bytes([i]) for i in range(0x80)]
 
 
 def read_length(buf: bytes, pos: int, compact: bool, classic: struct.Struct, nullable: bool) -> tuple[int, int]:

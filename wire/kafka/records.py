@@ -30,6 +30,7 @@ from typing import Any
 import cramjam
 from crc32c import crc32c
 
+from common.varint import encode_varint
 from wire.kafka.errors import CorruptRecord, InvalidRecord, UnsupportedCompression, UnsupportedMessageFormat
 
 MAGIC = 2
@@ -140,13 +141,7 @@ def read_varint(buf: bytes, pos: int, max_bytes: int = 10) -> tuple[int, int]:
 
 
 def _zigzag(value: int) -> bytes:
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return encode_varint((value << 1) ^ (value >> 63))
 
 
 _SMALL = 1 << 14                  # zigzag varints of -_SMALL .. _SMALL-1 are made once (up to 3 bytes)

@@ -156,13 +156,18 @@ class ProducerStateStore:
 
     # --- loading ---------------------------------------------------------------------------------
 
-    async def load(self, ml: ProducerLog, astore: AsyncStore) -> PartitionProducers:
-        """Restore the snapshot, replay the entries after it; the state, ready to serve."""
+    async def load(self, ml: ProducerLog, astore: AsyncStore, *, none_stored: bool = False) -> PartitionProducers:
+        """Restore the snapshot, replay the entries after it; the state, ready to serve.
+        `none_stored`: the caller knows no idempotent entry was ever stored (the partition's first
+        idempotent producer): with no snapshot, nothing is replayed (a long Pulsar topic is not
+        read back for nothing) and an empty snapshot is written at the current end."""
         self._ml, self._astore, self.path = ml, astore, snapshot_path(ml.name)
         found = await astore.get(self.path)
         self._snapshot_version = -1 if found is None else found.version
         end = ml.last_confirmed
-        if found is None:
+        if found is None and none_stored:
+            start = ml.next_position(end)
+        elif found is None:
             start = ml.first_position
         else:
             snap = json.loads(found.value)

@@ -1,7 +1,10 @@
 """The Kafka producer state of each partition this broker serves, loaded once per topic load.
 
 The first idempotent batch for a partition loads its state (`ProducerStateStore.load`: snapshot,
-then a replay of the entries after it); batches that arrive meanwhile wait for the same load. The
+then a replay of the entries after it); batches that arrive meanwhile wait for the same load. A
+partition that never had an idempotent batch (its managed ledger lacks the property
+`kafka.idempotent-since-ms`, set durably before the first one is stored) starts empty at once: a
+long Pulsar topic's first idempotent Kafka producer does not wait for its whole log to be read. The
 state lives as long as that topic object: when the topic closes (unload, bundle move, shutdown),
 its close hook snapshots it; the next owner loads it again from the snapshot and the log, so a
 producer keeps its sequences across restarts and moves (librdkafka treats a forgotten sequence as
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
     from broker.context import BrokerContext
     from broker.topics.topic import PersistentTopic
     from wire.kafka.records import RecordBatch
+
+
+# a managed-ledger property, set before the partition's first idempotent Kafka batch is stored: a
+# partition without it has no idempotent entry, so its first load replays nothing
+IDEMPOTENT_USED_PROPERTY = "kafka.idempotent-since-ms"
 
 
 class PartitionState:
@@ -78,7 +86,11 @@ class ProducerStates:
 
     async def _load(self, topic: PersistentTopic) -> PartitionState:
         store = ProducerStateStore(self._ctx.config, self._ctx.clock)
-        producers = await store.load(topic.ml, self._ctx.astore)
+        ml = topic.ml
+        first_use = ml.get_property(IDEMPOTENT_USED_PROPERTY) is None
+        if first_use:   # recorded before any idempotent entry can be stored: later loads replay
+            await ml.set_property(IDEMPOTENT_USED_PROPERTY, str(self._ctx.clock.wall_ms()))
+        producers = await store.load(ml, self._ctx.astore, none_stored=first_use)
         topic.close_hooks.append(store.close)
         return PartitionState(topic, store, producers, self._ctx)
 

@@ -197,6 +197,30 @@ def test_whole_log_replayed_without_snapshot_and_close_snapshots(env) -> None:
     run(body())
 
 
+def test_a_first_use_replays_nothing_and_snapshots_at_the_end(env) -> None:
+    """`none_stored`: the partition's first idempotent producer does not read the log back (the
+    front end knows no idempotent entry exists); the empty snapshot at the end makes later loads
+    replay only what comes after it."""
+    env.start_bookies(1)
+
+    async def body() -> None:
+        config, astore, client, ml = await opened(env)
+        for _ in range(30):
+            await ml.append(kafka_entry(None), messages=1)     # a Pulsar topic's history
+        store = ProducerStateStore(config)
+        state = await store.load(ml, astore, none_stored=True)
+        assert len(state) == 0
+        assert Position(*(await snapshot(astore))["position"]) == ml.last_confirmed
+        mark = await Producer(ml, store).send(5, 0, 0, 3)
+        await store.close()
+        again = await ProducerStateStore(config).load(ml, astore)
+        assert again.check(5, 0, 0, 2) == Check(Verdict.DUPLICATE, mark=mark)
+        await ml.close()
+        await shutdown(astore, client)
+
+    run(body())
+
+
 def test_snapshot_after_the_interval_and_never_ahead_of_appends(env) -> None:
     env.start_bookies(1)
 

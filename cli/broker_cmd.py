@@ -1,7 +1,8 @@
 """`strata broker --metadata-url URL [--port P] [--admin-port A] [--config F]`: one broker.
 
 Runs the broker on uvloop until SIGINT/SIGTERM, then stops it cleanly (cursors flushed, ledgers
-closed, ownership released). Prints `service URL ...` and `admin URL ...` once both ports listen.
+closed, ownership released). Prints `service URL ...`, its Kafka listeners and `admin URL ...` once
+the ports listen.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ async def serve_until_signal(broker, on_started=None) -> None:
     print(f"service URL {broker.service_url}", flush=True)
     if broker.service_url_tls and broker.service_url_tls != broker.service_url:
         print(f"TLS service URL {broker.service_url_tls}", flush=True)
+    for listener in broker.kafka.listeners.all():
+        print(f"kafka listener {listener.name}://{listener.host}:{listener.port}", flush=True)
     print(f"admin URL {broker.admin_url}", flush=True)
     if broker.admin_url_tls and broker.admin_url_tls != broker.admin_url:
         print(f"admin TLS URL {broker.admin_url_tls}", flush=True)

@@ -58,8 +58,8 @@ def _flag(command: list[str], name: str) -> str:
 
 def test_compose_is_the_cluster_strata_cluster_up_starts():
     """Same shape as `strata cluster up`'s defaults: bookie and broker counts, E/Qw/Qa, the
-    metadata session lease; each broker advertises its own host and ports, published as is,
-    so a redirect to either broker reaches it."""
+    metadata session lease; each broker advertises its own host and ports (Kafka's too),
+    published as is, so a redirect to either broker reaches it."""
     from cli.cluster_cmd import parse_args, quorums
 
     up = parse_args(["up"])
@@ -76,7 +76,8 @@ def test_compose_is_the_cluster_strata_cluster_up_starts():
     for name in brokers:
         command = services[name]["command"]
         assert _flag(command, "--advertised-host") == name
-        port, admin_port = _flag(command, "--port"), _flag(command, "--admin-port")
-        assert sorted(services[name]["ports"]) == sorted([f"{port}:{port}", f"{admin_port}:{admin_port}"])
-        endpoints |= {port, admin_port}
-    assert len(endpoints) == 2 * len(brokers)
+        port, admin_port, kafka_port = (_flag(command, "--port"), _flag(command, "--admin-port"),
+                                        _flag(command, "--kafka-port"))
+        assert sorted(services[name]["ports"]) == sorted([f"{p}:{p}" for p in (port, admin_port, kafka_port)])
+        endpoints |= {port, admin_port, kafka_port}
+    assert len(endpoints) == 3 * len(brokers)

@@ -62,7 +62,7 @@ class TopicRefused(Exception):
 
 def base_of(conn: KafkaConnection, name: str) -> TopicName:
     try:
-        return pulsar_name(name, conn.front.ctx.config.kafka_default_namespace)
+        return pulsar_name(name, conn.default_namespace)
     except InvalidTopicName as exc:
         raise TopicRefused(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 

@@ -91,6 +91,12 @@ class KafkaConnection(asyncio.Protocol):
         self._frame_max = front.ctx.config.kafka_request_bytes_max
 
     @property
+    def default_namespace(self) -> str:
+        """Where this client's bare topic names live: the namespace its SASL username named, else
+        `kafka_default_namespace`."""
+        return self.namespace or self.front.ctx.config.kafka_default_namespace
+
+    @property
     def role(self) -> str | None:
         """The authenticated role (None: anonymous, or authentication off)."""
         return self.identity.role if self.identity is not None else None

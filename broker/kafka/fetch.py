@@ -85,7 +85,7 @@ async def handle(conn: KafkaConnection, req: Request) -> object:
 async def _resolve(conn: KafkaConnection, part: _Part) -> None:
     front = conn.front
     try:
-        base = pulsar_name(part.topic_name, front.ctx.config.kafka_default_namespace)
+        base = pulsar_name(part.topic_name, conn.default_namespace)
         layout = await front.catalog.layout(base)
         if layout is None or not 0 <= part.index < layout[0]:
             part.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -52,7 +52,7 @@ async def _partition(conn: KafkaConnection, version: int, topic_name: str, p: di
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
     try:
-        base = pulsar_name(topic_name, front.ctx.config.kafka_default_namespace)
+        base = pulsar_name(topic_name, conn.default_namespace)
         layout = await front.catalog.layout(base)
         if layout is None or not 0 <= index < layout[0]:
             out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

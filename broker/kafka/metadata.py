@@ -100,7 +100,7 @@ async def _topic(conn: KafkaConnection, text: str, auto_create: bool, ids: dict[
     out: dict = {"error_code": ErrorCode.NONE, "name": text, "topic_id": bytes(16), "is_internal": False,
                  "partitions": [], "topic_authorized_operations": INT32_MIN}
     try:
-        base = pulsar_name(text, config.kafka_default_namespace)
+        base = pulsar_name(text, conn.default_namespace)
     except InvalidTopicName:
         out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
         return out
@@ -137,13 +137,12 @@ def _role(conn: KafkaConnection) -> str | None:
 
 
 async def _all_topics(conn: KafkaConnection) -> list[str]:
-    config = conn.front.ctx.config
-    tenant, namespace = config.kafka_default_namespace.split("/", 1)
+    tenant, namespace = conn.default_namespace.split("/", 1)
     try:
         found = await conn.front.catalog.kafka_topics(tenant, namespace)
     except NamespaceNotFound:
         return []
-    return sorted(kafka_name(name, config.kafka_default_namespace) for name in found)
+    return sorted(kafka_name(name, conn.default_namespace) for name in found)
 
 
 async def handle(conn: KafkaConnection, req: Request) -> dict:

@@ -85,7 +85,7 @@ async def _partition(conn: KafkaConnection, topic_name: str, data: dict) -> _Par
     out = _Partition(int(data.get("index", 0)))
     front = conn.front
     try:
-        base = pulsar_name(topic_name, front.ctx.config.kafka_default_namespace)
+        base = pulsar_name(topic_name, conn.default_namespace)
     except InvalidTopicName:
         out.error = ErrorCode.INVALID_TOPIC_EXCEPTION
         return out

@@ -8,8 +8,8 @@ Credentials, as KoP mapped them onto Pulsar's: the password is `<method>:<creden
 before the first ':' naming the authentication provider (`token`) and the rest its credential
 (the JWT): `token:eyJ...`. The provider's role is the connection's identity, which authorization
 checks. The username is a tenant or `tenant/namespace`; that tenant (or namespace) must exist.
-A `tenant/namespace` is kept as `conn.namespace` (a client's namespace, as KoP's multi-tenant
-mode); the handlers still resolve bare topic names in `kafka_default_namespace`. The authzid may
+A `tenant/namespace` becomes the connection's namespace (`conn.namespace`, as KoP's multi-tenant
+mode): its bare topic names resolve there instead of in `kafka_default_namespace`. The authzid may
 be empty (librdkafka, kafkajs) or the username (kafka-python, aiokafka); another is refused, as
 Kafka refuses it.
 

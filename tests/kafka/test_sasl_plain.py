@@ -101,3 +101,20 @@ def test_a_client_that_never_authenticates_is_dropped(secured) -> None:
         started = time.monotonic()
         assert raw.recv(1) == b""          # closed by the broker, nothing answered
         assert time.monotonic() - started < 8
+
+
+def test_a_username_naming_a_namespace_is_the_clients_namespace(secured) -> None:
+    """As KoP's multi-tenant mode: `sasl.username=tenant/namespace` makes bare topic names resolve
+    in that namespace (here public/kafka-sasl-ns), not in kafka_default_namespace."""
+    from admin_client.client import AdminClient as RestAdmin
+    from admin_client.credentials import Credentials
+    token = secured.kit.token(SUPERUSER)
+    rest = RestAdmin(secured.sa.admin_url, credentials=Credentials(headers={"Authorization": f"Bearer {token}"}))
+    rest.call("PUT", "/admin/v2/namespaces/public/kafka-sasl-ns", {})
+    topic = unique_topic("in-ns")
+    config = sasl(secured, "token:" + token, username="public/kafka-sasl-ns")
+    create(config, topic)
+    assert produce_one(config, topic) is None
+    partitions = rest.call("GET", f"/admin/v2/persistent/public/kafka-sasl-ns/{topic}/partitions")
+    assert partitions["partitions"] == 1
+    assert topic not in AdminClient(sasl(secured, "token:" + token)).list_topics(timeout=10).topics

@@ -14,6 +14,10 @@ For each partition of the request, in order (the connection admits one request a
 5. each batch becomes one stored entry (`broker.kafka.convert`) submitted to the managed ledger.
 The response waits until every entry is durable (acks 1 and -1 alike: an entry is acknowledged
 by the ledger's ack quorum) and carries each partition's base offset. acks=0 gets no response.
+The wait is bounded by the request's `timeout_ms` (at most TIMEOUT_MS_MAX): past it the partition
+is answered REQUEST_TIMED_OUT while its appends go on, and the client retries (an idempotent
+producer's retry is answered with the original offsets, a plain one may be stored twice: Kafka's
+at-least-once).
 
 What must hold: nothing is appended for a partition whose batches failed a check; offsets in the
 answer are the stored entries' first offsets; Pulsar consumers are woken after the appends are
@@ -23,6 +27,7 @@ durable (as for a Pulsar producer's receipt).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SEQ_MOD = 2**31
+DEFAULT_TIMEOUT_MS = 30_000       # a request's timeout_ms when it gives none (Kafka's request.timeout.ms)
+TIMEOUT_MS_MAX = 300_000          # the longest a Produce waits for durability, whatever it asks
 
 
 @dataclass
@@ -78,7 +85,8 @@ async def handle(conn: KafkaConnection, req: Request) -> object:
     for topic_data in body.get("topic_data") or []:
         name = topic_data.get("name") or ""
         answers[name] = [await _partition(conn, name, p) for p in topic_data.get("partition_data") or []]
-    return _complete(conn, answers, answer=acks != 0)   # acks=0: appended, never answered
+    timeout_s = max(1, min(int(body.get("timeout_ms") or DEFAULT_TIMEOUT_MS), TIMEOUT_MS_MAX)) / 1000
+    return _complete(conn, answers, answer=acks != 0, timeout_s=timeout_s)   # acks=0: never answered
 
 
 async def _partition(conn: KafkaConnection, topic_name: str, data: dict) -> _Partition:
@@ -172,14 +180,22 @@ async def _append(conn: KafkaConnection, topic: PersistentTopic,
         front.stats.produced(topic, conn, messages, len(entry), batch.producer_id)
 
 
-async def _complete(conn: KafkaConnection, answers: dict[str, list[_Partition]], answer: bool) -> dict | None:
+async def _complete(conn: KafkaConnection, answers: dict[str, list[_Partition]], answer: bool,
+                    timeout_s: float) -> dict | None:
+    deadline = conn.front.ctx.clock.monotonic_s() + timeout_s
     notify: set = set()
     for parts in answers.values():
         for part in parts:
             if not part.appends:
                 continue
             try:
-                positions = await asyncio.gather(*part.appends)
+                remaining = max(0.0, deadline - conn.front.ctx.clock.monotonic_s())
+                durable = asyncio.gather(*part.appends)
+                positions = await asyncio.wait_for(asyncio.shield(durable), remaining)
+            except TimeoutError:     # the appends go on; the client retries (idempotent: answered once)
+                part.error, part.message = ErrorCode.REQUEST_TIMED_OUT, f"not durable within {timeout_s:.1f} s"
+                durable.add_done_callback(functools.partial(_late, part.topic))
+                continue
             except StrataError as exc:
                 part.error, part.message = kerrors.code_of(exc), str(exc)
                 continue
@@ -194,6 +210,14 @@ async def _complete(conn: KafkaConnection, answers: dict[str, list[_Partition]],
     for topic in notify:
         topic.notify_appended()
     return _response(answers) if answer else None
+
+
+def _late(topic: PersistentTopic | None, durable: asyncio.Future) -> None:
+    """Appends that outlived their request's timeout: consumers are woken once they are durable
+    (and a failure is consumed, never left unretrieved)."""
+    if durable.cancelled() or durable.exception() is not None or topic is None:
+        return
+    topic.notify_appended()
 
 
 def _response(answers: dict[str, list[_Partition]]) -> dict:

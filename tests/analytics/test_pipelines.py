@@ -29,7 +29,8 @@ def row(partition: int, ledger: int, entry: int, key: str | None, producer: str,
         payload_bytes: int, event_lag_ms: int | None = None, batch_index: int = -1) -> tuple:
     name = TOPIC if partition < 0 else f"{TOPIC}-partition-{partition}"
     event = None if event_lag_ms is None else _ms(publish_ms - event_lag_ms)
-    return (name, partition, ledger, entry, batch_index, 0 if batch_index < 0 else 2, b"id", key, None,
+    offset = 100 * ledger + entry                 # a Kafka offset: the pipelines ignore it
+    return (name, partition, ledger, entry, batch_index, 0 if batch_index < 0 else 2, offset, b"id", key, None,
             {"k": "v"}, _ms(publish_ms), event, producer, entry, b"x" * payload_bytes)
 
 

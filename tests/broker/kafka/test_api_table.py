@@ -1,0 +1,28 @@
+"""The ApiVersions table (broker.kafka.handlers.TABLE) promises only what is served: every listed
+version the dispatch serves is one the codec can decode and answer, and the listed ranges are the
+ones documented (docs/kafka.md) and the clients need (KAFKA-FACTS: aiokafka/kafkajs classic
+versions, Produce listed from 0, ListOffsets v0 kept)."""
+
+from __future__ import annotations
+
+from broker.kafka.handlers import TABLE, advertised, served
+from wire.kafka.codec import SUPPORTED_VERSIONS, is_flexible
+
+
+def test_every_served_version_is_in_the_codec():
+    for key, (listed_min, served_min, listed_max, handler) in TABLE.items():
+        low, high = SUPPORTED_VERSIONS[key]
+        assert low <= served_min and listed_max <= high, key
+        assert listed_min <= served_min <= listed_max, key
+        for version in range(served_min, listed_max + 1):
+            assert served(key, version) is handler
+
+
+def test_the_advertised_ranges():
+    ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in advertised()}
+    assert ranges == {0: (0, 9), 1: (4, 12), 2: (0, 6), 3: (0, 12), 17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6),
+                      22: (0, 4), 32: (1, 4), 33: (0, 2), 36: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
+    assert served(0, 2) is None and served(1, 13) is None and served(11, 5) is None   # not served: answered 35
+    # the classic versions aiokafka and kafkajs send are served (they never send flexible ones)
+    for key, version in ((3, 5), (3, 6), (0, 7), (1, 11), (2, 3), (22, 0), (22, 1)):
+        assert served(key, version) is not None and not is_flexible(key, version)

@@ -12,6 +12,7 @@ two-broker cluster, and the official Pulsar client for interop.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -69,10 +70,10 @@ def bootstrap(standalone: StandaloneProcess) -> str:
     return standalone.kafka_bootstrap
 
 
-@pytest.fixture(scope="module")
-def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster.start(tmp_path_factory.mktemp("kafka-cluster") / "c", brokers=2, bookies=2, e=2, qw=2, qa=2,
-                           lease_ms=3000, env=CLUSTER_ENV)
+@contextlib.contextmanager
+def checked_cluster(directory: Path, env: dict[str, str]) -> Iterator[LocalCluster]:
+    """Two brokers serving Kafka (ready once the port accepts); a broker traceback fails the module."""
+    c = LocalCluster.start(directory, brokers=2, bookies=2, e=2, qw=2, qa=2, lease_ms=3000, env=env)
     try:
         wait_kafka_port(c.kafka_bootstrap, "the cluster", c.brokers[0].log_path)
         yield c
@@ -80,6 +81,12 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     finally:
         c.stop()
     assert not problems, "a broker logged a traceback:\n" + "\n".join(problems)
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with checked_cluster(tmp_path_factory.mktemp("kafka-cluster") / "c", CLUSTER_ENV) as c:
+        yield c
 
 
 def make_pulsar_client(service_url: str) -> pulsar.Client:

@@ -24,7 +24,7 @@ import pytest
 
 from tests.cluster.helpers import http, lookup, topic_path
 from tests.kafka import wire
-from tests.kafka.conftest import CLUSTER_ENV, tracebacks, wait_kafka_port
+from tests.kafka.conftest import CLUSTER_ENV, checked_cluster
 from tests.kafka.helpers import NAMESPACE, create_partitioned, pulsar_topic, unique_topic
 from tests.kafka.stream_check import NumberedStream, assert_exactly_once, read_partitions
 from tests.kafka.test_cluster_clients import PARTITIONS, spread_topic
@@ -40,15 +40,8 @@ PACE_S = 0.002                 # about 6-8 s of sending: the moves land mid-stre
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """conftest's cluster, with frequent producer-state snapshots."""
     env = {**CLUSTER_ENV, "STRATA_KAFKA_PRODUCER_SNAPSHOT_INTERVAL_ENTRIES": str(SNAPSHOT_ENTRIES)}
-    c = LocalCluster.start(tmp_path_factory.mktemp("kafka-moves") / "c", brokers=2, bookies=2, e=2, qw=2, qa=2,
-                           lease_ms=3000, env=env)
-    try:
-        wait_kafka_port(c.kafka_bootstrap, "the cluster", c.brokers[0].log_path)
+    with checked_cluster(tmp_path_factory.mktemp("kafka-moves") / "c", env) as c:
         yield c
-        problems = tracebacks([(b.name, b.log_path) for b in c.brokers])
-    finally:
-        c.stop()
-    assert not problems, "a broker logged a traceback:\n" + "\n".join(problems)
 
 
 def owners(admin_url: str, topic: str) -> dict[int, str]:

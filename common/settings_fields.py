@@ -404,6 +404,24 @@ class SettingsFields:
     """bound on a Fetch's max_wait_ms (a client asking longer waits this long). Default 30000 (30 s); bounds 0 ..
     600000; unit ms.
     """
+    kafka_group_min_session_timeout_ms: int
+    """shortest session timeout a Kafka group member may ask (Kafka's group.min.session.timeout.ms). Default 6000 (6
+    s); bounds 100 .. 3600000; unit ms.
+    """
+    kafka_group_max_session_timeout_ms: int
+    """longest session timeout a Kafka group member may ask (Kafka's group.max.session.timeout.ms). Default 1800000
+    (30 min); bounds 1000 .. 86400000; unit ms.
+    """
+    kafka_group_initial_rebalance_delay_ms: int
+    """how long the first rebalance of an empty Kafka group waits for more members (Kafka's
+    group.initial.rebalance.delay.ms). Default 3000 (3 s); bounds 0 .. 300000; unit ms.
+    """
+    kafka_group_members_max: int
+    """most members one Kafka group may have (Kafka's group.max.size). Default 1000; bounds 1 .. 100000."""
+    kafka_groups_max: int
+    """most Kafka groups one broker coordinates at once; further JoinGroups are refused. Default 100000; bounds 1 ..
+    10000000.
+    """
 
     # --- cluster ---
     cluster_name: str
@@ -774,6 +792,11 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         kafka_request_bytes_max: int
         kafka_requests_in_flight_max: int
         kafka_fetch_wait_ms_max: int
+        kafka_group_min_session_timeout_ms: int
+        kafka_group_max_session_timeout_ms: int
+        kafka_group_initial_rebalance_delay_ms: int
+        kafka_group_members_max: int
+        kafka_groups_max: int
         cluster_name: str
         broker_default_namespace_bundles: int
         broker_load_report_interval_ms: int

@@ -330,6 +330,14 @@ class Ownership:
             raise OwnedElsewhere("the topic is served by another broker", topic=str(name),
                                  native_url=owner.native_url, http_url=owner.http_url)
 
+    async def owns(self, name: TopicName) -> bool:
+        """This broker holds `name`'s bundle now (never acquires it; False while releasing it)."""
+        if not self._astore.lease_valid():
+            return False
+        bundle = await self.bundle_of(name)
+        path = ownership_path(name.tenant, name.namespace, bundle)
+        return path in self._mine and path not in self._releasing
+
     # --- lookup --------------------------------------------------------------------------------------
 
     async def resolve(self, name: TopicName, *, authoritative: bool) -> LookupAnswer:

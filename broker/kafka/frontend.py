@@ -3,7 +3,8 @@
 Like the Pulsar front end's `FrontEnd`, it names exactly the collaborators the Kafka handlers
 use: the topics (service), ownership (who leads a partition), the broker registry (every broker's
 Kafka listeners), authentication and authorization, the Kafka catalog of topics, the producer-id
-allocator, the per-partition producer states and the append waiters of long-polling fetches.
+allocator, the per-partition producer states, the append waiters of long-polling fetches and the
+group coordinator.
 
 What must hold: every field is set before the first Kafka connection is accepted; none changes.
 """
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from broker.cluster.registry import BrokerRegistry
     from broker.context import BrokerContext
     from broker.kafka.appends import AppendWaiters
+    from broker.kafka.groups.coordinator import GroupCoordinator
     from broker.kafka.producer_ids import ProducerIdAllocator
     from broker.kafka.producer_states import ProducerStates
     from broker.kafka.stats import KafkaStats
@@ -43,5 +45,6 @@ class KafkaFrontEnd:
     producer_states: ProducerStates         # idempotence state per partition
     appends: AppendWaiters                  # fetches waiting for new entries
     stats: KafkaStats                       # requests, traffic, Kafka producers and consumers per topic
+    groups: GroupCoordinator                # the consumer groups this broker coordinates
     cluster_id: str = field(default="strata")
     connections: set = field(default_factory=set)   # live KafkaConnections (stats, `strata top`)

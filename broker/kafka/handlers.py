@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.kafka import admin, fetch, list_offsets, metadata, produce, producer_ids_api, sasl
 from broker.kafka.connection import SASL_KEYS, KafkaConnState
+from broker.kafka.groups import api as groups
 from wire.kafka.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -52,6 +53,15 @@ TABLE: dict[int, tuple[int, int, int, Handler]] = {
     1: (4, 4, 12, fetch.handle),                  # Fetch
     2: (0, 0, 6, list_offsets.handle),            # ListOffsets (v0 kept for librdkafka; v7+ need -3)
     3: (0, 0, 12, metadata.handle),               # Metadata
+    8: (2, 2, 8, groups.offset_commit),           # OffsetCommit (v9+ is the new group protocol)
+    9: (1, 1, 8, groups.offset_fetch),            # OffsetFetch (v9+ is the new group protocol)
+    10: (0, 0, 4, groups.find_coordinator),       # FindCoordinator (v5+ adds share groups)
+    11: (0, 0, 9, groups.join_group),             # JoinGroup
+    12: (0, 0, 4, groups.heartbeat),              # Heartbeat
+    13: (0, 0, 5, groups.leave_group),            # LeaveGroup
+    14: (0, 0, 5, groups.sync_group),             # SyncGroup
+    15: (0, 0, 5, groups.describe_groups),        # DescribeGroups
+    16: (0, 0, 5, groups.list_groups),            # ListGroups
     17: (0, 0, 1, sasl.handshake),                # SaslHandshake
     18: (0, 0, 4, api_versions),                  # ApiVersions
     19: (2, 2, 7, admin.create_topics),           # CreateTopics
@@ -61,7 +71,9 @@ TABLE: dict[int, tuple[int, int, int, Handler]] = {
     33: (0, 0, 2, admin.alter_configs),           # AlterConfigs
     36: (0, 0, 2, sasl.authenticate),             # SaslAuthenticate
     37: (0, 0, 3, admin.create_partitions),       # CreatePartitions
+    42: (0, 0, 2, groups.delete_groups),          # DeleteGroups
     44: (0, 0, 1, admin.incremental_alter_configs),   # IncrementalAlterConfigs
+    47: (0, 0, 0, groups.offset_delete),          # OffsetDelete
     60: (0, 0, 1, metadata.describe_cluster),     # DescribeCluster
 }
 

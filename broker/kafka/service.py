@@ -24,6 +24,7 @@ from broker.kafka import listeners as kl
 from broker.kafka.appends import AppendWaiters
 from broker.kafka.connection import KafkaConnection
 from broker.kafka.frontend import KafkaFrontEnd
+from broker.kafka.groups.coordinator import GroupCoordinator
 from broker.kafka.producer_ids import ProducerIdAllocator
 from broker.kafka.producer_states import ProducerStates
 from broker.kafka.stats import KafkaStats
@@ -79,7 +80,8 @@ class KafkaService:
             authentication=service.authentication, authorization=service.authorization,
             listeners=self.listeners, catalog=Catalog(service, ctx.clock),
             producer_ids=ProducerIdAllocator(ctx.astore), producer_states=ProducerStates(ctx),
-            appends=AppendWaiters(), stats=KafkaStats(ctx.clock, lambda: self._connections()))
+            appends=AppendWaiters(), stats=KafkaStats(ctx.clock, lambda: self._connections()),
+            groups=GroupCoordinator(service))
         service.protocol_metrics.append(functools.partial(stats_families, self.front.stats))
         for server in (self._plain, self._tls):
             if server is not None:
@@ -106,3 +108,4 @@ class KafkaService:
             for conn in list(self.front.connections):
                 conn.close()
             await self.front.producer_states.close()
+            await self.front.groups.stop()

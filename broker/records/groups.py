@@ -68,7 +68,7 @@ class StoredMember:
 @dataclass
 class StoredGroup:
     group_id: str
-    state: str = "Empty"                 # "Empty" or "Stable": what a new coordinator resumes in
+    state: str = "Empty"        # "Empty", "Stable" or "PreparingRebalance": what a new coordinator resumes
     generation: int = 0
     protocol_type: str = ""
     protocol: str = ""

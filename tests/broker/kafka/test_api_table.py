@@ -20,9 +20,13 @@ def test_every_served_version_is_in_the_codec():
 
 def test_the_advertised_ranges():
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in advertised()}
-    assert ranges == {0: (0, 9), 1: (4, 12), 2: (0, 6), 3: (0, 12), 17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6),
-                      22: (0, 4), 32: (1, 4), 33: (0, 2), 36: (0, 2), 37: (0, 3), 44: (0, 1), 60: (0, 1)}
-    assert served(0, 2) is None and served(1, 13) is None and served(11, 5) is None   # not served: answered 35
+    assert ranges == {0: (0, 9), 1: (4, 12), 2: (0, 6), 3: (0, 12), 8: (2, 8), 9: (1, 8), 10: (0, 4), 11: (0, 9),
+                      12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (2, 7),
+                      20: (1, 6), 22: (0, 4), 32: (1, 4), 33: (0, 2), 36: (0, 2), 37: (0, 3), 42: (0, 2), 44: (0, 1),
+                      47: (0, 0), 60: (0, 1)}
+    assert served(0, 2) is None and served(1, 13) is None and served(8, 9) is None   # not served: answered 35
     # the classic versions aiokafka and kafkajs send are served (they never send flexible ones)
-    for key, version in ((3, 5), (3, 6), (0, 7), (1, 11), (2, 3), (22, 0), (22, 1)):
+    for key, version in ((3, 5), (3, 6), (0, 7), (1, 11), (2, 3), (22, 0), (22, 1), (11, 5), (14, 3), (12, 1),
+                         (12, 3), (13, 1), (13, 3), (8, 3), (8, 5), (9, 3), (9, 4), (10, 1), (10, 2), (15, 3),
+                         (16, 1), (42, 1)):
         assert served(key, version) is not None and not is_flexible(key, version)

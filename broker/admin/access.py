@@ -14,7 +14,8 @@ The identity is kept on the request (`request[IDENTITY]`).
 Authorization (`authorization_enabled`): every route of the application has a rule in `ROUTES`
 (method + canonical path, `request.match_info.route.resource.canonical`; HEAD as GET), following
 Pulsar's PulsarAuthorizationProvider:
-- SUPERUSER: `super_user_roles` only (tenants, brokers, broker-stats, bundle unload/split);
+- SUPERUSER: `super_user_roles` only (tenants, brokers, broker-stats, bundle unload/split, Kafka
+  consumer groups and their coordinators' peer calls);
 - TENANT_ADMIN: the tenant's adminRoles (or a superuser), tenant from the path: namespaces and
   their policies and permissions, and topic administration (create, delete, partitions, topic
   policies, unload, offload, compaction, terminate, permissions, schema upload/delete);
@@ -187,6 +188,10 @@ def _build_routes() -> dict[tuple[str, str], Access]:
         ("GET", "/admin/v2/brokers/leaderBroker"): Access(su, "GET_LEADER_BROKER"),
         ("GET", "/admin/v2/broker-stats/topics"): Access(su, "BROKER_STATS"),
         ("GET", "/admin/v2/broker-stats/load-report"): Access(su, "BROKER_STATS"),
+        # Kafka consumer groups: every tenant's (reads), and the peer call of a group's coordinator
+        ("GET", "/admin/v2/kafka/groups"): Access(su, "LIST_KAFKA_GROUPS"),
+        ("GET", "/admin/v2/kafka/groups/{group}"): Access(su, "GET_KAFKA_GROUP"),
+        ("POST", "/admin/v2/kafka/groups/{group}/offsets"): Access(su, "KAFKA_GROUP_OFFSETS"),
     }
     for method, operation in (("GET", "GET_TENANT"), ("PUT", "CREATE_TENANT"), ("POST", "UPDATE_TENANT"),
                               ("DELETE", "DELETE_TENANT")):

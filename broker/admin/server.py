@@ -7,7 +7,8 @@ Resources (each module's docstring lists its routes):
   internalStats; `broker.admin.lookup`: HTTP lookup, topic unload, and the 307 to a topic's owner;
   `broker.admin.brokers`: brokers, health, leader, clusters; `broker.admin.broker_stats`: every
   loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`;
-  `broker.admin.schemas`: the schema registry and the schema policies.
+  `broker.admin.schemas`: the schema registry and the schema policies; `broker.admin.groups`:
+  Kafka consumer groups (their stored records, and the peer call on a partition's committed offsets).
 - `GET /metrics` → Prometheus text (`broker.stats.metrics`).
 
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with
@@ -43,6 +44,7 @@ from broker.admin import (
     brokers,
     compaction,
     explain,
+    groups,
     lookup,
     namespaces,
     non_persistent,
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
 _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
-              non_persistent, backlog_quota, schemas, compaction, permissions)
+              non_persistent, backlog_quota, schemas, compaction, permissions, groups)
 
 
 class AdminServer:

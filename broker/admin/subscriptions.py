@@ -33,6 +33,10 @@ partition, each on its owner, as Pulsar's do (create: 409 only if every partitio
 reset: 412 only if every partition refuses). Skip N, peek, examine, get-by-id, and reset or
 expire at a message id are per partition: 405 with Pulsar's reason, naming a partition to use.
 
+A Kafka consumer group's subscription (its cursor names the group: `broker.topics.group_offsets`)
+is deleted, skipped or reset only while the group has no live members (412 otherwise, forced or
+not), as Kafka's tools refuse to reset a group that is not empty; expiry acts on it as TTL does.
+
 Bad input answers 400 with a reason (a count or time that is not an integer, n < 1, a malformed
 message id) and changes nothing: everything is checked before the cursor moves. Cursor moves
 are in memory and quick; the persist that follows is awaited at most CURSOR_FLUSH_TIMEOUT_S
@@ -57,6 +61,7 @@ from broker.admin import lookup
 from broker.admin.http import body_json, error, flag, reason_of, status_of, topic_of
 from broker.cluster import peers
 from broker.records import policies
+from broker.topics import group_offsets
 from broker.topics.rates import expire_counted
 from common.errors import (
     AlreadyExists,
@@ -297,6 +302,13 @@ class _SubscriptionRoutes:
             raise SubscriptionNotFound(f"Subscription {sub_name} not found for topic {topic.name}")
         return sub
 
+    async def _movable(self, topic: PersistentTopic, sub_name: str) -> Subscription:
+        """The subscription, for an admin move or delete: NotAllowed (412) while it is a live
+        Kafka group's (`group_offsets.check_admin_move`)."""
+        sub = self._sub(topic, sub_name)
+        await group_offsets.check_admin_move(self.service.astore, sub)
+        return sub
+
     @staticmethod
     async def _persist(sub: Subscription) -> None:
         """Persist the moved cursor before answering, at most CURSOR_FLUSH_TIMEOUT_S (after that
@@ -391,7 +403,7 @@ class _SubscriptionRoutes:
 
         async def local(name: TopicName) -> None:
             topic = await self._topic(name)
-            sub = self._sub(topic, sub_name)
+            sub = await self._movable(topic, sub_name)
             if sub.consumers and not force:
                 raise NotAllowed("Subscription has active connected consumers")
             sub.disconnect_all()
@@ -406,7 +418,7 @@ class _SubscriptionRoutes:
         count = _integer(request.match_info["count"], "numMessages", 1)
         if await self._partitions(name):
             return _partitioned_refusal("Skip messages", name)
-        sub = self._sub(await self._topic(name), sub_name)
+        sub = await self._movable(await self._topic(name), sub_name)
         sub.cursor.skip(count)
         sub.on_cursor_moved()
         await self._persist(sub)
@@ -416,7 +428,7 @@ class _SubscriptionRoutes:
         sub_name = _sub_name(request)
 
         async def local(name: TopicName) -> None:
-            sub = self._sub(await self._topic(name), sub_name)
+            sub = await self._movable(await self._topic(name), sub_name)
             sub.cursor.clear_backlog()
             sub.on_cursor_moved()
             await self._persist(sub)
@@ -427,7 +439,7 @@ class _SubscriptionRoutes:
         timestamp_ms = _integer(request.match_info["timestamp"], "timestamp (ms)", 0)
 
         async def local(name: TopicName) -> None:
-            sub = self._sub(await self._topic(name), sub_name)
+            sub = await self._movable(await self._topic(name), sub_name)
             sub.seek(None, timestamp_ms)      # the binary SEEK's path: consumers come back
             await self._persist(sub)
         return await self._run(request, f"/subscription/{_quoted(sub_name)}/resetcursor/{timestamp_ms}",
@@ -440,7 +452,7 @@ class _SubscriptionRoutes:
             return error(405, "Reset-cursor at position is not allowed for partitioned-topic: "
                               f"ask one partition, such as {name.partition(0)}")
         topic = await self._topic(name)
-        sub = self._sub(topic, sub_name)
+        sub = await self._movable(topic, sub_name)
         _check_within(topic, position)
         if excluded and position not in (EARLIEST, LATEST):
             position = await _after_excluded(topic, position, batch_index)

@@ -7,8 +7,10 @@ asked for a receipt (`request_id`), and logged otherwise (at most every `_ACK_ER
 with the number of refusals in between). SUBSCRIBE creates the topic and
 the subscription on first use (durable: at Latest or Earliest by `initialPosition`; a reader's
 non-durable one at `start_message_id`, docs/protocol.md §8.9) and replies SUCCESS before any MESSAGE
-or ACTIVE_CONSUMER_CHANGE for the new consumer. Commands naming an unknown consumer id are
-ignored, except those with a request id, which get SUCCESS (close) or ConsumerNotFound.
+or ACTIVE_CONSUMER_CHANGE for the new consumer; it is refused (ConsumerBusy) on the subscription of
+a Kafka consumer group that has live members (`broker.topics.group_offsets.check_pulsar_attach`).
+Commands naming an unknown consumer id are ignored, except those with a request id, which get
+SUCCESS (close) or ConsumerNotFound.
 
 What must hold: a consumer is in `conn.consumers` exactly while it is attached to its
 subscription; `detach` is the one way out.
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 from broker.nonpersistent.topic import NonPersistentTopic
 from broker.protocol import schemas as schemas_wire
 from broker.security.authorization import Action
+from broker.topics import group_offsets
 from broker.topics.consumer import Consumer
 from broker.topics.dispatch import compacted as compaction_reading
 from broker.topics.entry_facts import entry_facts
@@ -124,6 +127,8 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         compaction_reading.check_subscribe(cmd.subType, compacted)
         from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST
         sub = await topic.subscription(cmd.subscription, durable=cmd.durable, start=_start_of(cmd))
+        if name.persistent and group_offsets.group_of(sub) is not None:   # only a Kafka group's reads metadata
+            await group_offsets.check_pulsar_attach(conn.front.ctx.astore, sub)
         if key in conn.cancelled or conn.consumers.get(cmd.consumer_id) is not None:
             return
         consumer = Consumer(conn, cmd.consumer_id, cmd.consumer_name, cmd.subType,

@@ -9,7 +9,9 @@ the cursor arithmetic (`cursor.stats`). Strata adds, per subscription, the curso
 `cursorStateBytes` (as last encoded), `cursorPersistedBytes`, `cursorStateBytesMax`,
 `cursorStateError` (set while acks that add ack holes are refused: the state is over
 `cursor_state_bytes_max`) and `cursorPersistError` (the last persist failure, e.g. fenced);
-the errors are null when all is well.
+the errors are null when all is well. `subscriptionProperties` (Pulsar's name) are the properties
+persisted with the cursor: a Kafka consumer group's subscription shows its group and last commit
+there (`kafka.group`, `kafka.offset`, `kafka.metadata`, `kafka.md`: `broker.topics.group_offsets`).
 
 Read and backlog positions, Pulsar's meanings:
 - a subscription's `readPosition` is the next entry its dispatcher reads (as internalStats'
@@ -170,6 +172,7 @@ def subscription_json(sub: Subscription) -> dict:
         "nonContiguousDeletedMessagesRanges": _ack_range_count(sub.cursor.acked_ledgers),
         "markDeletePosition": str(stats.mark_delete_position),
         "readPosition": str(read_position),
+        "subscriptionProperties": dict(sub.cursor.properties),
         "cursorStateBytes": stats.state_bytes,
         "cursorPersistedBytes": stats.persisted_bytes,
         "cursorStateBytesMax": sub.cursor.state_bytes_max,

@@ -55,18 +55,15 @@ def group_of(sub: Subscription) -> str | None:
     return sub.cursor.properties.get(GROUP)
 
 
-def _target(topic: PersistentTopic, offset: int) -> Position:
-    ml = topic.ml
-    return ml.entry_for_offset(min(max(offset, ml.log_start_offset), ml.end_offset))
-
-
 async def commit(topic: PersistentTopic, group: str, offset: int, metadata: str) -> None:
     """Commit `offset` (the next to read) for `group` on `topic`, durably."""
     sub = topic.subscriptions.get(group)
     if sub is not None and sub.consumers:
         raise ConsumerBusy(f"subscription {group!r} has Pulsar consumers: the Kafka group {group!r} "
                            "cannot commit on it", topic=str(topic.name))
-    target = _target(topic, offset)
+    ml = topic.ml
+    offset = min(max(offset, ml.log_start_offset), ml.end_offset)   # what the cursor can say
+    target = ml.entry_for_offset(offset)
     if sub is None:
         sub = await topic.subscription(group, durable=True, start=target)
     cursor = sub.cursor
@@ -74,7 +71,7 @@ async def commit(topic: PersistentTopic, group: str, offset: int, metadata: str)
     md = cursor.mark_delete_position
     moved_by_other = GROUP in props and props.get(MARK) != _mark(md)
     ours = props.get(GROUP) == group
-    if not ours or not moved_by_other or target > topic.ml.next_position(md):
+    if not ours or not moved_by_other or target >= ml.next_position(md):
         cursor.seek(target)
         props.update({OFFSET: str(offset), MARK: _mark(cursor.mark_delete_position)})
     props.update({GROUP: group, METADATA: metadata})

@@ -185,9 +185,6 @@ def test_commit_round_trips_exact_offsets_with_metadata_mid_batch_past_the_end_a
     run(body())
 
 
-@pytest.mark.xfail(strict=True, reason="commit stores the offset asked, not the clamped one: after more "
-                   "messages, committed() answers min(asked, new end) although the cursor still stands "
-                   "at the old end, so the group would skip the messages written since")
 def test_a_commit_past_the_end_stays_at_the_end_it_was_clamped_to(env):
     async def body() -> None:
         b = await open_broker(env)
@@ -264,9 +261,6 @@ def test_after_an_admin_move_committed_is_the_first_offset_after_it_and_only_a_c
     run(body())
 
 
-@pytest.mark.xfail(strict=True, reason="after a move by another, a commit inside the first unread entry "
-                   "(a batch) is taken as stale: the entry is not after the first unread one, so the exact "
-                   "offset is not kept and committed() answers the batch's first offset")
 def test_after_an_expiry_a_commit_inside_the_first_unread_batch_keeps_its_exact_offset(env):
     async def body() -> None:
         b = await open_broker(env)

@@ -120,16 +120,19 @@ class Group:
         session to find us, or Empty."""
         g = cls(stored.group_id, limits, generation=stored.generation, protocol_type=stored.protocol_type,
                 protocol=stored.protocol, leader=stored.leader, partitions=list(stored.partitions), version=version)
+        stable = stored.state == "Stable"
         for m in stored.members:
+            # mid-rebalance, a member's protocols are unknown until it rejoins (none stored)
             member = Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                            m.rebalance_timeout_ms, stored.protocol_type, [(stored.protocol, m.metadata)],
+                            m.rebalance_timeout_ms, stored.protocol_type,
+                            [(stored.protocol, m.metadata)] if stable else [],
                             now + m.session_timeout_ms / 1000, assignment=m.assignment)
             g.members[m.member_id] = member
             if m.instance_id:
                 g.static[m.instance_id] = m.member_id
         if not g.members:
             g.state = State.EMPTY
-        elif stored.state == "Stable":
+        elif stable:
             g.state = State.STABLE
         else:                                   # stored mid-rebalance: everyone rejoins
             g.state = State.PREPARING
@@ -177,10 +180,10 @@ class Group:
             member_id = new_id
         elif member_id in self.pending:
             del self.pending[member_id]
-        elif member_id not in self.members:
+        elif instance_id and self.static.get(instance_id, member_id) != member_id:
+            return _error(ErrorCode.FENCED_INSTANCE_ID, **reply_base)    # its instance has a newer id
+        elif member_id not in self.members or (instance_id and instance_id not in self.static):
             return _error(ErrorCode.UNKNOWN_MEMBER_ID, **reply_base)
-        elif instance_id and self.static.get(instance_id) != member_id:
-            return _error(ErrorCode.FENCED_INSTANCE_ID, **reply_base)
         member = self.members.get(member_id)
         if member is None:
             member = Member(member_id, instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
@@ -191,7 +194,7 @@ class Group:
             changed = True
         else:
             changed = member.protocols != list(protocols)
-            member.protocols = list(protocols)
+            member.protocols, member.protocol_type = list(protocols), protocol_type
             member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
             member.client_id, member.client_host = client_id, client_host
             member.touch(now)
@@ -207,10 +210,10 @@ class Group:
         return future
 
     def _compatible(self, protocol_type: str, protocols: list[tuple[str, bytes]], member_id: str) -> bool:
-        others = [m for mid, m in self.members.items() if mid != member_id]
+        others = [m for mid, m in self.members.items() if mid != member_id and m.protocols]
         if not others:
             return True
-        if protocol_type != self.protocol_type and self.protocol_type:
+        if any(m.protocol_type != protocol_type for m in others):
             return False
         names = {n for n, _ in protocols}
         return bool(names & self._candidates(others))
@@ -397,6 +400,7 @@ class Group:
         """Members leave ((member id, instance id) each; a static member may name only its
         instance); one error code each."""
         codes = []
+        left = False
         for member_id, instance_id in leaving:
             if instance_id:
                 known = self.static.get(instance_id)
@@ -415,9 +419,12 @@ class Group:
                 codes.append(int(ErrorCode.UNKNOWN_MEMBER_ID))
                 continue
             self._remove(member_id)
+            left = True
             codes.append(0)
-        if any(c == 0 for c in codes):
+        if left:
             self._member_left(now)
+        else:
+            self.try_complete(now)              # a pending member gone may be all a join waited for
         return codes
 
     # --- offsets, time, deletion --------------------------------------------------------------------

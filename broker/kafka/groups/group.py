@@ -290,7 +290,6 @@ class Group:
             return
         for mid in [mid for mid, m in self.members.items() if m.join is None or m.join.done()]:
             self._remove(mid)
-        self.pending.clear()
         self.generation += 1
         self.dirty = True
         if not self.members:

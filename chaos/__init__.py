@@ -7,7 +7,8 @@ at one role at a time (the nemesis), heals, drains, and checks the whole history
     history   the record format every part writes (JSON lines) and reads back
     proxy     the fault-injecting TCP proxies (partitions, S3 `503 SlowDown`)
     nemesis   the faults, one role at a time, and their schedule (seeded)
-    workload  producer, consumer and reader processes (pulsar-client)
+    workload  producer, consumer and reader processes (pulsar-client), and the Kafka workload
+              (confluent-kafka: idempotent producers, a consumer group) on the brokers' Kafka ports
     checker   Jepsen's definitions over a history: lost, unseen, duplicated, nonmonotonic, ...
     orphans   S3 objects with no ledger record naming them, and records naming missing objects
     report    the text summary and the PNG timeline

@@ -6,14 +6,16 @@
 The parts (chaos/checks/): the log read back at the end (lost, split into prefix/middle/postfix,
 duplicated, nonmonotonic, wrong bytes, incomplete read-back), the subscriptions (unseen,
 per-key order on Key_Shared and Failover, redelivery after a persisted ack), the S3 objects
-(orphans both ways, from chaos.orphans) and liveness (fault to next ack, stuck subscriptions).
+(orphans both ways, from chaos.orphans) and liveness (fault to next ack, stuck subscriptions);
+with the Kafka workload, its own `kafka_*` categories and the group's recovery (chaos.checks.kafka).
 Each category's docstring is in the module that fills it.
 
 Valid means: no violation in any violation category (lost, duplicated, nonmonotonic, wrong
 bytes, per-key order, redelivered after a persisted ack, orphans, missing objects, incomplete
 read-back, unseen: the run drains before it checks, so a message a subscription never got is a
-failure). A check that could not run (no orphan report given) is a failure too, never a pass.
-Liveness is reported beside it (`Verdict.liveness.ok`, the issue's targets), not folded in.
+failure; and the Kafka workload's violations, when it ran). A check that could not run (no
+orphan report given) is a failure too, never a pass. Liveness, and the Kafka group's recovery
+(`Verdict.kafka`), are reported beside it (`Verdict.liveness.ok`, the issue's targets), not folded in.
 
 What must hold: the verdict is a pure function of the records and the parameters; it never
 reads a clock, and the same history gives the same verdict, examples included.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chaos.checks.findings import EXAMPLES_MAX, Category
+from chaos.checks.kafka import KafkaVerdict, check_kafka
 from chaos.checks.liveness import Liveness, check_liveness
 from chaos.checks.log import check_log, log_categories
 from chaos.checks.model import History, Record
@@ -45,6 +48,7 @@ class Verdict:
     liveness: Liveness
     stats: dict[str, Any] = field(default_factory=dict)     # what the history held
     params: dict[str, Any] = field(default_factory=dict)    # what it was judged with
+    kafka: KafkaVerdict | None = None                       # the Kafka workload's stats and recovery
 
     @property
     def violations(self) -> list[str]:
@@ -54,7 +58,8 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"valid": self.valid, "violations": self.violations, "liveness_ok": self.liveness.ok,
                 "categories": {name: cat.to_json() for name, cat in self.categories.items()},
-                "liveness": self.liveness.to_json(), "stats": self.stats, "params": self.params}
+                "liveness": self.liveness.to_json(), "stats": self.stats, "params": self.params,
+                "kafka": None if self.kafka is None else self.kafka.to_json()}
 
 
 def check(records: Iterable[Record], *, lease_s: float, orphans: OrphanReport | None,
@@ -66,6 +71,7 @@ def check(records: Iterable[Record], *, lease_s: float, orphans: OrphanReport | 
     `stuck_s`: the longest quiet spell of a subscription with backlog and consumers (default:
     lease + 10 s); `persist_window_s`: how long after an ack it is surely persisted
     (chaos.checks.subs)."""
+    records = list(records)
     history = History.of(records)
     stuck_s = lease_s + STUCK_SLACK_S if stuck_s is None else stuck_s
     categories = log_categories(examples_max)
@@ -73,10 +79,11 @@ def check(records: Iterable[Record], *, lease_s: float, orphans: OrphanReport | 
     categories.update(sub_categories(examples_max))
     check_subs(history, categories, persist_window_s)
     categories.update(_orphan_categories(orphans, examples_max))
+    kafka = check_kafka(records, history.faults, categories, examples_max)
     liveness = check_liveness(history, lease_s, stuck_s, examples_max)
     valid = not any(cat.failed for cat in categories.values())
     params = {"lease_s": lease_s, "stuck_s": stuck_s, "persist_window_s": persist_window_s}
-    return Verdict(valid, categories, liveness, _stats(history), params)
+    return Verdict(valid, categories, liveness, _stats(history), params, kafka)
 
 
 def _orphan_categories(report: OrphanReport | None, examples_max: int) -> dict[str, Category]:

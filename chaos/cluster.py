@@ -10,8 +10,9 @@ It is `launch.cluster.LocalCluster` (the processes of `strata cluster up`: Postg
 bookies, brokers) with each node told to advertise an address on its own loopback IP, where a
 proxy (chaos/proxy.py) listens and forwards to the node:
 - bookie N advertises 127.0.1.N (its gRPC and data ports); brokers reach it through that proxy;
-- broker N advertises 127.0.2.N (binary protocol and admin ports): clients, and the other
-  brokers (ownership probes, unloads), reach it there;
+- broker N advertises 127.0.2.N (binary protocol, admin and Kafka ports): clients, and the other
+  brokers (ownership probes, unloads), reach it there; `kafka_bootstrap` names every broker's
+  Kafka listener at its advertised address;
 - S3 is reached at 127.0.3.1 (on a port of its own); PostgreSQL through one proxy per node (127.0.4.N), so the link
   from one node to the metadata store can be cut alone.
 When we are root, each bookie's data dir is a small tmpfs of its own (`BOOKIE_DISK_MB`), so one
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 
 from chaos.proxy import Link, ProxyHub
+from common.invariant import present
 from launch.bookie import BookieProcess
 from launch.broker import BrokerProcess
 from launch.cluster import HOST, LocalCluster, others_can_enter, pick_ports
@@ -96,6 +98,10 @@ class ChaosBroker(BrokerProcess):
     @property
     def broker_id(self) -> str:
         return f"{self.advertised_ip}:{self.port}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.advertised_ip}:{present(self.kafka_port, 'the broker serves Kafka')}"
 
     @property
     def ready_marker(self) -> str:
@@ -174,11 +180,12 @@ class ChaosCluster(LocalCluster):
 
     def _broker(self, name: str, node_dir: Path, port: int, admin_port: int, env: dict[str, str],
                 kafka_port: int | None = None) -> BrokerProcess:
-        # no Kafka listener: its port has no proxy link, so clients could not reach the advertised IP
+        # the Kafka listener too, behind its own link: clients reach it at the advertised IP
         ip = _broker_ip(_index(name))
-        for p in (port, admin_port):
-            self.hub.add(Link(name, (ip, p), (HOST, p)))
-        return ChaosBroker(name, node_dir, self._pg_url_for(name), env, port, admin_port,
+        for p in (port, admin_port, kafka_port):
+            if p is not None:
+                self.hub.add(Link(name, (ip, p), (HOST, p)))
+        return ChaosBroker(name, node_dir, self._pg_url_for(name), env, port, admin_port, kafka_port,
                            on_parent_death=self._death_signal(), advertised_ip=ip)
 
     def _launch_s3(self, ports: Any = None) -> None:

@@ -58,6 +58,9 @@ Added by the workload (chaos.workload), on top of the above:
     ack-failed a consumer's ack call raised (the message stays unacked): the `ack` fields, error
     topic      also: acks ({sub: "individual" | "cumulative"}), keyed (bool), producers (names)
 
+The Kafka workload (chaos.workload.kafka, which lists its records) writes records whose `op`
+starts with `kafka-`; chaos.checks.kafka judges them, and the Pulsar checks ignore them.
+
 Payloads are self-checking: `payload(producer, seq)` gives `<producer>:<seq>:<crc32c hex>`, so a
 client that received wrong bytes can tell (`payload_ok`).
 

@@ -61,9 +61,11 @@ def summary(verdict: Verdict, history: History, *, seed: int, cluster: Mapping[s
     for name, cat in verdict.categories.items():
         mark = "VIOLATION" if cat.failed else ("" if cat.violation else "info")
         count = str(cat.count) if cat.checked else "not checked"
-        lines.append(f"  {name:<24} {count:>8}  {mark:<9} {cat.doc}")
+        lines.append(f"  {name:<28} {count:>8}  {mark:<9} {cat.doc}")
         lines += [f"      e.g. {json.dumps(example, default=str)}" for example in cat.examples]
     lines += ["", *_liveness_section(verdict), ""]
+    if verdict.kafka is not None:
+        lines += [*verdict.kafka.summary_lines(), ""]
     lines.append("VALID" if verdict.valid else f"INVALID ({', '.join(verdict.violations)})")
     return "\n".join(lines) + "\n"
 

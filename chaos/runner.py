@@ -1,17 +1,20 @@
 """`strata chaos`: one run, from an empty directory to a verdict.
 
     strata chaos [--faults N | --duration 10m] [--seed S] [--out DIR] [--brokers 2] [--bookies 3]
-                 [--lease-ms 3000] [--only ROLE|KIND,...] [--warmup-s 5]
+                 [--lease-ms 3000] [--only ROLE|KIND,...] [--warmup-s 5] [--kafka | --no-kafka]
 
 Phases, each a `phase` record in the history:
 1. setup: a cluster (chaos/cluster.py: PostgreSQL, SeaweedFS, bookies at E/Qw/Qa 3/2/2 shrunk
-   to the bookie count, brokers; each behind its proxies), the namespace and topics of the
-   seeded workload plan, and the workload's processes;
-2. run: the nemesis injects faults until `--faults` were injected or `--duration` passed;
+   to the bookie count, brokers serving Kafka too; each behind its proxies), the namespace and
+   topics of the seeded workload plan, and the workload's processes (with `--kafka`, the default
+   when confluent-kafka is installed, the Kafka workload's too: chaos/workload/kafka.py);
+2. run: after `--warmup-s` (and, with Kafka, once the group consumes: bounded), the nemesis
+   injects faults until `--faults` were injected or `--duration` passed;
 3. heal: everything mended, then the lease plus 2 s for the cluster to settle;
 4. drain: producers stop and settle their pending sends; consumers run until quiet;
-5. check: the final read-back of every topic, the orphans check (S3 objects against ledger
-   records), then the checker over the merged history, and the report under `--out`.
+5. check: the final read-back of every topic (and of the Kafka topic from offset 0), the orphans
+   check (S3 objects against ledger records), then the checker over the merged history, and the
+   report under `--out`.
 
 Exit codes: 0 when the history is valid, 1 when it is not (or the run could not finish),
 2 for bad usage. The report (report.txt, verdict.json, timeline.png) names the seed, and the
@@ -38,6 +41,7 @@ from chaos.cluster import ChaosCluster
 from chaos.history import HISTORY_DIR, HistoryWriter, merge, read_file, records
 from chaos.nemesis import CATALOGUE, ROLES, Nemesis
 from chaos.workers import Workers
+from chaos.workload import kafka as kafka_workload
 from chaos.workload import plan as workload_plan
 from chaos.workload import setup as workload_setup
 
@@ -73,6 +77,7 @@ class Options:
     lease_ms: int
     only: frozenset[str] | None
     warmup_s: float
+    kafka: bool = False          # the Kafka workload runs beside the Pulsar one
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -87,11 +92,16 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("--only", default=None, help="fault roles or kinds to use, comma-separated "
                    f"(roles: {', '.join(ROLES)})")
     p.add_argument("--warmup-s", type=float, default=5.0, help="workload before the first fault (default 5)")
+    p.add_argument("--kafka", action=argparse.BooleanOptionalAction, default=None,
+                   help="the Kafka workload too: idempotent producers and a consumer group on the brokers' "
+                        "Kafka ports (default: on when confluent-kafka is installed)")
     a = p.parse_args(argv)
     if a.faults is not None and a.faults < 0:
         p.error("--faults must be >= 0")
     if a.brokers < 1 or a.bookies < 1:
         p.error("--brokers and --bookies must be >= 1")
+    if a.kafka and not kafka_workload.available():
+        p.error("--kafka needs confluent-kafka (pip install confluent-kafka)")
     only = frozenset(x.strip() for x in a.only.split(",")) if a.only else None
     known = set(ROLES) | {f.name for f in CATALOGUE}
     if only and not only <= known:
@@ -102,8 +112,9 @@ def parse_args(argv: list[str]) -> Options:
         p.error(str(exc))
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
     faults = a.faults if a.faults is not None or duration is not None else 20
+    kafka = kafka_workload.available() if a.kafka is None else a.kafka
     return Options(Path(a.out or f"chaos-{seed}"), seed, faults, duration, a.brokers, a.bookies,
-                   a.lease_ms, only, a.warmup_s)
+                   a.lease_ms, only, a.warmup_s, kafka)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,16 +131,18 @@ def run(opts: Options) -> int:
     e = min(opts.bookies, 3)
     qw = min(e, 2)
     plan = workload_plan.WorkloadPlan.build(opts.seed)
+    kafka_plan = kafka_workload.KafkaPlan.build(opts.seed, plan.namespace) if opts.kafka else None
     history.write("phase", phase="setup", seed=opts.seed, brokers=opts.brokers, bookies=opts.bookies,
-                  quorums=[e, qw, qw], lease_ms=opts.lease_ms)
+                  quorums=[e, qw, qw], lease_ms=opts.lease_ms, kafka=opts.kafka)
     started = time.monotonic()
     failure: str | None = None
     orphan_result = None
+    env = {**workload_setup.BROKER_ENV, **(kafka_plan.broker_env() if kafka_plan else {})}
     cluster = ChaosCluster.start(opts.out / "cluster", brokers=opts.brokers, bookies=opts.bookies, e=e, qw=qw,
-                                 qa=qw, lease_ms=opts.lease_ms, env=dict(workload_setup.BROKER_ENV))
+                                 qa=qw, lease_ms=opts.lease_ms, env=env)
     workers = Workers(opts.out)
     try:
-        failure = _drive(opts, cluster, plan, workers, history)
+        failure = _drive(opts, cluster, plan, workers, history, kafka_plan)
         orphan_result = _orphans(cluster)
     finally:
         workers.stop()
@@ -140,7 +153,7 @@ def run(opts: Options) -> int:
     merged, torn = merge(opts.out)
     verdict = checker.check(records(merged), lease_s=opts.lease_ms / 1000, orphans=orphan_result)
     shape = {"brokers": opts.brokers, "bookies": opts.bookies, "quorums": f"{e}/{qw}/{qw}",
-             "lease_ms": opts.lease_ms, "faults": opts.faults, "duration_s": opts.duration_s,
+             "lease_ms": opts.lease_ms, "faults": opts.faults, "duration_s": opts.duration_s, "kafka": opts.kafka,
              "torn_history_lines": torn, "failure": failure}
     paths = report.write_report(opts.out, verdict, records(merged), seed=opts.seed, cluster=shape)
     print(paths["report"].read_text(), flush=True)
@@ -150,13 +163,20 @@ def run(opts: Options) -> int:
 
 
 def _drive(opts: Options, cluster: ChaosCluster, plan: workload_plan.WorkloadPlan, workers: Workers,
-           history: HistoryWriter) -> str | None:
+           history: HistoryWriter, kafka_plan: kafka_workload.KafkaPlan | None = None) -> str | None:
     """Phases 1–5 up to the final read-back; what broke the run, or None."""
     workload_setup.prepare(AdminClient(cluster.admin_url), plan)
     for record in plan.topic_records():
         history.write("topic", **record)
-    workers.start(plan.commands(cluster.service_url, opts.out))
+    commands = plan.commands(cluster.service_url, opts.out)
+    if kafka_plan is not None:
+        kafka_workload.prepare(AdminClient(cluster.admin_url), kafka_plan)
+        history.write("kafka-topic", **kafka_plan.topic_record())
+        commands += kafka_plan.commands(cluster.kafka_bootstrap, opts.out)
+    workers.start(commands)
     time.sleep(opts.warmup_s)
+    if kafka_plan is not None and not kafka_workload.wait_group_consuming(opts.out):
+        log.warning("the Kafka group consumed nothing before the first fault")   # judged by the checker
     history.write("phase", phase="run")
     nemesis = Nemesis(cluster, HistoryWriter(opts.out, "nemesis"), random.Random(opts.seed),
                       lease_s=opts.lease_ms / 1000, kinds=set(opts.only) if opts.only else None)
@@ -174,10 +194,13 @@ def _drive(opts: Options, cluster: ChaosCluster, plan: workload_plan.WorkloadPla
     history.write("phase", phase="drain")
     workers.drain(producers_s=PRODUCERS_DRAIN_S, quiet_s=CONSUMERS_QUIET_S, consumers_s=CONSUMERS_DRAIN_S)
     history.write("phase", phase="check")
-    name, argv = plan.final_command(cluster.service_url, opts.out)
-    code = workers.run_once(name, argv, FINAL_TIMEOUT_S)
-    if code != 0:
-        failure = failure or f"the final read-back exited with {code}"
+    finals = [plan.final_command(cluster.service_url, opts.out)]
+    if kafka_plan is not None:
+        finals.append(kafka_plan.final_command(cluster.kafka_bootstrap, opts.out))
+    for name, argv in finals:
+        code = workers.run_once(name, argv, FINAL_TIMEOUT_S)
+        if code != 0:
+            failure = failure or f"the final read-back {name} exited with {code}"
     return failure
 
 

@@ -7,6 +7,7 @@
                nonmonotonic, wrong bytes, incomplete read-back, unknown/failed sends present
     subs       subscriptions: unseen, per-key order, redelivery after a persisted ack
     liveness   time from each fault (and heal) to the next acknowledged send; stuck subscriptions
+    kafka      the Kafka workload: lost, duplicated in storage, offsets, order; the group's recovery
 
 Every part is a pure function of the records (no I/O, no clock), so a test feeds it a synthetic
 history and sees exactly what it reports.

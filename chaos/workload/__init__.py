@@ -18,6 +18,8 @@ through the official pulsar-client, each appending every operation to its own hi
     consumer    one thread per consumer: deliver, ack, nack, reopen
     reader      readers during the run; the final read-back after it
     __main__    `python -m chaos.workload <role> ...`
+    kafka       the Kafka workload beside it (confluent-kafka): idempotent producers, a consumer
+                group, the final read from offset 0; `python -m chaos.workload.kafka <role> ...`
 
 Layering: imports chaos.history, admin_client and common; nothing of the product's server side.
 """

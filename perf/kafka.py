@@ -1,7 +1,7 @@
 """`strata perf kafka`: the Kafka protocol against the Pulsar protocol on one standalone, side by side.
 
     strata perf kafka [--messages N] [--size 1024] [--linger-ms 5] [--long-poll-records 200]
-                      [--rounds R] [--profile DIR] [--json]
+                      [--group-members 3] [--commit-interval-ms 1000] [--rounds R] [--profile DIR] [--json]
 
 Starts one standalone (its Pulsar and Kafka ports) and runs, on fresh 1-partition topics:
 
@@ -18,6 +18,17 @@ Starts one standalone (its Pulsar and Kafka ports) and runs, on fresh 1-partitio
    every `--long-poll-interval-ms` without batching delay; latency = receive - send time (same
    clock), p50/p99 over `--long-poll-records`. Kafka: fetch.wait.max.ms 500 (the default);
    Pulsar (official client, pushed): for comparison.
+5. A consumer group against assign(): a backlog of N records spread over `--group-members`
+   partitions, read by that many confluent-kafka consumers, each a worker process: either members
+   of one group (subscribe(), enable.auto.commit=true, auto.commit.interval.ms
+   `--commit-interval-ms`: JoinGroup/SyncGroup at set-up, then heartbeats and a commit every
+   interval from each member while they read) or each `assign()`ed one partition from offset 0 (no
+   group, nothing committed). Each load reads a backlog of its own, produced just before it
+   (unmeasured), so both read what was just written; the order alternates by round. The group
+   joins during set-up (its members hold what they are given, fetching nothing, until the start)
+   and the CPU window closes when the readers have every record (before they close: a member's
+   last commit and its leave), so the measured part is the reading with the group's running costs:
+   the committed offsets fetched at the start, heartbeats and a commit a second per member.
 
 Each load runs in a spawned worker process (perf.harness.WorkerPool): it connects and checks its
 topic first, then the parent samples the server's CPU (the standalone, which is the broker, plus
@@ -26,7 +37,7 @@ starts it and samples again when it is done.
 Reported per workload: msgs/s (first send to last receipt or receive), server and broker CPU
 µs per message; ratios Kafka / Pulsar (native and official client), idempotent / plain, and the
 targets: Kafka produce and consume server CPU/msg ≤ 1.3x the Pulsar protocol's, idempotent
-produce ≤ 1.1x plain, long-poll p50 ≤ 10 ms. With `--rounds R` every workload runs R times
+produce ≤ 1.1x plain, long-poll p50 ≤ 10 ms, group / assign ≤ 1.1x. With `--rounds R` every workload runs R times
 (interleaved) and the medians count. The ratios measured in one run are what counts: several
 servers share this box's two cores, so absolute figures drift from run to run.
 
@@ -55,6 +66,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from common.errors import StrataError, TimeoutExpired
@@ -76,7 +88,9 @@ NAMESPACE = "public/default"
 KAFKA_READY_TIMEOUT_S = 30.0
 PROFILE_STOP_TIMEOUT_S = 30.0
 PROFILE_TOP = 15
-TARGETS = {"kafka_over_pulsar_cpu_max": 1.3, "idempotent_over_plain_cpu_max": 1.1, "long_poll_p50_ms_max": 10.0}
+READERS_POLL_S = 0.01              # how often the parent looks at the readers' shared count
+TARGETS = {"kafka_over_pulsar_cpu_max": 1.3, "idempotent_over_plain_cpu_max": 1.1, "long_poll_p50_ms_max": 10.0,
+           "group_over_assign_cpu_max": 1.1}
 
 # workload -> (protocol, kind)
 WORKLOADS = {
@@ -89,6 +103,8 @@ WORKLOADS = {
     "pulsar-client-consume": ("pulsar", "consume"),
 }
 FIGURES = ("msgs_per_s", "seconds", "server_cpu_us_per_msg", "broker_cpu_us_per_msg")
+# the consumer-group run (5. above): load -> the reader's mode
+GROUP_WORKLOADS = {"kafka-assign-consume": "assign", "kafka-group-consume": "group"}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -100,6 +116,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--long-poll-records", type=int, default=200, help="records timed per protocol")
     parser.add_argument("--long-poll-interval-ms", type=float, default=50.0, help="one record every this long")
     parser.add_argument("--fetch-wait-max-ms", type=int, default=500, help="the long-poll consumer's fetch.wait.max.ms")
+    parser.add_argument("--group-members", type=int, default=3,
+                        help="group against assign: consumers (and partitions of the backlog; default 3)")
+    parser.add_argument("--commit-interval-ms", type=int, default=1000,
+                        help="group against assign: the members' auto.commit.interval.ms (default 1000)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="record the broker with py-spy during each Kafka load into DIR")
     parser.add_argument("--bookies", type=int, default=1, help="bookies of the standalone")
@@ -113,6 +133,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--messages, --rounds and --long-poll-records must be positive and --size >= 8"
     if args.linger_ms < 0 or args.long_poll_interval_ms <= 0 or args.fetch_wait_max_ms < 0 or args.timeout_s <= 0:
         return "--linger-ms, --fetch-wait-max-ms >= 0; --long-poll-interval-ms, --timeout-s > 0"
+    if args.group_members < 1 or args.commit_interval_ms < 1 or args.messages < args.group_members:
+        return "--group-members and --commit-interval-ms must be positive, --messages >= --group-members"
     return None
 
 
@@ -135,11 +157,11 @@ def _wait_kafka_port(bootstrap: str) -> None:
             time.sleep(0.1)
 
 
-def _new_topic(server: Server, kind: str) -> tuple[str, str]:
-    """A fresh 1-partition topic: (its Kafka name, its Pulsar name)."""
+def _new_topic(server: Server, kind: str, partitions: int = 1) -> tuple[str, str]:
+    """A fresh topic (1 partition unless said): (its Kafka name, its Pulsar name)."""
     name = f"perf-kafka-{kind}-{uuid.uuid4().hex[:8]}"
     pulsar_name = f"persistent://{NAMESPACE}/{name}"
-    create_partitioned_topic(server.admin_url, pulsar_name, 1)
+    create_partitioned_topic(server.admin_url, pulsar_name, partitions)
     return name, pulsar_name
 
 
@@ -270,13 +292,47 @@ def _measure(cpu: _Cpu, pool: WorkerPool, count_key: str, timeout_s: float,
     finally:
         pool.terminate()
     profile = profiler.stop() if profiler is not None else None
+    return _figures(results, count_key, (cpu_before, cpu_after), (broker_before, broker_after), profile)
+
+
+def _measure_readers(cpu: _Cpu, pool: WorkerPool, shared, expected: int, timeout_s: float,
+                     profiler: _Profiler | None = None, load: str = "") -> dict:
+    """As `_measure` for readers sharing a count (kafka_clients.run_reader), but the CPU window ends
+    when they have every record between them, before they close: a group member's last commit and
+    its leave (which rebalances the others) are once per consumer, as its join is, not per record."""
+    try:
+        pool.launch()
+        if profiler is not None:
+            profiler.start(load)
+        cpu_before, broker_before = cpu.sample()
+        pool.go()
+        deadline = time.monotonic() + timeout_s
+        while shared.value < expected and all(p.is_alive() for p in pool.procs):   # a failed reader: collect says
+            if time.monotonic() > deadline:
+                raise TimeoutExpired("Kafka readers did not get every record", received=shared.value,
+                                     expected=expected, timeout_s=timeout_s)
+            time.sleep(READERS_POLL_S)
+        cpu_after, broker_after = cpu.sample()
+        results = pool.collect(timeout_s)
+    finally:
+        pool.terminate()
+    profile = profiler.stop() if profiler is not None else None
+    return _figures(results, "received", (cpu_before, cpu_after), (broker_before, broker_after), profile)
+
+
+def _figures(results: list[dict], count_key: str, server: tuple[float, float], broker: tuple[float, float],
+             profile: dict | None) -> dict:
     messages, _, seconds = throughput(results, count_key)
     out: dict = {"messages": messages, "seconds": round(seconds, 3), "msgs_per_s": round(messages / seconds, 1),
-                 "server_cpu_us_per_msg": cpu_per_message_us(cpu_before, cpu_after, messages),
-                 "broker_cpu_us_per_msg": cpu_per_message_us(broker_before, broker_after, messages)}
+                 "server_cpu_us_per_msg": cpu_per_message_us(server[0], server[1], messages),
+                 "broker_cpu_us_per_msg": cpu_per_message_us(broker[0], broker[1], messages)}
     per_batch = [r["messages_per_batch"] for r in results if r.get("messages_per_batch")]
     if per_batch:
         out["messages_per_batch"] = per_batch[0]
+    if any("commits" in r for r in results):
+        out["commits"] = sum(r.get("commits", 0) for r in results)
+        out["commits_failed"] = sum(r.get("commits_failed", 0) for r in results)
+        out["commit_errors"] = [e for r in results for e in r.get("commit_errors", [])][:10]
     if profile is not None:
         out["profile"] = profile
     return out
@@ -318,6 +374,34 @@ class _Run:
         kw = {"bootstrap": self.bootstrap, "topic": topic, "messages": a.messages, "size": a.size,
               "linger_ms": a.linger_ms, "idempotent": idempotent, "timeout_s": a.timeout_s}
         return _measure(self.cpu, self._pool(kc.run_producer, kw), "messages", a.timeout_s, self.profiler, load)
+
+    def group_round(self, group_first: bool) -> dict[str, dict]:
+        """The same M readers as members of one group (auto-commit) and with assign(), each load on
+        a backlog of its own produced just before it; `group_first` alternates the order by round."""
+        from perf import kafka_clients as kc
+        a = self.args
+        members = a.group_members
+        order = ["kafka-group-consume", "kafka-assign-consume"]
+        if not group_first:
+            order.reverse()
+        out = {}
+        for load in order:
+            mode = GROUP_WORKLOADS[load]
+            topic, _ = _new_topic(self.server, mode, members)
+            kc.produce_backlog(self.bootstrap, topic, members, a.messages, a.size, a.linger_ms, a.timeout_s)
+            shared = self.ctx.Value("q", 0)
+            group = f"perf-kafka-group-{uuid.uuid4().hex[:8]}"
+            kws = [{"bootstrap": self.bootstrap, "topic": topic, "partitions": members, "members": members,
+                    "index": i, "mode": mode, "group": group, "commit_interval_ms": a.commit_interval_ms,
+                    "expected": a.messages, "shared_count": shared, "timeout_s": a.timeout_s}
+                   for i in range(members)]
+            pool = WorkerPool(functools.partial(worker_main, kc.run_reader), kws, self.ctx)
+            result = _measure_readers(self.cpu, pool, shared, a.messages, a.timeout_s, self.profiler, load)
+            if result["messages"] < a.messages:
+                raise StrataError(f"{load}: the readers did not get every record", received=result["messages"],
+                                  expected=a.messages)
+            out[load] = result
+        return out
 
     def pulsar_round(self, driver: str) -> dict[str, dict]:
         import perf.native as native
@@ -378,11 +462,12 @@ def run(args: argparse.Namespace) -> dict:
             loads = _Run(args, server, sa.pid, sa.kafka_bootstrap)
             rounds: list[dict[str, dict]] = []
             try:
-                for _ in range(args.rounds):
+                for i in range(args.rounds):
                     one: dict[str, dict] = {}
                     one.update(loads.kafka_round())
                     one.update(loads.pulsar_round("native"))
                     one.update(loads.pulsar_round("pulsar-client"))
+                    one.update(loads.group_round(group_first=i % 2 == 1))
                     rounds.append(one)
                 long_poll = loads.long_poll()
             finally:
@@ -397,9 +482,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
-def _median_rows(rounds: list[dict[str, dict]]) -> dict[str, dict]:
+def _median_rows(rounds: list[dict[str, dict]], loads: Iterable[str] = WORKLOADS) -> dict[str, dict]:
     rows = {}
-    for load in WORKLOADS:
+    for load in loads:
         row = dict(rounds[0][load])
         for key in FIGURES:
             values = [r[load][key] for r in rounds if r[load].get(key) is not None]
@@ -428,6 +513,8 @@ def report(args: argparse.Namespace, rounds: list[dict[str, dict]], long_poll: d
     def within(value: float | None, bound: float) -> bool | None:
         return None if value is None else value <= bound
 
+    group = _group_report(args, rounds)
+
     kafka_cpu = TARGETS["kafka_over_pulsar_cpu_max"]
     targets = {
         "kafka_produce_cpu_vs_native": within(ratios["kafka-produce/pulsar-native-produce"], kafka_cpu),
@@ -437,10 +524,27 @@ def report(args: argparse.Namespace, rounds: list[dict[str, dict]], long_poll: d
         "idempotent_cpu": within(ratios["kafka-produce-idempotent/kafka-produce"],
                                  TARGETS["idempotent_over_plain_cpu_max"]),
         "long_poll_p50": within(long_poll["kafka"]["p50_ms"], TARGETS["long_poll_p50_ms_max"]),
+        "group_commit_cpu": within(group["ratio"], TARGETS["group_over_assign_cpu_max"]),
     }
     return {"messages": args.messages, "size": args.size, "linger_ms": args.linger_ms, "rounds": args.rounds,
             "rows": rows, "ratios": ratios, "idempotent_ratio_by_round": by_round,
-            "long_poll": long_poll, "targets": TARGETS, "within_target": targets}
+            "long_poll": long_poll, "group": group, "targets": TARGETS, "within_target": targets}
+
+
+def _group_report(args: argparse.Namespace, rounds: list[dict[str, dict]]) -> dict:
+    """The consumer-group run: both rows (medians), group / assign server and broker CPU per message."""
+    rows = _median_rows(rounds, GROUP_WORKLOADS)
+    for load, row in rows.items():
+        if "commits" in row:
+            row["commits"] = round(statistics.median(r[load].get("commits", 0) for r in rounds))
+            row["commits_failed"] = sum(r[load].get("commits_failed", 0) for r in rounds)
+    group, assign = rows["kafka-group-consume"], rows["kafka-assign-consume"]
+    return {"members": args.group_members, "partitions": args.group_members,
+            "commit_interval_ms": args.commit_interval_ms, "rows": rows,
+            "ratio": _ratio(group["server_cpu_us_per_msg"], assign["server_cpu_us_per_msg"]),
+            "ratio_broker": _ratio(group["broker_cpu_us_per_msg"], assign["broker_cpu_us_per_msg"]),
+            "ratio_by_round": [_ratio(r["kafka-group-consume"]["server_cpu_us_per_msg"],
+                                      r["kafka-assign-consume"]["server_cpu_us_per_msg"]) for r in rounds]}
 
 
 def _cell(value: float | None, fmt: str = ".2f") -> str:
@@ -469,12 +573,25 @@ def print_table(result: dict) -> None:
         extra = f", fetch.wait.max.ms {lp['fetch_wait_max_ms']}" if "fetch_wait_max_ms" in lp else ""
         print(f"  long poll {protocol:7s} p50 {_cell(lp['p50_ms'])} ms, p99 {_cell(lp['p99_ms'])} ms, "
               f"max {_cell(lp['max_ms'])} ms over {lp['records']} records{extra}")
+    group = result["group"]
+    print(f"  consumer group of {group['members']} (auto-commit every {group['commit_interval_ms']} ms) against the "
+          f"same {group['members']} consumers with assign(), {result['messages']:,} records over "
+          f"{group['partitions']} partitions:")
+    print(f"  {'workload':26s} {'msgs/s':>9s} {'server µs/msg':>14s} {'broker µs/msg':>14s} {'commits':>9s}")
+    for load in GROUP_WORKLOADS:
+        r = group["rows"][load]
+        commits = f"{r['commits']}" + (f" ({r['commits_failed']} failed)" if r.get("commits_failed") else "")
+        print(f"  {load:26s} {_cell(r['msgs_per_s'], ',.0f'):>9s} {_cell(r['server_cpu_us_per_msg']):>14s} "
+              f"{_cell(r['broker_cpu_us_per_msg']):>14s} {commits if 'commits' in r else '-':>9s}")
+    print(f"  group / assign server CPU per message: {group['ratio']} (broker alone {group['ratio_broker']}; "
+          f"by round {group['ratio_by_round']})")
     t = result["targets"]
     print(f"  targets: Kafka/Pulsar server CPU ≤ {t['kafka_over_pulsar_cpu_max']}, idempotent/plain ≤ "
-          f"{t['idempotent_over_plain_cpu_max']}, long-poll p50 ≤ {t['long_poll_p50_ms_max']} ms: "
+          f"{t['idempotent_over_plain_cpu_max']}, long-poll p50 ≤ {t['long_poll_p50_ms_max']} ms, group/assign ≤ "
+          f"{t['group_over_assign_cpu_max']}: "
           + ", ".join(f"{k} {'✔' if v else '✘' if v is not None else '-'}" for k, v in result["within_target"].items()))
-    for load in WORKLOADS:
-        profile = rows[load].get("profile")
+    for load, row in [*((w, rows[w]) for w in WORKLOADS), *group["rows"].items()]:
+        profile = row.get("profile")
         if profile:
             print(f"  profile of {load} ({profile['samples']} samples, {profile['file']}), own time:")
             for function, pct in profile["own_pct"]:

@@ -10,6 +10,16 @@ Messages per batch come from librdkafka's statistics (the topic's `batchcnt` win
 Consumer (`run_consumer`): one confluent-kafka Consumer, `assign()` from offset 0 (a group.id
 because librdkafka requires one; nothing is committed), `consume()` until N records are in.
 
+Group against assign (`produce_backlog`, then `run_reader` in each of M workers): a backlog of N
+records spread over M partitions, then M readers that stop once all N are in (a shared count):
+either M members of one consumer group (`subscribe()`, `enable.auto.commit=true`,
+`auto.commit.interval.ms`) or the same M consumers each `assign()`ed one partition from offset 0
+(no group, nothing committed). A member joins the group during set-up (unmeasured): it holds
+the partitions it is given without fetching (an empty assign() in the rebalance callback) and
+reports ready once it holds its share; at the start signal it assigns them (committed offsets
+fetched, then records). Successful and failed commits are counted (`on_commit`, served by consume()), and
+reported with their first errors.
+
 Long poll (`kafka_long_poll`, `pulsar_long_poll`): a consumer waits at the end of a topic, a
 producer sends one record every `interval_s` with no batching delay, each record's value
 carries its send time (time.time(), packed); latency = receive time - send time, same clock.
@@ -38,14 +48,15 @@ IDLE_TIMEOUT_S = 30.0          # a consumer that received nothing for this long 
 ERRORS_KEPT = 10
 STATS_INTERVAL_MS = 500
 WARMUP = 5                     # long-poll records not counted
+START_POLL_S = 0.01            # a reader waiting for the start signal (a group member keeps polling)
 STAMP = struct.Struct(">d")    # send time, seconds since the epoch, at the head of the value
 
 
-def _check_topic(client, topic: str) -> None:
-    """The topic exists with exactly one partition (asked of the broker, bounded)."""
+def _check_topic(client, topic: str, partitions: int = 1) -> None:
+    """The topic exists with exactly `partitions` partitions (asked of the broker, bounded)."""
     md = client.list_topics(topic, timeout=CALL_TIMEOUT_S)
     t = md.topics.get(topic)
-    if t is None or t.error is not None or len(t.partitions) != 1:
+    if t is None or t.error is not None or len(t.partitions) != partitions:
         raise StrataError("Kafka topic not ready", topic=topic, error=str(t.error if t else "missing"),
                           partitions=len(t.partitions) if t else 0)
 
@@ -150,6 +161,168 @@ def run_consumer(kw: dict, signal_ready, wait_start) -> dict:
     finally:
         consumer.close()
     return {"received": received, "bytes": total_bytes, "start_s": start_s, "end_s": last_s}
+
+
+# ------------------------------------------------------------------------------------------------
+# A consumer group against assign(), on one backlog
+
+
+def produce_backlog(bootstrap: str, topic: str, partitions: int, messages: int, size: int, linger_ms: int,
+                    timeout_s: float) -> list[int]:
+    """`messages` records of `size` bytes, round-robin over the partitions, acks=all, flushed (in
+    this process, unmeasured); the count in each partition."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None and len(errors) < ERRORS_KEPT:
+            errors.append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": "all",
+                         "delivery.report.only.error": True, "on_delivery": on_delivery,
+                         "message.timeout.ms": int(timeout_s * 1000)})
+    _check_topic(producer, topic, partitions)
+    payload = os.urandom(size)
+    deadline = time.monotonic() + timeout_s
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+                if time.monotonic() > deadline:
+                    raise TimeoutExpired("Kafka backlog producer queue never drained", timeout_s=timeout_s) from None
+        if not i & 1023:
+            producer.poll(0)
+    left = producer.flush(max(1.0, deadline - time.monotonic()))
+    if left or errors:
+        raise StrataError("Kafka backlog not produced", undelivered=left, errors=errors)
+    return [len(range(p, messages, partitions)) for p in range(partitions)]
+
+
+class _Commits:
+    def __init__(self) -> None:
+        self.ok = 0
+        self.failed = 0
+        self.errors: list[str] = []
+
+    def on_commit(self, err, partitions) -> None:
+        if err is None:
+            self.ok += 1
+        else:
+            self.failed += 1
+            if len(self.errors) < ERRORS_KEPT:
+                self.errors.append(str(err))
+
+
+def _reader_conf(kw: dict, commits: _Commits) -> dict:
+    conf = {"bootstrap.servers": kw["bootstrap"], "auto.offset.reset": "earliest"}
+    if kw["mode"] == "group":
+        conf.update({"group.id": kw["group"], "enable.auto.commit": True,
+                     "auto.commit.interval.ms": kw["commit_interval_ms"], "on_commit": commits.on_commit})
+    else:
+        conf.update({"group.id": f"perf-kafka-assign-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                     "enable.auto.offset.store": False})
+    return conf
+
+
+class _Start:
+    """The start signal, waited for on a thread, so a group member keeps polling (heartbeats,
+    rebalances) meanwhile; a member's rebalance callback holds what it is given until the start."""
+
+    def __init__(self, wait_start) -> None:
+        self.go = threading.Event()
+        self.failed: list[BaseException] = []
+        self.held: list = []
+        self._wait_start = wait_start
+
+    def begin(self) -> None:
+        threading.Thread(target=self._wait, name="wait-start", daemon=True).start()
+
+    def _wait(self) -> None:
+        try:
+            self._wait_start()
+        except BaseException as exc:   # no start signal: the waiting loop's bound ends the run
+            self.failed.append(exc)
+        self.go.set()
+
+    def on_assign(self, consumer, parts) -> None:
+        if self.go.is_set():
+            consumer.assign(parts)
+        else:                          # set-up is unmeasured: hold the partitions, fetch nothing
+            self.held[:] = parts
+            consumer.assign([])
+
+
+def run_reader(kw: dict, signal_ready, wait_start) -> dict:
+    """One of M readers of a backlog of `expected` records over M partitions (kw: bootstrap, topic,
+    partitions, members, index, mode "group" | "assign", group, commit_interval_ms, expected,
+    shared_count, timeout_s): read until the readers together have every record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    group_mode = kw["mode"] == "group"
+    commits = _Commits()
+    consumer = Consumer(_reader_conf(kw, commits))
+    start = _Start(wait_start)
+    try:
+        _check_topic(consumer, kw["topic"], kw["partitions"])
+        deadline = time.monotonic() + kw["timeout_s"]
+        if group_mode:
+            consumer.subscribe([kw["topic"]], on_assign=start.on_assign)
+            while len(start.held) < kw["partitions"] // kw["members"]:     # joined, with its share, held
+                if time.monotonic() > deadline:
+                    raise TimeoutExpired("group member got no partitions", group=kw["group"], timeout_s=kw["timeout_s"])
+                consumer.poll(0.1)
+        start.begin()
+        signal_ready()
+        while not start.go.is_set():                            # keep serving the group until the start
+            if time.monotonic() > deadline:
+                raise TimeoutExpired("no start signal", timeout_s=kw["timeout_s"])
+            if group_mode:
+                consumer.poll(START_POLL_S)
+            else:
+                start.go.wait(START_POLL_S)
+        if start.failed:
+            raise start.failed[0]
+        start_s = time.time()
+        if group_mode:
+            consumer.assign(start.held)                         # its committed offsets, then fetches
+        else:
+            consumer.assign([TopicPartition(kw["topic"], kw["index"], 0)])
+        received, total_bytes, last_s = _read_shared(consumer, kw["shared_count"], kw["expected"], kw["timeout_s"])
+    finally:
+        consumer.close()                # a group member commits its last offsets here
+    return {"received": received, "bytes": total_bytes, "start_s": start_s, "end_s": last_s or start_s,
+            "commits": commits.ok, "commits_failed": commits.failed, "commit_errors": commits.errors}
+
+
+def _read_shared(consumer, shared, expected: int, timeout_s: float) -> tuple[int, int, float | None]:
+    """consume() until the readers' shared count reaches `expected`: (records, bytes, last receipt time)."""
+    received = total_bytes = 0
+    last_s = None
+    last_progress = time.monotonic()
+    deadline = last_progress + timeout_s
+    while shared.value < expected:
+        now = time.monotonic()
+        if now - last_progress > IDLE_TIMEOUT_S or now > deadline:
+            raise TimeoutExpired("Kafka reader stalled", received=received, all_received=shared.value,
+                                 expected=expected, idle_timeout_s=IDLE_TIMEOUT_S)
+        msgs = consumer.consume(num_messages=10_000, timeout=0.2)
+        if not msgs:
+            continue
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                raise StrataError("Kafka consumer error", error=str(err))
+            total_bytes += len(msg.value() or b"")
+        received += len(msgs)
+        with shared.get_lock():
+            shared.value += len(msgs)
+        last_s = time.time()
+        last_progress = time.monotonic()
+    return received, total_bytes, last_s
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """`strata perf kafka` end to end: a short run against the standalone it starts; every workload's
-row has positive figures, every ratio and both long-poll probes are there, and the py-spy report
-reader (top_frames) reads py-spy's raw format."""
+row has positive figures (the consumer group's and assign()'s side by side too), every ratio and
+both long-poll probes are there, and the py-spy report reader (top_frames) reads py-spy's raw
+format."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perf.kafka import WORKLOADS, top_frames
+from perf.kafka import GROUP_WORKLOADS, WORKLOADS, top_frames
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 120
@@ -32,7 +33,16 @@ def test_short_run_reports_every_row() -> None:
     for protocol in ("kafka", "pulsar"):
         probe = report["long_poll"][protocol]
         assert probe["records"] == 20 and 0 < probe["p50_ms"] <= probe["p99_ms"], probe
-    assert set(report["within_target"]) >= {"idempotent_cpu", "long_poll_p50", "kafka_consume_cpu_vs_native"}
+    assert set(report["within_target"]) >= {"idempotent_cpu", "long_poll_p50", "kafka_consume_cpu_vs_native",
+                                             "group_commit_cpu"}
+    group = report["group"]                  # 3 group members (auto-commit) against the same 3 with assign()
+    assert set(group["rows"]) == set(GROUP_WORKLOADS) and group["members"] == 3
+    for load, row in group["rows"].items():
+        assert row["messages"] >= 200, (load, row)
+        for key in ("msgs_per_s", "server_cpu_us_per_msg", "broker_cpu_us_per_msg"):
+            assert row[key] is not None and row[key] > 0, (load, key, row)
+    assert group["rows"]["kafka-group-consume"]["commits_failed"] == 0, group
+    assert group["ratio"] is not None and group["ratio"] > 0, group
 
 
 def test_top_frames_reads_py_spy_raw(tmp_path: Path) -> None:

@@ -287,5 +287,12 @@ class KafkaConnection(asyncio.Protocol):
 
 
 def _unknown_error(request: Request) -> bytes:
-    body = _SIZE.pack(request.correlation_id) + struct.pack(">h", int(ErrorCode.UNKNOWN_SERVER_ERROR))
-    return _SIZE.pack(len(body)) + body
+    """A handler failed: a well-formed response of the request's API and version (every field its
+    default, the top-level error code, where there is one, UNKNOWN_SERVER_ERROR), so the client
+    reads an error rather than a body it cannot parse; the bare code if even that cannot be made."""
+    try:
+        return encode_response(request.api_key, request.api_version, request.correlation_id,
+                               {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)})
+    except KafkaCodecError:
+        body = _SIZE.pack(request.correlation_id) + struct.pack(">h", int(ErrorCode.UNKNOWN_SERVER_ERROR))
+        return _SIZE.pack(len(body)) + body

@@ -196,18 +196,29 @@ async def _items(conn: KafkaConnection, topics: list[tuple[str, list[dict]]]) ->
     front = conn.front
     out: list[tuple[str, dict, Item | None]] = []
     for topic_name, partitions in topics:
+        failed = 0
         try:
             base = pulsar_name(topic_name, conn.default_namespace)
             layout = await front.catalog.layout(base)
         except e.InvalidTopicName:
             layout, base = None, None
+        except e.StrataError as exc:            # the metadata store away: retried by the client
+            log.info("kafka group offsets: %s: %s", topic_name, exc)
+            layout, base, failed = None, None, int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         for p in partitions:
             index = int(p.get("partition_index", 0))
             if base is None or layout is None or not 0 <= index < layout[0]:
-                out.append((topic_name, {**p, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}, None))
+                code = failed or int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                out.append((topic_name, {**p, "error_code": code}, None))
                 continue
             name = partition_topic(base, layout[1], index)
-            if not await front.authorization.allowed(conn.role, Action.CONSUME, name):
+            try:
+                allowed = await front.authorization.allowed(conn.role, Action.CONSUME, name)
+            except e.StrataError as exc:
+                log.info("kafka group offsets: %s: %s", name, exc)
+                out.append((topic_name, {**p, "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}, None))
+                continue
+            if not allowed:
                 out.append((topic_name, {**p, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}, None))
                 continue
             out.append((topic_name, p, Item(name)))

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.cluster.peers import owner_elsewhere, peer_call
-from broker.kafka import errors as kerrors
 from broker.topics import group_offsets
 from common import errors as e
 from common.topic_names import TopicName
@@ -49,14 +48,27 @@ class Item:
         return {"topic": str(self.name), "offset": self.offset, "metadata": self.metadata}
 
 
+_FINAL: tuple[tuple[type[e.StrataError], int], ...] = (
+    (e.AuthorizationDenied, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    (e.TopicNotFound, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (e.NamespaceNotFound, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (e.InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),
+)
+
+
 def _code(code: int, message: str) -> int:
+    """A partition's failure as the code its client should act on. Everything but the final
+    refusals is retried (COORDINATOR_LOAD_IN_PROGRESS): the partition moving (a fenced cursor or
+    ledger, an owner changing), a store or bookie away; the client commits or fetches again."""
     exc = e.error_from_code(code, message)
     if isinstance(exc, e.ConsumerBusy):
         log.warning("kafka group offsets: %s", message)
         return int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    if exc.retriable or isinstance(exc, (e.OwnedElsewhere, e.BundleNotOwned, e.NoOwner)):
-        return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-    return kerrors.code_of(exc)
+    for cls, kafka_code in _FINAL:
+        if isinstance(exc, cls):
+            return int(kafka_code)
+    log.info("kafka group offsets: retried by the client: %s", exc)
+    return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 class GroupOffsets:

@@ -30,3 +30,20 @@ def test_the_advertised_ranges():
                          (12, 3), (13, 1), (13, 3), (8, 3), (8, 5), (9, 3), (9, 4), (10, 1), (10, 2), (15, 3),
                          (16, 1), (42, 1)):
         assert served(key, version) is not None and not is_flexible(key, version)
+
+
+def test_a_failed_handler_is_answered_in_its_own_api_and_version():
+    """A handler that raises is answered with a response the client can parse (every field its
+    default, the top-level error code UNKNOWN_SERVER_ERROR where there is one), not a bare code."""
+    from broker.kafka.connection import _unknown_error
+    from wire.kafka.codec import Request, decode_response
+
+    for key, (_listed, served_min, listed_max, _handler) in TABLE.items():
+        for version in range(served_min, listed_max + 1):
+            frame = _unknown_error(Request(key, version, 7, "c", {}))
+            correlation_id, body = decode_response(key, version, frame[4:])
+            assert correlation_id == 7, (key, version)
+            # UNKNOWN_SERVER_ERROR (-1) where the version has a top-level code, else its default 0
+            assert body.get("error_code", 0) in (-1, 0), (key, version, body.get("error_code"))
+    frame = _unknown_error(Request(10, 2, 7, "c", {}))           # FindCoordinator v2 has one
+    assert decode_response(10, 2, frame[4:])[1]["error_code"] == -1

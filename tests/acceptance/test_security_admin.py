@@ -30,7 +30,7 @@ from tests.support.standalone_proc import StandaloneProcess, free_port
 HANDSHAKE_TIMEOUT_MS = 1500
 PLACEHOLDERS = {"tenant": "tb", "ns": "ns", "topic": "t1", "sub": "s", "count": "1", "n": "1", "seconds": "1",
                 "timestamp": "1", "ledger": "1", "entry": "0", "version": "0", "cluster": "standalone",
-                "bundle": "0x00000000_0x40000000", "role": "x", "subscription": "s"}
+                "bundle": "0x00000000_0x40000000", "role": "x", "subscription": "s", "group": "g"}
 
 
 class Secured(SimpleNamespace):

@@ -6,9 +6,8 @@ consumed every one by the end of the drain, and the final read from offset 0 hol
 stored twice, every offset holding what clients were told; redeliveries to the group are counted,
 not failed. The Pulsar side of the same run is the smoke test's subject (test_chaos_smoke.py).
 
-Also: `--kafka/--no-kafka` and its default (on when confluent-kafka is installed). This short run
-and the soak (more faults of the same roles) run behind the `slow` marker: in `make test` the
-smoke test (every role once) runs the Kafka workload too and checks it the same way.
+Also: `--kafka/--no-kafka` and its default (on when confluent-kafka is installed). The soak (more
+faults of the same roles) runs behind the `slow` marker.
 """
 
 from __future__ import annotations
@@ -89,7 +88,6 @@ def test_kafka_commands_rebuild_the_plan(tmp_path: Path) -> None:
     assert plan.pulsar_topic == f"persistent://chaos/ns/{plan.topic}" and plan.partitions == 3
 
 
-@pytest.mark.slow          # in `make test`, the smoke test runs the Kafka workload and checks it
 @pytest.mark.skipif(not kafka_workload.available(), reason="confluent-kafka is not installed")
 @pytest.mark.timeout(SHORT_TIMEOUT_S + 60)
 def test_chaos_with_kafka(tmp_path: Path) -> None:

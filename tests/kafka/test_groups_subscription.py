@@ -114,9 +114,8 @@ def test_admin_moves_on_an_empty_group_are_what_its_next_member_reads(
     c.subscribe([topic])
     assert consume(c, 1)[0].offset() == 8
     c.close()
-    code, text = admin(standalone, capsys, "topics", "reset-cursor", pulsar_topic(topic, 0), "-s", group,
-                       "-t", "1h")
-    assert code == 0, text
+    wait_until(lambda: admin(standalone, capsys, "topics", "reset-cursor", pulsar_topic(topic, 0), "-s", group,
+                             "-t", "1h")[0] == 0, 20, what="reset-cursor accepted once the group is empty")
     assert committed(standalone.kafka_bootstrap, group, topic) == 0
     code, text = admin(standalone, capsys, "topics", "clear-backlog", pulsar_topic(topic, 0), "-s", group)
     assert code == 0, text

@@ -180,8 +180,8 @@ async def leave_group(conn: KafkaConnection, req: Request) -> dict:
     except NotCoordinator as nc:
         return {"throttle_time_ms": 0, "error_code": nc.code, "members": []}
     codes = g.leave(leaving, _now(conn)) if g is not None else [int(ErrorCode.UNKNOWN_MEMBER_ID)] * len(leaving)
-    if g is not None:
-        conn.front.groups.changed(g)
+    if g is not None:       # stored before the answer: an admin action right after a close sees it empty
+        await conn.front.groups.flush(g)
     members = [{"member_id": mid, "group_instance_id": iid, "error_code": code}
                for (mid, iid), code in zip(leaving, codes, strict=True)]
     top = codes[0] if req.api_version < 3 and codes else 0

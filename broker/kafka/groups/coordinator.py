@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 0.25
+FLUSH_BOUND_S = 5.0            # a request waiting for its group to be stored
 PLACEMENT_PREFIX = "__kafka_group_"
 
 
@@ -143,13 +144,13 @@ class GroupCoordinator:
             task.exception()
 
     async def flush(self, g: Group) -> None:
-        """Store `g` now if it changed (waits for a write under way first)."""
+        """Store `g` now if it changed, waiting at most FLUSH_BOUND_S (the write goes on after that:
+        the metadata store may be away, and a request must not wait on it without a bound)."""
+        self.changed(g)
         running = self._writing.get(g.group_id)
         if running is not None:
             with contextlib.suppress(Exception):
-                await asyncio.shield(running)
-        if g.dirty and self.groups.get(g.group_id) is g:
-            await self._write(g)
+                await asyncio.wait_for(asyncio.shield(running), FLUSH_BOUND_S)
 
     async def _write(self, g: Group) -> None:
         while g.dirty and self.groups.get(g.group_id) is g:

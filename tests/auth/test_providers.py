@@ -231,7 +231,10 @@ def test_key_sources(keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRATA_TEST_TOKEN_KEY", keys.secret.hex())
     token = create_token(keys.secret, "alice").encode()
     bare_base64 = data_source(keys.secret).removeprefix("data:;base64,")    # Pulsar takes a bare base64 key
-    for source in (f"file://{path}", str(path), data_source(keys.secret), bare_base64):
+    sources = [f"file://{path}", str(path), data_source(keys.secret)]
+    if not bare_base64.startswith("/"):      # one random key in 64 reads as an absolute path: not bare then
+        sources.append(bare_base64)
+    for source in sources:
         provider = TokenProvider.from_config(keys.config(token_secret_key=source))
         assert provider.authenticate(Credentials("token", token)).role == "alice"
     from_env = TokenProvider.from_config(keys.config(token_secret_key="env:STRATA_TEST_TOKEN_KEY"))

@@ -14,6 +14,7 @@ Resources (each module's docstring lists its routes):
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with
 Pulsar's status codes), then `broker.admin.access.access` (authentication and authorization of
 every route, before anything is looked up or redirected), then
+`broker.admin.forward.follow_owner` (the console's calls follow a 307 through this broker), then
 `broker.admin.lookup.owner_redirect` (a topic's call runs on its owner). Request bodies are
 bounded by `broker_admin_body_bytes_max`.
 
@@ -44,6 +45,7 @@ from broker.admin import (
     brokers,
     compaction,
     explain,
+    forward,
     groups,
     lookup,
     namespaces,
@@ -89,10 +91,11 @@ class AdminServer:
 
     def app(self, service: BrokerService) -> web.Application:
         body_bytes_max = self.config.broker_admin_body_bytes_max
-        app = web.Application(middlewares=[errors, access.access, lookup.owner_redirect],
+        app = web.Application(middlewares=[errors, access.access, forward.follow_owner, lookup.owner_redirect],
                               client_max_size=body_bytes_max)
         app[BODY_BYTES_MAX] = body_bytes_max
         access.install(app, service)
+        forward.install(app, self.config)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         for resource in _RESOURCES:

@@ -418,6 +418,13 @@ TABLE: tuple[Section | Setting, ...] = (
             doc="database of the Iceberg SqlCatalog (sqlite:///... or postgresql://...); empty: the metadata store's"),
     Setting("offload_iceberg_timeout_ms", int, 30_000, 1_000, 600_000,
             "bound on registering or removing one offloaded ledger's file in its Iceberg table"),
+    Section("web console", "the browser console every broker's admin port serves (broker.admin.console_site)"),
+    Setting("console_enabled", bool, True,
+            doc="serve the web console at /console/ on the admin ports, and its /admin/v2/console/* routes"),
+    Setting("console_assets_dir", str, "",
+            doc="directory of the built console (index.html, assets/); '' : console/dist of the source tree"),
+    Setting("console_audit_entries_max", int, 10_000, 1, 10_000_000,
+            "audit records (admin changes, message views, refusals) a broker keeps in memory for the console"),
     Section("security: TLS", "the TLS ports and files (Pulsar's tls* and *PortTls settings)"),
     Setting("broker_tls_port", int, -1, -1, 65535,
             "Pulsar protocol over TLS, pulsar+ssl:// (Pulsar's brokerServicePortTls, usually 6651; -1: not served; "

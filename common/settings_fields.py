@@ -561,6 +561,16 @@ class SettingsFields:
     bounds 1000 .. 600000; unit ms.
     """
 
+    # --- web console ---
+    console_enabled: bool
+    """serve the web console at /console/ on the admin ports, and its /admin/v2/console/* routes. Default true."""
+    console_assets_dir: str
+    """directory of the built console (index.html, assets/); '' : console/dist of the source tree. Default ""."""
+    console_audit_entries_max: int
+    """audit records (admin changes, message views, refusals) a broker keeps in memory for the console. Default
+    10000; bounds 1 .. 10000000.
+    """
+
     # --- security: TLS ---
     broker_tls_port: int
     """Pulsar protocol over TLS, pulsar+ssl:// (Pulsar's brokerServicePortTls, usually 6651; -1: not served; 0: any
@@ -839,6 +849,9 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         offload_iceberg_enabled: bool
         offload_iceberg_catalog_uri: str
         offload_iceberg_timeout_ms: int
+        console_enabled: bool
+        console_assets_dir: str
+        console_audit_entries_max: int
         broker_tls_port: int
         broker_admin_tls_port: int
         tls_cert_file: str

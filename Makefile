@@ -10,12 +10,17 @@ PROTO_PY := $(PROTOS:.proto=_pb2.py)
 APT_STAMP := $(VENV)/.apt-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup standalone lint docs test bench proto clean-data clean
+.PHONY: setup console standalone lint docs test bench proto clean-data clean
 
 KJS_DIR   := tests/kafka/js
 KJS_STAMP := $(KJS_DIR)/node_modules/.installed
 
-setup: $(APT_STAMP) $(STAMP) $(PROTO_PY) $(KJS_STAMP)
+CONSOLE_DIR   := console
+CONSOLE_DEPS  := $(CONSOLE_DIR)/node_modules/.installed
+CONSOLE_BUILT := $(CONSOLE_DIR)/dist/index.html
+CONSOLE_SRC   := $(wildcard $(CONSOLE_DIR)/src/*.* $(CONSOLE_DIR)/src/*/*.*) $(CONSOLE_DIR)/index.html $(CONSOLE_DIR)/build.mjs
+
+setup: $(APT_STAMP) $(STAMP) $(PROTO_PY) $(KJS_STAMP) $(CONSOLE_BUILT)
 
 # Debian packages the project needs: PostgreSQL server binaries (tests start a real server),
 # a JRE for Spark, Prometheus. Installed only when missing. The script checks each binary, so it
@@ -36,6 +41,18 @@ $(STAMP): pyproject.toml
 $(KJS_STAMP): $(KJS_DIR)/package-lock.json $(APT_STAMP)
 	cd $(KJS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# The web console (console/): its npm packages, exactly as the committed lock file names them, and
+# its build into console/dist (served by every broker at /console/). Rebuilt only when a source,
+# the build script or the lock file changes; nothing is fetched at run time.
+$(CONSOLE_DEPS): $(CONSOLE_DIR)/package-lock.json $(APT_STAMP)
+	cd $(CONSOLE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(CONSOLE_BUILT): $(CONSOLE_DEPS) $(CONSOLE_SRC)
+	cd $(CONSOLE_DIR) && npm run --silent build
+
+console: $(CONSOLE_BUILT)
 
 proto/%_pb2.py: proto/%.proto proto/build.py $(STAMP)
 	$(VPY) proto/build.py
@@ -75,4 +92,4 @@ clean-data:
 	rm -rf ./data
 
 clean:
-	rm -rf $(VENV) site proto/*_pb2*.py proto/*_pb2*.pyi $(KJS_DIR)/node_modules
+	rm -rf $(VENV) site proto/*_pb2*.py proto/*_pb2*.pyi $(KJS_DIR)/node_modules $(CONSOLE_DIR)/node_modules $(CONSOLE_DIR)/dist

@@ -8,6 +8,8 @@
 #   not needed (the test runs its own `prometheus` on a free port), and in containers
 #   /usr/sbin/policy-rc.d usually keeps it from starting.
 # - kcat: tests/kafka drive the Kafka listener with kcat (librdkafka's command-line client) too.
+# - chromium, chromium-driver: tests/console drive the web console in a real headless Chromium
+#   (Playwright, pointed at /usr/bin/chromium; it never downloads a browser of its own).
 # - nodejs, npm: tests/kafka run kafkajs (npm, installed by the Makefile into tests/kafka/js) on Node.
 set -euo pipefail
 need=()
@@ -28,6 +30,12 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 if ! command -v npm >/dev/null 2>&1; then
   need+=(npm)
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  need+=(chromium)
+fi
+if ! command -v chromedriver >/dev/null 2>&1; then
+  need+=(chromium-driver)
 fi
 bare=()   # installed without their recommends
 if ! command -v prometheus >/dev/null 2>&1; then

@@ -65,6 +65,7 @@ class ConsoleStandalone(SimpleNamespace):
     kit: SecurityKit
     url: str              # the console's URL
     admin_url: str
+    admin_tls_url: str    # https://localhost:<admin TLS port>, where a client certificate logs in
 
     def token(self, role: str = SUPERUSER) -> str:
         return self.kit.token(role)
@@ -89,11 +90,13 @@ def prepare_tenants(call, cluster: str) -> None:
 def console_sa(tmp_path_factory: pytest.TempPathFactory, s3_server) -> Iterator[ConsoleStandalone]:
     root = tmp_path_factory.mktemp("console")
     kit = SecurityKit.create(root / "security")
-    env = kit.standalone_env(tls_port=free_port(), admin_tls_port=free_port(),
+    admin_tls_port = free_port()
+    env = kit.standalone_env(tls_port=free_port(), admin_tls_port=admin_tls_port,
                              extra={**s3_server.standalone_env(s3_server.new_bucket()),
                                     "STRATA_BROKER_LOAD_REPORT_INTERVAL_MS": "1000"})
     with StandaloneProcess.start(root / "data", env=env) as sa:
-        cs = ConsoleStandalone(sa=sa, kit=kit, url=f"{sa.admin_url}/console/", admin_url=sa.admin_url)
+        cs = ConsoleStandalone(sa=sa, kit=kit, url=f"{sa.admin_url}/console/", admin_url=sa.admin_url,
+                               admin_tls_url=f"https://localhost:{admin_tls_port}")
         status, clusters = cs.call("GET", "/admin/v2/clusters")
         assert status == 200 and isinstance(clusters, list), clusters
         prepare_tenants(cs.call, clusters[0])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.console.conftest import VIEWPORT, ConsoleStandalone, doc_shot, login
@@ -44,10 +43,7 @@ def test_an_expired_token_brings_back_the_login_page_with_the_reason(page: Page,
 
 def test_a_client_certificate_needs_no_login_page(browser: Browser, console_sa: ConsoleStandalone) -> None:
     cert, key = console_sa.kit.client_cert("alice")
-    https_admin = f"https://localhost:{console_sa.sa.config_value('broker_admin_tls_port')}" \
-        if hasattr(console_sa.sa, "config_value") else None
-    if https_admin is None:
-        pytest.fail("the secured standalone's admin TLS port is unknown")
+    https_admin = console_sa.admin_tls_url
     context = browser.new_context(viewport=VIEWPORT, ignore_https_errors=True,
                                   client_certificates=[{"origin": https_admin, "certPath": cert, "keyPath": key}])
     try:

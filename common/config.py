@@ -425,6 +425,13 @@ TABLE: tuple[Section | Setting, ...] = (
             doc="directory of the built console (index.html, assets/); '' : console/dist of the source tree"),
     Setting("console_audit_entries_max", int, 10_000, 1, 10_000_000,
             "audit records (admin changes, message views, refusals) a broker keeps in memory for the console"),
+    Setting("console_tails_max", int, 32, 1, 10_000,
+            "live tails (GET .../tail) one broker serves at once; one more is answered 503"),
+    Setting("console_tail_queue_messages_max", int, 1_000, 1, 1_000_000,
+            "messages a live tail holds for a browser that reads slower than they arrive; past it the tail "
+            "skips ahead to the newest and says how many it dropped"),
+    Setting("console_scan_entries_max", int, 100_000, 1, 10_000_000,
+            "most entries one message browse (GET .../messages) may read: the upper bound of its maxScanEntries"),
     Section("security: TLS", "the TLS ports and files (Pulsar's tls* and *PortTls settings)"),
     Setting("broker_tls_port", int, -1, -1, 65535,
             "Pulsar protocol over TLS, pulsar+ssl:// (Pulsar's brokerServicePortTls, usually 6651; -1: not served; "

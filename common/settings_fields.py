@@ -570,6 +570,16 @@ class SettingsFields:
     """audit records (admin changes, message views, refusals) a broker keeps in memory for the console. Default
     10000; bounds 1 .. 10000000.
     """
+    console_tails_max: int
+    """live tails (GET .../tail) one broker serves at once; one more is answered 503. Default 32; bounds 1 .. 10000."""
+    console_tail_queue_messages_max: int
+    """messages a live tail holds for a browser that reads slower than they arrive; past it the tail skips ahead to
+    the newest and says how many it dropped. Default 1000; bounds 1 .. 1000000.
+    """
+    console_scan_entries_max: int
+    """most entries one message browse (GET .../messages) may read: the upper bound of its maxScanEntries. Default
+    100000; bounds 1 .. 10000000.
+    """
 
     # --- security: TLS ---
     broker_tls_port: int
@@ -852,6 +862,9 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         console_enabled: bool
         console_assets_dir: str
         console_audit_entries_max: int
+        console_tails_max: int
+        console_tail_queue_messages_max: int
+        console_scan_entries_max: int
         broker_tls_port: int
         broker_admin_tls_port: int
         tls_cert_file: str

@@ -25,8 +25,12 @@ Pulsar's PulsarAuthorizationProvider:
   the namespace restricts, for `/all_subscription/`): peek, examine, get-message-by-id, last
   message id, internalStats, subscriptions and their operations;
 - TOPIC_PRODUCE: produce on the topic;
-- AUTHENTICATED: any authenticated role (the cluster list, broker readiness);
-- METRICS: `/metrics`, see below.
+- AUTHENTICATED: any authenticated role (the cluster list, broker readiness, the console's whoami);
+- METRICS: `/metrics`, see below;
+- PUBLIC: no authentication and no authorization, for the web console's static files only
+  (`/console`, `/console/`, `/console/{path}`: the single-page app carries no data; everything it
+  shows comes from the admin routes it calls with the user's credentials). No other route may be
+  PUBLIC: `tests/broker/admin/test_console_site.py` checks it.
 A route without a rule is SUPERUSER; `tests/broker/admin/test_admin_access_routes.py` fails on any
 registered route missing from `ROUTES`, so a new route gets a rule by construction.
 Refusals are 403 `{"reason"}` naming the operation and the resource as asked, the same for an
@@ -83,6 +87,10 @@ IDENTITY = "strata.identity"     # request key: the caller's auth.api.Identity
 SERVICE: web.AppKey[BrokerService] = web.AppKey("access_service")
 
 
+# the web console's static files (broker.admin.console_site), the only PUBLIC routes
+CONSOLE_STATIC_ROUTES = ("/console", "/console/", "/console/{path}")
+
+
 class Rule(enum.Enum):
     SUPERUSER = "superuser"
     TENANT_ADMIN = "tenant admin"
@@ -92,6 +100,7 @@ class Rule(enum.Enum):
     TOPIC_PRODUCE = "topic produce"
     AUTHENTICATED = "authenticated"
     METRICS = "metrics"
+    PUBLIC = "public"                  # no credentials asked, nothing authorized: the console's static files only
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,12 @@ def _build_routes() -> dict[tuple[str, str], Access]:
         ("GET", "/admin/v2/kafka/groups"): Access(su, "LIST_KAFKA_GROUPS"),
         ("GET", "/admin/v2/kafka/groups/{group}"): Access(su, "GET_KAFKA_GROUP"),
         ("POST", "/admin/v2/kafka/groups/{group}/offsets"): Access(su, "KAFKA_GROUP_OFFSETS"),
+        # the web console (broker.admin.console_site, console_api, bookies, audit)
+        **{("GET", path): Access(Rule.PUBLIC, "CONSOLE") for path in CONSOLE_STATIC_ROUTES},
+        ("GET", "/admin/v2/console/whoami"): Access(auth, "WHOAMI"),
+        ("GET", "/admin/v2/console/cluster"): Access(su, "CONSOLE_CLUSTER"),
+        ("GET", "/admin/v2/console/audit"): Access(su, "CONSOLE_AUDIT"),
+        ("GET", "/admin/v2/bookies/all"): Access(su, "LIST_BOOKIES"),
     }
     for method, operation in (("GET", "GET_TENANT"), ("PUT", "CREATE_TENANT"), ("POST", "UPDATE_TENANT"),
                               ("DELETE", "DELETE_TENANT")):
@@ -243,6 +258,8 @@ async def access(request: web.Request, handler: Handler) -> web.StreamResponse:
     if resource is None:                         # no such route: aiohttp's 404/405, nothing to protect
         return await handler(request)
     rule = access_of(request.method, resource.canonical)
+    if rule.rule is Rule.PUBLIC:                 # static files: no identity, nothing to authorize
+        return await handler(request)
     identity = await _authenticate(request, service, rule.rule)
     request[IDENTITY] = identity
     if identity is not None and service.authorization.enabled:

@@ -9,6 +9,10 @@ Resources (each module's docstring lists its routes):
   loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`;
   `broker.admin.schemas`: the schema registry and the schema policies; `broker.admin.groups`:
   Kafka consumer groups (their stored records, and the peer call on a partition's committed offsets).
+- The web console (with `console_enabled`): `broker.admin.console_site` its static files at
+  `/console/`; `broker.admin.console_api` whoami and the cluster page; `broker.admin.bookies`
+  `/admin/v2/bookies/all`; `broker.admin.audit` the audit log (recorded as answers go out, on the
+  application's `on_response_prepare` signal) and `/admin/v2/console/audit`.
 - `GET /metrics` → Prometheus text (`broker.stats.metrics`).
 
 Middlewares, outermost first: `broker.admin.http.errors` (typed errors → `{"reason": ...}` with
@@ -40,10 +44,14 @@ from aiohttp import web
 from auth import tls
 from broker.admin import (
     access,
+    audit,
     backlog_quota,
+    bookies,
     broker_stats,
     brokers,
     compaction,
+    console_api,
+    console_site,
     explain,
     forward,
     groups,
@@ -71,6 +79,8 @@ log = logging.getLogger(__name__)
 # every resource module, each with `register(app, service)`
 _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
               non_persistent, backlog_quota, schemas, compaction, permissions, groups)
+# the web console's API (its static files: console_site, registered apart: they need only the settings)
+_CONSOLE_RESOURCES = (console_api, bookies, audit)
 
 
 class AdminServer:
@@ -95,11 +105,15 @@ class AdminServer:
                               client_max_size=body_bytes_max)
         app[BODY_BYTES_MAX] = body_bytes_max
         access.install(app, service)
+        audit.install(app, self.config)
         forward.install(app, self.config)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/", self.metrics)
         for resource in _RESOURCES:
             resource.register(app, service)
+        for resource in _CONSOLE_RESOURCES:
+            resource.register(app, service)
+        console_site.register(app, self.config)
         return app
 
     async def bind(self) -> None:

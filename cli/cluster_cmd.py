@@ -123,6 +123,8 @@ def print_started(cluster: Any, data_dir_arg: str) -> None:
     print(f"service URL {cluster.service_url}")
     for broker in cluster.brokers:
         print(f"admin URL {broker.admin_url}")
+    if cluster.brokers:     # every broker serves the web console (console_enabled, the default)
+        print(f"console: {cluster.brokers[0].admin_url}/console/")
     print(f"metadata URL {redact_url(cluster.metadata_url)}")
     if cluster.s3 is not None:
         print(f"S3 endpoint {cluster.s3.endpoint} bucket {cluster.s3.bucket} "

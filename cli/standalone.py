@@ -3,8 +3,9 @@
 Starts, in order: the SQLite metadata store at `D/metadata.db`; the embedded S3 server (SeaweedFS
 `weed mini`, data under `D/s3/data`, log `D/s3/weed.log`) as the cold tier; N bookie subprocesses
 (`strata bookie`, data under `D/bookie-<i>`); then the broker in this process (uvloop). Prints
-`S3 endpoint http://...`, `service URL pulsar://...` and `admin URL http://...` once everything
-serves. SIGINT/SIGTERM stops the broker first (cursors flushed), then the bookies and S3.
+`S3 endpoint http://...`, `service URL pulsar://...`, `admin URL http://...` and `console:
+http://.../console/` (the web console, with `console_enabled`) once everything serves.
+SIGINT/SIGTERM stops the broker first (cursors flushed), then the bookies and S3.
 
 The bookies and the embedded S3 server are launched and stopped by launch/standalone_children.py;
 this module holds the flags, the settings and the broker. Bookies listen on `bookie_bind_host`
@@ -207,7 +208,11 @@ def _serve(config: Config, metadata_url: str, connect_help: str | None) -> None:
     broker = Broker(config, metadata_url)
     from common.gc_tuning import tune_for_server
     tune_for_server()
-    on_started = (lambda: print(connect_help, flush=True)) if connect_help is not None else None
+    def on_started() -> None:
+        if config.console_enabled:
+            print(f"console: {broker.admin_url}/console/", flush=True)
+        if connect_help is not None:
+            print(connect_help, flush=True)
     uvloop.run(serve_until_signal(broker, on_started))
 
 

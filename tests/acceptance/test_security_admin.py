@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from admin_client import Credentials
+from broker.admin.access import Rule, access_of
 from broker.admin.server import AdminServer
 from cli.admin import main as admin_main
 from cli.top import main as top_main
@@ -30,7 +31,8 @@ from tests.support.standalone_proc import StandaloneProcess, free_port
 HANDSHAKE_TIMEOUT_MS = 1500
 PLACEHOLDERS = {"tenant": "tb", "ns": "ns", "topic": "t1", "sub": "s", "count": "1", "n": "1", "seconds": "1",
                 "timestamp": "1", "ledger": "1", "entry": "0", "version": "0", "cluster": "standalone",
-                "bundle": "0x00000000_0x40000000", "role": "x", "subscription": "s", "group": "g"}
+                "bundle": "0x00000000_0x40000000", "role": "x", "subscription": "s", "group": "g",
+                "path": "index.html"}
 
 
 class Secured(SimpleNamespace):
@@ -69,10 +71,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _routes() -> list[tuple[str, str]]:
+    """Every route that needs credentials: all but the PUBLIC ones (the console's static files)."""
     app = AdminServer(default_config(), 0).app(SimpleNamespace(config=default_config(), astore=None))   # type: ignore[arg-type]
     out = set()
     for route in app.router.routes():
         assert route.resource is not None
+        if access_of(route.method, route.resource.canonical).rule is Rule.PUBLIC:
+            continue
         path = re.sub(r"\{(\w+)\}", lambda m: PLACEHOLDERS[m.group(1)], route.resource.canonical)
         out.add((route.method, path))
     return sorted(out)
@@ -87,6 +92,8 @@ def test_every_route_without_credentials_is_401(secured: Secured) -> None:
         if status != 401 or (method != "HEAD" and not (isinstance(body, dict) and body.get("reason"))):
             wrong.append(f"{method} {path} -> {status} {body}")
     assert not wrong, "\n".join(wrong)
+    for public in ("/console", "/console/", "/console/index.html"):   # static files: no credentials asked
+        assert call(secured.sa.admin_url + public)[0] in (200, 404, 503), public    # 404/503: console not built
     bad_key = secured.kit.token(SUPERUSER, key=b"k" * 32)
     assert call(secured.sa.admin_url + "/admin/v2/tenants", token=bad_key)[0] == 401
     assert call(secured.sa.admin_url + "/admin/v2/tenants", token=secured.kit.token(SUPERUSER, expires_in_s=-60))[0] \

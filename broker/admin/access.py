@@ -23,7 +23,8 @@ Pulsar's PulsarAuthorizationProvider:
 - TOPIC_LOOKUP: produce or consume on the topic: lookup, stats, partition metadata, schema reads;
 - TOPIC_CONSUME: consume (on that subscription, where the path names one; on every subscription
   the namespace restricts, for `/all_subscription/`): peek, examine, get-message-by-id, last
-  message id, internalStats, subscriptions and their operations;
+  message id, internalStats, subscriptions and their operations, the web console's message
+  browse and live tail (`/messages`, `/tail`);
 - TOPIC_PRODUCE: produce on the topic;
 - AUTHENTICATED: any authenticated role (the cluster list, broker readiness, the console's whoami);
 - METRICS: `/metrics`, see below;
@@ -123,6 +124,7 @@ def _topic_rules() -> dict[tuple[str, str], Access]:
         ("GET", "/lastMessageId"): Access(co, "PEEK_MESSAGES"),
         ("GET", "/examinemessage"): Access(co, "PEEK_MESSAGES"),
         ("GET", "/ledger/{ledger}/entry/{entry}"): Access(co, "PEEK_MESSAGES"),
+        ("GET", "/messages"): Access(co, "PEEK_MESSAGES"), ("GET", "/tail"): Access(co, "PEEK_MESSAGES"),
         ("GET", sub + "/position/{count}"): Access(co, "PEEK_MESSAGES"),
         ("GET", sub + "/position/{n}"): Access(co, "PEEK_MESSAGES"),
         ("GET", "/subscriptions"): Access(co, "GET_SUBSCRIPTIONS"),

@@ -9,6 +9,8 @@ Resources (each module's docstring lists its routes):
   loaded topic's stats (`strata top`); `broker.admin.explain`: `explain-storage`;
   `broker.admin.schemas`: the schema registry and the schema policies; `broker.admin.groups`:
   Kafka consumer groups (their stored records, and the peer call on a partition's committed offsets).
+- `broker.admin.messages`: the console's message browse (`.../messages`: filters, schema decoding);
+  `broker.admin.tail`: its live tail of a topic (`.../tail`, Server-Sent Events).
 - The web console (with `console_enabled`): `broker.admin.console_site` its static files at
   `/console/`; `broker.admin.console_api` whoami and the cluster page; `broker.admin.bookies`
   `/admin/v2/bookies/all`; `broker.admin.audit` the audit log (recorded as answers go out, on the
@@ -56,12 +58,14 @@ from broker.admin import (
     forward,
     groups,
     lookup,
+    messages,
     namespaces,
     non_persistent,
     offload,
     permissions,
     schemas,
     subscriptions,
+    tail,
     tenants,
     terminate,
     topics,
@@ -78,7 +82,7 @@ log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
 _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
-              non_persistent, backlog_quota, schemas, compaction, permissions, groups)
+              non_persistent, backlog_quota, schemas, compaction, permissions, groups, messages, tail)
 # the web console's API (its static files: console_site, registered apart: they need only the settings)
 _CONSOLE_RESOURCES = (console_api, bookies, audit)
 

@@ -24,6 +24,7 @@ Avro or Protobuf value cannot be): its first `bytes_max` bytes are shown as text
 from __future__ import annotations
 
 import base64
+import codecs
 import datetime
 import decimal
 import functools
@@ -69,13 +70,10 @@ class Shown:
 def raw(payload: bytes, *, truncated: bool = False, error: str | None = None) -> Shown:
     """Text when the bytes are UTF-8, else hex. A cut may split a UTF-8 sequence: the cut tail is dropped."""
     try:
+        if truncated:     # a cut sequence at the end is left out; an invalid one anywhere is not text
+            return Shown("text", codecs.getincrementaldecoder("utf-8")().decode(payload, final=False), True, error)
         return Shown("text", payload.decode("utf-8"), truncated, error)
-    except UnicodeDecodeError as exc:
-        if truncated and exc.start >= len(payload) - 3:
-            try:
-                return Shown("text", payload[:exc.start].decode("utf-8"), truncated, error)
-            except UnicodeDecodeError:
-                pass
+    except UnicodeDecodeError:
         return Shown("hex", payload.hex(), truncated, error)
 
 

@@ -138,7 +138,7 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
 def login(page: Page, console_url: str, token: str) -> None:
     """Open the console and log in with `token` at its login page; waits for the main navigation."""
     page.goto(console_url)
-    page.get_by_label("Token").fill(token)
+    page.get_by_role("textbox", name="Token").fill(token)
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("navigation", name="Main")).to_be_visible()
 

@@ -57,5 +57,5 @@ export function RateChart({ label, series, data, format = (v) => String(v), heig
     if (plot.current) plot.current.setData(data);
   }, [data]);
 
-  return <figure class="chart" ref={box} role="img" aria-label={label} />;
+  return <figure class="chart" style={{ margin: "0 0 1rem" }} ref={box} role="img" aria-label={label} />;
 }

@@ -164,3 +164,17 @@ def test_audit_of_a_change_a_view_and_a_refusal(secured: Secured) -> None:
     refused = [e for e in call(base, "GET", "/admin/v2/console/audit?kind=denied&local=true", token=su)[1]["entries"]
                if e["path"] == "/admin/v2/console/audit"]
     assert refused == []                                  # a refused plain read is not recorded
+
+
+# --- the cold tier --------------------------------------------------------------------------------
+
+def test_cluster_page_checks_the_cold_tier(tmp_path, s3_server) -> None:
+    bucket = s3_server.new_bucket()
+    with StandaloneProcess.start(tmp_path / "reachable", env=s3_server.standalone_env(bucket)) as sa:
+        tier = call(sa.admin_url, "GET", "/admin/v2/console/cluster")[1]["tier"]
+        assert tier == {"configured": True, "driver": "s3", "bucket": bucket, "endpoint": s3_server.endpoint,
+                        "region": s3_server.region, "reachable": True, "error": None}
+    with StandaloneProcess.start(tmp_path / "missing", env=s3_server.standalone_env("no-such-bucket-console")) as sa:
+        tier = call(sa.admin_url, "GET", "/admin/v2/console/cluster")[1]["tier"]
+        assert tier["configured"] is True and tier["reachable"] is False
+        assert "no-such-bucket-console" in tier["error"], tier

@@ -1,9 +1,10 @@
 """The web console's message routes against a real standalone, fed by the official client:
 `GET .../messages` (newest first, oldest first, from a publish time or a message id, paging with
-`next`, batches expanded, key / property / contains filters, the scan bound, Avro / JSON / String
-schemas decoded, a 4.5 MB payload cut and then shown whole, bad inputs) and `GET .../tail`
-(Server-Sent Events of new messages, a browser that does not read gets `dropped`, the per-broker
-limit answers 503). One standalone for the module, with small tail bounds.
+`next`, batches expanded, key / property / contains filters, the scan bound, Avro / JSON / String /
+Protobuf-native schemas decoded, a 4.5 MB payload cut and then shown whole, bad inputs) and
+`GET .../tail` (Server-Sent Events of new messages, a browser that does not read gets `dropped`,
+the per-broker limit answers 503, an unload ends it). One standalone for the module, with small
+tail bounds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ from collections.abc import Iterator
 
 import pulsar
 import pytest
-from pulsar.schema import AvroSchema, Float, Integer, JsonSchema, Record, String, StringSchema
+from google.protobuf import timestamp_pb2
+from pulsar.schema import (
+    AvroSchema,
+    Float,
+    Integer,
+    JsonSchema,
+    ProtobufNativeSchema,
+    Record,
+    String,
+    StringSchema,
+)
 
 from tests.support.admin_http import call
 from tests.support.standalone_proc import StandaloneProcess
@@ -153,6 +164,11 @@ def test_avro_json_and_string_schemas_are_decoded(standalone, client, topic) -> 
     text.close()
     assert browse(standalone, topic + "-str")["messages"][0]["payload"] == {
         "encoding": "string", "value": "héllo", "truncated": False}
+    proto = client.create_producer(topic + "-proto", schema=ProtobufNativeSchema(timestamp_pb2.Timestamp))
+    proto.send(timestamp_pb2.Timestamp(seconds=60))
+    proto.close()
+    assert browse(standalone, topic + "-proto")["messages"][0]["payload"] == {
+        "encoding": "protobuf", "value": "1970-01-01T00:01:00Z", "truncated": False}
     raw = client.create_producer(topic + "-raw", batching_enabled=False)
     raw.send(b"\x00\xff\x10")
     raw.close()

@@ -60,6 +60,8 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("STRATA_SEED", "the tests", "seed of the randomized tests; a failure prints the one to rerun with "
            "(unset: a fresh seed)"),
     EnvVar("STRATA_HYPOTHESIS_EXAMPLES", "the tests", "examples of the cursor model's property test (unset: 150)"),
+    EnvVar("STRATA_CONSOLE_DOC_SHOTS", "the console's browser tests",
+           "`1`: save the pictures of docs/console.md into docs/img/console (unset: no pictures written)"),
 )
 
 ENV_VARS_BY_NAME: dict[str, EnvVar] = {v.name: v for v in ENV_VARS}

@@ -93,7 +93,9 @@ def console_sa(tmp_path_factory: pytest.TempPathFactory, s3_server) -> Iterator[
     admin_tls_port = free_port()
     env = kit.standalone_env(tls_port=free_port(), admin_tls_port=admin_tls_port,
                              extra={**s3_server.standalone_env(s3_server.new_bucket()),
-                                    "STRATA_BROKER_LOAD_REPORT_INTERVAL_MS": "1000"})
+                                    "STRATA_BROKER_LOAD_REPORT_INTERVAL_MS": "1000",
+                                    # the limits test's 10,000-partition topics (the default allows 1,000)
+                                    "STRATA_BROKER_PARTITIONS_MAX": "10000"})
     with StandaloneProcess.start(root / "data", env=env) as sa:
         cs = ConsoleStandalone(sa=sa, kit=kit, url=f"{sa.admin_url}/console/", admin_url=sa.admin_url,
                                admin_tls_url=f"https://localhost:{admin_tls_port}")

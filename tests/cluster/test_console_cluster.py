@@ -14,6 +14,7 @@ from collections.abc import Callable
 from tests.cluster.conftest import unique
 from tests.support import admin_http
 from tests.support.cluster_proc import LocalCluster
+from tests.support.waiting import wait_until
 
 PEER_BOUND_S = 2.0
 
@@ -27,7 +28,12 @@ def _get(url: str) -> dict:
 def test_cluster_page_and_merged_audit(new_cluster: Callable[..., LocalCluster]) -> None:
     cluster = new_cluster()
     a, b = cluster.brokers
-    page = _get(a.admin_url + "/admin/v2/console/cluster")
+
+    def both_listed() -> dict | None:    # A's view of the registry follows B's registration closely, not at once
+        page = _get(a.admin_url + "/admin/v2/console/cluster")
+        return page if len(page["brokers"]) == 2 else None
+    page = wait_until(both_listed, 10.0, "both brokers on A's cluster page")
+    assert isinstance(page, dict)
     assert sorted(br["adminUrl"] for br in page["brokers"]) == sorted([a.admin_url, b.admin_url])
     assert all(br["reachable"] and "msgRateIn" in br["load"] for br in page["brokers"]), page["brokers"]
     assert len(page["bookies"]) == 2 and {bk["state"] for bk in page["bookies"]} == {"available"}

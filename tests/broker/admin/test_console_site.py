@@ -110,3 +110,20 @@ def test_resolve_inside_and_types(tmp_path: Path) -> None:
     assert resolve_inside(tmp_path / "missing", "index.html") is None
     assert content_type("a.js").startswith("text/javascript") and content_type("x.woff2") == "font/woff2"
     assert content_type("blob.unknownext") == "application/octet-stream"
+
+
+def test_console_disabled_registers_no_console_routes() -> None:
+    from types import SimpleNamespace
+
+    from broker.admin.server import AdminServer
+    from common.config import default_config
+
+    def paths(config) -> set[str]:
+        app = AdminServer(config, 0).app(SimpleNamespace(config=config, astore=None))  # type: ignore[arg-type]
+        return {r.resource.canonical for r in app.router.routes() if r.resource is not None}
+
+    on, off = paths(default_config()), paths(default_config(console_enabled=False))
+    console = {"/console", "/console/", "/console/{path}", "/admin/v2/console/whoami", "/admin/v2/console/cluster",
+               "/admin/v2/console/audit"}
+    assert console <= on and not console & off
+    assert "/admin/v2/bookies/all" in off          # Pulsar's route: served either way

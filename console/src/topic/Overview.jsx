@@ -11,6 +11,7 @@ import { topicStats, useInterval } from "./util.jsx";
 const POLL_MS = 2000;
 const RATE_WINDOW_POINTS = 150;      // 5 minutes of 2 s samples
 const MSG_SERIES = [["in msg/s", "#2457c5"], ["out msg/s", "#127a3a"]];
+const bps = (v) => byteRate(Math.round(Number(v) || 0));   // format.bytes keeps fractions below 1 KB
 const BYTE_SERIES = [["in bytes/s", "#2457c5"], ["out bytes/s", "#127a3a"]];
 
 export function Overview({ t }) {
@@ -38,8 +39,8 @@ export function Overview({ t }) {
   const cards = [
     ["msgRateIn", "Rate in", rate(stats.msgRateIn)],
     ["msgRateOut", "Rate out", rate(stats.msgRateOut)],
-    ["msgThroughputIn", "Throughput in", byteRate(stats.msgThroughputIn)],
-    ["msgThroughputOut", "Throughput out", byteRate(stats.msgThroughputOut)],
+    ["msgThroughputIn", "Throughput in", bps(stats.msgThroughputIn)],
+    ["msgThroughputOut", "Throughput out", bps(stats.msgThroughputOut)],
     ["msgInCounter", "Messages in", count(stats.msgInCounter)],
     ["msgOutCounter", "Messages out", count(stats.msgOutCounter)],
     ["storageSize", "Storage size", bytes(stats.storageSize)],
@@ -63,14 +64,14 @@ export function Overview({ t }) {
       </div>
       <div style={{ display: "grid", gridTemplateColumns: "repeat(auto-fit, minmax(320px, 1fr))", gap: "0 .75rem" }}>
         <RateChart label="Messages per second, in and out" series={MSG_SERIES} data={msgs.data} format={(v) => rate(v, "/s")} height={180} />
-        <RateChart label="Bytes per second, in and out" series={BYTE_SERIES} data={tput.data} format={(v) => byteRate(v)} height={180} />
+        <RateChart label="Bytes per second, in and out" series={BYTE_SERIES} data={tput.data} format={bps} height={180} />
       </div>
       <h2>Producers</h2>
       <Table label="Producers" rows={stats.publishers || []} empty="No producer is connected." columns={[
         ["Name", (p) => p.producerName],
         ["Address", (p) => p.address],
         ["Rate in", (p) => rate(p.msgRateIn)],
-        ["Throughput in", (p) => byteRate(p.msgThroughputIn)],
+        ["Throughput in", (p) => bps(p.msgThroughputIn)],
         ["Messages in", (p) => count(p.msgInCounter)],
         ["Access mode", (p) => p.accessMode],
         ["Client", (p) => p.clientVersion],

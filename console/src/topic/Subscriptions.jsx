@@ -81,6 +81,7 @@ function SubscriptionActions({ t, sub, subs, onChosen, onDone }) {
     setBusy(true);
     setError(null);
     setNotice("");
+    setProgress(null);
     try {
       if (follow) await withProgress(follow, run);
       else await run();
@@ -89,9 +90,9 @@ function SubscriptionActions({ t, sub, subs, onChosen, onDone }) {
       onDone();
     } catch (e) {
       setError(e);
-    } finally {
-      setBusy(false);
       setProgress(null);
+    } finally {
+      setBusy(false);     // a followed call's last bar stays, showing where the backlog settled
     }
   };
   // the call, then polls of the backlog until it settles: a bar as the CLI draws it

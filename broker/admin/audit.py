@@ -6,7 +6,10 @@ What is recorded, for every admin request whose route exists:
   examinemessage, get-message-by-id, and the console's messages and tail);
 - "denied": either of those refused with 401 or 403.
 Plain reads (stats, lists, policies), `/metrics` and the console's static files are not recorded,
-nor 3xx answers (a call redirected to a topic's owner is recorded by the owner, where it runs).
+nor 3xx answers (a call redirected to a topic's owner is recorded by the owner, where it runs),
+nor a console call another broker forwarded to this one (`broker.admin.forward`: marked, and made
+with the cluster's own broker credentials): the broker that received it recorded it under the
+caller's role.
 
 A record: `{"time": ms, "role": str|null, "method", "path", "query", "status", "remote", "kind",
 "broker": this broker's id (host:webPort)}`; `role` is null for a caller without an identity (401)
@@ -45,9 +48,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from auth.api import Identity
-from broker.admin import access, lookup
+from broker.admin import access, forward, lookup
 from broker.admin.http import flag
 from broker.cluster import peers
+from broker.security.peer_auth import peer_headers
 from common.config import Config
 from common.errors import InvalidArgument
 
@@ -135,11 +139,19 @@ async def _on_response_prepare(request: web.Request, response: web.StreamRespons
     if kind is None:
         return
     service = request.app[access.SERVICE]
+    if request.headers.get(forward.FORWARDED_HEADER) and _from_a_broker(request, service.config):
+        return
     identity: Identity | None = request.get(access.IDENTITY)
     request.app[AUDIT_LOG].add(AuditRecord(
         time_ms=service.clock.wall_ms(), role=(identity.role or None) if identity is not None else None,
         method=request.method, path=request.path, query=request.query_string, status=response.status,
         remote=request.remote, kind=kind, broker=service.registry.key))
+
+
+def _from_a_broker(request: web.Request, config: Config) -> bool:
+    """The call carries this cluster's broker credentials (or the cluster has none)."""
+    expected = peer_headers(config).get("Authorization")
+    return expected is None or request.headers.get("Authorization") == expected
 
 
 def register(app: web.Application, service: BrokerService) -> None:

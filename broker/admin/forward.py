@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 FORWARD_HEADER = "X-Strata-Forward"
 FORWARD_OWNER = "owner"
+# set on the forwarded call, so the owner's audit log does not record it a second time under the
+# broker's own role (`broker.admin.audit`: the receiving broker recorded it under the caller's)
+FORWARDED_HEADER = "X-Strata-Forwarded"
 FORWARD_CONNECT_TIMEOUT_S = 5.0
 FORWARD_READ_TIMEOUT_S = 60.0
 CONFIG = web.AppKey("forward_config", Config)
@@ -66,7 +69,7 @@ async def follow_owner(request: web.Request, handler: Handler) -> web.StreamResp
 async def _forward(request: web.Request, location: str) -> web.StreamResponse:
     config = request.app[CONFIG]
     body = await request.read() if request.body_exists else None
-    headers = dict(peer_headers(config))
+    headers = {**peer_headers(config), FORWARDED_HEADER: "1"}
     if request.content_type and body:
         headers["Content-Type"] = request.content_type
     timeout = aiohttp.ClientTimeout(total=None, connect=FORWARD_CONNECT_TIMEOUT_S,

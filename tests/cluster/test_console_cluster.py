@@ -2,8 +2,10 @@
 
 Either broker's `/admin/v2/console/cluster` lists both brokers with their load (the other's fetched
 from it) and the cluster's bookies; `/admin/v2/console/audit` merges both brokers' records by time
-(`local=true`: this broker's only). A frozen broker (SIGSTOP) shows `reachable: false` and is
-named `unreachable` by the audit gather, and the answers still come within the peer bound.
+(`local=true`: this broker's only). A console call (`X-Strata-Forward: owner`) on a topic the other
+broker owns is answered through the broker asked, not with a 307, and audited once, there.
+A frozen broker (SIGSTOP) shows `reachable: false` and is named `unreachable` by the audit gather,
+and the answers still come within the peer bound.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def test_cluster_page_and_merged_audit(new_cluster: Callable[..., LocalCluster])
     local = [e["path"] for e in _get(a.admin_url + "/admin/v2/console/audit?local=true")["entries"]]
     assert f"/admin/v2/namespaces/public/{on_b}" not in local
 
+    _forwarded_calls_answer_through_the_broker_asked(a.admin_url, b.admin_url)
+
     b.freeze()
     try:
         started = time.monotonic()
@@ -60,3 +64,31 @@ def test_cluster_page_and_merged_audit(new_cluster: Callable[..., LocalCluster])
         assert len(audit["unreachable"]) == 1 and b.admin_url.endswith(audit["unreachable"][0])
     finally:
         b.thaw()
+
+
+FORWARD = {"X-Strata-Forward": "owner"}
+
+
+def _forwarded_calls_answer_through_the_broker_asked(a_url: str, b_url: str) -> None:
+    ns = unique("console-fwd")
+    assert admin_http.call("PUT", f"{a_url}/admin/v2/namespaces/public/{ns}")[0] == 204
+    for i in range(32):     # a topic B owns: bundles spread over both brokers
+        topic = f"public/{ns}/t{i}"
+        status, found = admin_http.call("GET", f"{a_url}/lookup/v2/topic/persistent/{topic}")
+        assert status == 200, found
+        if found["httpUrl"].rstrip("/") == b_url.rstrip("/"):
+            break
+    else:
+        raise AssertionError("no topic of 32 was placed on broker B")
+    assert admin_http.call("PUT", f"{a_url}/admin/v2/persistent/{topic}")[0] == 204    # created on B (307 followed)
+    plain = admin_http.exchange("GET", f"{a_url}/admin/v2/persistent/{topic}/stats", follow=False)
+    assert plain.status == 307, plain.status
+    status, stats = admin_http.call("GET", f"{a_url}/admin/v2/persistent/{topic}/stats", headers=FORWARD,
+                                    follow=False)
+    assert status == 200 and "msgRateIn" in stats, (status, stats)
+    sub_path = f"/admin/v2/persistent/{topic}/subscription/fwd"
+    status, body = admin_http.call("PUT", a_url + sub_path, headers=FORWARD, follow=False)
+    assert status == 204, body
+    entries = _get(a_url + "/admin/v2/console/audit?kind=change")["entries"]
+    recorded = [e for e in entries if e["path"] == sub_path]
+    assert len(recorded) == 1 and a_url.endswith(recorded[0]["broker"]), recorded

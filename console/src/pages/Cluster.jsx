@@ -23,11 +23,15 @@ export function Cluster() {
   const msgs = useRateWindow(RATE_WINDOW_POINTS_MAX, 2);
   const throughput = useRateWindow(RATE_WINDOW_POINTS_MAX, 2);
   const alive = useRef(true);
+  const seen = useRef(new Map());   // broker id → its last answer, to name brokers that left since
 
   const load = async () => {
     try {
       const answer = await get("/admin/v2/console/cluster");
       if (!alive.current) return;
+      const ids = new Set((answer.brokers || []).map((b) => b.id));
+      for (const b of answer.brokers || []) seen.current.set(b.id, b);
+      answer.gone = [...seen.current.values()].filter((b) => !ids.has(b.id)).map((b) => ({ ...b, reachable: false, gone: true }));
       setData(answer);
       setError(null);
       const t = Date.now() / 1000;
@@ -48,6 +52,12 @@ export function Cluster() {
     };
   }, []);
 
+  const forget = () => {
+    const ids = new Set((data?.brokers || []).map((b) => b.id));
+    for (const id of [...seen.current.keys()]) if (!ids.has(id)) seen.current.delete(id);
+    setData({ ...data, gone: [] });
+  };
+
   if (error && error.kind === "forbidden") {
     return (
       <section>
@@ -67,12 +77,12 @@ export function Cluster() {
       <h1>Cluster{data ? ` ${data.cluster}` : ""}</h1>
       <ErrorBox error={error} onRetry={load} />
       {!data && !error && <Loading what="Loading the cluster" />}
-      {data && <ClusterView data={data} msgs={msgs.data} throughput={throughput.data} />}
+      {data && <ClusterView data={data} msgs={msgs.data} throughput={throughput.data} onForget={forget} />}
     </section>
   );
 }
 
-function ClusterView({ data, msgs, throughput }) {
+function ClusterView({ data, msgs, throughput, onForget }) {
   const t = data.totals || {};
   return (
     <>
@@ -86,7 +96,7 @@ function ClusterView({ data, msgs, throughput }) {
         <RateChart label="Messages per second, last minutes" series={MSG_SERIES} data={msgs} format={(v) => rate(v, "")} />
         <RateChart label="Bytes per second, last minutes" series={BYTE_SERIES} data={throughput} format={(v) => byteRate(v)} />
       </div>
-      <Brokers brokers={data.brokers || []} />
+      <Brokers brokers={data.brokers || []} gone={data.gone || []} onForget={onForget} />
       <Bookies bookies={data.bookies || []} />
       <Tier tier={data.tier} />
       <Bundles bundles={data.bundles || { total: 0, items: [] }} />
@@ -115,11 +125,16 @@ function memory(resource) {
   return resource.limit ? `${used} of ${bytes(resource.limit * 1024 * 1024)}` : used;
 }
 
-function Brokers({ brokers }) {
+function brokerState(b) {
+  if (b.gone) return <span class="badge bad">left the cluster</span>;
+  return b.reachable ? <span class="badge ok">reachable</span> : <span class="badge bad">unreachable</span>;
+}
+
+function Brokers({ brokers, gone, onForget }) {
   const down = brokers.filter((b) => !b.reachable);
   const columns = [
     ["Broker", (b) => <span class="mono">{b.id}</span>],
-    ["State", (b) => (b.reachable ? <span class="badge ok">reachable</span> : <span class="badge bad">unreachable</span>)],
+    ["State", brokerState],
     ["CPU", (b) => percent(b.load?.cpu)],
     ["Memory", (b) => memory(b.load?.memory)],
     ["Msg/s in", (b) => rate(b.load?.msgRateIn)],
@@ -144,7 +159,17 @@ function Brokers({ brokers }) {
           </div>
         </div>
       )}
-      <Table label="Brokers" columns={columns} rows={brokers} empty="No broker is registered." />
+      {gone.length > 0 && (
+        <div class="error" role="alert">
+          <strong>{gone.map((b) => b.id).join(", ")} left the cluster since this page was opened.</strong>
+          <div class="advice">
+            It stopped or lost its registration; the other brokers take over its bundles. Check that the broker is
+            running (its log says why it stopped), restart it, or forget it here once that is intended.
+          </div>
+          <div class="actions"><button type="button" onClick={onForget}>Forget brokers that left</button></div>
+        </div>
+      )}
+      <Table label="Brokers" columns={columns} rows={[...brokers, ...gone]} empty="No broker is registered." />
     </>
   );
 }

@@ -36,7 +36,9 @@ export function keeperOf(ledger) {
   const subs = kept.filter((k) => k.kind === "subscription");
   if (subs.length) {
     const names = subs.map((k) => k.subscription).join(", ");
-    const holes = subs.some((k) => k.ackHoles > 0) && (parts.ackedButPinned || 0) > 0;
+    // an ack hole pins this ledger when the subscription acked some of it (offloaded ledgers
+    // count their bytes as "offloaded", so the parts alone cannot tell)
+    const holes = subs.some((k) => k.ackHoles > 0 && k.unackedEntries < ledger.entries);
     return holes ? ["ackHoles", `ack holes of ${names}`] : ["backlog", `backlog of ${names}`];
   }
   if (kept.some((k) => k.kind === "retention")) return ["retention", "retention"];

@@ -53,7 +53,7 @@ export function Subscriptions({ t }) {
         ["Unacked", (s) => count(s.unackedMessages)],
         ["Consumers", (s) => count((s.consumers || []).length)],
         ["Mark-delete", (s) => s.markDeletePosition || "–"],
-        ["", (s) => <button type="button" onClick={() => setChosen(s.name)} aria-label={`Manage ${s.name}`}>Manage</button>],
+        ["Actions", (s) => <button type="button" onClick={() => setChosen(s.name)} aria-label={`Manage ${s.name}`}>Manage</button>],
       ]} />
       {current && <SubscriptionActions key={current.name} t={t} sub={current} subs={subs} onChosen={setChosen} onDone={refresh} />}
       <CreateSubscription t={t} onDone={refresh} />

@@ -103,6 +103,8 @@ export function Tenants({ route, who }) {
   const query = q.trim().toLowerCase();
   const searching = query.length > 0;
   const pending = searching && allNs.some((k) => !topics[k] || topics[k].loading);
+  const visible = (tenants || []).filter((t) => !searching || t.toLowerCase().includes(query)
+    || (namespaces[t]?.list || []).some((n) => nsMatches(t, n, topics, query)));
   return (
     <section>
       <h1>Tenants &amp; topics</h1>
@@ -119,11 +121,13 @@ export function Tenants({ route, who }) {
       {tenants && (
         <div class="tree panel">
           <ul aria-label="Tenants">
-            {tenants.map((t) => (
+            {visible.map((t) => (
               <TenantNode key={t} tenant={t} ns={namespaces[t]} topics={topics} open={open} toggle={toggle} query={query} />
             ))}
           </ul>
-          {tenants.length === 0 && <p class="empty">No tenant{searching ? " matches" : ""}.</p>}
+          {visible.length === 0 && (
+            <p class="empty">{searching ? (pending ? "No match yet…" : `Nothing matches "${q.trim()}".`) : "No tenant."}</p>
+          )}
         </div>
       )}
     </section>
@@ -149,7 +153,6 @@ function nsMatches(t, ns, topics, query) {
 function TenantNode({ tenant, ns, topics, open, toggle, query }) {
   const names = ns?.list || [];
   const shownNs = names.filter((n) => nsMatches(tenant, n, topics, query));
-  if (query && !tenant.toLowerCase().includes(query) && shownNs.length === 0) return null;
   const expanded = !!open[tenant] || (!!query && shownNs.length > 0);
   return (
     <li>

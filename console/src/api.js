@@ -49,8 +49,9 @@ export function url(path, query) {
   return u.pathname + u.search;
 }
 
-/** One admin call: the decoded JSON answer (null for an empty one), or an ApiError. */
-export async function api(method, path, { body, query, timeoutMs = CALL_TIMEOUT_MS, raw = false } = {}) {
+/** One admin call: the decoded JSON answer (null for an empty one), or an ApiError. `notifyAuth`
+ *  false: a 401 is only thrown, not announced (the login checks use it: a 401 there is an answer). */
+export async function api(method, path, { body, query, timeoutMs = CALL_TIMEOUT_MS, raw = false, notifyAuth = true } = {}) {
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
   let resp;
@@ -79,7 +80,7 @@ export async function api(method, path, { body, query, timeoutMs = CALL_TIMEOUT_
     }
     if (!reason) reason = `${resp.status} ${resp.statusText}`;
     const err = new ApiError(resp.status, reason, kindOf(resp.status));
-    if (err.kind === "auth") listeners.forEach((fn) => fn(err));
+    if (err.kind === "auth" && notifyAuth) listeners.forEach((fn) => fn(err));
     throw err;
   }
   if (raw) return text;
@@ -92,6 +93,8 @@ export async function api(method, path, { body, query, timeoutMs = CALL_TIMEOUT_
 }
 
 export const get = (path, query, opts) => api("GET", path, { ...opts, query });
+/** whoami: who the broker takes this page's credentials for (a 401 means "log in", not an error). */
+export const whoami = () => api("GET", "/admin/v2/console/whoami", { notifyAuth: false });
 export const put = (path, body, opts) => api("PUT", path, { ...opts, body });
 export const post = (path, body, opts) => api("POST", path, { ...opts, body });
 export const del = (path, query, opts) => api("DELETE", path, { ...opts, query });

@@ -10,7 +10,7 @@ export function bytes(n) {
     v /= 1024;
     i += 1;
   }
-  return `${i === 0 ? v : v.toFixed(v >= 100 ? 0 : 1)} ${SIZE_UNITS[i]}`;
+  return `${i === 0 ? Math.round(v) : v.toFixed(v >= 100 ? 0 : 1)} ${SIZE_UNITS[i]}`;
 }
 
 export function count(n) {

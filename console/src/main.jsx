@@ -6,7 +6,7 @@ import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, get, onAuthError } from "./api.js";
+import { ApiError, onAuthError, whoami } from "./api.js";
 import { ErrorBox, Loading } from "./components/common.jsx";
 import { zone } from "./format.js";
 import { Audit } from "./pages/Audit.jsx";
@@ -30,7 +30,7 @@ function App() {
 
   const check = async () => {
     try {
-      setWho(await get("/admin/v2/console/whoami"));
+      setWho(await whoami());
       setStartError(null);
     } catch (e) {
       if (e instanceof ApiError && e.kind === "auth") setWho(null);
@@ -49,7 +49,9 @@ function App() {
   if (who === null) {
     return <Login reason={authError} onLoggedIn={(w) => { setAuthError(null); setWho(w); if (route.page === "login") window.location.hash = "#/cluster"; }} />;
   }
-  const Page = PAGES[route.page] || Cluster;
+  // no page named: a superuser starts at the cluster, any other role at its tenants
+  const pageName = /^#\/?[a-z]/.test(window.location.hash) ? route.page : (who.superuser ? "cluster" : "tenants");
+  const Page = PAGES[pageName] || Cluster;
   const logout = () => { setCredentials(null); setWho(null); setAuthError(null); check(); };
   return (
     <div class="shell">
@@ -57,7 +59,7 @@ function App() {
         <a class="brand" href="#/cluster">Strata</a>
         <nav aria-label="Main">
           {NAV.map(([id, label]) => (
-            <a key={id} href={`#/${id}`} aria-current={route.page === id ? "page" : undefined}>{label}</a>
+            <a key={id} href={`#/${id}`} aria-current={pageName === id ? "page" : undefined}>{label}</a>
           ))}
         </nav>
         <span class="who" title={`times in ${zone()}`}>

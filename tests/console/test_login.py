@@ -24,10 +24,10 @@ def test_basic_credentials_log_in_and_a_wrong_password_is_refused(page: Page, co
     page.goto(console_sa.url)
     page.get_by_label("User name and password").check()
     page.get_by_label("User name", exact=True).fill("basic-user")
-    page.get_by_label("Password").fill("wrong")
+    page.get_by_label("Password", exact=True).fill("wrong")
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("alert")).to_contain_text("Login refused")
-    page.get_by_label("Password").fill("basic-pass")
+    page.get_by_label("Password", exact=True).fill("basic-pass")
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_test_id("role")).to_have_text("basic-user")
 
@@ -36,7 +36,7 @@ def test_an_expired_token_brings_back_the_login_page_with_the_reason(page: Page,
     short = console_sa.kit.token("alice", expires_in_s=3)
     login(page, console_sa.url, short)
     time.sleep(3.5)   # the token's own lifetime: nothing else can make it expire
-    page.get_by_role("link", name="Tenants & topics").click()
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Cluster").click()
     expect(page.get_by_role("button", name="Log in")).to_be_visible()
     expect(page.get_by_role("alert")).to_be_visible()
 

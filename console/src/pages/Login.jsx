@@ -2,7 +2,7 @@
 // and password (the broker's basic-auth file). The credentials are checked with whoami before
 // they are kept; a browser with a client certificate (mTLS) never sees this page.
 import { useState } from "preact/hooks";
-import { ApiError, get } from "../api.js";
+import { ApiError, whoami } from "../api.js";
 import { ErrorBox } from "../components/common.jsx";
 import { setCredentials } from "../session.js";
 
@@ -22,7 +22,7 @@ export function Login({ reason, onLoggedIn }) {
     setBusy(true);
     setCredentials(creds);
     try {
-      const who = await get("/admin/v2/console/whoami");
+      const who = await whoami();
       setError(null);
       onLoggedIn(who);
     } catch (e) {

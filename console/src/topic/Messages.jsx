@@ -3,7 +3,7 @@
 // the limit, the key / property / payload filters and the scan bound; `stoppedBy: scanBound`
 // is said in words, and "Next page" goes on from `next` (newest first: as `before`, else as
 // `messageId`). A partitioned topic is browsed one partition at a time.
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { get } from "../api.js";
 import { ErrorBox, Loading } from "../components/common.jsx";
 import { count, zone } from "../format.js";
@@ -25,18 +25,21 @@ export function Messages({ t }) {
   const [error, setError] = useState(null);
   const [loading, setLoading] = useState(false);
   const path = partitionBase(t, partition);
+  const asked = useRef(0);     // only the newest question's answer is shown
 
   const ask = async (q) => {
+    const mine = ++asked.current;
     setLoading(true);
     setError(null);
     try {
       const a = await get(`${path}/messages`, q);
+      if (mine !== asked.current) return;
       setAnswer(a);
       setQuery(q);
     } catch (e) {
-      setError(e);
+      if (mine === asked.current) setError(e);
     } finally {
-      setLoading(false);
+      if (mine === asked.current) setLoading(false);
     }
   };
   const browse = (e) => {
@@ -53,6 +56,8 @@ export function Messages({ t }) {
     }
     return ask(q);
   };
+  // the newest messages are shown as soon as the tab (or another partition) opens
+  useEffect(() => { browse(); }, [path]);
   const nextPage = () => {
     const q = { ...query };
     delete q.from;

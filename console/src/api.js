@@ -8,6 +8,9 @@
 import { authorizationHeader } from "./session.js";
 
 export const CALL_TIMEOUT_MS = 30000;
+// A partitioned topic's whole-topic stats (partitioned-stats) load every partition on the broker:
+// the console asks for them only up to this many partitions, and per page of partitions beyond.
+export const PARTITIONED_STATS_PARTITIONS_MAX = 64;
 
 export class ApiError extends Error {
   constructor(status, reason, kind) {

@@ -13,7 +13,7 @@
 // partitioned-stats) are fetched for the current page only, BACKLOG_CALLS_MAX at a time, and
 // kept per name while the list is shown.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { get, topicPath } from "../api.js";
+import { get, PARTITIONED_STATS_PARTITIONS_MAX, topicPath } from "../api.js";
 import { count } from "../format.js";
 import { href } from "../router.js";
 
@@ -43,8 +43,10 @@ export function groupTopics(names, partitionedNames) {
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** msgBacklog summed over the topic's subscriptions; an ApiError when its stats are refused. */
+/** msgBacklog summed over the topic's subscriptions; an ApiError when its stats are refused;
+ *  "many" for a topic with more partitions than the console sums (PARTITIONED_STATS_PARTITIONS_MAX). */
 export async function backlogOf(topic) {
+  if (topic.partitioned && topic.partitions > PARTITIONED_STATS_PARTITIONS_MAX) return "many";
   const path = topicPath(topic.name) + (topic.partitioned ? "/partitioned-stats" : "/stats");
   const stats = await get(path);
   return Object.values(stats?.subscriptions || {}).reduce((sum, s) => sum + (Number(s.msgBacklog) || 0), 0);
@@ -91,6 +93,7 @@ export function filterTopics(topics, query) {
 function Backlog({ value }) {
   if (value === undefined) return <span class="loading">…</span>;
   if (value === "error") return <span title="its stats could not be read">–</span>;
+  if (value === "many") return <span class="badge" title="too many partitions to sum here: open the topic's Partitions tab">backlog per partition</span>;
   return <span class={value > 0 ? "badge warn" : "badge"}>backlog {count(value)}</span>;
 }
 

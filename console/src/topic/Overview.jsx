@@ -1,8 +1,11 @@
 // The topic's overview: stats polled every POLL_MS (GET .../stats, or .../partitioned-stats
 // ?perPartition=false for a partitioned topic): rates and sizes as cards, rate charts over the
 // last few minutes (a bounded window of samples, RATE_WINDOW_POINTS), the producers, and every
-// subscription with its consumers and backlog.
+// subscription with its consumers and backlog. A topic with more than
+// PARTITIONED_STATS_PARTITIONS_MAX partitions is not summed (that would load every partition on
+// the broker every poll): the page sends the reader to the Partitions tab's pages instead.
 import { useState } from "preact/hooks";
+import { PARTITIONED_STATS_PARTITIONS_MAX } from "../api.js";
 import { ErrorBox, Loading, Table } from "../components/common.jsx";
 import { RateChart, useRateWindow } from "../components/RateChart.jsx";
 import { byteRate, bytes, count, rate, time } from "../format.js";
@@ -15,6 +18,19 @@ const bps = (v) => byteRate(Math.round(Number(v) || 0));   // format.bytes keeps
 const BYTE_SERIES = [["in bytes/s", "#2457c5"], ["out bytes/s", "#127a3a"]];
 
 export function Overview({ t }) {
+  if (t.partitions > PARTITIONED_STATS_PARTITIONS_MAX) {
+    return (
+      <p class="panel" role="status">
+        This topic has {count(t.partitions)} partitions: its stats are not summed here, because that would load
+        every partition on the broker. The <a href={`#/topic/${t.tenant}/${t.ns}/${encodeURIComponent(t.name)}/partitions`}>Partitions</a> tab
+        shows each partition's stats, one page at a time.
+      </p>
+    );
+  }
+  return <OverviewStats t={t} />;
+}
+
+function OverviewStats({ t }) {
   const [stats, setStats] = useState(null);
   const [error, setError] = useState(null);
   const msgs = useRateWindow(RATE_WINDOW_POINTS, 2);

@@ -781,6 +781,20 @@ class ManagedLedger:
     def first_position(self) -> Position:
         return self._view.first_position
 
+    def kept_spans(self) -> list[tuple[int, int, int]]:
+        """(ledger id, first kept entry id, one past the last) of every ledger holding kept
+        entries, oldest first: what an examine or a browse walks."""
+        lac, first = self.last_confirmed, self.first_position
+        spans = []
+        for info in self.ledgers():
+            if info.ledger_id < first.ledger_id or info.ledger_id > lac.ledger_id:
+                continue
+            lo = first.entry_id if info.ledger_id == first.ledger_id else 0
+            hi = lac.entry_id + 1 if info.ledger_id == lac.ledger_id else info.entries
+            if hi > lo:
+                spans.append((info.ledger_id, lo, hi))
+        return spans
+
     def next_position(self, position: Position) -> Position:
         return self._view.next_position(Position(*position))
 

@@ -318,18 +318,6 @@ async def _ascending(ml: ManagedLedger, start: Position) -> AsyncIterator[tuple[
         position = ml.next_position(got[-1][0])
 
 
-def _spans(ml: ManagedLedger) -> list[tuple[int, int, int]]:
-    """(ledger id, first entry, one past the last) of every kept ledger with entries, oldest first."""
-    lac, first = ml.last_confirmed, ml.first_position
-    spans = []
-    for info in ml.ledgers():
-        if info.ledger_id < first.ledger_id or info.ledger_id > lac.ledger_id:
-            continue
-        lo = first.entry_id if info.ledger_id == first.ledger_id else 0
-        hi = lac.entry_id + 1 if info.ledger_id == lac.ledger_id else info.entries
-        if hi > lo:
-            spans.append((info.ledger_id, lo, hi))
-    return spans
 
 
 def _window_start(ml: ManagedLedger, ledger_id: int, lo: int, hi: int) -> int:
@@ -345,7 +333,7 @@ def _window_start(ml: ManagedLedger, ledger_id: int, lo: int, hi: int) -> int:
 
 
 async def _descending(ml: ManagedLedger, start: Position) -> AsyncIterator[tuple[Position, bytes]]:
-    for ledger_id, lo, end in reversed(_spans(ml)):
+    for ledger_id, lo, end in reversed(ml.kept_spans()):
         if ledger_id > start.ledger_id:
             continue
         hi = min(end - 1, start.entry_id) if ledger_id == start.ledger_id else end - 1

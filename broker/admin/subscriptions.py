@@ -565,15 +565,7 @@ async def _after_excluded(topic: PersistentTopic, position: Position, batch_inde
 def nth_entry(ml, n: int, *, from_end: bool) -> Position | None:
     """The n-th (1-based) kept entry counted from the first, or from the last with `from_end`;
     None when fewer are kept (PersistentTopicsBase.internalExamineMessage)."""
-    lac, first = ml.last_confirmed, ml.first_position
-    spans = []   # (ledger id, first entry id, entries) of every ledger, in order
-    for info in ml.ledgers():
-        if info.ledger_id < first.ledger_id or info.ledger_id > lac.ledger_id:
-            continue
-        start = first.entry_id if info.ledger_id == first.ledger_id else 0
-        end = lac.entry_id + 1 if info.ledger_id == lac.ledger_id else info.entries
-        if end > start:
-            spans.append((info.ledger_id, start, end - start))
+    spans = [(ledger_id, start, end - start) for ledger_id, start, end in ml.kept_spans()]
     total = sum(count for _ledger, _start, count in spans)
     if n > total:
         return None

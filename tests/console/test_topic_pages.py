@@ -172,7 +172,17 @@ def test_an_unknown_topic_is_404_with_the_way_back(page: Page, console_sa: Conso
 
 def test_a_role_without_permission_gets_403(page: Page, console_sa: ConsoleStandalone, client: pulsar.Client) -> None:
     topic = unique("private")
-    produce(client, topic, 1)
+    produce(client, topic, 1, prefix=b"secret-of-ta")
     login(page, console_sa.url, console_sa.token("bob"))    # bob administers tb, not ta
     page.goto(topic_url(console_sa, topic, "overview"))
     expect(page.get_by_role("alert")).to_contain_text("403")
+    page.goto(topic_url(console_sa, topic, "messages"))
+    expect(page.get_by_role("alert")).to_contain_text("403")
+    expect(page.get_by_text("secret-of-ta")).to_have_count(0)
+    # the page's own credentials cannot read them either: the REST call is refused as the CLI's would be
+    status = page.evaluate("""async (path) => {
+        const creds = JSON.parse(sessionStorage.getItem("strata.console.credentials"));
+        const r = await fetch(path, {headers: {Authorization: `Bearer ${creds.token}`}});
+        return r.status;
+    }""", f"/admin/v2/persistent/ta/ns/{topic}/messages?from=earliest")
+    assert status == 403

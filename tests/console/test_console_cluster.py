@@ -1,7 +1,7 @@
 """The console on a real two-broker cluster (PostgreSQL, 2 bookies, 2 brokers; no auth, no S3):
 the cluster page lists both brokers; through broker 1's console a topic owned by broker 2 is
-listed and its stats answer (the console's calls carry `X-Strata-Forward: owner`, so broker 1
-answers for the owner, broker/admin/forward.py); and a broker that stops while the cluster page
+listed, its stats answer, its messages are browsed and its live tail streams (the console's calls
+carry `X-Strata-Forward: owner`, so broker 1 answers for the owner, broker/admin/forward.py); and a broker that stops while the cluster page
 is open is shown as gone with a way forward, not as a blank page.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pulsar
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -80,6 +81,22 @@ def test_a_topic_owned_by_the_other_broker_answers_through_this_one(page: Page, 
     assert answer["status"] == 200, answer
     assert "subscriptions" in answer["body"], answer
     assert answer["plain"] != 200, answer   # without the header broker 1 redirects to the owner (opaque here)
+
+    client = pulsar.Client(two_brokers.service_url, operation_timeout_seconds=15,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"stored on broker 2")
+        page.goto(console_of(two_brokers) + f"#/topic/{namespace}/{short}/messages")
+        expect(page.get_by_role("article")).to_contain_text("stored on broker 2")
+        page.goto(console_of(two_brokers) + f"#/topic/{namespace}/{short}/tail")
+        page.get_by_role("button", name="Start").click()
+        expect(page.get_by_test_id("tail-status")).to_contain_text("Tailing")
+        producer.send(b"streamed from broker 2 through broker 1")
+        expect(page.get_by_role("article")).to_contain_text("streamed from broker 2 through broker 1")
+        page.get_by_role("button", name="Stop").click()
+    finally:
+        client.close()
 
 
 def test_a_broker_that_stops_is_shown_as_gone_with_a_way_forward(page: Page, two_brokers: LocalCluster) -> None:

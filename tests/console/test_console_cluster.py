@@ -1,8 +1,8 @@
 """The console on a real two-broker cluster (PostgreSQL, 2 bookies, 2 brokers; no auth, no S3):
 the cluster page lists both brokers; through broker 1's console a topic owned by broker 2 is
 listed, its stats answer, its messages are browsed and its live tail streams (the console's calls
-carry `X-Strata-Forward: owner`, so broker 1 answers for the owner, broker/admin/forward.py); and a broker that stops while the cluster page
-is open is shown as gone with a way forward, not as a blank page.
+carry `X-Strata-Forward: owner`, so broker 1 answers for the owner, broker/admin/forward.py); and
+a broker that stops while the cluster page is open is shown as gone with a way forward, not as a blank page.
 """
 
 from __future__ import annotations

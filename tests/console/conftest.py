@@ -1,7 +1,10 @@
 """Fixtures for the web console's browser tests: one headless Chromium, one secured standalone.
 
-- `browser`: Debian's Chromium (/usr/bin/chromium) driven by Playwright, one per test run.
-- `console_sa`: one secured standalone for the whole run (tokens, basic auth and mTLS on,
+- `browser`: Debian's Chromium (/usr/bin/chromium) driven by Playwright, one per test run: its
+  scope is this package, because Playwright's sync API keeps an event loop running in the main
+  thread while it is open, and the suite's other tests call `asyncio.run`, which refuses to
+  start inside a running loop. So it closes once the console's tests are done.
+- `console_sa`: one secured standalone for the console's tests (package scope too) (tokens, basic auth and mTLS on,
   authorization on, a SeaweedFS cold tier), shared by every console test that only reads from
   it or works on topics of its own. Tenants `ta` (admin role `alice`) and `tb` (admin role
   `bob`), each with namespace `ns`; the superuser is `admin`. `console_sa.client(role)` is the
@@ -43,15 +46,16 @@ DOC_SHOTS = REPO_ROOT / "docs" / "img" / "console"
 TENANTS = {"ta": "alice", "tb": "bob"}
 
 _ids = itertools.count()
+expect.set_options(timeout=UI_TIMEOUT_MS)   # every expect() waits as long as an action may (its default is 5 s)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium (scripts/install-debian-deps.sh)")
@@ -86,7 +90,7 @@ def prepare_tenants(call, cluster: str) -> None:
         assert status == 204, body
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def console_sa(tmp_path_factory: pytest.TempPathFactory, s3_server) -> Iterator[ConsoleStandalone]:
     root = tmp_path_factory.mktemp("console")
     kit = SecurityKit.create(root / "security")

@@ -60,6 +60,8 @@ def test_a_topic_with_10000_partitions_renders_a_page_at_a_time(page: Page, cons
 
     page.goto(f"{console_sa.url}#/topic/ta/{ns}/wide/overview")
     expect(page.get_by_role("status").filter(has_text="partitions: its stats are not summed")).to_be_visible()
+    page.goto(f"{console_sa.url}#/topic/ta/{ns}/wide/subscriptions")
+    expect(page.get_by_role("alert")).to_contain_text("Open one partition from the Partitions tab")
     _health_is_quick(console_sa)
 
 

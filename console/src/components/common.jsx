@@ -10,6 +10,7 @@ const ADVICE = {
   invalid: "Correct the value and try again.",
   unavailable: "The broker did not answer. Check that it is running, then retry.",
   server: "The broker failed to answer. Retry; if it persists, look at the broker's log.",
+  limit: "Open one partition from the Partitions tab: each partition has its own stats, subscriptions and actions.",
 };
 
 export function ErrorBox({ error, onRetry }) {

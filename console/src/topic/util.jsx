@@ -5,12 +5,17 @@
 // What must hold: a partition selector never renders more than PARTITION_SELECT_MAX options (a
 // topic may have 10,000 partitions: then it is a number input); every poller is cleared on unmount.
 import { useEffect, useRef } from "preact/hooks";
-import { get } from "../api.js";
+import { ApiError, get, PARTITIONED_STATS_PARTITIONS_MAX } from "../api.js";
 
 export const PARTITION_SELECT_MAX = 100;
 
 /** The topic's stats: `.../stats`, or the partitions summed for a partitioned topic. */
 export function topicStats(t) {
+  if (t.partitions > PARTITIONED_STATS_PARTITIONS_MAX) {
+    // partitioned-stats would load every partition on the broker, on every poll
+    return Promise.reject(new ApiError(0, `This topic has ${t.partitions.toLocaleString()} partitions: the console sums `
+      + `stats over at most ${PARTITIONED_STATS_PARTITIONS_MAX}.`, "limit"));
+  }
   return t.partitions > 0 ? get(`${t.base}/partitioned-stats`, { perPartition: false }) : get(`${t.base}/stats`);
 }
 

@@ -65,7 +65,7 @@ def test_login_and_a_topic_from_the_keyboard(page: Page, console_sa: ConsoleStan
     expect(page.get_by_role("navigation", name="Main")).to_be_visible()
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Tenants & topics").focus()
     page.keyboard.press("Enter")
-    search = page.get_by_role("searchbox").first
+    search = page.get_by_label("Search tenants, namespaces and topics")
     search.focus()
     page.keyboard.insert_text(topic)
     link = page.get_by_role("link", name=topic, exact=True)

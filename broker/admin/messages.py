@@ -404,6 +404,8 @@ async def scan(ml: ManagedLedger, browse: Browse, schemas: TopicSchemas,
                     result.stopped_by, result.next = "limit", _continue_from(ml, row, rows, descending)
                     return result
         if result.scanned_entries >= browse.scan_entries_max or clock() > deadline:
+            if (last <= ml.first_position) if descending else (last >= ml.last_confirmed):
+                return result       # the bound and the end at the same entry: nothing is left unread
             result.stopped_by = "scanBound"
             result.next = str(last) if descending else str(ml.next_position(last))
             return result

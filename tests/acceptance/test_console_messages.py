@@ -143,6 +143,10 @@ def test_scan_bound_is_reported(standalone, client, topic) -> None:
     ascending = browse(standalone, topic, maxScanEntries=4, **{"from": "earliest"}, contains="zzz")
     assert ascending["stoppedBy"] == "scanBound"
     assert values(browse(standalone, topic, messageId=ascending["next"])) == ["m4", "m5"]
+    # the bound reached exactly at the last entry: nothing is left, so the scan says "end"
+    for direction in ("earliest", "latest"):
+        whole = browse(standalone, topic, maxScanEntries=6, **{"from": direction}, contains="zzz")
+        assert (whole["scannedEntries"], whole["stoppedBy"], whole["next"]) == (6, "end", None), direction
 
 
 def test_avro_json_and_string_schemas_are_decoded(standalone, client, topic) -> None:

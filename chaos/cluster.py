@@ -69,7 +69,9 @@ def _index(name: str) -> int:
 
 
 def socket_inode(ip: str, port: int) -> int | None:
-    """The inode of the IPv4 TCP socket whose local address is (ip, port), from /proc/net/tcp."""
+    """The inode of the IPv4 TCP socket whose local address is (ip, port), from /proc/net/tcp.
+    Entries with inode 0 are skipped: a closed connection in TIME_WAIT that had the same local
+    port belongs to no process, and may be listed before the live one."""
     a, b, c, d = (int(x) for x in ip.split("."))
     local = f"{d:02X}{c:02X}{b:02X}{a:02X}:{port:04X}"
     try:
@@ -77,7 +79,7 @@ def socket_inode(ip: str, port: int) -> int | None:
             next(f)
             for line in f:
                 fields = line.split()
-                if fields[1] == local:
+                if fields[1] == local and fields[9] != "0":
                     return int(fields[9])
     except (OSError, StopIteration, IndexError, ValueError):
         return None

@@ -71,7 +71,6 @@ from common.errors import IcebergCatalogError, InvalidArgument, StrataError
 from common.redact import redact_url
 from common.topic_names import parse_topic
 from offload import keys
-from offload.message_table import MESSAGE_SCHEMA
 from offload.s3 import S3Settings
 
 if TYPE_CHECKING:
@@ -294,6 +293,8 @@ class IcebergTables:
 
     def _table(self, ml_name: str, *, create: bool) -> Table | None:
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+
+        from offload.message_table import MESSAGE_SCHEMA  # pyarrow: loaded with the first table, not the broker
         cat = self.catalog()
         identifier = table_identifier(ml_name)
         try:
@@ -382,6 +383,7 @@ def expire_snapshots(table: Table, kept: int = SNAPSHOTS_KEPT,
 def _with_current_schema(table: Table) -> Table:
     """`table`, given the MESSAGE_SCHEMA columns it lacks (a table made before they existed):
     add_files refuses a file with a column its table does not have."""
+    from offload.message_table import MESSAGE_SCHEMA
     have = {field.name for field in table.schema().fields}
     if all(name in have for name in MESSAGE_SCHEMA.names):
         return table

@@ -18,6 +18,11 @@ failed catalog commit fails the offload, which is retried and reuses the object)
 `clean_orphans` remove the file from the table before deleting the object, so a table never
 references a deleted object (a failed removal keeps the object for the next try).
 
+pyarrow (and numpy under it, about 45 MB of a broker's RSS) loads with the first offload or
+cold read, not with the tier: `offload.uploader` and `offload.cold_reader` are imported where
+first used, and the reader is made on first use. A broker with a cold tier configured and
+nothing offloaded yet stays small (tests/foundation/test_lazy_imports.py checks it).
+
 What must hold: the ColdStorage contract (ledger/cold.py); `clean_orphans` touches only objects
 and uploads directly under the managed ledger's own folder (offload.keys).
 """
@@ -27,15 +32,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from common.clock import Clock, SystemClock
 from ledger.cold import ColdCopy, ColdStorage, LedgerOffsets, OffloadProgress
 from ledger.handle import ReadHandle
 from offload import keys
-from offload.cold_reader import ColdReader, ReaderStats
 from offload.iceberg import IcebergTables
 from offload.s3 import S3Bucket, S3Settings
-from offload.uploader import offload_ledger
+
+if TYPE_CHECKING:   # both import pyarrow: loaded for real on first use
+    from offload.cold_reader import ColdReader, ReaderStats
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,14 @@ class S3ColdStorage:
         self._clock = clock or SystemClock()
         self._encode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-encode")
         self._decode_pool = ThreadPoolExecutor(max_workers=CODEC_THREADS, thread_name_prefix="offload-decode")
-        self._reader = ColdReader(self.bucket, self._decode_pool)
+        self._cold_reader: ColdReader | None = None   # made on the first cold read (it needs pyarrow)
+
+    @property
+    def _reader(self) -> ColdReader:
+        if self._cold_reader is None:
+            from offload.cold_reader import ColdReader
+            self._cold_reader = ColdReader(self.bucket, self._decode_pool)
+        return self._cold_reader
 
     @property
     def read_stats(self) -> ReaderStats:
@@ -65,6 +79,7 @@ class S3ColdStorage:
 
     async def offload(self, ml_name: str, ledger_id: int, source: ReadHandle, entries: int,
                       progress: OffloadProgress | None = None, offsets: LedgerOffsets | None = None) -> ColdCopy:
+        from offload.uploader import offload_ledger
         copy = await offload_ledger(self.bucket, self._encode_pool, self._clock, ml_name, ledger_id, source,
                                     entries, progress, offsets)
         if self.tables is not None:
@@ -75,7 +90,7 @@ class S3ColdStorage:
         return await self._reader.read(copy, first, last)
 
     async def delete(self, copy: ColdCopy) -> None:
-        self._reader.forget(copy.key)
+        self._forget(copy.key)
         if self.tables is not None:
             await self.tables.unregister(copy.key)
         await self.bucket.delete(copy.key)
@@ -89,7 +104,7 @@ class S3ColdStorage:
         for key in await self.bucket.list_keys(folder):
             ledger_id = keys.ledger_id_of(key)
             if ledger_id is not None and ledger_id not in kept:
-                self._reader.forget(key)
+                self._forget(key)
                 if self.tables is not None:
                     await self.tables.unregister(key)
                 await self.bucket.delete(key)
@@ -104,8 +119,13 @@ class S3ColdStorage:
             log.info("removed %d orphan objects/uploads of %s: %s", len(removed), ml_name, removed)
         return removed
 
+    def _forget(self, key: str) -> None:
+        if self._cold_reader is not None:
+            self._cold_reader.forget(key)
+
     async def close(self) -> None:
-        await self._reader.close()
+        if self._cold_reader is not None:
+            await self._cold_reader.close()
         if self.tables is not None:
             self.tables.close()
         self._encode_pool.shutdown(wait=False, cancel_futures=True)

@@ -502,6 +502,26 @@ class SettingsFields:
     """
     offload_s3_parts_in_flight_max: int
     """parts of one object uploading at once. Default 4; bounds 1 .. 64."""
+    offload_s3_throttle_attempts_max: int
+    """attempts of one S3 call while S3 answers 503 SlowDown / 429 (backoff with full jitter between). Default 10;
+    bounds 1 .. 100.
+    """
+    offload_s3_throttle_backoff_max_ms: int
+    """cap of one wait of a throttled S3 call (waits double from 50 ms up to it, each jittered). Default 5000 (5 s);
+    bounds 1 .. 600000; unit ms.
+    """
+    offload_s3_throttle_deadline_ms: int
+    """no retry of a throttled S3 call starts after this long. Default 60000 (1 min); bounds 10 .. 3600000; unit ms."""
+    offload_s3_read_range_bytes: int
+    """a cold read fetches a row group in ranged GETs of at most this many bytes, in parallel. Default 1048576 (1
+    MiB); bounds 65536 .. 536870912; unit bytes.
+    """
+    offload_s3_reads_in_flight_max: int
+    """ranged GETs of cold reads running at once, read-ahead included (per broker). Default 8; bounds 1 .. 64."""
+    offload_read_ahead_bytes_max: int
+    """bytes of row groups fetched ahead of sequential readers of offloaded ledgers, per broker. Default 16777216 (16
+    MiB); bounds 0 .. 4294967296; unit bytes.
+    """
     offload_row_group_bytes: int
     """target payload bytes per Parquet row group (the unit of a ranged read). Default 4194304 (4 MiB); bounds 65536
     .. 536870912; unit bytes.
@@ -843,6 +863,12 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         offload_s3_read_timeout_ms: int
         offload_s3_part_bytes: int
         offload_s3_parts_in_flight_max: int
+        offload_s3_throttle_attempts_max: int
+        offload_s3_throttle_backoff_max_ms: int
+        offload_s3_throttle_deadline_ms: int
+        offload_s3_read_range_bytes: int
+        offload_s3_reads_in_flight_max: int
+        offload_read_ahead_bytes_max: int
         offload_row_group_bytes: int
         offload_threshold_bytes: int
         offload_threshold_seconds: int

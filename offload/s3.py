@@ -5,8 +5,14 @@ every botocore/boto3 exception into the cold-tier errors of `common.errors`.
 (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, an instance role) unless an access key and
 secret are passed explicitly (tests, the embedded SeaweedFS). `S3Bucket` wraps one boto3 client
 bound to one bucket: path-style addressing when an endpoint is set (MinIO, SeaweedFS), SigV4,
-the connect/read timeouts of the settings, and botocore's own retries kept to two attempts,
-because each call is retried here (`_S3_RETRY`, common.retry) on ColdTierUnavailable only.
+the connect/read timeouts of the settings, and no retries of botocore's own: every call is
+retried here (common.retry), where each retry is seen, logged and counted:
+- a throttled call (503 SlowDown, 429, ...: `offload.throttle`) under the bucket's throttle
+  policy: exponential backoff with full jitter, at most `offload_s3_throttle_attempts_max`
+  attempts and `offload_s3_throttle_deadline_ms`; every throttled answer is counted
+  (`offload.throttle.THROTTLED`, the broker's `strata_offload_s3_throttled_total`);
+- any other ColdTierUnavailable (cannot connect, timeout, 500) under `_S3_RETRY`: a few quick
+  attempts, so a dead endpoint is an error in bounded time.
 
 boto3 is blocking: every call runs in this bucket's own bounded thread pool (`io_threads`),
 never on the event loop and never in the loop's default executor.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import random
 import re
 import uuid
 from collections.abc import Callable
@@ -52,13 +59,15 @@ from common.errors import (
     ShuttingDown,
     StrataError,
 )
+from offload import throttle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-BOTOCORE_ATTEMPTS_MAX = 2            # botocore's own tries per call; `_S3_RETRY` retries on top
-_S3_RETRY = retry.Retry("offload.s3_call", retry_on=ColdTierUnavailable, attempts_max=3,
-                        wait=retry.exponential(0.1, 1.0), log_level=logging.INFO)
+BOTOCORE_ATTEMPTS_MAX = 1            # botocore retries nothing: the policies here do, and count it
+_S3_RETRY = retry.Retry("offload.s3_call", retry_on=ColdTierUnavailable, attempts_max=4,
+                        wait=retry.exponential(0.1, 1.0), when=lambda exc: not throttle.is_throttle(exc),
+                        log_level=logging.INFO)
 _UNAVAILABLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
                       "ServiceUnavailable", "InternalError", "RequestLimitExceeded", "TooManyRequests"}
 _DENIED_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "AllAccessDisabled",
@@ -81,6 +90,12 @@ class S3Settings:
     read_ahead_row_groups_max: int
     read_cache_bytes_max: int     # decoded row groups kept for readers
     open_objects_max: int         # footers kept
+    throttle_attempts_max: int = 10          # attempts of one call while S3 throttles
+    throttle_backoff_max_s: float = 5.0      # cap of one jittered wait
+    throttle_deadline_s: float = 60.0        # no retry of a throttled call starts after this
+    read_range_bytes: int = 1024 * 1024      # a row group is fetched in ranged GETs of at most this
+    reads_in_flight_max: int = 8             # ranged GETs of cold reads running at once
+    read_ahead_bytes_max: int = 16 * 1024 * 1024  # row-group bytes being fetched ahead of readers
     access_key: str | None = None  # None: boto3's credential chain
     secret_key: str | None = None
 
@@ -97,12 +112,18 @@ class S3Settings:
                    read_ahead_row_groups_max=config.offload_read_ahead_row_groups_max,
                    read_cache_bytes_max=config.offload_read_cache_bytes_max,
                    open_objects_max=config.offload_open_objects_max,
+                   throttle_attempts_max=config.offload_s3_throttle_attempts_max,
+                   throttle_backoff_max_s=config.offload_s3_throttle_backoff_max_ms / 1000,
+                   throttle_deadline_s=config.offload_s3_throttle_deadline_ms / 1000,
+                   read_range_bytes=config.offload_s3_read_range_bytes,
+                   reads_in_flight_max=config.offload_s3_reads_in_flight_max,
+                   read_ahead_bytes_max=config.offload_read_ahead_bytes_max,
                    access_key=access_key, secret_key=secret_key)
 
     @property
     def io_threads(self) -> int:
-        """Threads of the bucket's pool: every part in flight, the read-ahead, and a few for the rest."""
-        return min(64, self.parts_in_flight_max + self.read_ahead_row_groups_max + 4)
+        """Threads of the bucket's pool: every part in flight, every ranged GET, and a few for the rest."""
+        return min(64, self.parts_in_flight_max + self.reads_in_flight_max + 4)
 
 
 def translate(exc: BaseException, *, bucket: str, key: str | None = None, op: str = "") -> StrataError:
@@ -150,9 +171,16 @@ def content_range_total(content_range: str) -> int:
 class S3Bucket:
     """One boto3 client bound to one bucket; async methods run the blocking calls in a bounded pool."""
 
-    def __init__(self, settings: S3Settings) -> None:
+    def __init__(self, settings: S3Settings, *, rng: random.Random | None = None) -> None:
+        """rng: the jitter of throttled calls' waits (tests pass a seeded one)."""
         self.settings = settings
         self.bucket = settings.bucket
+        self._rng = rng or random.Random()
+        self._throttled = retry.Retry(
+            "offload.s3_throttled", retry_on=ColdTierUnavailable, when=throttle.is_throttle,
+            attempts_max=settings.throttle_attempts_max, deadline_s=settings.throttle_deadline_s,
+            wait=throttle.full_jitter(throttle.BACKOFF_FIRST_S, settings.throttle_backoff_max_s),
+            log_level=logging.INFO)
         client_config = botocore.config.Config(
             signature_version="s3v4", region_name=settings.region,
             connect_timeout=settings.connect_timeout_s, read_timeout=settings.read_timeout_s,
@@ -175,10 +203,14 @@ class S3Bucket:
         try:
             return fn()
         except Exception as exc:  # every foreign error becomes a cold-tier error here
-            raise translate(exc, bucket=self.bucket, key=key, op=op) from exc
+            error = translate(exc, bucket=self.bucket, key=key, op=op)
+            if throttle.is_throttle(error):
+                throttle.count(op)
+            raise error from exc
 
     async def run(self, op: str, key: str | None, fn: Callable[[], T], *, retried: bool = True) -> T:
-        """`fn()` in the pool, its errors translated; retried on ColdTierUnavailable when `retried`."""
+        """`fn()` in the pool, its errors translated; retried on ColdTierUnavailable when
+        `retried`: throttling under the throttle policy, the rest under `_S3_RETRY`."""
         if self._closed:
             raise ShuttingDown("S3 bucket client is closed", bucket=self.bucket)
         loop = asyncio.get_running_loop()
@@ -188,7 +220,11 @@ class S3Bucket:
             return await loop.run_in_executor(self._pool, call)
         if not retried:
             return await once()
-        return await _S3_RETRY.call_async(once, about=f"{op} {key or self.bucket}")
+        about = f"{op} {key or self.bucket}"
+
+        async def unthrottled() -> T:
+            return await _S3_RETRY.call_async(once, about=about)
+        return await self._throttled.call_async(unthrottled, rng=self._rng, about=about)
 
     # --- objects ------------------------------------------------------------------------------
 

@@ -33,7 +33,8 @@ Families (labels `cluster`, `namespace`, `topic`; per subscription also `subscri
   retention task's passes, errors, TTL-expired cursors and trimmed ledgers
   (`strata_retention_*_total`), offloaded ledgers' deleted bookie copies
   (`strata_offload_bookie_copies_deleted_total`); per retry policy (label `op`, `common.retry`)
-  `strata_retries_total` and `strata_retries_exhausted_total`; from the ledger auditor's last
+  `strata_retries_total` and `strata_retries_exhausted_total`; per S3 operation (label `op`,
+  `offload.throttle`) `strata_offload_s3_throttled_total`; from the ledger auditor's last
   scan (`ledger.auditor.STATE`, cluster-wide) the gauge `strata_ledgers_under_replicated` and the
   counter `strata_ledgers_rereplicated_total`.
 - the process: `process_*` (CPU seconds, resident memory, open fds), `python_info`, `python_gc_*`.
@@ -75,6 +76,7 @@ from broker.stats.topic_stats import topic_stats
 from common import retry
 from cursor import metrics as cursor_metrics
 from ledger import auditor
+from offload import throttle
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -193,11 +195,14 @@ def auditor_families(cluster: str = CLUSTER) -> list[Metric]:
 
 
 def retry_families(cluster: str = CLUSTER) -> list[Metric]:
-    """`strata_retries_total` and `strata_retries_exhausted_total`, one sample per retry policy (`op`)."""
+    """`strata_retries_total` and `strata_retries_exhausted_total`, one sample per retry policy
+    (`op`); `strata_offload_s3_throttled_total`, one per S3 operation (`op`)."""
     out: list[Metric] = []
     for name, help_text, counts in (
             ("strata_retries_total", "failed attempts that were tried again, per retry policy", retry.RETRIES),
-            ("strata_retries_exhausted_total", "calls whose retries ran out, per retry policy", retry.EXHAUSTED)):
+            ("strata_retries_exhausted_total", "calls whose retries ran out, per retry policy", retry.EXHAUSTED),
+            ("strata_offload_s3_throttled_total", "S3 answers asking to slow down (503 SlowDown, 429), "
+             "per S3 operation; each was retried with backoff", throttle.THROTTLED)):
         family = CounterMetricFamily(name, help_text, labels=["cluster", "op"])
         for op, n in sorted(counts.copy().items()):
             family.add_metric([cluster, op], n)

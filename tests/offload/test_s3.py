@@ -77,7 +77,7 @@ def test_content_range():
 def test_settings_from_config():
     s = settings(offload_s3_prefix="/a/b/", offload_s3_parts_in_flight_max=3)
     assert (s.prefix, s.parts_in_flight_max, s.connect_timeout_s, s.read_timeout_s) == ("a/b", 3, 0.5, 1.0)
-    assert s.io_threads == 3 + s.read_ahead_row_groups_max + 4
+    assert s.io_threads == 3 + s.reads_in_flight_max + 4
 
 
 def test_objects_ranges_multipart_and_missing_things_on_moto():

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import datetime
 import ssl
-from typing import Any
-
-from cryptography import x509
+from typing import TYPE_CHECKING, Any
 
 from common.config import Config
 from common.errors import KeyMaterialError
+
+if TYPE_CHECKING:   # cryptography (~8 MB) loads where a certificate is parsed: a broker without TLS never does
+    from cryptography import x509
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -119,6 +120,7 @@ def _load_trust(ctx: ssl.SSLContext, trust_file: str) -> None:
 def _pem_certificates(path: str) -> list[x509.Certificate]:
     """The PEM certificates of a file ssl has already loaded (empty if cryptography cannot parse it:
     then ssl's verdict stands)."""
+    from cryptography import x509
     try:
         with open(path, "rb") as source:
             return x509.load_pem_x509_certificates(source.read())
@@ -128,6 +130,7 @@ def _pem_certificates(path: str) -> list[x509.Certificate]:
 
 def _may_anchor(cert: x509.Certificate) -> bool:
     """A certificate that can verify others: a CA, or a self-signed one (pinned, or a v1 root)."""
+    from cryptography import x509
     if cert.issuer == cert.subject:
         return True
     try:

@@ -6,7 +6,9 @@ A provider is a plug-in behind `auth.api.AuthenticationProvider`: `method_name` 
 as CONNECT's auth_method_name), `authenticate(credentials) -> Identity`, `blocking` (True: slow
 CPU work the service runs off the event loop) and a `from_config(config)` that reads and checks its
 key material once. Adding a provider is a module here plus one line in `PROVIDERS` (and its name in
-common.config's AUTH_PROVIDER_NAMES).
+common.config's AUTH_PROVIDER_NAMES). A provider's module is imported when it is built: each pulls
+its own libraries (PyJWT and cryptography for tokens, passlib and bcrypt for basic), which a broker
+without authentication never loads.
 
 What must hold: `build` either returns a provider ready to verify or raises
 KeyMaterialError/ConfigError; nothing is read again later.
@@ -14,12 +16,10 @@ KeyMaterialError/ConfigError; nothing is read again later.
 
 from __future__ import annotations
 
+import importlib
 from typing import Protocol
 
 from auth.api import AuthenticationProvider
-from auth.providers.basic import BasicProvider
-from auth.providers.tls import TlsProvider
-from auth.providers.token import TokenProvider
 from common.config import Config
 from common.errors import ConfigError
 
@@ -28,19 +28,21 @@ class ProviderFactory(Protocol):
     def from_config(self, config: Config) -> AuthenticationProvider: ...
 
 
-# method name -> provider class
-PROVIDERS: dict[str, ProviderFactory] = {
-    "token": TokenProvider,
-    "tls": TlsProvider,
-    "basic": BasicProvider,
+# method name -> (module, class) of its provider
+PROVIDERS: dict[str, tuple[str, str]] = {
+    "token": ("auth.providers.token", "TokenProvider"),
+    "tls": ("auth.providers.tls", "TlsProvider"),
+    "basic": ("auth.providers.basic", "BasicProvider"),
 }
 
 
 def build(name: str, config: Config) -> AuthenticationProvider:
     """The provider `name` made from `config` (ConfigError for a name not in PROVIDERS)."""
-    factory = PROVIDERS.get(name)
-    if factory is None:
+    where = PROVIDERS.get(name)
+    if where is None:
         raise ConfigError("unknown authentication provider", provider=name, known=",".join(PROVIDERS))
+    module, class_name = where
+    factory: ProviderFactory = getattr(importlib.import_module(module), class_name)
     return factory.from_config(config)
 
 

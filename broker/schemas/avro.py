@@ -16,15 +16,15 @@ Rules, reader R against writer W:
 Recursive types end: a pair of named types already under check counts as compatible.
 
 Pulsar's Python `JsonSchema` sends an Avro record too (`Record.schema()`), so JSON uses these rules.
+
+fastavro is imported by the first `parse`: a broker whose topics use no Avro or JSON schema never
+loads it.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-import fastavro
-from fastavro.schema import SchemaParseException, UnknownType
 
 from common.errors import InvalidSchemaData
 
@@ -76,6 +76,8 @@ def parse(definition: bytes) -> Parsed:
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidSchemaData(f"Invalid schema definition: not JSON ({exc})") from None
     _check_fields(doc)
+    import fastavro
+    from fastavro.schema import SchemaParseException, UnknownType
     try:
         parsed = fastavro.parse_schema(doc, _write_hint=False)
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as exc:

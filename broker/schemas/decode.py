@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import fastavro
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
 from broker.schemas.validation import key_value_parts
@@ -97,6 +96,7 @@ def render(payload: bytes, schema: SchemaData | None, *, bytes_max: int | None =
 def _avro(payload: bytes, schema: SchemaData) -> Shown:
     parsed = _avro_schema(schema.data)
     stream = io.BytesIO(payload)
+    import fastavro  # loaded with the first Avro value shown, not with the broker
     value = fastavro.schemaless_reader(stream, parsed, None)
     if stream.tell() != len(payload):
         raise ValueError(f"{len(payload) - stream.tell()} bytes left after the value")
@@ -154,6 +154,7 @@ _DECODERS: dict[str, Callable[[bytes, SchemaData], Shown]] = {
 
 @functools.lru_cache(maxsize=SCHEMAS_CACHED_MAX)
 def _avro_schema(definition: bytes) -> Any:
+    import fastavro
     return fastavro.parse_schema(json.loads(definition))
 
 

@@ -50,8 +50,6 @@ from common.config import Config, auth_providers, csv_setting
 
 SUPERUSER_ROLE = "admin"
 BROKER_ROLE = "strata-broker"
-DEFAULT_TLS_PORT = 6651          # Pulsar's brokerServicePortTls
-DEFAULT_ADMIN_TLS_PORT = 8443    # Pulsar's webServicePortTls
 SECRET_KEY_BYTES = 32            # HS256, as Pulsar's `tokens create-secret-key`
 BOOKIE_SECRET_BYTES = 32
 CERT_RENEW_BEFORE = datetime.timedelta(days=30)   # a certificate this close to expiry is re-issued

@@ -60,9 +60,7 @@ from typing import Any
 
 import uvloop
 
-from cli import secure_setup
 from cli.broker_cmd import serve_until_signal
-from cli.secure_setup import DEFAULT_ADMIN_TLS_PORT, DEFAULT_TLS_PORT
 from common.config import Config, load_config
 from common.errors import StrataError
 from common.net import free_port
@@ -72,6 +70,8 @@ from launch.standalone_children import StandaloneChildren
 
 log = logging.getLogger("strata.standalone")
 
+DEFAULT_TLS_PORT = 6651          # Pulsar's brokerServicePortTls
+DEFAULT_ADMIN_TLS_PORT = 8443    # Pulsar's webServicePortTls
 DEFAULT_KAFKA_PORT = 9092   # Kafka's own default: a Kafka client's bootstrap.servers=localhost:9092 just works
 DEFAULT_KAFKA_TLS_PORT = 9093   # the usual SSL listener port beside it
 
@@ -132,6 +132,7 @@ def s3_config(config: Config, s3: EmbeddedS3 | None) -> Config:
 def _secured(config: Config, args: argparse.Namespace, data_dir: Path) -> tuple[Config, dict[str, str], str]:
     """`--secure`: the key material (made or reused), the settings over `config`, the bookies'
     environment, and the connection help printed once serving."""
+    from cli import secure_setup  # cryptography and jwt (~8 MB): only a --secure standalone needs them here
     material = secure_setup.ensure_material(data_dir / "security", secure_setup.certificate_hosts(config))
     tls_port = _concrete(args.tls_port, config.broker_tls_port, DEFAULT_TLS_PORT)
     admin_tls_port = _concrete(args.admin_tls_port, config.broker_admin_tls_port, DEFAULT_ADMIN_TLS_PORT)

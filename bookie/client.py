@@ -40,6 +40,8 @@ What must hold
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -50,6 +52,7 @@ from bookie.frames import MESSAGE_OVERHEAD_BYTES, frame_bytes_max
 from bookie.link_auth import LinkCredentials, refused_call
 from bookie.types import BookieInfo, LedgerSummary
 from common.clock import SYSTEM_CLOCK, Clock
+from common.completion import Completion
 from common.config import Config
 from common.errors import (
     BookieUnavailable,
@@ -121,25 +124,43 @@ class BookieClient:
                    *, writer_token: bytes, recovery: bool = False) -> asyncio.Future:
         """Like `add`, without a coroutine per add: returns a future resolved when the add is
         durable (result None) or failed (a StrataError). For pipelined writers."""
-        refusal: StrataError | None = None
-        if self._closed:
-            refusal = ShuttingDown("bookie client is closed", address=self.address)
-        elif len(payload) > self._entry_bytes_max:
-            refusal = EntryTooLarge("entry larger than bookie_entry_bytes_max",
-                                    size_bytes=len(payload), max_bytes=self._entry_bytes_max)
-        elif ledger_id < 0 or entry_id < 0 or last_add_confirmed < -1:
-            refusal = InvalidArgument("ids must be >= 0 and LAC >= -1",
-                                      ledger_id=ledger_id, entry_id=entry_id)
-        if refusal is not None:
-            fut = asyncio.get_running_loop().create_future()
-            fut.set_exception(refusal)
-            return fut
-        link = self._add_link
-        if link is None:
-            link = self._add_link = self._open_link()
+        link = self._link_for(ledger_id, entry_id, payload, last_add_confirmed)
+        if isinstance(link, StrataError):
+            refused = asyncio.get_running_loop().create_future()
+            refused.set_exception(link)
+            return refused
         fut = link.loop.create_future()   # the link's loop: asyncio.get_running_loop() costs a getpid()
         link.submit((ledger_id, entry_id, payload, last_add_confirmed, writer_token, recovery, fut))
         return fut
+
+    def submit_add_then(self, ledger_id: int, entry_id: int, payload: bytes, last_add_confirmed: int,
+                        on_done: Callable[[Completion], Any], *, writer_token: bytes) -> Completion:
+        """`submit_add` for the write handle's hot path: `on_done(completion)` runs in the turn the
+        bookie's answer arrives (a refusal or a failure: on the next turn), no future per copy."""
+        link = self._link_for(ledger_id, entry_id, payload, last_add_confirmed)
+        if isinstance(link, StrataError):
+            refused = Completion(asyncio.get_running_loop(), on_done)
+            refused.set_exception(link)
+            return refused
+        completion = Completion(link.loop, on_done)
+        link.submit((ledger_id, entry_id, payload, last_add_confirmed, writer_token, False, completion))
+        return completion
+
+    def _link_for(self, ledger_id: int, entry_id: int, payload: bytes,
+                  last_add_confirmed: int) -> DataLink | StrataError:
+        """The add link (opened on first use), or why this add is refused before it is sent."""
+        if self._closed:
+            return ShuttingDown("bookie client is closed", address=self.address)
+        if len(payload) > self._entry_bytes_max:
+            return EntryTooLarge("entry larger than bookie_entry_bytes_max",
+                                 size_bytes=len(payload), max_bytes=self._entry_bytes_max)
+        if ledger_id < 0 or entry_id < 0 or last_add_confirmed < -1:
+            return InvalidArgument("ids must be >= 0 and LAC >= -1",
+                                   ledger_id=ledger_id, entry_id=entry_id)
+        link = self._add_link
+        if link is None:
+            link = self._add_link = self._open_link()
+        return link
 
     # --- TCP data links -------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from common.completion import Completion
 from common.errors import BookieUnavailable, NoSuchEntry, StrataError, error_from_code
 from common.invariant import invariant
 from common.varint import encode_varint
@@ -40,7 +41,7 @@ _SPLICE_PAYLOAD_BYTES_MIN = 16 * 1024
 class Inflight:
     """One AddRequest sent and not yet answered."""
 
-    futures: list[asyncio.Future]
+    futures: list[asyncio.Future | Completion]   # a Completion for the write handle's adds
     deadline_s: float  # monotonic seconds after which its adds fail with TimeoutExpired
 
 
@@ -89,7 +90,7 @@ def take_add_request(unsent: deque, inflight: dict[int, Inflight], next_request_
     a single larger entry alone: a burst of adds becomes several moderate messages instead of
     one huge one) into one request, registered in `inflight`; None if every one was cancelled."""
     adds: list[tuple[int, int, bytes, int, bool]] = []   # (ledger, entry, payload, lac, recovery)
-    futures: list[asyncio.Future] = []
+    futures: list[asyncio.Future | Completion] = []
     token = b""
     request_bytes = 0
     while unsent:

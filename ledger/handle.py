@@ -8,8 +8,10 @@ LAC, or the LAC read from the bookies for an open ledger.
 
 Writing (`WriteHandle.add`): the entry id is assigned synchronously (call order = entry order),
 the entry is sent to the Qw bookies of its write set through the shared per-bookie add stream
-(`submit_add`, one future per copy, no coroutine per add), and the add resolves once Qa copies
-are durable and every lower entry resolved (`pending.AddPipeline`). The LAC rides on every add.
+(`submit_add`, one `Completion` per copy, no coroutine per add), and the add resolves once Qa
+copies are durable and every lower entry resolved (`pending.AddPipeline`). The LAC rides on every
+add. A bookie's answer is counted, and the add it completes resolved, in the turn it arrives
+(`add_then` hands the entry id to its caller there too; `add_future` a turn later, as a future).
 
 A bookie that fails is replaced (`_change_ensemble`): a new fragment starting at LAC+1 is written
 by compare-and-set, the replaced bookie's acks of unresolved entries are dropped and those
@@ -49,9 +51,11 @@ import enum
 import functools
 import random
 from collections.abc import Callable
+from typing import Any
 
 from common import retry
 from common.clock import Clock
+from common.completion import Completion, as_future
 from common.config import Config
 from common.errors import (
     AddOutcomeUnknown,
@@ -220,6 +224,26 @@ class WriteHandle(ReadHandle):
 
     def add_future(self, data: bytes) -> asyncio.Future:
         """Assign the next entry id now (so call order is entry order); the future gives the id."""
+        self._check_writable(data)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._start_add(data, future)
+        return future
+
+    def add_then(self, data: bytes, on_done: Callable[[Completion], Any]) -> Completion:
+        """`add_future` for the publish path: `on_done(completion)` runs in the same turn as the
+        bookie answer that completes the add (its result is the entry id), not a turn later."""
+        self._check_writable(data)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        completion = Completion(loop, on_done)
+        self._start_add(data, completion)
+        return completion
+
+    def _check_writable(self, data: bytes) -> None:
         if len(data) > self._config.bookie_entry_bytes_max:
             raise EntryTooLarge("entry larger than bookie_entry_bytes_max", size_bytes=len(data))
         if self.state is not WriterState.WRITING or self._closing:
@@ -229,15 +253,12 @@ class WriteHandle(ReadHandle):
                 raise type(self.error)(f"ledger writer failed earlier: {self.error.message}",
                                        ledger_id=self.ledger_id)
             raise LedgerClosed("ledger is closed", ledger_id=self.ledger_id)
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        add = self._pipeline.add(data, future, self._clock.monotonic_s() + self._timeout_s)
+
+    def _start_add(self, data: bytes, outcome: asyncio.Future | Completion) -> None:
+        add = self._pipeline.add(data, outcome, self._clock.monotonic_s() + self._timeout_s)
         if add is not None:
             self._send(add)
         self._arm_watchdog()
-        return future
 
     def _send(self, add: PendingAdd) -> None:
         for index in self._pipeline.write_set(add.entry_id):
@@ -251,11 +272,13 @@ class WriteHandle(ReadHandle):
         if self.state is not WriterState.WRITING:
             return
         address = self.metadata.last_ensemble[index]
-        fut = self._pool.get(address).submit_add(self.ledger_id, add.entry_id, add.payload,
-                                                 self._pipeline.lac, writer_token=self.writer_token)
-        fut.add_done_callback(functools.partial(self._on_copy_done, add, index, address))
+        # a Completion: the answer is counted in the turn it arrives, no loop turn per copy
+        self._pool.get(address).submit_add_then(self.ledger_id, add.entry_id, add.payload, self._pipeline.lac,
+                                                functools.partial(self._on_copy_done, add, index, address),
+                                                writer_token=self.writer_token)
 
-    def _on_copy_done(self, add: PendingAdd, index: int, address: str, fut: asyncio.Future) -> None:
+    def _on_copy_done(self, add: PendingAdd, index: int, address: str,
+                      fut: asyncio.Future | Completion) -> None:
         if fut.cancelled():
             return
         exc = fut.exception()             # always retrieved, even when no longer needed
@@ -409,7 +432,7 @@ class WriteHandle(ReadHandle):
         if self.state is WriterState.CLOSED:
             return
         self._closing = True
-        futures = [a.future for a in self._pipeline.pending.values()]
+        futures = [as_future(a.future) for a in self._pipeline.pending.values()]
         if futures:
             await asyncio.gather(*futures, return_exceptions=True)
         if self._ensemble_task is not None and not self._ensemble_task.done():

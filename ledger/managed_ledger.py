@@ -80,6 +80,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from common.clock import SYSTEM_CLOCK, Clock
+from common.completion import Completion
 from common.config import Config
 from common.errors import (
     AddOutcomeUnknown,
@@ -173,6 +174,7 @@ class ManagedLedger:
         self._client = client
         self._config = config
         self._clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None   # the loop appends run on (first append)
         self._quorum = quorum                        # (E, Qw, Qa) of new ledgers
         self._meta_from_entry = meta_from_entry
         self._cache = cache if cache is not None else client.entry_cache
@@ -354,10 +356,13 @@ class ManagedLedger:
 
     def _submit(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
         handle = present(self._handle, "a READY managed ledger has a current ledger", name=self.name)
-        add = handle.add_future(data)
-        out = add.get_loop().create_future()   # not asyncio.get_running_loop(): a getpid() per add
+        loop = self._loop
+        if loop is None:   # not asyncio.get_running_loop() per add: it costs a getpid()
+            loop = self._loop = asyncio.get_running_loop()
+        out = loop.create_future()
         now_s = self._clock.monotonic_s()
-        add.add_done_callback(functools.partial(self._on_added, handle, data, messages, publish_time_ms, out, now_s))
+        # add_then: _on_added runs in the turn the bookies' answer arrives, not one later
+        handle.add_then(data, functools.partial(self._on_added, handle, data, messages, publish_time_ms, out, now_s))
         self._assigned_entries += 1
         self._assigned_bytes += len(data)
         age_ms = int((now_s - self._ledger_started_s) * 1000)
@@ -366,7 +371,7 @@ class ManagedLedger:
         return out
 
     def _on_added(self, handle: WriteHandle, data: bytes, messages: int, publish_time_ms: int,
-                  out: asyncio.Future, submitted_s: float, add: asyncio.Future) -> None:
+                  out: asyncio.Future, submitted_s: float, add: Completion) -> None:
         exc = add.exception()
         if (exc is not None and handle.handed_off and exc is handle.error
                 and handle.ledger_id not in self._handoff_refused):

@@ -28,12 +28,14 @@ from ledger.striping import write_set
 if TYPE_CHECKING:
     import asyncio  # for annotations only: this module runs no loop
 
+    from common.completion import Completion
+
 
 @dataclass(eq=False)
 class PendingAdd:
     entry_id: int
     payload: bytes
-    future: asyncio.Future[int]        # resolved with the entry id once Qa bookies acked it
+    future: asyncio.Future[int] | Completion   # set to the entry id once Qa bookies acked it
     deadline_s: float                  # monotonic time after which the add fails
     acked: set[int] = field(default_factory=set)   # ensemble indexes that acknowledged
     sent: bool = False                 # handed to the bookies (False while queued in `unsent`)
@@ -54,7 +56,7 @@ class AddPipeline:
         self.unsent: deque[PendingAdd] = deque()  # assigned but held back by in_flight_max
         self.in_flight = 0                        # sent and not completed
 
-    def add(self, payload: bytes, future: asyncio.Future[int], deadline_s: float) -> PendingAdd | None:
+    def add(self, payload: bytes, future: asyncio.Future[int] | Completion, deadline_s: float) -> PendingAdd | None:
         """Assign the next entry id. Returns the add if it may be sent now, None if queued."""
         if len(self.unsent) >= self.queued_max:
             raise LimitExceeded("ledger add queue is full", queued=len(self.unsent))

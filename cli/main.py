@@ -37,6 +37,7 @@ PERF_COMMANDS: dict[str, str] = {
     "produce": "perf.produce",
     "consume": "perf.consume",
     "topics": "perf.topics",
+    "startup": "perf.startup",
     "offload": "perf.offload",
     "spark": "perf.spark",
     "failover": "perf.failover",

@@ -191,6 +191,7 @@ def _start_children(children: StandaloneChildren, config: Config, no_s3: bool) -
     """Start the bookies and the embedded S3 (bounded waits), print their addresses, and return the
     broker's settings for the cold tier."""
     children.launch()
+    import broker.server  # noqa: F401  - its ~1 s of imports runs while the bookies and S3 start, not after
     children.wait_bookies()
     log.info("%d bookie(s) listening on %s", len(children.ports), children.ports)
     for metrics_port in children.metrics_ports:

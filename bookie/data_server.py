@@ -7,8 +7,9 @@ How it works
 - ADD_REQUEST: handed to `Storage.add_request` at once when the storage has room, else kept in
   `_admit_queue` while the connection stops reading (`pause_reading`) and one admit task waits
   for room (`Storage.wait_for_room`: `bookie_add_queue_entries_max` bounds the entries across
-  connections). Submitted requests queue in `_adds` for the connection's responder task, which
-  writes each ADD_RESPONSE in request order once its adds are durable (bookie/requests.py).
+  connections). Submitted requests queue in `_adds`; when the journal reports a batch durable
+  (a plain callback, no task or future per add), every request at the head of the queue that is
+  now done is answered in request order, all of them in one write (bookie/requests.py).
 - READ_REQUEST: queued in `_reads` for the connection's reader task, which answers them one
   after another, in request order.
 - Writing respects the transport's flow control: when the socket buffer is over its high mark
@@ -77,7 +78,6 @@ class _DataConnection(asyncio.Protocol):
         self._admit_queue: deque = deque()  # AddRequests decoded while storage had no room
         self._admit_task: asyncio.Task | None = None
         self._adds: deque = deque()         # (request_id, entries, PendingAdds), in order
-        self._adds_wakeup = asyncio.Event()
         self._reads: deque = deque()        # ReadRequests not yet answered, in order
         self._reads_wakeup = asyncio.Event()
         self._writable = asyncio.Event()    # clear while the transport asked us to pause writing
@@ -99,8 +99,7 @@ class _DataConnection(asyncio.Protocol):
             else:
                 timeout_s = self._storage.config.authentication_connect_timeout_ms / 1000
                 self._auth_timer = asyncio.get_running_loop().call_later(timeout_s, self._auth_timed_out)
-        self._tasks = [asyncio.ensure_future(self._respond_adds()),
-                       asyncio.ensure_future(self._answer_reads())]
+        self._tasks = [asyncio.ensure_future(self._answer_reads())]
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -119,6 +118,7 @@ class _DataConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._answer_adds()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -176,11 +176,18 @@ class _DataConnection(asyncio.Protocol):
 
     def _submit(self, request: pb.AddRequest) -> None:
         entries = request.entries
-        self._adds.append((request.request_id, entries,
-                           self._storage.add_request(request.writer_token, entries)))
-        self._adds_wakeup.set()
+        pending = self._storage.add_request(request.writer_token, entries, self._on_durable)
+        self._adds.append((request.request_id, entries, pending))
+        if pending.durable.done():    # refused at once: its callback ran before it was queued
+            self._answer_adds()
         if len(self._adds) >= self._adds_max:
             self._pause("adds")
+
+    def _on_durable(self, _durable: object) -> None:
+        if self._storage.reporting_batch:   # answered once the whole batch is settled
+            self._server.answer_due.add(self)
+        else:
+            self._answer_adds()
 
     async def _admit(self) -> None:
         """Hand the requests that arrived while storage was full to it as room appears."""
@@ -226,24 +233,24 @@ class _DataConnection(asyncio.Protocol):
 
     # --- frames out -----------------------------------------------------------------------
 
-    async def _respond_adds(self) -> None:
+    def _answer_adds(self) -> None:
+        """Answer, in request order, every request at the head of `_adds` whose adds are done,
+        in one write; nothing while the socket is over its high mark (`resume_writing` calls
+        again), so unanswered requests stay queued and keep the reading paused."""
         adds = self._adds
-        while True:
-            if not adds:
-                self._adds_wakeup.clear()
-                await self._adds_wakeup.wait()
-                continue
-            request_id, entries, pending = adds[0]
-            response = await add_response(request_id, entries, pending)
-            adds.popleft()
-            self._server.progress.set()
-            if len(adds) < self._adds_max // 2:
-                self._resume("adds")
-            if not self._writable.is_set():
-                await self._writable.wait()
-            if self._closed:
-                return
-            self._write(FrameKind.ADD_RESPONSE, response.SerializeToString())
+        if self._closed or not adds or not self._writable.is_set():
+            return
+        frames: list[bytes] = []
+        while adds and adds[0][2].durable.done():
+            request_id, entries, pending = adds.popleft()
+            frames.append(encode_frame(FrameKind.ADD_RESPONSE,
+                                       add_response(request_id, entries, pending).SerializeToString()))
+        if not frames:
+            return
+        present(self._transport, "connected").writelines(frames)
+        self._server.progress.set()
+        if len(adds) < self._adds_max // 2:
+            self._resume("adds")
 
     async def _answer_reads(self) -> None:
         reads = self._reads
@@ -292,7 +299,15 @@ class DataServer:
         self.port = 0
         self.connections: set[_DataConnection] = set()
         self.progress = asyncio.Event()   # set when an add was answered or a connection ended
+        # connections with adds made durable by the journal batch being reported
+        self.answer_due: set[_DataConnection] = set()
+        storage.on_batch_reported(self._answer_due)
         self._server: asyncio.AbstractServer | None = None
+
+    def _answer_due(self) -> None:
+        due, self.answer_due = self.answer_due, set()
+        for connection in due:
+            connection._answer_adds()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -17,13 +17,12 @@ from common.invariant import present
 from proto import bookie_pb2 as pb
 
 
-async def add_response(request_id: int, entries, adds: PendingAdds) -> pb.AddResponse:
-    """Wait until the request's adds are durable (or failed) and build its response."""
-    failure: BookieError | None = None
-    try:
-        await adds.durable
-    except BookieError as exc:
-        failure = exc
+def add_response(request_id: int, entries, adds: PendingAdds) -> pb.AddResponse:
+    """The response to a request whose adds are durable or failed (`adds.durable` is done)."""
+    error = adds.durable.exception()
+    failure: StrataError | None = None
+    if error is not None:   # the journal's typed error (ReadOnly, DiskFull, ShuttingDown), else a bug's
+        failure = error if isinstance(error, StrataError) else BookieError(f"add failed: {error!r}")
     response = pb.AddResponse(request_id=request_id)
     results = response.results
     codes, messages = adds.codes, adds.messages

@@ -52,7 +52,9 @@ import enum
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from crc32c import crc32c as _crc32c
 
@@ -72,6 +74,7 @@ from bookie.journal import Journal, RollItem, WriteItem
 from bookie.record import HEADER_BYTES, RecordKind, encode, encode_header
 from bookie.segment_reader import SegmentReader, segment_path
 from bookie.types import BookieInfo, LedgerSummary
+from common.completion import Completion
 from common.config import Config
 from common.errors import (
     BadRequest,
@@ -118,12 +121,12 @@ class PendingAdds:
 
     codes: list[int]               # 0 = accepted (durable once `durable` resolves), else error code
     messages: dict[int, str]       # index -> error message, for refused entries
-    durable: asyncio.Future        # None when durable; raises the journal's error otherwise
+    durable: Completion            # set (None) when durable; an exception if the journal failed
 
 
 @dataclass(slots=True)
 class _AddDone:
-    future: asyncio.Future
+    future: Completion
     # Flat: state, entry_id, offset, length, lac, payload_bytes for each accepted entry.
     inserts: list
 
@@ -155,6 +158,10 @@ class Storage:
         self._checkpoint_replay_from = 0
         self._pending_entries = 0  # adds submitted to the journal, not yet durable
         self._room = asyncio.Event()
+        # True while _on_journal_done settles a batch: a listener may wait for the batch's end
+        # (`on_batch_reported`) to answer all of it in one write per connection.
+        self.reporting_batch = False
+        self._batch_listeners: list[Callable[[], None]] = []
         self._room.set()
         self._seal_lock = asyncio.Lock()
         self._seal_tasks: set[asyncio.Task] = set()
@@ -270,9 +277,12 @@ class Storage:
             return ShuttingDown("bookie is shutting down")
         return ReadOnly(self.mode_reason)
 
-    def add_request(self, writer_token: bytes, entries) -> PendingAdds:
-        """Validate and place every entry of one AddRequest; returns at once, durable later."""
-        future = self._open_loop.create_future()
+    def add_request(self, writer_token: bytes, entries,
+                    on_durable: Callable[[Completion], Any] = lambda durable: None) -> PendingAdds:
+        """Validate and place every entry of one AddRequest; returns at once, durable later:
+        `on_durable` is called in the turn the journal reports the batch (a refused request: at
+        once, from inside this call; a failed journal: a turn later)."""
+        future = Completion(self._open_loop, on_durable)
         n = len(entries)
         codes, messages = [0] * n, {}
         refusal = self.refusal()
@@ -337,8 +347,21 @@ class Storage:
         self._active_offset = end_offset
         self.index.segments[self._active_segment_id].size_bytes = end_offset
 
+    def on_batch_reported(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after each journal batch's completions have all been set."""
+        self._batch_listeners.append(listener)
+
     def _on_journal_done(self, batch: list, error: BaseException | None) -> None:
         """On the loop: a journal batch is durable (error None) or failed."""
+        self.reporting_batch = True
+        try:
+            self._settle_batch(batch, error)
+        finally:
+            self.reporting_batch = False
+        for listener in self._batch_listeners:
+            listener()
+
+    def _settle_batch(self, batch: list, error: BaseException | None) -> None:
         if error is not None:
             self._fail_writes(error, "the journal")
         exc = None if error is None else self.refusal()

@@ -7,6 +7,7 @@ import asyncio
 import google_crc32c
 
 from bookie.storage import Storage
+from common.completion import as_future
 from common.config import default_config
 from proto import bookie_pb2 as pb
 
@@ -30,7 +31,7 @@ async def add(storage: Storage, entries: list, token: bytes = b"w") -> list[int]
     pending = storage.add_request(token, entries)
     failure = None
     try:
-        await pending.durable
+        await as_future(pending.durable)
     except Exception as exc:  # the journal's failure applies to every accepted entry
         failure = exc
     return [c if c or failure is None else failure.code for c in pending.codes]

@@ -9,6 +9,7 @@ import pytest
 
 from bookie.fileio import OsAppendFile, OsFileSystem
 from bookie.storage import StorageMode
+from common.completion import as_future
 from common.errors import (
     BadRequest,
     ChecksumMismatch,
@@ -219,7 +220,7 @@ def test_bounded_add_queue_makes_writers_wait(tmp_path):
         pendings = [s.add_request(b"w", [entry(1, i, b"p")]) for i in range(15)]
         assert s._pending_entries == 15
         waiter = asyncio.ensure_future(s.wait_for_room())
-        await asyncio.gather(*(p.durable for p in pendings))
+        await asyncio.gather(*(as_future(p.durable) for p in pendings))
         await asyncio.wait_for(waiter, 5)
         assert s._pending_entries == 0
         await s.close()

@@ -407,7 +407,7 @@ TABLE: tuple[Section | Setting, ...] = (
             "broker default of offloadDeletionLagMs: delete the bookie copy this long after an offload (-1 never)"),
     Setting("offload_read_priority", str, "tiered-storage-first",
             doc="read an offloaded ledger still on the bookies from S3 first, or \"bookkeeper-first\""),
-    Setting("offload_read_ahead_row_groups_max", int, 2, 0, 1_000,
+    Setting("offload_read_ahead_row_groups_max", int, 4, 0, 1_000,
             "row groups fetched ahead of a sequential reader of an offloaded ledger"),
     Setting("offload_read_cache_bytes_max", int, 64 * MIB, 0, 64 * GIB,
             "bytes of fetched row groups kept for readers of offloaded ledgers, per broker"),

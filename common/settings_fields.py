@@ -543,7 +543,7 @@ class SettingsFields:
     "tiered-storage-first".
     """
     offload_read_ahead_row_groups_max: int
-    """row groups fetched ahead of a sequential reader of an offloaded ledger. Default 2; bounds 0 .. 1000."""
+    """row groups fetched ahead of a sequential reader of an offloaded ledger. Default 4; bounds 0 .. 1000."""
     offload_read_cache_bytes_max: int
     """bytes of fetched row groups kept for readers of offloaded ledgers, per broker. Default 67108864 (64 MiB);
     bounds 0 .. 68719476736; unit bytes.

@@ -6,8 +6,11 @@
 - Footer: one suffix GET (`FOOTER_GUESS_BYTES`, a second GET if the footer is longer) per object,
   parsed by pyarrow and checked against the ColdCopy (object size, strata.entries, format
   version, ledger id from the key). Parsed footers live in an LRU of `open_objects_max`.
-- Row group i (entries `row_group_entry_ranges(meta)[i]`): one ranged GET of its byte span, as
-  the footer's strata row-group map gives it (`offload.format.row_group_byte_spans`), decoded in
+- Row group i (entries `row_group_entry_ranges(meta)[i]`): its byte span, as the footer's strata
+  row-group map gives it (`offload.format.row_group_byte_spans`), fetched as several ranged GETs
+  of at most `read_range_bytes` at once (so one reader has several GETs in flight, not one: a
+  single stream from S3 is capped well below the network), at most `reads_in_flight_max` GETs
+  of this reader running at once (`_gets`, the rest wait their turn), joined, decoded in
   `decode_pool` through `_SparseFile` (serves the footer and the fetched span, nothing else) with
   `pq.ParquetFile(..., metadata=footer)`, only the rebuild columns (format.REBUILD_COLUMNS),
   page checksums verified, rebuilt into entries by `offload.format.entries_from_table` (which
@@ -18,8 +21,10 @@
 - Decoded row groups live in an LRU bounded by `read_cache_bytes_max` (entry bytes); concurrent
   readers of the same row group (or footer) share one fetch (`_shared`).
 - Read-ahead: serving row group i starts background fetches of i+1..i+N (N =
-  `read_ahead_row_groups_max`, none if the cache is 0 bytes) that are neither cached nor being
-  fetched; at most `FETCHES_IN_FLIGHT_MAX` fetches run at once, a read-ahead beyond it is skipped.
+  `read_ahead_row_groups_max`, none if the cache or `read_ahead_bytes_max` is 0) that are neither cached nor being
+  fetched, while the bytes of read-ahead fetches under way stay within `read_ahead_bytes_max`
+  (one row group at least, if any read-ahead is allowed); at most `FETCHES_IN_FLIGHT_MAX`
+  fetches run at once; a read-ahead beyond either bound is skipped, not queued.
 
 What must hold: `read` returns exactly entries first..last, in order, or raises; a truncated or
 garbled object is ColdObjectCorrupt, S3 down is ColdTierUnavailable (from offload.s3). No bytes
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import io
 import logging
 import struct
@@ -113,6 +119,9 @@ class ReaderStats:
     cache_hits: int = 0             # row groups served from the cache
     shared_waits: int = 0           # reads that joined a fetch already under way
     fetched_bytes: int = 0          # bytes of ranged GETs
+    range_gets: int = 0             # ranged GETs of row groups (several per row group)
+    gets_in_flight_peak: int = 0    # most ranged GETs running at once
+    ahead_bytes_peak: int = 0       # most bytes of read-ahead fetches under way at once
 
 
 @dataclass(frozen=True)
@@ -167,7 +176,13 @@ class ColdReader:
         settings = bucket.settings
         self._bucket = bucket
         self._pool = decode_pool
-        self._read_ahead = settings.read_ahead_row_groups_max if settings.read_cache_bytes_max > 0 else 0
+        ahead_allowed = settings.read_cache_bytes_max > 0 and settings.read_ahead_bytes_max > 0
+        self._read_ahead = settings.read_ahead_row_groups_max if ahead_allowed else 0
+        self._ahead_bytes_max = settings.read_ahead_bytes_max
+        self._ahead_bytes = 0                   # bytes of the read-ahead fetches under way
+        self._range_bytes = settings.read_range_bytes
+        self._gets = asyncio.Semaphore(settings.reads_in_flight_max)   # ranged GETs running at once
+        self._gets_running = 0
         self._footers = _Lru(size_max=2 ** 62, count_max=settings.open_objects_max)
         self._row_groups = _Lru(size_max=settings.read_cache_bytes_max, count_max=2 ** 62)
         self._fetching: dict[Hashable, asyncio.Task[Any]] = {}   # key -> the one fetch under way
@@ -266,20 +281,50 @@ class ColdReader:
             cache_key = (copy.key, copy.size_bytes, ahead)
             if len(self._fetching) >= FETCHES_IN_FLIGHT_MAX:
                 return
-            if self._row_groups.get(cache_key) is None and cache_key not in self._fetching:
-                self.stats.read_ahead_fetches += 1
-                self._shared(cache_key, lambda a=ahead: self._fetch_row_group(copy, footer, a))  # type: ignore[misc]
+            if self._row_groups.get(cache_key) is not None or cache_key in self._fetching:
+                continue
+            start, end = footer.spans[ahead]
+            if self._ahead_bytes > 0 and self._ahead_bytes + end - start > self._ahead_bytes_max:
+                return                                      # enough bytes on their way already
+            self.stats.read_ahead_fetches += 1
+            self._ahead_bytes += end - start
+            self.stats.ahead_bytes_peak = max(self.stats.ahead_bytes_peak, self._ahead_bytes)
+            task = self._shared(cache_key, lambda a=ahead: self._fetch_row_group(copy, footer, a))  # type: ignore[misc]
+            task.add_done_callback(functools.partial(self._ahead_done, end - start))
+
+    def _ahead_done(self, size_bytes: int, _: asyncio.Task[Entries]) -> None:
+        self._ahead_bytes -= size_bytes
 
     async def _fetch_row_group(self, copy: ColdCopy, footer: _Footer, index: int) -> Entries:
         spans = _row_group_spans(footer, index, copy.key)
         self.stats.row_group_fetches += 1
         self.stats.fetched_bytes += sum(end - start for start, end in spans)
-        data = await asyncio.gather(*(self._bucket.get_range(copy.key, start, end - 1) for start, end in spans))
+        ranges = [piece for start, end in spans for piece in _pieces(start, end, self._range_bytes)]
+        data = await asyncio.gather(*(self._get(copy.key, start, end) for start, end in ranges))
+        fetched = {start: b"".join(part for (a, _), part in zip(ranges, data) if start <= a < end)
+                   for start, end in spans}
         loop = asyncio.get_running_loop()
-        fetched = {start: part for (start, _), part in zip(spans, data)}
         entries = await loop.run_in_executor(self._pool, _decode_row_group, copy, footer, index, fetched)
         self._row_groups.put((copy.key, copy.size_bytes, index), entries, sum(len(d) for _, d in entries))
         return entries
+
+    async def _get(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object: one ranged GET, once one of `reads_in_flight_max` is free."""
+        async with self._gets:
+            self._gets_running += 1
+            self.stats.range_gets += 1
+            self.stats.gets_in_flight_peak = max(self.stats.gets_in_flight_peak, self._gets_running)
+            try:
+                return await self._bucket.get_range(key, start, end - 1)
+            finally:
+                self._gets_running -= 1
+
+
+def _pieces(start: int, end: int, piece_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) cut into consecutive [a, b) of at most piece_bytes, the last ones about even."""
+    count = -(-(end - start) // piece_bytes)
+    step = -(-(end - start) // count)
+    return [(a, min(end, a + step)) for a in range(start, end, step)]
 
 
 def _parse_footer(copy: ColdCopy, size_bytes: int, tail: bytes) -> _Footer:

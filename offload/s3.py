@@ -281,7 +281,7 @@ class S3Bucket:
             Bucket=self.bucket, Key=key, Metadata=metadata))
         return str(answer["UploadId"])
 
-    async def upload_part(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    async def upload_part(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
         """Upload one part (retried: a part may be sent again); its ETag."""
         answer = await self.run("upload_part", key, lambda: self._client.upload_part(
             Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=data))

@@ -54,6 +54,7 @@ from bookie.client_core import (
     take_read_response,
 )
 from bookie.frames import HEADER_BYTES, FrameKind, encode_frame, frame_header, header_error
+from common import write_cork
 from common.clock import Clock
 from common.config import Config
 from common.errors import BadRequest, BookieUnavailable, StrataError, TimeoutExpired, error_from_code
@@ -290,6 +291,15 @@ class DataLink(asyncio.BufferedProtocol):
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        # What the answers complete (a producer's receipt, on many topics at once) is written in
+        # one system call per client connection when this read's frames are all handled.
+        write_cork.begin()
+        try:
+            self._frames_in(nbytes)
+        finally:
+            write_cork.end()
+
+    def _frames_in(self, nbytes: int) -> None:
         try:
             for kind, body in self._reader.buffer_updated(nbytes):
                 if kind == FrameKind.ADD_RESPONSE:

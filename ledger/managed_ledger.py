@@ -77,7 +77,7 @@ import logging
 import secrets
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from common.clock import SYSTEM_CLOCK, Clock
 from common.completion import Completion
@@ -138,6 +138,7 @@ _HANDOFF_WAIT_YIELDS_MAX = 1_000   # loop turns a rollover waits for handed-off 
 _HANDOFFS_IN_A_ROW_MAX = 3         # ledgers handed off in a row with no entry confirmed; then fail
 _TERMINATE_ROLL_WAITS_MAX = 100    # rollovers terminate() waits out before giving up (each bounded)
 AppendListener = Callable[[Position], None]
+Outcome = asyncio.Future | Completion   # where an append's position (or failure) goes
 LedgerClosedListener = Callable[[int], None]      # the id of a ledger just sealed
 
 
@@ -189,7 +190,7 @@ class ManagedLedger:
         self._assigned_bytes = 0
         self._ledger_started_s = 0.0                 # monotonic time the current ledger was created
         self._last_position = Position(-1, -1)       # last position handed out (monotonic check)
-        self._waiting: deque[tuple[bytes, int, int, asyncio.Future]] = deque()  # appends held during rollover
+        self._waiting: deque[tuple[bytes, int, int, Outcome]] = deque()  # appends held during rollover
         self._waiting_max = config.ledger_adds_in_flight_max
         self._requeued = 0                           # handed-off appends put back at the FIFO's head
         self._handoff_expected = 0                   # handed-off appends not yet put back
@@ -325,15 +326,35 @@ class ManagedLedger:
     def append_future(self, data: bytes, *, messages: int = 1, publish_time_ms: int = 0) -> asyncio.Future:
         """`append` without a coroutine: the entry is assigned now (call order is entry order)
         and the future gives its position once durable. A refusal raises at once."""
+        self._check_accepts(publish_time_ms)
+        future = self._loop_now().create_future()
+        self._append_future(data, max(1, messages), publish_time_ms, future)
+        return future
+
+    def append_then(self, data: bytes, on_done: Callable[[Completion], Any], *, messages: int = 1,
+                    publish_time_ms: int = 0) -> Completion:
+        """`append_future` for the publish path: `on_done(completion)` runs in the turn the
+        bookies' answers complete the entry (its result is the position), not a turn later."""
+        self._check_accepts(publish_time_ms)
+        completion = Completion(self._loop_now(), on_done)
+        self._append_future(data, max(1, messages), publish_time_ms, completion)
+        return completion
+
+    def _loop_now(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:   # not asyncio.get_running_loop() per append: it costs a getpid()
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
+
+    def _check_accepts(self, publish_time_ms: int) -> None:
         self._check_appendable()
         if not PUBLISH_TIME_MS_MIN <= publish_time_ms <= PUBLISH_TIME_MS_MAX:
             # Refused before assignment: the entry index stores it as an int64, and a value that
             # does not fit would fail only after the write, stopping every later append here.
             raise InvalidArgument("publish time outside the int64 range", publish_time_ms=publish_time_ms,
                                   name=self.name)
-        return self._append_future(data, max(1, messages), publish_time_ms)
 
-    def _append_future(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+    def _append_future(self, data: bytes, messages: int, publish_time_ms: int, out: Outcome) -> None:
         if len(data) > self._config.bookie_entry_bytes_max:
             # Refused now, not after waiting in the FIFO: a late failure would fail every
             # append behind it.
@@ -341,25 +362,21 @@ class ManagedLedger:
                                 name=self.name)
         if self.state is MLState.READY and not self._waiting:
             try:
-                return self._submit(data, messages, publish_time_ms)
+                self._submit(data, messages, publish_time_ms, out)
+                return
             except StrataError:
                 if self._handle is None or self._handle.state is WriterState.WRITING:
                     raise
                 self._start_rollover()       # the ledger failed under us: this entry goes to the next
         if len(self._waiting) >= self._waiting_max:
             raise LimitExceeded("appends waiting for a ledger rollover", waiting=len(self._waiting))
-        future = asyncio.get_running_loop().create_future()
-        self._waiting.append((data, messages, publish_time_ms, future))
+        self._waiting.append((data, messages, publish_time_ms, out))
         if self.state is MLState.NO_LEDGER:
             self._start_rollover()
-        return future
 
-    def _submit(self, data: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
+    def _submit(self, data: bytes, messages: int, publish_time_ms: int, out: Outcome) -> None:
+        """Hand the entry to the current ledger; `out` gets its position (or the failure)."""
         handle = present(self._handle, "a READY managed ledger has a current ledger", name=self.name)
-        loop = self._loop
-        if loop is None:   # not asyncio.get_running_loop() per add: it costs a getpid()
-            loop = self._loop = asyncio.get_running_loop()
-        out = loop.create_future()
         now_s = self._clock.monotonic_s()
         # add_then: _on_added runs in the turn the bookies' answer arrives, not one later
         handle.add_then(data, functools.partial(self._on_added, handle, data, messages, publish_time_ms, out, now_s))
@@ -368,10 +385,9 @@ class ManagedLedger:
         age_ms = int((now_s - self._ledger_started_s) * 1000)
         if self._policy.should_roll(self._assigned_entries, self._assigned_bytes, age_ms):
             self._start_rollover()
-        return out
 
     def _on_added(self, handle: WriteHandle, data: bytes, messages: int, publish_time_ms: int,
-                  out: asyncio.Future, submitted_s: float, add: Completion) -> None:
+                  out: Outcome, submitted_s: float, add: Completion) -> None:
         exc = add.exception()
         if (exc is not None and handle.handed_off and exc is handle.error
                 and handle.ledger_id not in self._handoff_refused):
@@ -443,7 +459,7 @@ class ManagedLedger:
         if handle is self._handle and self.state is MLState.READY:
             self._start_rollover()
 
-    def _requeue(self, data: bytes, messages: int, publish_time_ms: int, out: asyncio.Future) -> None:
+    def _requeue(self, data: bytes, messages: int, publish_time_ms: int, out: Outcome) -> None:
         self._handoff_expected -= 1
         if out.done():
             return
@@ -551,13 +567,12 @@ class ManagedLedger:
             if future.done():
                 continue
             try:
-                inner = self._submit(data, messages, publish_ms)
+                self._submit(data, messages, publish_ms, future)
             except StrataError as exc:
                 # Accepted earlier, failing now: nothing behind it may be stored after it.
                 future.set_exception(exc)
                 self._appends_failed(_behind(exc))
                 return
-            inner.add_done_callback(functools.partial(_chain, future))
 
     def _appends_failed(self, exc: StrataError) -> None:
         """A failure event: appends already accepted failed. Every append still waiting fails
@@ -847,11 +862,3 @@ def _behind(exc: BaseException) -> StrataError:
         return exc
 
 
-def _chain(outer: asyncio.Future, inner: asyncio.Future) -> None:
-    if outer.done():
-        return
-    exc = inner.exception()
-    if exc is not None:
-        outer.set_exception(exc)
-    else:
-        outer.set_result(inner.result())

@@ -50,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from auth.api import Identity
@@ -62,6 +62,7 @@ from broker.protocol.links import PulsarClientLink
 from broker.protocol.state import ConnState, transition
 from broker.topics.consumer import Consumer
 from broker.topics.producer import Producer
+from common import write_cork
 from common.errors import PulsarServerError, StrataError
 from proto import pulsar_api_pb2 as pb
 from wire.pulsar import CommandType as T
@@ -108,6 +109,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
         self._reads_paused = False                    # transport.pause_reading() is in force
         self._resume_scheduled = False                # a _resume call is pending
         self._sink: asyncio.Transport | None = None   # where writes go; None once closed or aborted
+        self._corked: list[bytes | memoryview] | None = None   # held in a write_cork scope
         self._write_paused = False                    # between pause_writing and resume_writing
         self._write_buffer_bytes_max = self.config.broker_connection_write_buffer_bytes_max
         self._keepalive_s = self.config.broker_keepalive_interval_ms / 1000
@@ -155,6 +157,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
         if self._processing:
             return
         self._processing = True
+        write_cork.begin()   # the replies to every frame of this read leave in one system call
         try:
             while self._held and not self._reads_held() and self.state is not ConnState.CLOSED:
                 frame = self._held.popleft()
@@ -168,6 +171,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
                     return
         finally:
             self._processing = False
+            write_cork.end()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is ConnState.CLOSED:
@@ -205,6 +209,9 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
     def write(self, data: bytes) -> None:
         sink = self._sink
         if sink is not None:
+            if write_cork.scope.depth:
+                self._hold((data,))
+                return
             sink.write(data)
             if self._write_paused:
                 self._check_write_buffer()
@@ -213,7 +220,26 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
         """Write several buffers as one frame or frames without joining them (writev)."""
         sink = self._sink
         if sink is not None:
+            if write_cork.scope.depth:
+                self._hold(parts)
+                return
             sink.writelines(parts)
+            if self._write_paused:
+                self._check_write_buffer()
+
+    def _hold(self, parts: Iterable[bytes | memoryview]) -> None:
+        """Inside a write_cork scope: keep the bytes until the scope ends (one writev for all)."""
+        held = self._corked
+        if held is None:
+            held = self._corked = []
+            write_cork.hold(self)
+        held.extend(parts)
+
+    def flush_corked(self) -> None:
+        held, self._corked = self._corked, None
+        sink = self._sink
+        if held and sink is not None:
+            sink.writelines(held)
             if self._write_paused:
                 self._check_write_buffer()
 
@@ -277,6 +303,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
             transport.resume_reading()
 
     def close(self) -> None:
+        self.flush_corked()   # what a write_cork scope holds goes out before the close
         if self.transport is not None:
             self.transport.close()
         self.connection_lost(None)

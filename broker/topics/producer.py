@@ -47,11 +47,13 @@ import collections
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.topics.chunk_check import ChunkCheck
 from broker.topics.dedup import Verdict
 from broker.topics.entry_facts import facts_of_info
+from common.completion import Completion
 from common.errors import (
     ChecksumError,
     InvalidArgument,
@@ -196,19 +198,21 @@ class Producer:
             return
         messages = max(1, meta.num_messages)
         try:
-            appended = self._publish(entry, messages, meta.publish_time_ms)
+            self._publish(entry, messages, meta.publish_time_ms,
+                          functools.partial(self._appended, slot, meta, messages, len(entry)))
         except Exception as exc:  # refused before it was assigned: as a failed append
             _APPEND_WARN.warning(self.topic.name, "append to %s failed: %s", self.topic.name, exc)
             self.topic.dedup.on_failed(meta)
             self._fail(slot, exc if isinstance(exc, StrataError) else StrataError(str(exc)))
             return
-        appended.add_done_callback(lambda f: self._appended(slot, f, meta, messages, len(entry)))
 
-    def _publish(self, entry: bytes, messages: int, publish_time_ms: int) -> asyncio.Future:
-        """Append, unless an earlier append of this producer failed or may have failed; the
-        future gives the position. No task per entry: the check and the managed ledger's
-        acceptance run in one step (`Topic.publish` assigns the entry synchronously), so no
-        failure can slip in between them. A refusal raises (and marks the producer failed)."""
+    def _publish(self, entry: bytes, messages: int, publish_time_ms: int,
+                 on_done: Callable[[Completion], Any]) -> None:
+        """Append, unless an earlier append of this producer failed or may have failed;
+        `on_done(completion)` gets the position in the turn the entry becomes durable. No task
+        or future per entry: the check and the managed ledger's acceptance run in one step
+        (`Topic.publish_then` assigns the entry synchronously), so no failure can slip in
+        between them. A refusal raises (and marks the producer failed)."""
         if self.failed_write is not None:
             raise ServiceNotReady("an earlier write of this producer failed; reconnect",
                                   reason=self.failed_write)
@@ -217,32 +221,34 @@ class Producer:
             self.failed_write = "appends failed while earlier ones of this producer were in flight"
             raise ServiceNotReady("an earlier write of this producer may have failed; reconnect",
                                   producer=self.name)
+        self._outstanding_epochs[epoch] += 1
         try:
-            appended = self.topic.publish(entry, messages, publish_time_ms)
+            # `_append_settled` runs before `on_done` (as a finally did)
+            self.topic.publish_then(entry, messages, publish_time_ms,
+                                    functools.partial(self._append_settled, epoch, on_done))
         except BaseException as exc:
+            self._outstanding_epochs[epoch] -= 1
+            if not self._outstanding_epochs[epoch]:
+                del self._outstanding_epochs[epoch]
             if self.failed_write is None:    # now, before any later SEND of ours is accepted
                 self.failed_write = str(exc) or type(exc).__name__
             raise
-        self._outstanding_epochs[epoch] += 1
-        # Registered before `_appended`'s callback, so it runs first (as a finally did).
-        appended.add_done_callback(functools.partial(self._append_settled, epoch))
-        return appended
 
-    def _append_settled(self, epoch: int, appended: asyncio.Future) -> None:
+    def _append_settled(self, epoch: int, on_done: Callable[[Completion], Any], appended: Completion) -> None:
         if (appended.cancelled() or appended.exception() is not None) and self.failed_write is None:
             exc = None if appended.cancelled() else appended.exception()
             self.failed_write = (str(exc) or type(exc).__name__) if exc is not None else "append cancelled"
         self._outstanding_epochs[epoch] -= 1
         if not self._outstanding_epochs[epoch]:
             del self._outstanding_epochs[epoch]
+        on_done(appended)
 
     def _fail(self, slot: _Slot, error: StrataError) -> None:
         slot.error = error
         slot.done = True
         self._drain()
 
-    def _appended(self, slot: _Slot, task: asyncio.Future, meta: EntryInfo, messages: int,
-                  size: int) -> None:
+    def _appended(self, slot: _Slot, meta: EntryInfo, messages: int, size: int, task: Completion) -> None:
         if task.cancelled():
             slot.error = StrataError("append cancelled")
         elif task.exception() is not None:

@@ -38,7 +38,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.compaction.topic_compaction import TopicCompaction
 from broker.records import policies
@@ -47,6 +47,7 @@ from broker.topics.dedup import Deduplication
 from broker.topics.entry_facts import FactsCache
 from broker.topics.producer import Producer
 from broker.topics.subscription import Subscription
+from common.completion import Completion
 from common.errors import (
     NotAllowed,
     ProducerBusy,
@@ -124,7 +125,18 @@ class PersistentTopic:
         appended.add_done_callback(functools.partial(self._count_in, messages, len(entry)))
         return appended
 
-    def _count_in(self, messages: int, size: int, appended: asyncio.Future) -> None:
+    def publish_then(self, entry: bytes, messages: int, publish_time_ms: int,
+                     on_done: Callable[[Completion], Any]) -> Completion:
+        """`publish` for the producer: `on_done(completion)` runs in the turn the bookies' answers
+        make the entry durable (its result is the position), not a turn later."""
+        if self.closing:
+            raise ServiceNotReady("topic is closing", topic=str(self.name))
+        self.ctx.activity.touch(self)
+        appended = self.ml.append_then(entry, on_done, messages=messages, publish_time_ms=publish_time_ms)
+        appended.add_done_callback(functools.partial(self._count_in, messages, len(entry)))
+        return appended
+
+    def _count_in(self, messages: int, size: int, appended: asyncio.Future | Completion) -> None:
         if not appended.cancelled() and appended.exception() is None:
             self.msg_in_counter += messages
             self.bytes_in_counter += size

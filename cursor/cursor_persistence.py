@@ -2,9 +2,12 @@
 
 `ManagedCursor` holds one `CursorPersistence` (`cursor.persistence`) and hands it a callable that
 returns its state as a `CursorSnapshot`. A durable cursor persists through a `CursorStore`: every
-change calls `changed()`, which marks the state dirty and schedules one write at most once per
-`cursor_persist_interval_ms` (coalesced: many acks, one write); `flush()` writes now and `close()`
-flushes a last time (`close(flush=False)` drops unpersisted changes: the cursor is being deleted).
+change calls `changed()`, which marks the state dirty and enrols the cursor in its event loop's
+`cursor.persist_sweep.PersistSweep`: one timer for all cursors, sweeping every
+`cursor_persist_interval_ms`, so a change is persisted within that interval and the background
+writes of one cursor are at least that far apart (coalesced: many acks, one write; many cursors,
+one sweep and one group transaction); `flush()` writes now and `close()` flushes a last time
+(`close(flush=False)` drops unpersisted changes: the cursor is being deleted).
 Each write measures the encoded state (`cursor.state_limit`): over `cursor_state_bytes_max` it is
 `CursorStateTooLarge`, never written, never hidden. Each write carries the cursor's writer token;
 when the store finds another owner's token (`CursorFenced`) the cursor turns FENCED for good.
@@ -20,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from common.config import SETTINGS_BY_NAME
 from common.errors import BadVersion, CursorClosed, CursorFenced, CursorStateTooLarge, IllegalTransition, StrataError
 from cursor import metrics
 from cursor.codec import encode
+from cursor.persist_sweep import PersistSweep, sweep_for
 from cursor.state_limit import StateLimit
 
 if TYPE_CHECKING:
@@ -71,8 +74,7 @@ class CursorPersistence:
                                       SETTINGS_BY_NAME["cursor_state_bytes_max"].default, name)
         self.state_limit.measured_bytes = state_bytes  # size of the value it was loaded from
         self._dirty = False                     # changed since the last successful persist
-        self._last_persist_s = -math.inf        # monotonic time of the last persist attempt
-        self._persist_handle: asyncio.TimerHandle | None = None  # the scheduled write; None: none
+        self._sweep: PersistSweep | None = None  # the sweep it waits in; None: no write scheduled
         self._flush_task: asyncio.Task | None = None
         self._flush_lock = asyncio.Lock()
         self.persist_error: StrataError | None = None  # last failed persist, None after success
@@ -85,8 +87,8 @@ class CursorPersistence:
 
     @property
     def write_scheduled(self) -> bool:
-        """A coalesced write is due (a timer is set)."""
-        return self._persist_handle is not None
+        """A coalesced write is due (the cursor waits for the next sweep)."""
+        return self._sweep is not None
 
     @property
     def state_error(self) -> CursorStateTooLarge | None:
@@ -114,7 +116,6 @@ class CursorPersistence:
                 raise self.persist_error or CursorFenced("cursor is fenced", cursor=self.name)
             if not (self._dirty or force):
                 return
-            self._last_persist_s = self.clock.monotonic_s()
             value = self.encode_state()
             self._dirty = False
             try:
@@ -145,22 +146,22 @@ class CursorPersistence:
             self._set_state(CursorState.CLOSED)
 
     async def persist_scheduled_now(self) -> None:
-        """Run the scheduled background write now, as its timer would (errors are recorded in
+        """Run the scheduled background write now, as its sweep would (errors are recorded in
         `persist_error` and counted, not raised)."""
         self._cancel_scheduled()
         await self._auto_flush()
 
     def changed(self) -> None:
-        """The cursor's state changed: mark it dirty and schedule a coalesced write."""
+        """The cursor's state changed: mark it dirty and wait for the next sweep."""
         self._dirty = True
-        if not self.durable or self._persist_handle is not None or self.state is not CursorState.ACTIVE:
+        if not self.durable or self._sweep is not None or self.state is not CursorState.ACTIVE:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no event loop: the owner persists with flush()
-        due_s = self._last_persist_s + self._persist_interval_s - self.clock.monotonic_s()
-        self._persist_handle = loop.call_later(max(0.0, due_s), self._start_auto_flush)
+        self._sweep = sweep_for(loop, self._persist_interval_s)
+        self._sweep.add(self)
 
     def check_active(self) -> None:
         """Raise unless the cursor takes changes (CursorFenced, CursorClosed)."""
@@ -173,9 +174,9 @@ class CursorPersistence:
     # ---- internals -------------------------------------------------------------------------------
 
     def _cancel_scheduled(self) -> None:
-        if self._persist_handle is not None:
-            self._persist_handle.cancel()
-            self._persist_handle = None
+        if self._sweep is not None:
+            self._sweep.cancel(self)
+            self._sweep = None
 
     def _become_fenced(self, error: CursorFenced) -> None:
         """Another owner has the cursor: stop persisting for good; changes are refused."""
@@ -196,8 +197,9 @@ class CursorPersistence:
                                     old=self.state.value, new=new.value)
         self.state = new
 
-    def _start_auto_flush(self) -> None:
-        self._persist_handle = None
+    def swept(self) -> None:
+        """The sweep came (it has let go of this cursor): start the background write."""
+        self._sweep = None
         if self.state is CursorState.ACTIVE and self._dirty:
             self._flush_task = asyncio.get_running_loop().create_task(self._auto_flush())
 

@@ -186,7 +186,7 @@ class Subscription:
         """New entries exist; dispatch if anyone can take them."""
         dispatcher = self.dispatcher
         if dispatcher is not None and dispatcher.consumers:
-            dispatcher.kick()
+            dispatcher.kick(now=True)
 
     # --- acks and redelivery --------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import EntryFacts
+from common.eager import start_eager
 from common.errors import StrataError
 from ledger.position import Position
 
@@ -73,8 +74,11 @@ class Dispatcher(abc.ABC):
 
     # --- the loop -------------------------------------------------------------------------
 
-    def kick(self) -> None:
-        """Make sure a dispatch pass runs soon (coalesces with one already running)."""
+    def kick(self, *, now: bool = False) -> None:
+        """Make sure a dispatch pass runs soon (coalesces with one already running). `now`: run
+        it in this call until it must wait (entries in the cache never make it wait), with a
+        Task only past that point: the append path, where the producer's receipt is already
+        written, asks for it (no Task and loop turn per entry)."""
         if self._closed or self._retry is not None:
             return      # a scheduled retry runs the pass (backoff after a storage error)
         if self._running:
@@ -84,7 +88,12 @@ class Dispatcher(abc.ABC):
         loop = self._event_loop
         if loop is None:   # asked once: asyncio.get_running_loop() costs a getpid() per call
             loop = self._event_loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._loop())
+        if now:
+            task = start_eager(loop, self._loop())
+            if self._running:    # still under way (a finished pass cleared both)
+                self._task = task
+        else:
+            self._task = loop.create_task(self._loop())
 
     async def _loop(self) -> None:
         try:

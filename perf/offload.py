@@ -30,7 +30,10 @@ launch.seaweed.EmbeddedS3) and a `strata standalone` pointed at it by environmen
    machine moves single figures a lot), each after a restart so the broker's entry cache is
    empty, each on a subscription of its own created before the fill: from the bookies
    (offload_read_priority=bookkeeper-first, the bookie copies still there), then from S3
-   (tiered-storage-first). Then deletion lag 0 on the namespace, a wait until every offloaded
+   (tiered-storage-first), the latter after one message of the LZ4 topic was read from S3
+   (`first_cold_read_s`: the broker loads pyarrow with its first cold read, seconds on a busy
+   box, once per process; a catch-up read of a broker that has run a while does not pay it).
+   Then deletion lag 0 on the namespace, a wait until every offloaded
    ledger's bookie copy is gone (its ledger metadata is deleted only after the bookies deleted
    it), a restart, and one more read from S3. `consume_bookie_msgs_per_s` and
    `consume_s3_msgs_per_s` are the medians; every run is listed. The reader is the native
@@ -553,19 +556,33 @@ def restart(sa: Any, read_priority: str) -> None:
     sa.restart()
 
 
-def consume_rounds(st: Stack, args: argparse.Namespace, topic: str, messages: int, ctx) -> dict:
+def first_cold_read(admin_url: str, topic: str) -> float:
+    """Seconds for the restarted broker's first read from S3: the earliest message of `topic` (an
+    offloaded topic other than the measured one, so none of the measured topic's footers or row
+    groups get cached). The broker loads pyarrow with its first cold read; this pays for that
+    once per process, as a long-running broker does, outside the catch-up figure."""
+    started_s = time.perf_counter()
+    AdminClient(admin_url, timeout_s=ADMIN_TIMEOUT_S).call_raw(
+        "GET", _topic_path(topic) + "/examinemessage", query={"initialPosition": "earliest", "messagePosition": "1"})
+    return time.perf_counter() - started_s
+
+
+def consume_rounds(st: Stack, args: argparse.Namespace, topic: str, messages: int, ctx, warm_topic: str) -> dict:
     """Alternating catch-up reads of the offloaded topic, each after a restart: from the bookies
-    (bookkeeper-first, the copies still there), then from S3 (tiered-storage-first), `--rounds`
-    times; then lag 0, the bookie copies deleted, and one more read from S3."""
+    (bookkeeper-first, the copies still there), then from S3 (tiered-storage-first, after one
+    read of `warm_topic` from S3: `first_cold_read`), `--rounds` times; then lag 0, the bookie
+    copies deleted, and one more read from S3."""
     sa = st.standalone
-    out: dict[str, Any] = {"bookie": [], "s3": []}
+    out: dict[str, Any] = {"bookie": [], "s3": [], "first_cold_read_s": []}
     for r in range(args.rounds):
         restart(sa, "bookkeeper-first")
         out["bookie"].append(consume(sa.service_url, topic, f"{SUB_BOOKIE}-{r}", messages, args, ctx))
         restart(sa, "tiered-storage-first")
+        out["first_cold_read_s"].append(first_cold_read(sa.admin_url, warm_topic))
         out["s3"].append(consume(sa.service_url, topic, f"{SUB_S3}-{r}", messages, args, ctx))
     out["bookie_delete_wait_s"] = drop_bookie_copies(sa.admin_url, sa.data_dir, sorted(st.offloaded), args.timeout_s)
     restart(sa, "tiered-storage-first")
+    out["first_cold_read_s"].append(first_cold_read(sa.admin_url, warm_topic))
     with profiled(sa.pid, args.profile, "consume_s3") as out["consume_profile"]:
         out["s3_bookie_gone"] = consume(sa.service_url, topic, f"{SUB_S3}-gone", messages, args, ctx)
     return out
@@ -600,7 +617,7 @@ def measure(st: Stack, args: argparse.Namespace, ctx) -> dict:
     if sorted(ledger_bytes) != sorted(out["offload"].ledgers.values()):
         raise StrataError("the raw upload's objects are not the offloaded ledgers' sizes", raw=ledger_bytes,
                           offloaded=sorted(out["offload"].ledgers.values()))
-    out.update(consume_rounds(st, args, main, messages, ctx))
+    out.update(consume_rounds(st, args, main, messages, ctx, warm_topic=lz4))
     out["messages"] = messages
     out["small_messages"] = small
     return out
@@ -657,6 +674,7 @@ def report(args: argparse.Namespace, st: Stack, m: dict) -> dict:
         "consume_s3_runs_msgs_per_s": [run["msgs_per_s"] for run in s3_runs],
         "consume_bookie_runs_msgs_per_s": [run["msgs_per_s"] for run in m["bookie"]],
         "consume_s3_bookie_gone_msgs_per_s": m["s3_bookie_gone"]["msgs_per_s"],
+        "first_cold_read_s": [round(seconds, 3) for seconds in m["first_cold_read_s"]],
         "consumer": "native protocol consumer (perf/native.py run_consumer), 1 process, Exclusive",
         "all_accounted": all(run["received"] == m["messages"] for run in s3_runs + m["bookie"]),
         "bookie_delete_wait_s": round(m["bookie_delete_wait_s"], 3),

@@ -1,7 +1,7 @@
 """Stored entries -> message-row columns: the write side of `offload.format`.
 
 An entry's MessageMetadata and payload are opened once (batches unpacked member by member, a plain
-batch of same-sized members with consecutive sequence ids at once with numpy (`split_plain_batch`),
+batch of same-sized members with consecutive sequence ids by strided slices (`split_plain_batch`),
 payloads decompressed) into per-row-group Python lists (`RowGroup`), which become Arrow arrays
 one row group at a time: no per-row dicts, and the per-row constants (topic, ids, times,
 producer, message-id prefix) are expanded by Arrow, not in Python. `unpack` decides how each
@@ -177,7 +177,6 @@ def split_batch(raw: bytes, count: int, first_sequence_id: int) -> Members:
 
 
 _PLAIN_SEQUENCE_MAX = 2**63   # plain batches whose sequence ids stay below this take the fast path
-_VARINT_STEPS = np.array([1 << (7 * k) for k in range(1, 9)], dtype=np.int64)  # a varint grows a byte at each
 
 
 def _plain_first_member(raw: bytes) -> tuple[int, int] | None:
@@ -203,47 +202,62 @@ def split_plain_batch(raw: bytes, count: int) -> Members | None:
     """The members of a plain batch, or None if it is not one. Plain: every member's metadata is
     [payload_size = P][sequence_id = s + index] with the first member's P and s (what the Java
     client and the perf driver send for same-sized messages without key, properties or event
-    time). Vectorised: the layout that hypothesis implies is computed with numpy and every
-    header byte of it (size prefix and metadata) compared with `raw`; only when all match, and
-    the members end exactly at the end of `raw`, are the members sliced out. So joining them
-    back gives `raw`, as split_batch promises; anything else is None (the caller walks it)."""
+    time). Members whose sequence ids have varints of one length lie at a fixed stride, so each
+    header byte position is checked for all of them at once (a strided slice of `raw` against
+    the bytes that hypothesis implies: size prefix, tags, P, and the sequence id's varint,
+    column by column); only when every header byte matches and the members end exactly at the
+    end of `raw` are they sliced out. So joining them back gives `raw`, as split_batch
+    promises; anything else is None (the caller walks it)."""
     first = _plain_first_member(raw)
     if first is None:
         return None
-    payload_size, sequence_first = first
-    if sequence_first + count > _PLAIN_SEQUENCE_MAX:
+    payload_size, sequence = first
+    if sequence + count > _PLAIN_SEQUENCE_MAX:
         return None
-    sequences = np.arange(sequence_first, sequence_first + count, dtype=np.int64)
-    sequence_bytes = 1 + np.searchsorted(_VARINT_STEPS, sequences, side="right")
     size_varint = encode_varint(payload_size)
-    head_fixed = 4 + 1 + len(size_varint) + 1               # u32 prefix, tag, P, tag
-    head_bytes = head_fixed + sequence_bytes                 # per member: prefix + metadata
-    member_bytes = head_bytes + payload_size
-    if int(member_bytes.sum()) != len(raw):
-        return None
-    starts = np.zeros(count, dtype=np.int64)
-    np.cumsum(member_bytes[:-1], out=starts[1:])
-    width = head_fixed + int(sequence_bytes.max())
-    expected = np.zeros((count, width), dtype=np.uint8)
-    expected[:, :4] = (head_bytes - 4).astype(">u4").view(np.uint8).reshape(count, 4)
-    expected[:, 4] = 0x18
-    expected[:, 5:5 + len(size_varint)] = np.frombuffer(size_varint, dtype=np.uint8)
-    expected[:, head_fixed - 1] = 0x40
-    for k in range(width - head_fixed):   # the sequence id's varint, a byte column at a time
-        expected[:, head_fixed + k] = ((sequences >> (7 * k)) & 0x7F) | ((k < sequence_bytes - 1) << 7)
-    in_head = np.arange(width)[None, :] < head_bytes[:, None]
-    found = np.frombuffer(raw, dtype=np.uint8)[(starts[:, None] + np.arange(width)[None, :])[in_head]]
-    if not np.array_equal(found, expected[in_head]):
-        return None
     out = Members()
-    payload_starts = (starts + head_bytes).tolist()
-    out.metadata = [raw[a + 4:b] for a, b in zip(starts.tolist(), payload_starts)]
-    out.payload = [raw[a:a + payload_size] for a in payload_starts]
+    position, last = 0, sequence + count
+    while sequence < last:
+        varint_bytes = _varint_bytes(sequence)
+        run = min(last, 1 << (7 * varint_bytes)) - sequence        # members whose id varint has that length
+        smm_bytes = 2 + len(size_varint) + varint_bytes
+        stride = 4 + smm_bytes + payload_size
+        stop = position + run * stride
+        if stop > len(raw) or not _headers_hold(raw, position, stop, stride, run, smm_bytes, size_varint,
+                                                sequence, varint_bytes):
+            return None
+        members = range(position, stop, stride)           # not the payloads' range: it is empty when P = 0
+        head = 4 + smm_bytes
+        out.metadata.extend([raw[a + 4:a + head] for a in members])
+        out.payload.extend([raw[a + head:a + stride] for a in members])
+        position, sequence = stop, sequence + run
+    if position != len(raw):
+        return None
     out.key = [None] * count
     out.ordering_key = [None] * count
     out.event_ms = [None] * count
-    out.sequence_id = list(range(sequence_first, sequence_first + count))
+    out.sequence_id = list(range(last - count, last))
     return out
+
+
+def _varint_bytes(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
+
+
+def _headers_hold(raw: bytes, start: int, stop: int, stride: int, run: int, smm_bytes: int, size_varint: bytes,
+                  sequence: int, varint_bytes: int) -> bool:
+    """True if the `run` members at [start, stop), `stride` apart, each begin with
+    [u32 smm_bytes][0x18][size_varint][0x40][varint(sequence + i)]."""
+    fixed = _U32.pack(smm_bytes) + b"\x18" + size_varint + b"\x40"
+    for j, byte in enumerate(fixed):
+        if raw[start + j:stop:stride] != bytes((byte,)) * run:
+            return False
+    sequences = np.arange(sequence, sequence + run, dtype=np.int64)
+    for k in range(varint_bytes):
+        column = ((sequences >> (7 * k)) & 0x7F) | (0x80 if k < varint_bytes - 1 else 0)
+        if raw[start + len(fixed) + k:stop:stride] != column.astype(np.uint8).tobytes():
+            return False
+    return True
 
 
 class RowGroup:

@@ -100,9 +100,13 @@ class CursorStore:
         self.writer = writer  # group commit shared by the broker's cursors; None: one put each
         self.prefix = f"{ml_path(ml_name)}/cursors"
         self._versions: dict[str, int] = {}  # cursor name -> version last read or written
+        self._paths: dict[str, str] = {}     # cursor name -> its key (escaped once, not per persist)
 
     def path(self, cursor_name: str) -> str:
-        return f"{self.prefix}/{escape_segment(cursor_name)}"
+        path = self._paths.get(cursor_name)
+        if path is None:
+            path = self._paths[cursor_name] = f"{self.prefix}/{escape_segment(cursor_name)}"
+        return path
 
     async def claim(self, cursor_name: str, writer: str) -> tuple[CursorSnapshot, int] | None:
         """Take the cursor over for `writer`: read it and write it back carrying the token by

@@ -28,11 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-STAMP = struct.Struct("<q")  # first 8 bytes of a stamped payload: perf_counter_ns at send
+STAMP = struct.Struct("<q")  # first 8 bytes of a stamped payload: clock_ns() at send
 BATCH_MESSAGES = 128         # messages per client batch at max rate (128 KiB of 1 KiB messages)
 WINDOW_BATCHES = 64          # batches in flight per topic at max rate
 PACE_TICK_S = 0.001          # a paced producer sends what is owed every tick
 RECEIVE_TIMEOUT_S = 0.5      # one receive call waits at most this long
+
+
+def clock_ns() -> int:
+    """CLOCK_MONOTONIC: one clock for every process of the machine, so a stamp made by the
+    producer's process is read by the consumer's (bench/consumer_proc.py)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
 class Incomplete(RuntimeError):
@@ -52,7 +58,7 @@ class Payloads:
     def batch(self, n: int) -> list[bytes]:
         if not self.stamped:
             return [self._plain] * n
-        stamp = STAMP.pack(time.perf_counter_ns())
+        stamp = STAMP.pack(clock_ns())
         one = stamp + self._plain[STAMP.size:]
         return [one] * n
 
@@ -71,6 +77,9 @@ class Driver(abc.ABC):
     reports_latency = True  # False: produce() returns counts only (latency pairs of 0.0 s)
     ack_semantics = ""
     last_extra: dict = {}  # noqa: RUF012 - replaced, never mutated: the last produce()'s extras for its row
+    # (module, class, kwargs) bench/run.py built it from: rebuilds its client in another process
+    # (bench/consumer_proc.py); None: made otherwise, its client stays in this process
+    factory: tuple[str, str, dict] | None = None
 
     # --- servers (sync) -------------------------------------------------------------------
     @abc.abstractmethod
@@ -85,6 +94,14 @@ class Driver(abc.ABC):
     def session_ids(self) -> list[int]:
         """Session ids of this system's server processes (for procstat)."""
         ...
+
+    @abc.abstractmethod
+    def endpoint(self) -> dict:
+        """What a client in another process needs to reach the started servers (picklable)."""
+
+    @abc.abstractmethod
+    def use_endpoint(self, endpoint: dict) -> None:
+        """In a client-only process: reach the servers another process started (its `endpoint()`)."""
 
     # --- client (async) -------------------------------------------------------------------
     async def connect(self) -> None:  # noqa: B027 - optional hook, nothing by default

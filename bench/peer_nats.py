@@ -72,6 +72,12 @@ class NatsDriver(Driver):
     def session_ids(self) -> list[int]:
         return [self.proc.pid] if self.proc else []
 
+    def endpoint(self) -> dict:
+        return {"port": self.port}
+
+    def use_endpoint(self, endpoint: dict) -> None:
+        self.port = endpoint["port"]
+
     async def connect(self) -> None:
         import nats
         self.nc = await nats.connect(f"nats://127.0.0.1:{self.port}", connect_timeout=10,

@@ -109,6 +109,12 @@ class RabbitDriver(Driver):
     def session_ids(self) -> list[int]:
         return [p.pid for p in (self.node, self.epmd) if p is not None]
 
+    def endpoint(self) -> dict:
+        return {"stream_port": self.stream_port}
+
+    def use_endpoint(self, endpoint: dict) -> None:
+        self.stream_port = endpoint["stream_port"]
+
     def _client_args(self) -> dict:
         return {"host": "127.0.0.1", "port": self.stream_port, "username": "guest", "password": "guest"}
 

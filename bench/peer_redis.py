@@ -86,6 +86,12 @@ class RedisDriver(Driver):
     def session_ids(self) -> list[int]:
         return [self.server.proc.pid] if self.server.proc else []
 
+    def endpoint(self) -> dict:
+        return {"port": self.server.port}
+
+    def use_endpoint(self, endpoint: dict) -> None:
+        self.server.port = endpoint["port"]
+
     async def _conn(self) -> aioredis.Connection:
         """A raw redis-py connection (hiredis parser): packed pipelines, replies without callbacks."""
         conn = aioredis.Connection(host="127.0.0.1", port=self.server.port, socket_timeout=60)

@@ -75,7 +75,9 @@ def make_driver(key: str):
     module = importlib.import_module(module_name)
     if hasattr(module, "available") and not module.available():
         raise RuntimeError(f"{key}: server binary not installed (bench/install-peers.sh)")
-    return getattr(module, cls_name)(**kwargs)
+    driver = getattr(module, cls_name)(**kwargs)
+    driver.factory = (module_name, cls_name, kwargs)  # rebuilds its client in a consumer process
+    return driver
 
 
 async def bench_system(driver, scale: Scale, workloads: set[str], workdir: Path) -> list[Row]:

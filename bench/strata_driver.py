@@ -52,19 +52,21 @@ def full_name(topic: str) -> str:
 class StrataServer:
     """`strata standalone` (with its embedded S3) on free ports in `workdir/strata`, its output in
     `workdir/strata.log`; stopped with SIGTERM (SIGKILL of its session after the bound).
-    proc: the running standalone, None when stopped."""
+    proc: the running standalone, None when stopped. urls: (service, admin) of a standalone
+    another process started (a client-only driver), else None."""
 
     def __init__(self, bookies: int) -> None:
         self.bookies = bookies
         self.proc: StandaloneProcess | None = None
+        self.urls: tuple[str, str] | None = None
 
     @property
     def service_url(self) -> str:
-        return present(self.proc, "started").service_url
+        return self.urls[0] if self.urls else present(self.proc, "started").service_url
 
     @property
     def admin_url(self) -> str:
-        return present(self.proc, "started").admin_url
+        return self.urls[1] if self.urls else present(self.proc, "started").admin_url
 
     def start(self, workdir: Path) -> None:
         self.proc = StandaloneProcess(workdir / "strata", False, self.bookies, embedded_s3=True)
@@ -106,6 +108,12 @@ class _StrataBase(Driver):
 
     def session_ids(self) -> list[int]:
         return [self.server.proc.pid] if self.server.proc else []
+
+    def endpoint(self) -> dict:
+        return {"service_url": self.server.service_url, "admin_url": self.server.admin_url}
+
+    def use_endpoint(self, endpoint: dict) -> None:
+        self.server.urls = (endpoint["service_url"], endpoint["admin_url"])
 
     async def _create_partitioned(self, parent: str, partitions: int) -> None:
         from perf.harness import create_partitioned_topic

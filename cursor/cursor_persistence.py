@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,7 @@ class CursorPersistence:
         self.state_limit.measured_bytes = state_bytes  # size of the value it was loaded from
         self._dirty = False                     # changed since the last successful persist
         self._sweep: PersistSweep | None = None  # the sweep it waits in; None: no write scheduled
+        self._last_persist_s = -math.inf        # loop time of the last persist attempt
         self._flush_task: asyncio.Task | None = None
         self._flush_lock = asyncio.Lock()
         self.persist_error: StrataError | None = None  # last failed persist, None after success
@@ -116,6 +118,7 @@ class CursorPersistence:
                 raise self.persist_error or CursorFenced("cursor is fenced", cursor=self.name)
             if not (self._dirty or force):
                 return
+            self._last_persist_s = asyncio.get_running_loop().time()
             value = self.encode_state()
             self._dirty = False
             try:
@@ -161,7 +164,7 @@ class CursorPersistence:
         except RuntimeError:
             return  # no event loop: the owner persists with flush()
         self._sweep = sweep_for(loop, self._persist_interval_s)
-        self._sweep.add(self)
+        self._sweep.add(self, self._last_persist_s + self._persist_interval_s)
 
     def check_active(self) -> None:
         """Raise unless the cursor takes changes (CursorFenced, CursorClosed)."""

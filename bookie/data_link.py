@@ -245,7 +245,15 @@ class DataLink(asyncio.BufferedProtocol):
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._write_paused:
             self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
+            if write_cork.scope.depth:
+                # adds made while a client read or a bookie answer is handled leave when it is
+                # done, in one request, without waiting a loop turn
+                write_cork.hold(self)
+            else:
+                self.loop.call_soon(self._flush)
+
+    def flush_corked(self) -> None:
+        self._flush()
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -36,6 +36,7 @@ class ConsumerProcess:
         if driver.factory is None:
             raise RuntimeError(f"{driver.name}: no factory to rebuild its client in another process")
         self.deadline = deadline
+        self.finished = False  # its result came: close() lets it close its client before the bound
         ctx = multiprocessing.get_context("spawn")
         self.conn, theirs = ctx.Pipe()
         self.proc = ctx.Process(target=_child, args=(driver.factory, driver.endpoint(), topic, total, deadline, theirs),
@@ -62,10 +63,13 @@ class ConsumerProcess:
     async def result(self) -> tuple[int, list[float]]:
         """Messages received and their end-to-end latencies (ms, one per message)."""
         _, got, lat_ms = await self._next(self.deadline - time.monotonic())
+        self.finished = True
         return got, lat_ms
 
     def close(self) -> None:
         self.conn.close()
+        if not self.finished:  # the workload failed: nothing it does now is wanted
+            self.proc.kill()
         self.proc.join(JOIN_WAIT_S)
         if self.proc.is_alive():
             self.proc.kill()

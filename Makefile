@@ -20,7 +20,19 @@ CONSOLE_DEPS  := $(CONSOLE_DIR)/node_modules/.installed
 CONSOLE_BUILT := $(CONSOLE_DIR)/dist/index.html
 CONSOLE_SRC   := $(wildcard $(CONSOLE_DIR)/src/*.* $(CONSOLE_DIR)/src/*/*.*) $(CONSOLE_DIR)/index.html $(CONSOLE_DIR)/build.mjs
 
-setup: $(APT_STAMP) $(STAMP) $(PROTO_PY) $(KJS_STAMP) $(CONSOLE_BUILT)
+# Hot modules compiled to C extensions with mypyc, kept only where `strata perf` gained >= 15%
+# (scripts/compile_hot.py; docs/benchmarks.md "Compiled hot modules"). Rebuilt only when one of
+# their sources or the script changes; STRATA_PURE_PYTHON=1 runs their .py instead.
+COMPILED_SRC   := cursor/managed_cursor.py cursor/ack_state.py   # = COMPILED in scripts/compile_hot.py
+COMPILED_STAMP := build/mypyc/.built
+# The tests of the compiled modules, run a second time in pure Python by `make test` (seconds).
+PURE_TESTS     := tests/cursor/test_cursor_acks.py tests/cursor/test_compiled.py
+
+setup: $(APT_STAMP) $(STAMP) $(PROTO_PY) $(KJS_STAMP) $(CONSOLE_BUILT) $(COMPILED_STAMP)
+
+$(COMPILED_STAMP): $(COMPILED_SRC) scripts/compile_hot.py $(STAMP) $(PROTO_PY)
+	$(VPY) scripts/compile_hot.py
+	@touch $@
 
 # Debian packages the project needs: PostgreSQL server binaries (tests start a real server),
 # a JRE for Spark, Prometheus. Installed only when missing. The script checks each binary, so it
@@ -77,6 +89,7 @@ docs: setup
 
 test: lint docs
 	$(VPY) -m pytest $(PYTEST_ARGS)
+	STRATA_PURE_PYTHON=1 $(VPY) -m pytest -q $(PURE_TESTS)
 
 # The bench extra (peer clients, matplotlib) and the peers themselves (Debian packages, only
 # when missing: bench/install-peers.sh, also run by bench.run) are installed only for `make bench`.
@@ -92,4 +105,4 @@ clean-data:
 	rm -rf ./data
 
 clean:
-	rm -rf $(VENV) site proto/*_pb2*.py proto/*_pb2*.pyi $(KJS_DIR)/node_modules $(CONSOLE_DIR)/node_modules $(CONSOLE_DIR)/dist
+	rm -rf $(VENV) site build cursor/*.so proto/*_pb2*.py proto/*_pb2*.pyi $(KJS_DIR)/node_modules $(CONSOLE_DIR)/node_modules $(CONSOLE_DIR)/dist

@@ -54,6 +54,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "`strata perf topics --tracemalloc` sets it)"),
     EnvVar("STRATA_TRACEMALLOC_OUT", "a broker process",
            "file the allocation diffs are appended to (unset: the log)"),
+    EnvVar("STRATA_PURE_PYTHON", "every process (common.compiled)",
+           "`1`: the modules `make setup` compiles with mypyc (scripts/compile_hot.py) run from their .py "
+           "instead (unset: the compiled build where it exists); CI runs their tests both ways"),
     EnvVar("STRATA_BENCH_COMMIT", "`make bench` (bench.run)",
            "the Strata commit a benchmark run records (unset: git's HEAD; set it for a run from an exported tree)"),
     # --- the test suite ---

@@ -487,8 +487,9 @@ class ManagedCursor:
     def properties(self) -> Mapping[str, str]:
         return MappingProxyType(self._properties)
 
-    def set_properties(self, properties: Mapping[str, str]) -> None:
-        """Replace the opaque properties the broker persists with the cursor."""
+    def set_properties(self, properties: Mapping[object, object]) -> None:
+        """Replace the opaque properties the broker persists with the cursor (keys and values
+        stored as their str(); typed as objects, since compiled code checks the declared types)."""
         self.persistence.check_active()
         self._properties = {str(k): str(v) for k, v in properties.items()}
         self.persistence.changed()

@@ -257,15 +257,26 @@ class DataLink(asyncio.BufferedProtocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self.state is not LinkState.OPEN:
-            return
+        if self.state is not LinkState.OPEN or self._write_paused:
+            return   # resume_writing schedules the flush again
         deadline_s = self._clock.monotonic_s() + self._add_timeout_s
         unsent, inflight = self.unsent, self.inflight
         in_flight_max, payload_bytes_max = self._requests_in_flight_max, self._request_payload_bytes_max
-        while unsent and not self._write_paused and len(inflight) < in_flight_max:
+        frames: list[bytes] = []   # every request of this flush (one per writer token: per ledger) in one writev
+        frame_bytes = 0
+        while unsent and len(inflight) < in_flight_max and frame_bytes < self._write_buffer_bytes_high:
             body = take_add_request(unsent, inflight, self._next_request_id, deadline_s, payload_bytes_max)
-            if body is not None:
-                self._write(FrameKind.ADD_REQUEST, body)
+            if body is None:
+                continue
+            if len(body) <= _JOIN_BODY_BYTES_MAX:
+                frames.append(encode_frame(FrameKind.ADD_REQUEST, body))
+            else:
+                frames += (frame_header(FrameKind.ADD_REQUEST, len(body)), body)
+            frame_bytes += len(body)
+        if frames:
+            present(self._transport, "connected").writelines(frames)
+            if unsent and len(inflight) < in_flight_max and not self._write_paused:
+                self._schedule_flush()
 
     def _write(self, kind: FrameKind, body: bytes) -> None:
         transport = present(self._transport, "connected")

@@ -70,4 +70,6 @@ class CursorWriter:
                     future.set_result(result)
 
     async def _put_many(self, ops: list[tuple[str, bytes, int | None]]) -> list:
-        return await self.metadata.put_many(ops)
+        # cursor positions are watched by no one: kept out of the change log, which every
+        # broker's watch poller would otherwise read back, once per save
+        return await self.metadata.put_many(ops, watched=False)

@@ -59,8 +59,9 @@ class AsyncMetadataStore(AsyncStore):
     async def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int:
         return await self._call(self.sync.put, path, value, expected_version=expected_version)
 
-    async def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
-        return await self._call(self.sync.put_many, ops)
+    async def put_many(self, ops: Sequence[tuple[str, bytes, int | None]], *,
+                       watched: bool = True) -> list[int | StrataError]:
+        return await self._call(self.sync.put_many, ops, watched=watched)
 
     async def delete(self, path: str, *, expected_version: int | None = None) -> None:
         await self._call(self.sync.delete, path, expected_version=expected_version)

@@ -107,10 +107,13 @@ class MetadataStore(Protocol):
         (BadVersion if it does). Without it, create or overwrite. Returns the new version."""
         ...
 
-    def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
+    def put_many(self, ops: Sequence[tuple[str, bytes, int | None]], *,
+                 watched: bool = True) -> list[int | StrataError]:
         """Several `put(path, value, expected_version=...)` in one transaction (one commit): each
         op is checked on its own, so one op's BadVersion/NotFound is returned in its slot, leaves
-        that key untouched, and does not undo the others. Results are in the order of `ops`."""
+        that key untouched, and does not undo the others. Results are in the order of `ops`.
+        `watched=False`: the writes are not in the change log, so no watch ever sees them (for
+        state written often that nobody watches: cursor positions; a reader reads the key)."""
         ...
 
     def delete(self, path: str, *, expected_version: int | None = None) -> None:
@@ -173,7 +176,8 @@ class AsyncStore(Protocol):
 
     async def put(self, path: str, value: bytes, *, expected_version: int | None = None) -> int: ...
 
-    async def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]: ...
+    async def put_many(self, ops: Sequence[tuple[str, bytes, int | None]], *,
+                       watched: bool = True) -> list[int | StrataError]: ...
 
     async def delete(self, path: str, *, expected_version: int | None = None) -> None: ...
 

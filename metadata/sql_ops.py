@@ -3,7 +3,9 @@
 Every function here takes a connection already holding the write lock (for writes) and does the
 whole read-check-write; because writes are serialised (see sql_schema), a check made here still
 holds at commit. Every change to `strata_keys` is logged to `strata_changes` by `log_change` in
-the same transaction, so watchers see exactly the committed changes, in commit order.
+the same transaction, so watchers see exactly the committed changes, in commit order; except
+`put_many(watched=False)`, whose writes no watch sees (cursor positions: written often, watched
+by no one, read as keys).
 
 What must hold: a version goes 1, 2, 3... per key lifetime; a delete logs version 0 and no value.
 """
@@ -87,11 +89,12 @@ _IN_CHUNK = 500  # keys per `IN (...)` lookup
 
 
 def put_many(conn: sa.Connection, ops: list[tuple[str, bytes, int | None]],
-             now_ms: int) -> list[int | StrataError]:
+             now_ms: int, watched: bool = True) -> list[int | StrataError]:
     """`put` for each op, set-based: one lookup of the current versions, then every check in
     Python (we hold the write lock, so they still hold at commit), then one executemany each for
     the inserts, the updates and the change log, in op order. A failed check writes nothing for
-    its op and is returned in its slot; a later op on the same key sees the earlier op's result."""
+    its op and is returned in its slot; a later op on the same key sees the earlier op's result.
+    `watched=False` leaves the change log out (no watch sees these writes)."""
     current: dict[str, int] = {}
     paths = sorted({path for path, _, _ in ops})
     for i in range(0, len(paths), _IN_CHUNK):
@@ -131,7 +134,7 @@ def put_many(conn: sa.Connection, ops: list[tuple[str, bytes, int | None]],
         conn.execute(_PUT_MANY_INSERT, inserts)
     if updates:
         conn.execute(_PUT_MANY_UPDATE, updates)
-    if logged:
+    if logged and watched:
         conn.execute(_PUT_MANY_LOG, logged)
     return results
 

@@ -190,7 +190,8 @@ class SqlMetadataStore(MetadataStore):
         self._watches.wake()
         return version
 
-    def put_many(self, ops: Sequence[tuple[str, bytes, int | None]]) -> list[int | StrataError]:
+    def put_many(self, ops: Sequence[tuple[str, bytes, int | None]], *,
+                 watched: bool = True) -> list[int | StrataError]:
         self._check_open()
         ops_max = self._config.metadata_put_many_ops_max
         if len(ops) > ops_max:
@@ -201,8 +202,9 @@ class SqlMetadataStore(MetadataStore):
         self._require_lease()  # also for an empty batch: a refused store refuses every write
         if not checked:
             return []
-        results = self._write("put_many", lambda conn: sql_ops.put_many(conn, checked, now_ms))
-        self._watches.wake()
+        results = self._write("put_many", lambda conn: sql_ops.put_many(conn, checked, now_ms, watched))
+        if watched:
+            self._watches.wake()
         return results
 
     def delete(self, path: str, *, expected_version: int | None = None) -> None:

@@ -147,8 +147,8 @@ class LostReplyStore:
     def put(self, *args, **kwargs):
         return self._maybe_lose(self.inner.put(*args, **kwargs))
 
-    def put_many(self, ops):
-        return self._maybe_lose(self.inner.put_many(ops))
+    def put_many(self, ops, watched=True):
+        return self._maybe_lose(self.inner.put_many(ops, watched=watched))
 
 
 @pytest.mark.parametrize("group_commit", [False, True])

@@ -119,7 +119,7 @@ def test_writer_group_commits_many_cursors_each_with_its_own_compare_and_set(sto
 
 def test_writer_fails_every_save_of_a_failed_transaction():
     class DownStore:
-        async def put_many(self, ops):
+        async def put_many(self, ops, watched=True):
             raise MetadataUnavailable("database down")
 
     async def go():

@@ -175,6 +175,20 @@ def test_watch_sees_every_change_in_order(store):
     assert len(events) == 54
 
 
+def test_unwatched_writes_are_stored_but_no_watch_sees_them(store):
+    """put_many(watched=False) (cursor positions) stays out of the change log: the keys hold the
+    values, a watch on the root sees only the watched write made after them."""
+    root_events: list[WatchEvent] = []
+    store.watch("/", root_events.append)
+    assert store.put_many([("/quiet/a", b"1", None), ("/quiet/b", b"2", None)], watched=False) == [1, 1]
+    assert store.put_many([("/quiet/a", b"3", 1)], watched=False) == [2]
+    store.create("/loud", b"seen")
+    wait_for(lambda: len(root_events) >= 1, what="the watched write")
+    time.sleep(0.3)
+    assert [e.path for e in root_events] == ["/loud"]
+    assert store.get("/quiet/a").value == b"3" and store.get("/quiet/b").value == b"2"
+
+
 def test_watch_sees_changes_from_another_store(store_url, fast_config):
     a = open_store(store_url, config=fast_config)
     b = open_store(store_url, config=fast_config)

@@ -1,7 +1,7 @@
 """From snapshots, a position range and pushed filters to slices, and slices to Spark partitions.
 
-    prune = Pruning.from_filters(filters)             # what pushFilters learned
-    slices = plan_range(snapshot, start, end, options, prune, footers)
+    prune = Pruning.from_row_filters(answered)        # what pushFilters learned (analytics.filters)
+    slices = plan_range(snapshot, start, end, options, prune, footers, counts)
     groups = group_slices(slices, options.partition_bytes)   # one Spark partition per group
 
 A slice is one ledger's entries [first_entry, last_entry] of one topic partition: for an
@@ -9,12 +9,14 @@ offloaded ledger, a range of its object's row groups (`ColdSlice`); for a ledger
 an entry range with the ledger's metadata (`HotSlice`). Slices are plain frozen dataclasses, so
 they pickle into InputPartitions and executors need nothing from the driver.
 
-Pruning (never changes the result, only skips work; Spark re-applies every filter):
+Pruning (only skips work: the executors apply the answered filters to the rows, Spark the rest):
+- partitions outside a `partition` / `topic` equality or `partition` range are skipped;
 - ledgers whose publish-time range ([first, last] publish ms of a closed ledger) misses the
-  publish_time bounds, or whose id misses the ledger_id bounds, are skipped, and partitions not
-  in a `partition` / `topic` equality;
+  publish_time bounds, whose id misses the ledger_id bounds, or that no `message_id` = / IN
+  names, are skipped, and the entry range is clipped to the entry_id bounds;
 - row groups of an offloaded object are skipped by the Parquet statistics in its footer
   (publish_time, entry_id, key), read once per object (`Footers`, threads, bounded).
+`PlanCounts` says how many ledgers, objects and row groups were kept and skipped.
 
 What must hold: for a range [start, end) the slices cover every kept entry in it exactly once,
 in position order; pruning removes a ledger or row group only if no row in it can pass.
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analytics.access import ClusterAccess
+from analytics.filters import RowFilter, message_id_positions
 from analytics.options import EARLIEST, Position, SourceOptions
 from analytics.snapshot import LedgerInSnapshot, PartitionSnapshot
 from common.errors import ColdObjectCorrupt, ColdObjectMissing, DataLost
@@ -73,77 +76,113 @@ Slice = ColdSlice | HotSlice
 
 @dataclass
 class Range:
-    low: float | None = None      # inclusive
-    high: float | None = None     # inclusive
+    """Inclusive bounds on one column's values (numbers, or strings for `key`); None = open."""
+    low: Any = None
+    high: Any = None
 
-    def narrow(self, low: float | None = None, high: float | None = None) -> None:
+    def narrow(self, low: Any = None, high: Any = None) -> None:
         if low is not None:
             self.low = low if self.low is None else max(self.low, low)
         if high is not None:
             self.high = high if self.high is None else min(self.high, high)
 
-    def misses(self, low: float, high: float) -> bool:
+    def misses(self, low: Any, high: Any) -> bool:
         """True if no value in [low, high] lies in this range."""
         return (self.low is not None and high < self.low) or (self.high is not None and low > self.high)
+
+    @property
+    def open(self) -> bool:
+        return self.low is None and self.high is None
 
 
 @dataclass
 class Pruning:
+    """Bounds learnt from the answered filters (analytics.filters) and startingTime/endingTime.
+    A bound only ever widens what is kept: `>` prunes as `>=` (the row mask is exact)."""
     publish_ms: Range = field(default_factory=Range)
     ledger_id: Range = field(default_factory=Range)
     entry_id: Range = field(default_factory=Range)
-    partitions: set[int] | None = None
+    partition: Range = field(default_factory=Range)
+    key: Range = field(default_factory=Range)
+    partitions: set[int] | None = None     # None: any; else only these (= / IN)
     topics: set[str] | None = None
     keys: set[str] | None = None
+    ledgers: set[int] | None = None        # message_id = / IN: only these ledgers (empty: none)
 
     @classmethod
-    def from_filters(cls, filters: Iterable[Any]) -> Pruning:
-        """Learn bounds from PySpark's pushed filters (EqualTo, In, GreaterThan(OrEqual),
-        LessThan(OrEqual) on publish_time, ledger_id, entry_id, partition, topic, key)."""
+    def from_row_filters(cls, row_filters: Iterable[RowFilter]) -> Pruning:
         prune = cls()
-        for f in filters:
+        for f in row_filters:
             prune._learn(f)
+        prune._learn_message_ids(list(row_filters))
         return prune
 
-    def _learn(self, f: Any) -> None:
-        kind = type(f).__name__
-        attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
-        if len(attribute) != 1:
+    def _learn(self, f: RowFilter) -> None:
+        if f.op == "notnull":
             return
-        column = attribute[0]
-        values = list(f.value) if kind == "In" else [getattr(f, "value", None)]
-        if kind in ("EqualTo", "In") and column in ("partition", "topic", "key"):
-            allowed = {v for v in values if v is not None}
-            current = getattr(self, {"partition": "partitions", "topic": "topics", "key": "keys"}[column])
-            setattr(self, {"partition": "partitions", "topic": "topics", "key": "keys"}[column],
-                    allowed if current is None else current & allowed)
+        if f.op in ("eq", "in") and f.column in ("partition", "topic", "key"):
+            name = {"partition": "partitions", "topic": "topics", "key": "keys"}[f.column]
+            current = getattr(self, name)
+            setattr(self, name, set(f.values) if current is None else current & set(f.values))
+        target = {"publish_time": self.publish_ms, "ledger_id": self.ledger_id, "entry_id": self.entry_id,
+                  "partition": self.partition, "key": self.key}.get(f.column)
+        if target is None:
             return
-        target = {"publish_time": self.publish_ms, "ledger_id": self.ledger_id, "entry_id": self.entry_id}.get(column)
-        if target is None or not values or values[0] is None:
+        values = [v / 1000 for v in f.values] if f.column == "publish_time" else list(f.values)
+        if f.op in ("eq", "in"):
+            target.narrow(min(values), max(values))
+        elif f.op in ("gt", "ge"):
+            target.narrow(low=values[0])
+        else:
+            target.narrow(high=values[0])
+
+    def _learn_message_ids(self, row_filters: list[RowFilter]) -> None:
+        positions = message_id_positions(row_filters)
+        if positions is None:
             return
-        numbers = [_number(v) for v in values]
-        if kind in ("EqualTo", "In"):
-            target.narrow(min(numbers), max(numbers))
-        elif kind in ("GreaterThan", "GreaterThanOrEqual"):
-            target.narrow(low=numbers[0])
-        elif kind in ("LessThan", "LessThanOrEqual"):
-            target.narrow(high=numbers[0])
+        self.ledgers = {ledger for ledger, _ in positions}
+        if positions:
+            self.entry_id.narrow(min(e for _, e in positions), max(e for _, e in positions))
 
     def skips_partition(self, snapshot: PartitionSnapshot) -> bool:
         if self.partitions is not None and snapshot.partition not in self.partitions:
+            return True
+        if self.partition.misses(snapshot.partition, snapshot.partition):
             return True
         return self.topics is not None and snapshot.topic not in self.topics
 
     def skips_ledger(self, ledger: LedgerInSnapshot) -> bool:
         if self.ledger_id.misses(ledger.ledger_id, ledger.ledger_id):
             return True
+        if self.ledgers is not None and ledger.ledger_id not in self.ledgers:
+            return True
         if ledger.first_publish_ms and ledger.last_publish_ms and ledger.cold_key:   # closed: range known
             return self.publish_ms.misses(ledger.first_publish_ms, ledger.last_publish_ms)
         return False
 
+    @property
+    def by_row_group(self) -> bool:
+        """Whether row-group statistics can prune anything."""
+        return not (self.publish_ms.open and self.entry_id.open and self.key.open) or self.keys is not None
+
+
+@dataclass
+class PlanCounts:
+    """What one planning pass kept and skipped: how pruning shows (StrataReader.counts, and a log
+    line at INFO). Objects are offloaded ledgers; a skipped one has no row group planned."""
+    ledgers: int = 0                # ledgers with entries in the range, before pruning
+    ledgers_skipped: int = 0        # by ledger id, message id or publish-time range
+    objects: int = 0                # objects with at least one row group planned
+    objects_skipped: int = 0        # objects whose every row group was pruned by statistics
+    row_groups: int = 0             # row groups planned
+    row_groups_skipped: int = 0     # pruned by statistics (publish_time, entry_id, key)
+
+    def text(self) -> str:
+        return ", ".join(f"{name} {value}" for name, value in vars(self).items())
+
 
 def _number(value: Any) -> float:
-    """A filter value as a number: timestamps as ms since the epoch (naive ones are UTC)."""
+    """A statistics value as a number: timestamps as ms since the epoch (naive ones are UTC)."""
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=datetime.UTC)
@@ -167,8 +206,10 @@ def resolve_position(snapshot: PartitionSnapshot, bound: Position | str) -> Posi
 
 
 def plan_range(snapshot: PartitionSnapshot, start: Position, end: Position, options: SourceOptions,
-               prune: Pruning, footers: Footers) -> list[Slice]:
-    """Slices covering the kept entries in [start, end) of one topic partition."""
+               prune: Pruning, footers: Footers, counts: PlanCounts | None = None) -> list[Slice]:
+    """Slices covering the kept entries in [start, end) of one topic partition (what was kept and
+    skipped is added to `counts`)."""
+    counts = counts if counts is not None else PlanCounts()
     if prune.skips_partition(snapshot):
         return []
     check_not_lost(snapshot, start, options.fail_on_data_loss)
@@ -176,6 +217,7 @@ def plan_range(snapshot: PartitionSnapshot, start: Position, end: Position, opti
     for ledger in snapshot.ledgers:
         if ledger.ledger_id < start[0] or ledger.ledger_id > end[0] or not ledger.entries:
             continue
+        counts.ledgers += 1
         first = start[1] if ledger.ledger_id == start[0] else 0
         last = min(ledger.entries, end[1] if ledger.ledger_id == end[0] else ledger.entries) - 1
         if prune.entry_id.low is not None:
@@ -183,18 +225,28 @@ def plan_range(snapshot: PartitionSnapshot, start: Position, end: Position, opti
         if prune.entry_id.high is not None:
             last = min(last, int(prune.entry_id.high))
         if last < first or prune.skips_ledger(ledger):
+            counts.ledgers_skipped += 1
+            counts.objects_skipped += 1 if ledger.cold_key else 0
             continue
-        per_entry = ledger.size_bytes / ledger.entries if ledger.size_bytes and ledger.entries else 1024.0
         if ledger.cold_key:
-            out.extend(footers.cold_slices(snapshot, ledger, first, last, prune))
+            out.extend(footers.cold_slices(snapshot, ledger, first, last, prune, counts))
         else:
-            step = max(1, int(options.partition_bytes // per_entry))   # a big hot ledger: several slices
-            for low in range(first, last + 1, step):
-                high = min(last, low + step - 1)
-                anchor_entry, anchor_offset = ledger.offset_anchor(low)
-                out.append(HotSlice(snapshot.topic, snapshot.partition, ledger.ledger_id, ledger.metadata_json,
-                                    low, high, int(per_entry * (high - low + 1)), ledger.offset_of(low),
-                                    anchor_entry, anchor_offset))
+            out.extend(_hot_slices(snapshot, ledger, first, last, options.partition_bytes))
+    return out
+
+
+def _hot_slices(snapshot: PartitionSnapshot, ledger: LedgerInSnapshot, first: int, last: int,
+                partition_bytes: int) -> list[Slice]:
+    """Entries [first, last] of a ledger on the bookies, in slices of about partition_bytes."""
+    per_entry = ledger.size_bytes / ledger.entries if ledger.size_bytes and ledger.entries else 1024.0
+    step = max(1, int(partition_bytes // per_entry))
+    out: list[Slice] = []
+    for low in range(first, last + 1, step):
+        high = min(last, low + step - 1)
+        anchor_entry, anchor_offset = ledger.offset_anchor(low)
+        out.append(HotSlice(snapshot.topic, snapshot.partition, ledger.ledger_id, ledger.metadata_json,
+                            low, high, int(per_entry * (high - low + 1)), ledger.offset_of(low),
+                            anchor_entry, anchor_offset))
     return out
 
 
@@ -248,7 +300,7 @@ class Footers:
         return meta
 
     def cold_slices(self, snapshot: PartitionSnapshot, ledger: LedgerInSnapshot, first: int, last: int,
-                    prune: Pruning) -> list[ColdSlice]:
+                    prune: Pruning, counts: PlanCounts) -> list[ColdSlice]:
         from offload.format import row_group_byte_spans, row_group_entry_ranges
 
         self.prefetch([ledger.cold_key])
@@ -257,31 +309,39 @@ class Footers:
         spans = row_group_byte_spans(meta)
         out: list[ColdSlice] = []
         for index, (group_first, group_last) in enumerate(ranges):
-            if group_last < first or group_first > last or _row_group_pruned(meta, index, prune):
+            if group_last < first or group_first > last:
+                continue
+            if _row_group_pruned(meta, index, prune):
+                counts.row_groups_skipped += 1
                 continue
             size = spans[index][1] - spans[index][0]
             out.append(ColdSlice(snapshot.topic, snapshot.partition, ledger.ledger_id, ledger.cold_key, (index,),
                                  max(first, group_first), min(last, group_last), size, ledger.cold_bytes))
+        counts.row_groups += len(out)
+        counts.objects += 1 if out else 0
+        counts.objects_skipped += 0 if out else 1
         return out
 
 
 def _row_group_pruned(meta: Any, index: int, prune: Pruning) -> bool:
-    checks = [("publish_time", prune.publish_ms), ("entry_id", prune.entry_id)]
-    if not any(r.low is not None or r.high is not None for _, r in checks) and prune.keys is None:
+    """True if the row group's statistics show no row can pass (publish_time, entry_id, key)."""
+    if not prune.by_row_group:
         return False
     group = meta.row_group(index)
     for column_index in range(group.num_columns):
         column = group.column(column_index)
-        name = column.path_in_schema
         stats = column.statistics
         if stats is None or not stats.has_min_max:
             continue
-        if name == "key" and prune.keys is not None:
-            if not any(stats.min <= k <= stats.max for k in prune.keys) and stats.null_count < group.num_rows:
+        name = column.path_in_schema
+        if name == "key" and isinstance(stats.min, str) and isinstance(stats.max, str):
+            if prune.key.misses(stats.min, stats.max):
                 return True
-        for column_name, bounds in checks:
-            if name == column_name and bounds.misses(_number(stats.min), _number(stats.max)):
+            if prune.keys is not None and not any(stats.min <= k <= stats.max for k in prune.keys):
                 return True
+        bounds = {"publish_time": prune.publish_ms, "entry_id": prune.entry_id}.get(name)
+        if bounds is not None and bounds.misses(_number(stats.min), _number(stats.max)):
+            return True
     return False
 
 

@@ -13,8 +13,9 @@
 - The `offset` column (Kafka offsets): stored in objects written since it exists (older ones
   lack it: null here); a hot slice counts it from its first entry's offset, which the planner
   knew (null when it did not).
-- Rows outside the slice's entry range (a row group's edges) and, when the query has
-  startingTime/endingTime, outside those publish times, are dropped here.
+- Rows outside the slice's entry range (a row group's edges), when the query has
+  startingTime/endingTime, outside those publish times, and rows the filters the source
+  answered (analytics.filters) reject, are dropped here.
 
 What must hold: each slice yields exactly its entries' rows, in (entry_id, batch_index) order, or
 raises: a damaged object ColdObjectCorrupt; data gone (a missing object, a deleted ledger)
@@ -33,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analytics.access import ClusterAccess
+from analytics.filters import RowFilter, columns_of, row_mask
 from analytics.plan import ColdSlice, HotSlice, Slice
 from bookie.link_auth import link_config
 from common.clock import SYSTEM_CLOCK
@@ -70,6 +72,7 @@ class ReadSpec:
     value_schema: str = ""        # "" or a Spark StructType as JSON (analytics.value)
     columns: tuple[str, ...] = () # () = all; else the user-given schema's columns, in its order
     value_avro: tuple[str, ...] = ()  # Avro payloads: the topic's schema versions, newest first
+    row_filters: tuple[RowFilter, ...] = ()  # pushed filters the source answers (Spark does not)
 
 
 def read_slices(slices: Sequence[Slice], spec: ReadSpec) -> Iterator[pa.RecordBatch]:
@@ -88,7 +91,7 @@ def read_slices(slices: Sequence[Slice], spec: ReadSpec) -> Iterator[pa.RecordBa
             batches = _read_cold(piece, spec.access, read_columns) if isinstance(piece, ColdSlice) \
                 else _read_hot(piece)
             for batch in batches:
-                batch = _within(batch, piece, spec.bounds)
+                batch = _within(batch, piece, spec.bounds, spec.row_filters)
                 if not batch.num_rows:
                     continue
                 if decoder is not None:
@@ -105,11 +108,13 @@ def _columns_to_read(spec: ReadSpec) -> list[str]:
     if not spec.columns:
         return list(MESSAGE_COLUMNS)
     needed = set(spec.columns) | {"entry_id"} | ({"publish_time"} if spec.bounds.active else set()) \
-        | ({"payload"} if spec.value_schema and "value" in spec.columns else set())
+        | ({"payload"} if spec.value_schema and "value" in spec.columns else set()) | columns_of(spec.row_filters)
     return [name for name in MESSAGE_COLUMNS if name in needed]
 
 
-def _within(batch: pa.RecordBatch, piece: Slice, bounds: TimeBounds) -> pa.RecordBatch:
+def _within(batch: pa.RecordBatch, piece: Slice, bounds: TimeBounds,
+            row_filters: Sequence[RowFilter] = ()) -> pa.RecordBatch:
+    """The rows of `batch` inside the slice's entries, the time bounds and the answered filters."""
     entry = batch.column("entry_id")
     mask = None
     if pc.min(entry).as_py() < piece.first_entry or pc.max(entry).as_py() > piece.last_entry:
@@ -120,6 +125,9 @@ def _within(batch: pa.RecordBatch, piece: Slice, bounds: TimeBounds) -> pa.Recor
                           pc.less(publish, bounds.end_ms * 1000) if bounds.end_ms is not None else None):
             if condition is not None:
                 mask = condition if mask is None else pc.and_(mask, condition)
+    answered = row_mask(batch, row_filters)
+    if answered is not None:
+        mask = answered if mask is None else pc.and_(mask, answered)
     return batch if mask is None else batch.filter(pc.fill_null(mask, False))
 
 

@@ -9,8 +9,10 @@ Built on PySpark's Python Data Source API (4.1+ for filter pushdown, 4.2+ for ad
 - batch: `StrataReader` plans at planning time (`analytics.plan`), a snapshot of every topic
   partition's ledgers and last confirmed entry, and returns one InputPartition per ledger slice
   (a row-group range of an offloaded object, or an entry range on the bookies). Executors read
-  Arrow record batches (`analytics.read`). pushFilters prunes ledgers and row groups and hands
-  every filter back to Spark, which re-applies them row by row.
+  Arrow record batches (`analytics.read`). pushFilters keeps the comparisons the source answers
+  (`analytics.filters`: publish_time, key, partition, topic, ledger_id, entry_id, message_id),
+  prunes ledgers and row groups by them, and applies them to the rows on the executors; every
+  other filter goes back to Spark, which applies it row by row.
 - stream: `StrataStreamReader`, offsets = {topic partition: "L:E"} (the next position to read).
   No subscription is created, so nothing on the cluster pins storage for the query.
 - sink: `analytics.sink` (exactly-once through the broker's deduplication).
@@ -21,6 +23,7 @@ data; `read` keeps no state between calls.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -41,12 +44,14 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from analytics import topic_schema
+from analytics.filters import RowFilter, split
 from analytics.options import Position, SourceOptions, parse_source_options
-from analytics.plan import Footers, Pruning, group_slices, plan_range, resolve_position, time_pruning
+from analytics.plan import Footers, PlanCounts, Pruning, group_slices, plan_range, resolve_position, time_pruning
 from analytics.read import ReadSpec, TimeBounds
 from analytics.snapshot import PartitionSnapshot, take_snapshots
 from common.errors import BadSourceOption
 
+log = logging.getLogger(__name__)
 SOURCE_NAME = "strata"
 
 
@@ -107,12 +112,12 @@ class SlicePartition(InputPartition):
         super().__init__((list(slices), spec))
 
 
-def _spec(options: SourceOptions) -> ReadSpec:
+def _spec(options: SourceOptions, row_filters: Sequence[RowFilter] = ()) -> ReadSpec:
     found = topic_schema.topic_value_schema(options.topics, options.pattern, options.value_schema, options.access)
     value_schema = found.struct_json if found is not None else options.value_schema
     avro = found.definitions if found is not None and found.kind == "AVRO" else ()
     return ReadSpec(options.access, TimeBounds(options.starting_time_ms, options.ending_time_ms),
-                    options.fail_on_data_loss, value_schema, options.columns, avro)
+                    options.fail_on_data_loss, value_schema, options.columns, avro, tuple(row_filters))
 
 
 def _columns(schema: StructType | None) -> tuple[str, ...]:
@@ -140,15 +145,16 @@ def _columns(schema: StructType | None) -> tuple[str, ...]:
 
 
 def _plan(options: SourceOptions, snapshots: Sequence[PartitionSnapshot], starts: dict[str, Position],
-          ends: dict[str, Position], prune: Pruning) -> list[InputPartition]:
+          ends: dict[str, Position], prune: Pruning, row_filters: Sequence[RowFilter] = (),
+          counts: PlanCounts | None = None) -> list[InputPartition]:
     footers = Footers(options.access)
     footers.prefetch([ledger.cold_key for snap in snapshots for ledger in snap.ledgers
-                      if ledger.cold_key and ledger.ledger_id >= starts[snap.topic][0]
+                      if ledger.cold_key and starts[snap.topic][0] <= ledger.ledger_id <= ends[snap.topic][0]
                       and not prune.skips_ledger(ledger) and not prune.skips_partition(snap)])
     slices: list[Any] = []
     for snap in snapshots:
-        slices.extend(plan_range(snap, starts[snap.topic], ends[snap.topic], options, prune, footers))
-    spec = _spec(options)
+        slices.extend(plan_range(snap, starts[snap.topic], ends[snap.topic], options, prune, footers, counts))
+    spec = _spec(options, row_filters)
     return [SlicePartition(group, spec) for group in group_slices(slices, options.partition_bytes)]
 
 
@@ -158,10 +164,15 @@ class StrataReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
         self.options = parse_source_options(options, streaming=False, columns=_columns(schema))
         self.prune = time_pruning(self.options, Pruning())
+        self.row_filters: list[RowFilter] = []     # the pushed filters the source answers
+        self.counts = PlanCounts()                 # what partitions() kept and skipped
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        self.prune = time_pruning(self.options, Pruning.from_filters(filters))
-        return filters            # pruning only: Spark applies every filter to the rows
+        """Keep the filters the source answers exactly (pruning by them, applying them to the
+        rows); return the others, which Spark applies."""
+        self.row_filters, rest = split(filters)
+        self.prune = time_pruning(self.options, Pruning.from_row_filters(self.row_filters))
+        return rest
 
     def partitions(self) -> Sequence[InputPartition]:
         snapshots = take_snapshots(self.options)
@@ -170,8 +181,10 @@ class StrataReader(DataSourceReader):
         for topic, start in starts.items():
             if ends[topic] < start and isinstance(self.options.ending.for_topic(topic), tuple):
                 raise BadSourceOption("endingOffsets is before startingOffsets", topic=topic)
-        partitions = _plan(self.options, snapshots, starts, ends, self.prune)
-        return partitions or [SlicePartition([], _spec(self.options))]
+        self.counts = PlanCounts()
+        partitions = _plan(self.options, snapshots, starts, ends, self.prune, self.row_filters, self.counts)
+        log.info("format('strata') plan: %d partitions; %s", len(partitions), self.counts.text())
+        return partitions or [SlicePartition([], _spec(self.options, self.row_filters))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from analytics.read import read_partition

@@ -11,9 +11,10 @@ What must hold:
 - every message up to the snapshot appears exactly once, with the payload, key, properties,
   event time and message id bytes the producers got, and reads are spread over several Spark
   partitions, cold and hot;
-- startingOffsets/endingOffsets select exactly [start, end); publish_time, partition and
-  ledger_id filters prune ledgers and row groups (fewer slices) and give the same rows as an
-  unpruned query filtered by Spark;
+- startingOffsets/endingOffsets select exactly [start, end); publish_time, key, partition,
+  ledger_id, entry_id and message_id filters are answered by the source (none left for Spark),
+  prune ledgers, objects and row groups (fewer slices, the planner's counts) and give the same
+  rows as Python's filter of the whole topic;
 - bad input (unknown option, unknown topic, end before start, unparsable JSON, a missing or
   damaged object) is a clear error before any work starts.
 """
@@ -156,20 +157,70 @@ def test_offsets_select_exactly_the_range(spark, world: World) -> None:
     assert [view_of_row(r) for r in rows] == [view_of_sent(s) for s in expected]
 
 
-def test_filters_prune_ledgers_and_row_groups_and_keep_the_rows(spark, world: World) -> None:
+def _filters_left_to_spark(df: Any) -> str:
+    """The Filter nodes of the executed plan (what Spark still applies to the source's rows)."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return "\n".join(line for line in plan.splitlines() if "Filter " in line)
+
+
+def test_answered_filters_prune_and_give_the_rows_spark_would(spark, world: World) -> None:
+    """publish_time, key, partition, ledger_id, entry_id and message_id comparisons: the same rows
+    as Python's filter of the whole topic, and no Filter left in Spark's plan; a message id leaves
+    one Spark partition of the many (one per row group or hot range with partitionBytes=1)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
 
     df = spark.read.format("strata").options(**world.options(topic=TOPIC)).load()
-    times = sorted(r["publish_time"] for r in df.select("publish_time").distinct().collect())
+    everything = rows_of(df)
+    pick = everything[len(everything) // 3]
+    times = sorted({r["publish_time"] for r in everything})
     low, high = times[len(times) // 3], times[len(times) // 2]
-    filtered = df.where((F.col("publish_time") >= F.lit(low)) & (F.col("publish_time") < F.lit(high)))
-    expected = [r for r in rows_of(df) if low <= r["publish_time"] < high]
-    assert rows_of(filtered) == expected and expected
-    pruned = plan_of(world, [GreaterThanOrEqual(("publish_time",), low), LessThan(("publish_time",), high)])
-    assert 0 < len(pruned) < len(plan_of(world))
-    by_ledger = df.where(F.col("ledger_id") == world.corpus[10].msg_id[0])
-    assert {r["ledger_id"] for r in by_ledger.collect()} == {world.corpus[10].msg_id[0]}
+    cases = [
+        (F.col("message_id") == F.lit(bytes(pick["message_id"])), lambda r: r["message_id"] == pick["message_id"]),
+        ((F.col("publish_time") >= F.lit(low)) & (F.col("publish_time") < F.lit(high)) & (F.col("key") == pick["key"]),
+         lambda r: low <= r["publish_time"] < high and r["key"] == pick["key"]),
+        (F.col("entry_id").isin(0, 1) & (F.col("partition") == -1) & (F.col("ledger_id") <= pick["ledger_id"]),
+         lambda r: r["entry_id"] in (0, 1) and r["ledger_id"] <= pick["ledger_id"]),
+    ]
+    for condition, keep in cases:
+        filtered = df.where(condition)
+        expected = [r for r in everything if keep(r)]
+        assert expected and rows_of(filtered) == expected, condition
+        assert not _filters_left_to_spark(filtered), condition
+    one_slice = spark.read.format("strata").options(**world.options(topic=TOPIC, partitionBytes="1")).load()
+    assert one_slice.rdd.getNumPartitions() > 10          # planned only: no task runs
+    assert one_slice.where(F.col("message_id") == F.lit(bytes(pick["message_id"]))).rdd.getNumPartitions() == 1
+    prefix = df.where(F.col("key").startswith("key-1") & (F.col("entry_id") == 0))
+    assert "StartsWith" in _filters_left_to_spark(prefix), "what the source cannot answer Spark applies"
+    assert rows_of(prefix) == [r for r in everything if r["key"].startswith("key-1") and r["entry_id"] == 0]
+
+
+def test_pruning_counts_ledgers_objects_and_row_groups(spark, world: World) -> None:
+    """The planner's counts: a publish-time window skips row groups of offloaded objects and whole
+    ledgers; a message id leaves one ledger and, if offloaded, one row group."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
+
+    everything = StrataReader(world.options(topic=TOPIC))
+    everything.partitions()
+    total = everything.counts
+    assert total.ledgers_skipped == total.row_groups_skipped == total.objects_skipped == 0
+    assert total.objects == len(world.offloaded) and total.row_groups > total.objects
+    cold = (spark.read.format("strata").schema("ledger_id bigint, message_id binary, publish_time timestamp")
+            .options(**world.options(topic=TOPIC)).load()
+            .where(F.col("ledger_id").isin(sorted(world.offloaded))).orderBy("publish_time").collect())
+    low = cold[len(cold) // 2]["publish_time"]
+    window = StrataReader(world.options(topic=TOPIC))
+    assert not list(window.pushFilters([GreaterThanOrEqual(("publish_time",), low),
+                                        LessThan(("publish_time",), low + datetime.timedelta(milliseconds=1))]))
+    window.partitions()
+    counts = window.counts
+    assert counts.ledgers_skipped > 0 and counts.row_groups_skipped > 0 and counts.objects_skipped > 0
+    assert 0 < counts.row_groups < total.row_groups
+    one = StrataReader(world.options(topic=TOPIC))
+    assert not list(one.pushFilters([EqualTo(("message_id",), bytes(cold[5]["message_id"]))]))
+    one.partitions()
+    assert one.counts.ledgers - one.counts.ledgers_skipped == 1
+    assert (one.counts.objects, one.counts.row_groups) == (1, 1)
 
 
 # --- bad input ---------------------------------------------------------------------------------
@@ -413,3 +464,4 @@ def test_offset_of_a_hot_slice_start_and_older_objects_without_the_column() -> N
     batch = _conform(_with_nulls(old, columns, ["offset"]))
     assert batch.schema == pa.schema([MESSAGE_ONLY_SCHEMA.field(c) for c in columns])
     assert batch.column("offset").to_pylist() == [None, None]
+

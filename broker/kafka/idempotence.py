@@ -12,8 +12,16 @@ gaps never refused). Here, per (partition, producer id), for a batch of sequence
 - epoch > the pid's epoch (a bump) -> APPEND if first_seq is 0, else OUT_OF_ORDER (45);
 - the same epoch -> APPEND if first_seq follows the last *accepted* sequence (clients pipeline
   up to 5 batches, so a batch is checked against the ones still in flight), else OUT_OF_ORDER;
-- a pid with no state (never seen, expired, evicted, or rolled back to nothing) -> APPEND,
-  whatever the sequence (what Kafka does today; it no longer answers UNKNOWN_PRODUCER_ID).
+- a pid with no state -> APPEND if first_seq is 0. A later sequence is accepted only from a pid
+  this partition expired or evicted (`expire`, the `producers_max` bound): every batch it sent
+  before was durable and acknowledged, so Kafka's rule today (any sequence) is safe for it. From a
+  pid never seen here, or rolled back to nothing by a failed first batch, a later sequence is
+  OUT_OF_ORDER: its earlier batches are not stored. Accepting it would lose them silently, since
+  librdkafka takes a later batch's success as proof that earlier batches whose outcome it did not
+  know were stored ("implicit ack"). That happens when the first batch fails on a partition's
+  old owner, or is refused while the new owner is still loading, and the next batch arrives at
+  the new owner. librdkafka answers this OUT_OF_ORDER by draining, bumping its epoch and
+  retrying from sequence 0, because the refused batch is not its oldest unacknowledged one.
 
 Lifecycle of a batch: `check` -> `accept` (before the append is submitted) -> `on_appended`
 (durable: its offsets are known) or `on_failed`. A failed append rolls the pid back to what it
@@ -29,11 +37,13 @@ durable batch (by first offset, which only grows along the log) changes nothing,
 that starts before entries a snapshot already reflects is harmless.
 
 Limits: at most `producers_max` pids per partition (PRODUCER_IDS_MAX by default); a new pid
-when full evicts the least recently used pid with nothing in flight (it then has no state: its
-next batch is accepted whatever its sequence, as after expiry); if every pid has batches in
+when full evicts the least recently used pid with nothing in flight (it then has no state and is
+remembered as expired: its next batch is accepted whatever its sequence); if every pid has batches in
 flight, `accept` raises LimitExceeded. At most IN_FLIGHT_BATCHES_MAX batches in flight per pid
 (clients send at most 5), else LimitExceeded. Pids idle for `expiry_ms` (Kafka's
-producer.id.expiration.ms) go at `expire()`, never while a batch is in flight.
+producer.id.expiration.ms) go at `expire()`, never while a batch is in flight. At most
+`producers_max` expired or evicted pids are remembered (the oldest is forgotten first); the
+durable state keeps them.
 
 What must hold: the durable state (`to_doc`) reflects only appended batches, in log order per
 pid; a DUPLICATE verdict names a batch that was appended; an accepted batch is resolved exactly
@@ -151,6 +161,9 @@ class PartitionProducers:
         self._serial = 0                 # serial of the newest accepted batch; 0 = none yet
         # serial -> pid of every batch accepted and not yet resolved, oldest first
         self._unresolved: dict[int, int] = {}
+        # pids expired or evicted here, oldest first (at most producers_max): their next batch
+        # may carry any sequence
+        self._expired: collections.OrderedDict[int, None] = collections.OrderedDict()
         self.appended_batches = 0        # batches folded by on_appended since this object exists
         self.evicted = 0                 # pids dropped because the partition was full
         # Called after on_appended and on_failed (durability: `broker.kafka.producer_state`);
@@ -166,7 +179,8 @@ class PartitionProducers:
         _check_batch(pid, epoch, first_seq, last_seq)
         p = self._producers.get(pid)
         if p is None:
-            return Check(Verdict.APPEND)
+            known_before = first_seq == 0 or pid in self._expired
+            return Check(Verdict.APPEND if known_before else Verdict.OUT_OF_ORDER)
         epoch_now, last = p.accepted()
         if epoch == epoch_now:
             for r in p.in_flight:
@@ -258,6 +272,7 @@ class PartitionProducers:
                 if not p.in_flight and now_ms - p.wall_ms >= self.expiry_ms]
         for pid in gone:
             del self._producers[pid]
+            self._remember_expired(pid)
         return len(gone)
 
     def to_doc(self) -> dict[str, Any]:
@@ -265,18 +280,25 @@ class PartitionProducers:
         return {"version": DOC_VERSION, "producers": [
             [pid, p.epoch, p.wall_ms, [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms]
                                        for b in p.batches]]
-            for pid, p in self._producers.items() if p.batches]}
+            for pid, p in self._producers.items() if p.batches],
+            "expired": list(self._expired)}
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any], **kw: Any) -> PartitionProducers:
         state = cls(**kw)
         if doc.get("version") != DOC_VERSION:
             raise InvalidArgument("unknown kafka producer state version", version=doc.get("version"))
-        for pid, epoch, wall_ms, batches in doc["producers"][-state.producers_max:]:
+        producers = doc["producers"]
+        for pid, *_ in producers[:-state.producers_max]:    # over the bound: as if evicted
+            state._remember_expired(int(pid))
+        for pid, epoch, wall_ms, batches in producers[-state.producers_max:]:
             p = _Producer(int(epoch), collections.deque(maxlen=state.batches_kept), int(wall_ms))
             p.batches.extend(BatchMark(*map(int, b)) for b in batches)
             if p.batches:
                 state._producers[int(pid)] = p
+        for pid in doc.get("expired", [])[-state.producers_max:]:   # absent from older snapshots
+            if int(pid) not in state._producers:
+                state._remember_expired(int(pid))
         return state
 
     # --- for the durability layer ----------------------------------------------------------------
@@ -305,10 +327,18 @@ class PartitionProducers:
                 raise LimitExceeded("every tracked kafka producer has batches in flight",
                                     producers_max=self.producers_max)
             del self._producers[idle]
+            self._remember_expired(idle)
             self.evicted += 1
         p = _Producer(batches=collections.deque(maxlen=self.batches_kept))
         self._producers[pid] = p
+        self._expired.pop(pid, None)
         return p
+
+    def _remember_expired(self, pid: int) -> None:
+        self._expired[pid] = None
+        self._expired.move_to_end(pid)
+        while len(self._expired) > self.producers_max:
+            self._expired.popitem(last=False)
 
     def _fold(self, p: _Producer, epoch: int, mark: BatchMark, wall_ms: int) -> None:
         """Make `mark` the newest durable batch of `p` (no-op if the log has it before the newest)."""

@@ -164,6 +164,9 @@ async def _append(conn: KafkaConnection, topic: PersistentTopic,
                 out.appends.append(check.token)
                 continue
             if check.verdict is Verdict.OUT_OF_ORDER:
+                log.info("kafka producer %d (epoch %d) on %s: batch %d..%d out of order; earlier batches "
+                         "are not stored here", batch.producer_id, batch.producer_epoch, topic.name,
+                         batch.base_sequence, last_sequence(batch))
                 out.error = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
                 return
             if check.verdict is Verdict.INVALID_EPOCH:

@@ -82,3 +82,24 @@ def test_a_stale_epoch_is_fenced(bootstrap: str, topic: str) -> None:
         assert stale.error == wire.INVALID_PRODUCER_EPOCH, stale
         assert end_offset(conn, topic) == end, "a fenced batch was stored"
     assert values(bootstrap, topic, 1) == [b"e0"]
+
+
+def test_a_new_producer_id_must_start_at_sequence_zero(bootstrap: str, topic: str) -> None:
+    """A partition that never stored a producer's earlier batches refuses a later one: librdkafka takes
+    a later batch's success as proof that earlier batches it had no answer for were stored (its
+    "implicit ack"), so accepting it here lost those batches silently when the first one had failed
+    on another owner. The refusal is OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka answers by
+    bumping its epoch and sending again from sequence 0."""
+    with RawKafka.to(bootstrap) as conn:
+        pid, epoch = conn.init_producer_id()
+        later = conn.produce(topic, 0, record_batch([(None, b"s13")], producer_id=pid, producer_epoch=epoch,
+                                                    base_sequence=13))
+        assert later.error == wire.OUT_OF_ORDER_SEQUENCE_NUMBER, later
+        assert end_offset(conn, topic) == 0, "a batch whose predecessors are missing was stored"
+        first = conn.produce(topic, 0, record_batch([(None, b"s0")], producer_id=pid, producer_epoch=epoch,
+                                                    base_sequence=0))
+        assert first.error == wire.NONE and first.base_offset == 0, first
+        bumped = conn.produce(topic, 0, record_batch([(None, b"b0")], producer_id=pid, producer_epoch=epoch + 1,
+                                                     base_sequence=0))
+        assert bumped.error == wire.NONE and bumped.base_offset == 1, bumped
+    assert values(bootstrap, topic, 2) == [b"s0", b"b0"]

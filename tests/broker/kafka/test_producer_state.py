@@ -140,7 +140,7 @@ def test_restart_restores_from_snapshot_and_replay(env) -> None:
         p = Producer(ml, store)
         await p.send(1, 0, 0, 2)
         await ml.append(kafka_entry(None), messages=1)  # not idempotent
-        await p.send(2, 5, 100)
+        await p.send(2, 5, 0)
         await ml.append(kafka_entry(-1), messages=1)
         marks = [await p.send(1, 0, 2 + i, 1) for i in range(6)]  # 8 idempotent appends in all
         await until(lambda: store._worker is not None and store._worker.done(), timeout_s=10)
@@ -161,7 +161,7 @@ def test_restart_restores_from_snapshot_and_replay(env) -> None:
         assert state.check(1, 0, 3, 3).verdict is Verdict.OUT_OF_ORDER  # the 6th oldest
         assert state.check(1, 0, 4, 4).verdict is Verdict.DUPLICATE
         assert state.check(1, 0, 9, 9).verdict is Verdict.APPEND
-        assert state.check(2, 4, 101, 101).verdict is Verdict.INVALID_EPOCH
+        assert state.check(2, 4, 1, 1).verdict is Verdict.INVALID_EPOCH
         assert Position(*(await snapshot(astore2))["position"]) == ml2.last_confirmed  # written after replay
         await store2.close()
         await ml2.close()

@@ -8,7 +8,8 @@ for what the client cannot send, a raw protocol client.
   is version 1, and a consumer decodes both versions' messages (the client fetches the writer
   schema by version with GET_SCHEMA).
 - An incompatible producer and an incompatible consumer get IncompatibleSchema and nothing
-  changes (no version, no subscription).
+  changes (no version, no subscription). A record renamed with the same fields is compatible
+  (Pulsar's Avro check does not compare record names).
 - A namespace set to BACKWARD (JSON schemas) and FORWARD accepts and refuses as Pulsar's table.
 - isAllowAutoUpdateSchema=false refuses a new version and takes a known one;
   schemaValidationEnforced=true refuses a producer without a schema.
@@ -27,6 +28,7 @@ import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
 from proto import pulsar_api_pb2 as pb
+from tests.acceptance.conftest import receive_all
 from tests.support.admin_cli import run_admin
 from tests.support.admin_http import admin_call
 from tests.support.namespaces import ensure_namespace
@@ -35,7 +37,7 @@ from wire.pulsar import CommandType as T
 
 
 def user(**fields) -> type:
-    """A Record class named User (Pulsar checks record names) with these fields."""
+    """A Record class named User with these fields."""
     return type("User", (Record,), fields)
 
 
@@ -105,6 +107,17 @@ def test_incompatible_producer_and_consumer_are_refused_and_nothing_changes(stan
     status, subs = admin_call(standalone.admin_url, "GET",
                               "/admin/v2/persistent/" + topic.split("://")[1] + "/subscriptions")
     assert status == 200 and "wrong" not in subs
+
+
+def test_a_renamed_record_is_accepted_under_the_default_full(standalone, client, topic) -> None:
+    fields = {"name": String(), "age": Integer()}
+    a, b = type("A", (Record,), dict(fields)), type("B", (Record,), dict(fields))
+    first = client.create_producer(topic, schema=AvroSchema(a))
+    consumer = client.subscribe(topic, "s", schema=AvroSchema(b))
+    first.send(a(name="x", age=1))
+    client.create_producer(topic, schema=AvroSchema(b)).send(b(name="y", age=2))
+    assert [(m.value().name, m.value().age) for m in receive_all(consumer, 2)] == [("x", 1), ("y", 2)]
+    assert _versions(standalone.admin_url, topic) == [0, 1]
 
 
 def _namespace(admin_url: str, name: str, **policy) -> str:

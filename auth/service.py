@@ -7,9 +7,19 @@
 Rules:
 - authentication off (`authentication_enabled` false): every peer is `anonymous_user_role`
   (possibly ""), whatever it presents; method NO_METHOD.
-- on: the provider named by `credentials.method` decides; a method not configured, or NO_METHOD
-  (or an empty method) without an `anonymous_user_role`, is AuthenticationFailed. NO_METHOD with
-  an anonymous role is that role. A TLS client certificate with method "tls" is the tls provider's.
+- on: the provider named by `credentials.method` decides; NO_METHOD (or an empty method) without an
+  `anonymous_user_role` is AuthenticationFailed, with one it is that role. A TLS client certificate
+  with method "tls" is the tls provider's.
+- a method no provider is configured for: with `unknown_method_anonymous` (the binary protocol's
+  CONNECT and the admin HTTP API, as Pulsar's ServerCnx and AuthenticationService) it is the
+  anonymous role when one is set, and authorization decides what that role may do; otherwise, and
+  always without an anonymous role, AuthenticationFailed. The default (the Kafka SASL port, the
+  binary protocol's credential refresh) refuses it, as KoP does. Credentials a configured provider
+  refuses never fall back to the anonymous role.
+- HTTP: a request naming its method in `X-Pulsar-Auth-Method-Name` (Pulsar's Java clients send it)
+  is refused when no provider has that name, anonymous role or not ("Unsupported authentication
+  method: [name].", as Pulsar's AuthenticationService); a request without it is routed by its
+  `Authorization` scheme, and a scheme no configured provider takes is an unknown method (above).
 - blocking providers (basic: bcrypt) run off the event loop in `authenticate_async`, on at most
   BLOCKING_THREADS threads of the service's own pool, with at most BLOCKING_PENDING_MAX checks queued
   or running; past that a check is refused at once with AuthenticationBusy (retriable; clients
@@ -42,6 +52,7 @@ import concurrent.futures
 import functools
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 
@@ -53,6 +64,12 @@ from common.errors import AuthenticationBusy, AuthenticationFailed
 BLOCKING_THREADS = 2            # threads running slow checks (bcrypt); the machine's cores are the limit anyway
 BLOCKING_PENDING_MAX = 64       # slow checks queued or running; one more is AuthenticationBusy
 HTTP_AUTHORIZATION_CHARS_MAX = 16 * 1024
+HTTP_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"    # Pulsar's header naming a request's method (Java clients)
+METHOD_CHARS_MAX = 32           # a client's method name is quoted (errors, logs) this far at most
+# Pulsar's words when a method has no provider and there is no anonymous role to fall back to
+NO_PROVIDER_NO_ANONYMOUS = "No anonymous role, and no authentication provider configured"
+
+log = logging.getLogger(__name__)
 
 
 class AuthenticationService:
@@ -79,17 +96,20 @@ class AuthenticationService:
             providers = {name: build(name, config) for name in auth_providers(config)}
         return cls(providers, enabled=config.authentication_enabled, anonymous_role=config.anonymous_user_role)
 
-    def authenticate(self, credentials: Credentials) -> Identity:
-        """Identity, or AuthenticationFailed (TokenExpired for an expired token)."""
-        decided = self._route(credentials)
+    def authenticate(self, credentials: Credentials, *, unknown_method_anonymous: bool = False) -> Identity:
+        """Identity, or AuthenticationFailed (TokenExpired for an expired token). With
+        `unknown_method_anonymous`, a method no provider is configured for is the anonymous role
+        when one is set (Pulsar's ServerCnx and HTTP authentication)."""
+        decided = self._route(credentials, unknown_method_anonymous)
         if isinstance(decided, Identity):
             return decided
         return decided.authenticate(credentials)
 
-    async def authenticate_async(self, credentials: Credentials) -> Identity:
+    async def authenticate_async(self, credentials: Credentials, *,
+                                 unknown_method_anonymous: bool = False) -> Identity:
         """As `authenticate`; a blocking provider runs on the service's bounded pool (AuthenticationBusy
         when BLOCKING_PENDING_MAX checks are already pending)."""
-        decided = self._route(credentials)
+        decided = self._route(credentials, unknown_method_anonymous)
         if isinstance(decided, Identity):
             return decided
         if not is_blocking(decided):
@@ -97,14 +117,28 @@ class AuthenticationService:
         # shielded: a waiter that goes away (its connection closed) must not cancel a check others share
         return await asyncio.shield(asyncio.wrap_future(self._submit(decided, credentials)))
 
-    def credentials_from_http(self, authorization: str | None, peer_cert_cn: str | None) -> Credentials:
+    def credentials_from_http(self, authorization: str | None, peer_cert_cn: str | None,
+                              method_name: str | None = None) -> Credentials:
         """An HTTP request's credentials: `Authorization: Bearer <jwt>` → token, `Basic <b64>` → basic
-        ("user:password"), none with a verified client certificate → tls, else NO_METHOD."""
+        ("user:password"), none with a verified client certificate → tls, else NO_METHOD. `method_name`
+        is the request's X-Pulsar-Auth-Method-Name: that provider decides, and a name no provider has is
+        AuthenticationFailed at once (authentication on). An oversized header is AuthenticationFailed."""
+        derived = self._credentials_of_header(authorization, peer_cert_cn)
+        if method_name is None or not self.enabled:
+            return derived
+        if method_name not in self._providers:
+            raise AuthenticationFailed(f"Unsupported authentication method: [{method_name[:METHOD_CHARS_MAX]}].",
+                                       methods=",".join(self.methods))
+        if derived.method == method_name:
+            return derived
+        return Credentials(method_name, b"", peer_cert_cn)   # the named provider finds no credentials of its kind
+
+    def _credentials_of_header(self, authorization: str | None, peer_cert_cn: str | None) -> Credentials:
         header = (authorization or "").strip()
         if not header:
             return Credentials("tls", b"", peer_cert_cn) if peer_cert_cn else Credentials(NO_METHOD)
         if len(header) > HTTP_AUTHORIZATION_CHARS_MAX:
-            return Credentials("http:oversized", b"", peer_cert_cn)     # refused: not a configured method
+            raise AuthenticationFailed("Authorization header too long", chars_max=HTTP_AUTHORIZATION_CHARS_MAX)
         scheme, _, value = header.partition(" ")
         scheme, value = scheme.lower(), value.strip()
         if scheme == "bearer":
@@ -125,7 +159,7 @@ class AuthenticationService:
 
     # --- internals ---
 
-    def _route(self, credentials: Credentials) -> Identity | AuthenticationProvider:
+    def _route(self, credentials: Credentials, unknown_method_anonymous: bool) -> Identity | AuthenticationProvider:
         """The identity the rules give without a provider, or the provider that must decide."""
         if not self.enabled:
             return Identity(self.anonymous_role, NO_METHOD)
@@ -136,10 +170,18 @@ class AuthenticationService:
             raise AuthenticationFailed("authentication required: no credentials presented",
                                        methods=",".join(self.methods))
         provider = self._providers.get(method)
-        if provider is None:
-            raise AuthenticationFailed("authentication method not configured", method=method[:32],
+        if provider is not None:
+            return provider
+        if not unknown_method_anonymous:
+            raise AuthenticationFailed("authentication method not configured", method=method[:METHOD_CHARS_MAX],
                                        methods=",".join(self.methods))
-        return provider
+        if not self.anonymous_role:
+            raise AuthenticationFailed(NO_PROVIDER_NO_ANONYMOUS, method=method[:METHOD_CHARS_MAX],
+                                       methods=",".join(self.methods))
+        # Pulsar says nothing above debug here either: authorization decides what the role may do
+        log.debug("authentication method %r has no provider: the anonymous role %r",
+                  method[:METHOD_CHARS_MAX], self.anonymous_role)
+        return Identity(self.anonymous_role, NO_METHOD)
 
     def _submit(self, provider: AuthenticationProvider,
                 credentials: Credentials) -> concurrent.futures.Future[Identity]:

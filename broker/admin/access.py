@@ -7,8 +7,10 @@ handler runs: it says nothing about whether a tenant, namespace or topic exists,
 Authentication (`authentication_enabled`): the request's `Authorization` header (`Bearer <jwt>`,
 `Basic <b64(user:password)>`) and the CN of a client certificate the HTTPS handshake verified
 (`auth.tls.peer_common_name`) go to `service.authentication` (`credentials_from_http`,
-`authenticate_async`); no valid credentials → 401 `{"reason"}` (a client without credentials has
-`anonymous_user_role` when one is set). Off: every caller has `anonymous_user_role`.
+`authenticate_async`); no valid credentials → 401 `{"reason"}` (a client without credentials, or
+whose `Authorization` scheme no configured provider takes, has `anonymous_user_role` when one is set,
+as in Pulsar; one naming an unknown method in `X-Pulsar-Auth-Method-Name` is 401 regardless).
+Off: every caller has `anonymous_user_role`.
 The identity is kept on the request (`request[IDENTITY]`).
 
 Authorization (`authorization_enabled`): every route of the application has a rule in `ROUTES`
@@ -72,9 +74,11 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from auth.api import NO_METHOD, Identity
+from auth.service import HTTP_METHOD_HEADER
 from auth.tls import peer_common_name
 from broker.admin import lookup
 from broker.cluster import peers
+from broker.limits import registry
 from broker.security.authorization import SUBSCRIPTION_AUTH, Action, AuthorizationService
 from common.errors import AuthorizationDenied, InvalidTopicName
 from common.topic_names import TopicName, parse_topic
@@ -147,8 +151,8 @@ def _topic_rules() -> dict[tuple[str, str], Access]:
         ("PUT", "/subscriptionTypesEnabled"): Access(su, "SUBSCRIPTION_TYPES"),
     }
     for policy in ("backlogQuota", "backlogQuotaMap", "compactionThreshold", "deduplicationEnabled", "messageTTL",
-                   "offloadPolicies", "retention", "schemaCompatibilityStrategy", "maxProducers", "maxConsumers",
-                   "persistence", "dispatchRate", "publishRate", "delayedDelivery", "inactiveTopicPolicies"):
+                   "offloadPolicies", "retention", "schemaCompatibilityStrategy",
+                   *registry.BY_TOPIC_ROUTE):
         for method in ("GET", "POST", "PUT", "DELETE"):
             rules[(method, "/" + policy)] = Access(ta, f"{'READ' if method == 'GET' else 'WRITE'} {policy}")
     return rules
@@ -173,8 +177,7 @@ def _namespace_rules() -> dict[tuple[str, str], Access]:
     for policy in ("backlogQuota", "backlogQuotaMap", "compactionThreshold", "deduplication",
                    "isAllowAutoUpdateSchema", "messageTTL", "offloadDeletionLagMs", "offloadPolicies",
                    "offloadThreshold", "offloadThresholdInSeconds", "retention", "schemaCompatibilityStrategy",
-                   "schemaValidationEnforced", "replication", "maxProducersPerTopic", "maxConsumersPerTopic",
-                   "persistence", "dispatchRate", "subscriptionExpirationTime", "autoTopicCreation"):
+                   "schemaValidationEnforced", "replication", *registry.BY_ROUTE):
         for method in ("GET", "POST", "PUT", "DELETE"):
             rules[(method, "/" + policy)] = Access(ta, f"{'READ' if method == 'GET' else 'WRITE'} {policy}")
     return rules
@@ -279,8 +282,9 @@ async def _authenticate(request: web.Request, service: BrokerService, rule: Rule
         return None
     authn = service.authentication
     peer_cn = peer_common_name(request.transport) if request.transport is not None else None
-    credentials = authn.credentials_from_http(request.headers.get("Authorization"), peer_cn)
-    return await authn.authenticate_async(credentials)
+    credentials = authn.credentials_from_http(request.headers.get("Authorization"), peer_cn,
+                                              request.headers.get(HTTP_METHOD_HEADER))
+    return await authn.authenticate_async(credentials, unknown_method_anonymous=True)
 
 
 async def _authorize(request: web.Request, service: BrokerService, role: str, rule: Access) -> None:

@@ -11,7 +11,9 @@ AUTHENTICATING  CONNECT's credentials, Credentials(auth_method_name or "none", a
                 a client certificate the TLS handshake verified), are with
                 `front.authentication.authenticate_async` (a task; bcrypt runs off the loop). Any
                 frame meanwhile, a second CONNECT too, closes the connection (clients wait for
-                CONNECTED). Verified: `conn.identity` is set, CONNECTED sent, READY. Refused:
+                CONNECTED). A method no provider is configured for is the anonymous role when
+                `anonymous_user_role` is set (Pulsar's ServerCnx): the client connects and
+                authorization decides each request. Verified: `conn.identity` is set, CONNECTED sent, READY. Refused:
                 ERROR{request_id=-1 (2^64-1 on the wire), AuthenticationError, "Failed to
                 authenticate"}, then close, as Pulsar answers (the Java client raises
                 AuthenticationException). The reason is logged, never the credentials.
@@ -128,7 +130,7 @@ class WireAuth:
     async def _authenticate(self, connect: pb.CommandConnect, credentials: Credentials) -> None:
         conn = self._conn
         try:
-            identity = await conn.front.authentication.authenticate_async(credentials)
+            identity = await conn.front.authentication.authenticate_async(credentials, unknown_method_anonymous=True)
         except StrataError as exc:
             if conn.state is ConnState.AUTHENTICATING:
                 self._refuse(connect, credentials, exc)

@@ -1,5 +1,6 @@
-"""AuthenticationService: the rules around the providers (off, anonymous, unknown methods), HTTP
-credentials, and the bounded pool the slow basic checks run on, off the event loop.
+"""AuthenticationService: the rules around the providers (off, anonymous, unknown methods and their
+fallback to the anonymous role), HTTP credentials (X-Pulsar-Auth-Method-Name included), and the
+bounded pool the slow basic checks run on, off the event loop.
 """
 
 from __future__ import annotations
@@ -56,12 +57,30 @@ def test_on_no_credentials_is_the_anonymous_role_only_if_there_is_one(keys: Keys
         welcoming.authenticate(Credentials("token", b"garbage"))
 
 
-def test_on_a_method_not_configured_is_refused(keys: Keys) -> None:
-    service = _service(keys, authentication_providers="token", anonymous_user_role="guest")
+def test_on_a_method_not_configured_is_refused_unless_the_caller_lets_it_be_anonymous(keys: Keys) -> None:
+    welcoming = _service(keys, authentication_providers="token", anonymous_user_role="guest")
+    refusing = _service(keys, authentication_providers="token")
     for method in ("basic", "tls", "kerberos", "x" * 500):
+        credentials = Credentials(method, b"bcrypt-user:bcrypt-pass", "carol")
+        for service in (welcoming, refusing):       # the default (Kafka SASL, credential refresh): refused
+            with pytest.raises(AuthenticationFailed) as info:
+                service.authenticate(credentials)
+            assert len(str(info.value)) < 300
+        # Pulsar's ServerCnx and HTTP authentication: the anonymous role, and authorization decides
+        assert welcoming.authenticate(credentials, unknown_method_anonymous=True) == Identity("guest", NO_METHOD)
+        assert asyncio.run(welcoming.authenticate_async(credentials, unknown_method_anonymous=True)).role == "guest"
         with pytest.raises(AuthenticationFailed) as info:
-            service.authenticate(Credentials(method, b"bcrypt-user:bcrypt-pass", "carol"))
+            refusing.authenticate(credentials, unknown_method_anonymous=True)
+        assert str(info.value).startswith("No anonymous role, and no authentication provider configured")
         assert len(str(info.value)) < 300
+
+
+def test_credentials_a_configured_provider_refuses_never_become_anonymous(keys: Keys) -> None:
+    service = _service(keys, anonymous_user_role="guest")
+    for credentials in (Credentials("token", b"garbage"), Credentials("basic", b"apr-user:wrong"),
+                        Credentials("token", create_token(keys.secret, "a", expires_in_s=-9).encode())):
+        with pytest.raises(AuthenticationFailed):
+            service.authenticate(credentials, unknown_method_anonymous=True)
 
 
 def test_on_each_provider_decides_its_method(keys: Keys) -> None:
@@ -98,6 +117,30 @@ def test_http_credentials(keys: Keys) -> None:
     for header in ("Basic !!!not-base64!!!", "Digest username=x", "Bearer", "Negotiate abc", "x" * 20_000):
         with pytest.raises(AuthenticationFailed):
             service.authenticate(service.credentials_from_http(header, None))
+    # a scheme no configured provider takes is an unknown method: anonymous where the caller allows it
+    for header in ("Digest username=x", "Negotiate abc"):
+        credentials = service.credentials_from_http(header, None)
+        assert service.authenticate(credentials, unknown_method_anonymous=True).role == "guest"
+    for header in ("Basic !!!not-base64!!!", "Bearer", "x" * 20_000):     # basic and token are configured
+        with pytest.raises(AuthenticationFailed):
+            service.authenticate(service.credentials_from_http(header, None), unknown_method_anonymous=True)
+
+
+def test_http_method_header_names_the_provider(keys: Keys) -> None:
+    service = _service(keys, anonymous_user_role="guest")
+    token = create_token(keys.secret, "alice")
+    bearer = f"Bearer {token}"
+    assert service.credentials_from_http(bearer, None, "token") == Credentials("token", token.encode())
+    assert service.authenticate(service.credentials_from_http(bearer, None, "token")).role == "alice"
+    with pytest.raises(AuthenticationFailed):     # the named provider finds no credentials of its kind
+        service.authenticate(service.credentials_from_http(bearer, None, "basic"), unknown_method_anonymous=True)
+    # Pulsar: a named method without a provider is refused, even with an anonymous role
+    for name in ("kerberos", "tls", "x" * 500):
+        with pytest.raises(AuthenticationFailed) as info:
+            service.credentials_from_http(bearer, None, name)
+        assert str(info.value).startswith(f"Unsupported authentication method: [{name[:32]}].")
+    off = _service(keys, authentication_enabled=False)
+    assert off.authenticate(off.credentials_from_http(None, None, "kerberos")) == Identity("", NO_METHOD)
 
 
 def test_async_runs_basic_off_the_loop_and_tokens_on_it(keys: Keys) -> None:

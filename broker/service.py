@@ -57,6 +57,7 @@ from broker.cluster.load_report import LoadMeter
 from broker.cluster.ownership import Ownership
 from broker.cluster.registry import BrokerRegistry
 from broker.context import BrokerContext
+from broker.limits.view import PolicyView
 from broker.nonpersistent.topic import NonPersistentTopics
 from broker.records import policies, tenancy
 from broker.retention import backlog_quota
@@ -112,6 +113,7 @@ class BrokerService:
         self._background_started = False   # policy watch and stats sampler (started lazily)
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
+        self.limits = PolicyView(ctx.astore, ctx.config)        # multi-tenant policies, cached (broker.limits)
         self.backlog_quotas = BacklogQuotaChecker(ctx, self)   # periodic backlog quota check, likewise
         self.closing = False
         # metric families other front ends add to /metrics (the Kafka listener's requests and traffic):
@@ -286,6 +288,7 @@ class BrokerService:
 
     def _policy_changed(self, event: WatchEvent) -> None:
         path = event.path
+        self.limits.changed(path)
         if path.startswith(policies.POLICIES_ROOT + "/"):
             tenant, _, ns = path[len(policies.POLICIES_ROOT) + 1:].partition("/")
             self.ctx.spawn(self.apply_dedup_policy(lambda n: (n.tenant, n.namespace) == (tenant, ns)))

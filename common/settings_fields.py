@@ -293,6 +293,96 @@ class SettingsFields:
     """
     broker_partitions_max: int
     """most partitions a partitioned topic may have. Default 1000; bounds 1 .. 100000."""
+    broker_subscription_unacked_messages_max: int
+    """Shared/Key_Shared: a subscription holding this many unacked messages dispatches no more until acks bring it to
+    half (Pulsar's maxUnackedMessagesPerSubscription; 0: no limit). Default 200000; bounds 0 .. 1000000000.
+    """
+    broker_topic_producers_max: int
+    """producers one topic may have (Pulsar's maxProducersPerTopic; 0: no limit). Default 0; bounds 0 .. 1000000."""
+    broker_topic_consumers_max: int
+    """consumers one topic may have (Pulsar's maxConsumersPerTopic; 0: no limit). Default 0; bounds 0 .. 1000000."""
+    broker_subscription_consumers_max: int
+    """consumers one subscription may have (Pulsar's maxConsumersPerSubscription; 0: no limit). Default 0; bounds 0
+    .. 1000000.
+    """
+    broker_topic_subscriptions_max: int
+    """subscriptions one topic may have (Pulsar's maxSubscriptionsPerTopic; 0: no limit). Default 0; bounds 0 ..
+    1000000.
+    """
+    broker_namespace_topics_max: int
+    """topics one namespace may have, partitions counted (Pulsar's maxTopicsPerNamespace; 0: no limit). Default 0;
+    bounds 0 .. 100000000.
+    """
+    broker_publish_rate_messages_max: int
+    """messages per second all producers of this broker may publish together (Pulsar's
+    brokerPublisherThrottlingMaxMessageRate; 0: no limit). Default 0; bounds 0 .. 1000000000; unit msg/s.
+    """
+    broker_publish_rate_bytes_max: int
+    """bytes per second all producers of this broker may publish together (Pulsar's
+    brokerPublisherThrottlingMaxByteRate; 0: no limit). Default 0; bounds 0 .. 1099511627776; unit bytes.
+    """
+    broker_topic_dispatch_rate_messages_max: int
+    """messages per second a topic dispatches (Pulsar's dispatchThrottlingRatePerTopicInMsg; 0: no limit). Default 0;
+    bounds 0 .. 1000000000; unit msg/s.
+    """
+    broker_topic_dispatch_rate_bytes_max: int
+    """bytes per second a topic dispatches (Pulsar's dispatchThrottlingRatePerTopicInByte; 0: no limit). Default 0;
+    bounds 0 .. 1099511627776; unit bytes.
+    """
+    broker_subscription_dispatch_rate_messages_max: int
+    """messages per second a subscription dispatches (Pulsar's dispatchThrottlingRatePerSubscriptionInMsg; 0: no
+    limit). Default 0; bounds 0 .. 1000000000; unit msg/s.
+    """
+    broker_subscription_dispatch_rate_bytes_max: int
+    """bytes per second a subscription dispatches (Pulsar's dispatchThrottlingRatePerSubscriptionInByte; 0: no
+    limit). Default 0; bounds 0 .. 1099511627776; unit bytes.
+    """
+    broker_subscribe_rate_per_consumer_max: int
+    """subscribes one consumer name may make per period (Pulsar's subscribeThrottlingRatePerConsumer; 0: no limit).
+    Default 0; bounds 0 .. 1000000; unit msg/s.
+    """
+    broker_subscribe_rate_period_seconds: int
+    """the period of broker_subscribe_rate_per_consumer_max (Pulsar's subscribeRatePeriodPerConsumerInSecond).
+    Default 30; bounds 1 .. 86400; unit seconds.
+    """
+    broker_delete_inactive_topics_enabled: bool
+    """delete topics inactive past their inactive-topic policy (Pulsar's brokerDeleteInactiveTopicsEnabled). Default
+    true.
+    """
+    broker_delete_inactive_topics_frequency_seconds: int
+    """how often inactive topics are looked for (Pulsar's brokerDeleteInactiveTopicsFrequencySeconds). Default 60;
+    bounds 1 .. 86400; unit seconds.
+    """
+    broker_delete_inactive_topics_mode: str
+    """delete_when_no_subscriptions or delete_when_subscriptions_caught_up (Pulsar's brokerDeleteInactiveTopicsMode).
+    Default "delete_when_no_subscriptions".
+    """
+    broker_delete_inactive_topics_max_inactive_duration_seconds: int
+    """how long a topic must be inactive before it is deleted (Pulsar's
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds). Default 60; bounds 1 .. 100000000; unit seconds.
+    """
+    broker_subscription_expiration_time_minutes: int
+    """remove a subscription with no consumer for this long (Pulsar's subscriptionExpirationTimeMinutes; 0: never).
+    Default 0; bounds 0 .. 100000000; unit minutes.
+    """
+    broker_allow_auto_topic_creation: bool
+    """a producer or consumer may create a topic by naming it (Pulsar's allowAutoTopicCreation). Default true."""
+    broker_allow_auto_topic_creation_type: str
+    """what auto creation makes: non-partitioned or partitioned (Pulsar's allowAutoTopicCreationType). Default
+    "non-partitioned".
+    """
+    broker_auto_topic_partitions: int
+    """partitions of an auto-created partitioned topic (Pulsar's defaultNumPartitions). Default 1; bounds 1 ..
+    100000.
+    """
+    broker_allow_auto_subscription_creation: bool
+    """a consumer may create a subscription by naming it (Pulsar's allowAutoSubscriptionCreation). Default true."""
+    broker_delayed_delivery_enabled: bool
+    """messages with a delivery time wait for it (Pulsar's delayedDeliveryEnabled). Default true."""
+    broker_delayed_delivery_max_delay_ms: int
+    """longest delivery delay a producer may ask for (Pulsar's delayedDeliveryMaxDelayInMillis; 0: no limit). Default
+    0; bounds 0 .. 100000000000; unit ms.
+    """
     broker_subscription_pattern_length_max: int
     """longest topics pattern the broker applies to GET_TOPICS_OF_NAMESPACE; a longer one is not applied and the
     client filters (Pulsar's subscriptionPatternMaxLength). Default 50; bounds 0 .. 100000.
@@ -802,6 +892,31 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         broker_dispatch_batch_entries_max: int
         broker_consumer_unacked_messages_max: int
         broker_partitions_max: int
+        broker_subscription_unacked_messages_max: int
+        broker_topic_producers_max: int
+        broker_topic_consumers_max: int
+        broker_subscription_consumers_max: int
+        broker_topic_subscriptions_max: int
+        broker_namespace_topics_max: int
+        broker_publish_rate_messages_max: int
+        broker_publish_rate_bytes_max: int
+        broker_topic_dispatch_rate_messages_max: int
+        broker_topic_dispatch_rate_bytes_max: int
+        broker_subscription_dispatch_rate_messages_max: int
+        broker_subscription_dispatch_rate_bytes_max: int
+        broker_subscribe_rate_per_consumer_max: int
+        broker_subscribe_rate_period_seconds: int
+        broker_delete_inactive_topics_enabled: bool
+        broker_delete_inactive_topics_frequency_seconds: int
+        broker_delete_inactive_topics_mode: str
+        broker_delete_inactive_topics_max_inactive_duration_seconds: int
+        broker_subscription_expiration_time_minutes: int
+        broker_allow_auto_topic_creation: bool
+        broker_allow_auto_topic_creation_type: str
+        broker_auto_topic_partitions: int
+        broker_allow_auto_subscription_creation: bool
+        broker_delayed_delivery_enabled: bool
+        broker_delayed_delivery_max_delay_ms: int
         broker_subscription_pattern_length_max: int
         broker_topic_list_watchers_per_connection_max: int
         broker_delayed_delivery_tick_ms: int

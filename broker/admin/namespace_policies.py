@@ -7,8 +7,10 @@ Fields Strata applies, stored as given (`broker.records.policies`, `broker.reten
 thresholds), `backlog_quota_map` (`broker.retention.backlog_quota`), `compaction_threshold`
 (`broker.compaction.threshold`), `schema_compatibility_strategy`, `is_allow_auto_update_schema`,
 `schema_validation_enforced` (`broker.schemas.policy`), `auth_policies` (the grants,
-`broker.security.permissions`), and `replication_clusters` (this
-cluster only: Strata does not replicate).
+`broker.security.permissions`), `replication_clusters` (this cluster only: Strata does not
+replicate), and the multi-tenant policies of `broker.limits.registry` (max_producers_per_topic,
+publishMaxMessageRate, persistence, inactive_topic_policies, ...; a per-cluster one, such as
+`publishMaxMessageRate`, as `{cluster: value}` for this cluster).
 
 Every other field of Pulsar's Policies is accepted only at its default value (null, an empty
 list or map, or the default `_PULSAR_DEFAULTS` lists), so the JSON a GET answers can be sent
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 from broker.admin.policy_bodies import retention_value, ttl_seconds
 from broker.compaction import threshold as compaction_threshold
+from broker.limits import registry as limit_registry
+from broker.limits.spec import cluster_value
 from broker.records import bundles as bundles_mod
 from broker.records import policies
 from broker.records.bundles import NamespaceBundles
@@ -39,28 +43,11 @@ from common.errors import BadRequestBody, InvalidBundle, NotAllowed
 _PULSAR_DEFAULTS: dict[str, object] = {
     "allowed_clusters": [],
     "clusterDispatchRate": {},
-    "topicDispatchRate": {},
-    "subscriptionDispatchRate": {},
     "replicatorDispatchRate": {},
-    "clusterSubscribeRate": {},
-    "publishMaxMessageRate": {},
     "latency_stats_sample_rate": {},
-    "persistence": None,
-    "autoTopicCreationOverride": None,
-    "autoSubscriptionCreationOverride": None,
-    "subscription_expiration_time_minutes": 0,
     "deleted": False,
     "encryption_required": False,
-    "delayed_delivery_policies": None,
-    "inactive_topic_policies": None,
     "subscription_auth_mode": "None",
-    "max_producers_per_topic": None,
-    "max_consumers_per_topic": None,
-    "max_consumers_per_subscription": None,
-    "max_unacked_messages_per_consumer": None,
-    "max_unacked_messages_per_subscription": None,
-    "max_subscriptions_per_topic": None,
-    "max_topics_per_namespace": None,
     "schema_auto_update_compatibility_strategy": "Full",
     "subscription_types_enabled": [],
     "properties": {},
@@ -112,6 +99,25 @@ def _check_clusters(value: object, cluster: str) -> None:
         raise NotAllowed("Clusters do not exist")
 
 
+# multi-tenant policies whose create-body value equal to Pulsar's Policies default means "not set"
+_LIMIT_DEFAULTS: dict[str, object] = {"subscription_expiration_time_minutes": 0}
+
+
+def _limit_fields(body: dict, cluster: str) -> dict:
+    """The multi-tenant policies (`broker.limits`) of a create body, checked."""
+    fields: dict[str, object] = {}
+    for spec in limit_registry.ALL:
+        raw = body.get(spec.key)
+        if spec.route is None or raw is None or raw == _LIMIT_DEFAULTS.get(spec.key, None):
+            continue
+        if spec.per_cluster:
+            raw = cluster_value(raw, cluster)
+            if raw is None:
+                continue
+        fields[spec.key] = spec.check(raw)
+    return fields
+
+
 def _stored_fields(body: dict) -> dict:
     """The policy fields Strata stores, checked."""
     fields: dict[str, object] = {}
@@ -159,7 +165,7 @@ def policies_from_body(body: object, cluster: str) -> tuple[dict, int | None, li
                              f"(only its default {default!r} is accepted)")
     _check_clusters(body.get("replication_clusters"), cluster)
     count, boundaries = bundles_of_body(body.get("bundles"))
-    return _stored_fields(body), count, boundaries
+    return {**_stored_fields(body), **_limit_fields(body, cluster)}, count, boundaries
 
 
 def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict:
@@ -180,4 +186,9 @@ def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict
         AUTH_POLICIES_KEY: stored.get(AUTH_POLICIES_KEY) or empty_auth_policies(),
     })
     out.update(schema_policy.json_fields(stored))
+    for spec in limit_registry.ALL:
+        if spec.route is None:
+            continue
+        value = stored.get(spec.key, _LIMIT_DEFAULTS.get(spec.key))
+        out[spec.key] = ({cluster: value} if value is not None else {}) if spec.per_cluster else value
     return out

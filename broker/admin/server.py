@@ -57,6 +57,7 @@ from broker.admin import (
     explain,
     forward,
     groups,
+    limits,
     lookup,
     messages,
     namespaces,
@@ -82,7 +83,7 @@ log = logging.getLogger(__name__)
 
 # every resource module, each with `register(app, service)`
 _RESOURCES = (topics, namespaces, tenants, offload, lookup, brokers, broker_stats, explain, subscriptions, terminate,
-              non_persistent, backlog_quota, schemas, compaction, permissions, groups, messages, tail)
+              non_persistent, backlog_quota, schemas, compaction, permissions, groups, messages, tail, limits)
 # the web console's API (its static files: console_site, registered apart: they need only the settings)
 _CONSOLE_RESOURCES = (console_api, bookies, audit)
 

@@ -42,7 +42,7 @@ GROUPS = ("tenants", "namespaces", "topics", "brokers", "clusters", "broker-stat
 _MODULES = ("cli.admin.backlog_quota",
             "cli.admin.topics", "cli.admin.namespaces", "cli.admin.offload", "cli.admin.cluster", "cli.admin.explain",
             "cli.admin.subscriptions", "cli.admin.terminate", "cli.admin.tenants", "cli.admin.compaction",
-            "cli.admin.schemas", "cli.admin.permissions")
+            "cli.admin.schemas", "cli.admin.permissions", "cli.admin.limits")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -109,6 +109,7 @@ BROKER_LAYERS: list[set[str]] = [
     {"cluster", "retention"},      # broker-wide machinery over loaded topics
     {"nonpersistent"},
     {"topics"},                    # persistent topics, with topics/dispatch/
+    {"limits"},                    # multi-tenant policies: what they are, their values, limiters
     {"compaction"},
     {"schemas", "security"},
     {"records"},

@@ -555,7 +555,8 @@ TABLE: tuple[Section | Setting, ...] = (
                 "(authorizationEnabled)"),
     Setting("super_user_roles", str, "", doc="comma list of roles allowed everything (superUserRoles)"),
     Setting("anonymous_user_role", str, "",
-            doc="role of a client that presents no credentials ('': such clients are refused) (anonymousUserRole)"),
+            doc="role of a client that presents no credentials, or names a method no provider has "
+                "('': such clients are refused) (anonymousUserRole)"),
     Setting("authorization_allow_wildcards_matching", bool, False,
             doc="a granted role 'a.*' or '*.b' matches by prefix or suffix (authorizationAllowWildcardsMatching)"),
     Setting("authorization_recheck_interval_ms", int, 5_000, 10, 3_600_000,

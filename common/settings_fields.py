@@ -763,7 +763,9 @@ class SettingsFields:
     super_user_roles: str
     """comma list of roles allowed everything (superUserRoles). Default ""."""
     anonymous_user_role: str
-    """role of a client that presents no credentials ('': such clients are refused) (anonymousUserRole). Default ""."""
+    """role of a client that presents no credentials, or names a method no provider has ('': such clients are
+    refused) (anonymousUserRole). Default "".
+    """
     authorization_allow_wildcards_matching: bool
     """a granted role 'a.*' or '*.b' matches by prefix or suffix (authorizationAllowWildcardsMatching). Default
     false.

@@ -196,6 +196,12 @@ TABLE: tuple[Section | Setting, ...] = (
     Setting("managed_ledger_rollover_age_ms", int, 240 * 60_000, 1, 30 * 86_400_000,
             "roll to a new ledger after this age"),
     Setting("managed_ledger_rollover_min_age_ms", int, 10 * 60_000, 0, 30 * 86_400_000, "never roll before this age"),
+    Setting("managed_ledger_ensemble_max", int, 5, 1, 64,
+            "largest ensemble a persistence policy may set (Pulsar's managedLedgerMaxEnsembleSize)"),
+    Setting("managed_ledger_write_quorum_max", int, 5, 1, 64,
+            "largest write quorum a persistence policy may set (Pulsar's managedLedgerMaxWriteQuorum)"),
+    Setting("managed_ledger_ack_quorum_max", int, 5, 1, 64,
+            "largest ack quorum a persistence policy may set (Pulsar's managedLedgerMaxAckQuorum)"),
     Setting("managed_ledger_index_checkpoint_entries", int, 1_000, 1, 10_000_000,
             "the open ledger's index is checkpointed after this many new entries (a takeover reads back only "
             "the entries after the last checkpoint)"),

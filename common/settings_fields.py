@@ -200,6 +200,18 @@ class SettingsFields:
     """roll to a new ledger after this age. Default 14400000 (4 h); bounds 1 .. 2592000000; unit ms."""
     managed_ledger_rollover_min_age_ms: int
     """never roll before this age. Default 600000 (10 min); bounds 0 .. 2592000000; unit ms."""
+    managed_ledger_ensemble_max: int
+    """largest ensemble a persistence policy may set (Pulsar's managedLedgerMaxEnsembleSize). Default 5; bounds 1 ..
+    64.
+    """
+    managed_ledger_write_quorum_max: int
+    """largest write quorum a persistence policy may set (Pulsar's managedLedgerMaxWriteQuorum). Default 5; bounds 1
+    .. 64.
+    """
+    managed_ledger_ack_quorum_max: int
+    """largest ack quorum a persistence policy may set (Pulsar's managedLedgerMaxAckQuorum). Default 5; bounds 1 ..
+    64.
+    """
     managed_ledger_index_checkpoint_entries: int
     """the open ledger's index is checkpointed after this many new entries (a takeover reads back only the entries
     after the last checkpoint). Default 1000; bounds 1 .. 10000000.
@@ -866,6 +878,9 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         managed_ledger_rollover_bytes: int
         managed_ledger_rollover_age_ms: int
         managed_ledger_rollover_min_age_ms: int
+        managed_ledger_ensemble_max: int
+        managed_ledger_write_quorum_max: int
+        managed_ledger_ack_quorum_max: int
         managed_ledger_index_checkpoint_entries: int
         managed_ledger_index_checkpoint_bytes: int
         managed_ledger_index_checkpoint_interval_ms: int

@@ -48,7 +48,7 @@ def register(app: web.Application, service: BrokerService) -> None:
 
 async def _set_namespace(service: BrokerService, spec: PolicySpec, request: web.Request) -> web.Response:
     tenant, ns = namespace_of(request)
-    value = spec.check(await body_json(request))
+    value = spec.checked(await body_json(request), service.config)
     await policies.set_namespace_policy(service.astore, tenant, ns, spec.key, value)
     return web.Response(status=204)
 
@@ -67,7 +67,7 @@ async def _remove_namespace(service: BrokerService, spec: PolicySpec, request: w
 
 async def _set_topic(service: BrokerService, spec: PolicySpec, request: web.Request) -> web.Response:
     name = topic_of(request)
-    value = spec.check(await body_json(request))
+    value = spec.checked(await body_json(request), service.config)
     await policies.existing_namespace_policies(service.astore, name.tenant, name.namespace)
     await policies.set_topic_policy(service.astore, name, spec.key, value)
     return web.Response(status=204)

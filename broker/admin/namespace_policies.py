@@ -37,6 +37,7 @@ from broker.retention.offload import check_long
 from broker.schemas import policy as schema_policy
 from broker.security import permissions
 from broker.security.authorization import AUTH_POLICIES_KEY, empty_auth_policies
+from common.config import Config
 from common.errors import BadRequestBody, InvalidBundle, NotAllowed
 
 # Pulsar's Policies fields Strata does not apply, at their defaults (Policies.java)
@@ -103,7 +104,7 @@ def _check_clusters(value: object, cluster: str) -> None:
 _LIMIT_DEFAULTS: dict[str, object] = {"subscription_expiration_time_minutes": 0}
 
 
-def _limit_fields(body: dict, cluster: str) -> dict:
+def _limit_fields(body: dict, cluster: str, config: Config | None) -> dict:
     """The multi-tenant policies (`broker.limits`) of a create body, checked."""
     fields: dict[str, object] = {}
     for spec in limit_registry.ALL:
@@ -114,7 +115,7 @@ def _limit_fields(body: dict, cluster: str) -> dict:
             raw = cluster_value(raw, cluster)
             if raw is None:
                 continue
-        fields[spec.key] = spec.check(raw)
+        fields[spec.key] = spec.checked(raw, config)
     return fields
 
 
@@ -153,7 +154,8 @@ def _stored_fields(body: dict) -> dict:
     return fields
 
 
-def policies_from_body(body: object, cluster: str) -> tuple[dict, int | None, list[int] | None]:
+def policies_from_body(body: object, cluster: str,
+                       config: Config | None = None) -> tuple[dict, int | None, list[int] | None]:
     """A namespace-create body (None: all defaults) → (stored fields, bundle count, boundaries)."""
     if body is None:
         return {}, None, None
@@ -165,7 +167,7 @@ def policies_from_body(body: object, cluster: str) -> tuple[dict, int | None, li
                              f"(only its default {default!r} is accepted)")
     _check_clusters(body.get("replication_clusters"), cluster)
     count, boundaries = bundles_of_body(body.get("bundles"))
-    return {**_stored_fields(body), **_limit_fields(body, cluster)}, count, boundaries
+    return {**_stored_fields(body), **_limit_fields(body, cluster, config)}, count, boundaries
 
 
 def policies_json(stored: dict, bundles: NamespaceBundles, cluster: str) -> dict:

@@ -201,7 +201,7 @@ class _NamespaceRoutes:
     async def create_namespace(self, request: web.Request) -> web.Response:
         tenant, ns = namespace_of(request)
         config = self.service.config
-        fields, count, boundaries = policies_from_body(await body_json(request), config.cluster_name)
+        fields, count, boundaries = policies_from_body(await body_json(request), config.cluster_name, config)
         await tenancy.create_namespace(self.service.astore, tenant, ns, fields,
                                        count or config.broker_default_namespace_bundles, boundaries)
         return web.Response(status=204)

@@ -1,22 +1,37 @@
 """Storage policies per namespace and topic: persistence (ensemble, write and ack quorums, the
-cursor's mark-delete rate), deduplicationSnapshotInterval and delayedDelivery.
+cursor's mark-delete rate), deduplicationSnapshotInterval and delayedDelivery, and the pure
+pieces that enforce them (`broker.topics.storage_policies` applies them to loaded topics).
 
 Bodies (Pulsar's PersistencePolicies, DelayedDeliveryPolicies):
 - persistence: `{"bookkeeperEnsemble": e, "bookkeeperWriteQuorum": w, "bookkeeperAckQuorum": a,
-  "managedLedgerMaxMarkDeleteRate": r}` with e >= w >= a >= 1;
-- deduplicationSnapshotInterval: seconds between dedup snapshots (an integer >= 0);
+  "managedLedgerMaxMarkDeleteRate": r}`; a field left out is Pulsar's default (2, 2, 2, 0.0).
+  Checked as Pulsar's validatePersistencePolicies checks it, each refusal a 400 with its text:
+  "Bookkeeper-Ensemble must be <= 5 and > 0." (the bound: `managed_ledger_ensemble_max`), the
+  same for WriteQuorum and AckQuorum, then "Bookkeeper Ensemble (e) >= WriteQuorum (w) >=
+  AckQuorum (a)". Pulsar does not check the rate; Strata refuses a negative one (400), which
+  Pulsar's rate limiter would fail on when the cursor opens.
+- deduplicationSnapshotInterval: seconds between dedup snapshots (an integer >= 0; 0: none taken
+  by time, only every `broker_dedup_snapshot_interval_entries` entries, as Pulsar);
 - delayedDelivery: `{"active": bool, "tickTime": ms, "maxDeliveryDelayInMillis": ms}`.
 
-What must hold: a stored persistence value has e >= w >= a >= 1.
+What must hold: a stored persistence value has maxima >= e >= w >= a >= 1 (the maxima when it
+was stored); `DelayedDelivery.refusal` refuses only when a limit is set and delayed delivery is
+active (Pulsar's isExceedMaximumDeliveryDelay).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from broker.limits.spec import CliFlag, PolicySpec, boolean, int_at_least, integer, number, obj, switch_pair
 from common.config import Config
-from common.errors import NotAllowed
+from common.errors import BadRequestBody, NotAllowed
+
+# Pulsar's PersistencePolicies() and its broker's managedLedgerMax{EnsembleSize,WriteQuorum,AckQuorum}
+PULSAR_BODY_DEFAULTS = {"bookkeeperEnsemble": 2, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 2,
+                        "managedLedgerMaxMarkDeleteRate": 0.0}
+PULSAR_MAXIMA = (5, 5, 5)
 
 
 def _positive(value: object, name: str) -> int:
@@ -36,26 +51,70 @@ def _not_negative(value: object, name: str) -> int:
 def _rate(value: object, name: str) -> float:
     got = number(value, name)
     if got < 0:
-        raise NotAllowed(f"{name} must be 0 or more", value=got)
+        raise BadRequestBody(f"{name} must be 0 or more", value=got)
     return got
 
 
-def check_persistence(body: object) -> dict[str, Any]:
+def check_persistence(body: object, maxima: tuple[int, int, int] = PULSAR_MAXIMA) -> dict[str, Any]:
+    """The body as stored, checked in Pulsar's order with Pulsar's texts (all 400)."""
     got = obj(body, "persistence",
-              {"bookkeeperEnsemble": _positive, "bookkeeperWriteQuorum": _positive,
-               "bookkeeperAckQuorum": _positive, "managedLedgerMaxMarkDeleteRate": _rate},
-              {"managedLedgerMaxMarkDeleteRate": 0.0})
+              {"bookkeeperEnsemble": integer, "bookkeeperWriteQuorum": integer,
+               "bookkeeperAckQuorum": integer, "managedLedgerMaxMarkDeleteRate": _rate},
+              PULSAR_BODY_DEFAULTS)
     e, w, a = got["bookkeeperEnsemble"], got["bookkeeperWriteQuorum"], got["bookkeeperAckQuorum"]
-    if None in (e, w, a):
-        raise NotAllowed("persistence needs bookkeeperEnsemble, bookkeeperWriteQuorum and bookkeeperAckQuorum")
+    for label, value, most in (("Ensemble", e, maxima[0]), ("WriteQuorum", w, maxima[1]),
+                               ("AckQuorum", a, maxima[2])):
+        if not 0 < value <= most:
+            raise BadRequestBody(f"Bookkeeper-{label} must be <= {most} and > 0.")
     if not e >= w >= a:
-        raise NotAllowed(f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuoru ({a})")
+        raise BadRequestBody(f"Bookkeeper Ensemble ({e}) >= WriteQuorum ({w}) >= AckQuorum ({a})")
     return got
+
+
+def _check_persistence_bounded(body: object, config: Config) -> dict[str, Any]:
+    return check_persistence(body, (config.managed_ledger_ensemble_max, config.managed_ledger_write_quorum_max,
+                                    config.managed_ledger_ack_quorum_max))
+
+
+def quorum_of(value: dict[str, Any]) -> tuple[int, int, int]:
+    """(E, Qw, Qa) of a topic's new ledgers from its effective persistence value."""
+    return value["bookkeeperEnsemble"], value["bookkeeperWriteQuorum"], value["bookkeeperAckQuorum"]
+
+
+def mark_delete_interval_ms(value: dict[str, Any], base_ms: int) -> int:
+    """How far apart a cursor's persisted mark-delete writes must be: the broker's coalescing
+    interval (`cursor_persist_interval_ms`), or 1/rate when the rate asks for fewer (0: no limit)."""
+    rate = float(value.get("managedLedgerMaxMarkDeleteRate") or 0.0)
+    if rate <= 0:
+        return base_ms
+    return max(base_ms, round(1000 / rate))
 
 
 def _persistence_default(config: Config) -> dict[str, Any]:
     return {"bookkeeperEnsemble": config.ledger_ensemble_size, "bookkeeperWriteQuorum": config.ledger_write_quorum,
             "bookkeeperAckQuorum": config.ledger_ack_quorum, "managedLedgerMaxMarkDeleteRate": 0.0}
+
+
+@dataclass(frozen=True)
+class DelayedDelivery:
+    """A topic's effective delayedDelivery policy."""
+
+    active: bool          # False: deliver_at is ignored, every message goes out at once
+    tick_ms: int          # how often due messages are looked for (the delayed index's tick)
+    max_delay_ms: int     # longest delay a message may ask for; 0: no limit
+
+    @classmethod
+    def of(cls, value: dict[str, Any]) -> DelayedDelivery:
+        return cls(bool(value["active"]), int(value["tickTime"]), int(value.get("maxDeliveryDelayInMillis") or 0))
+
+    def refusal(self, deliver_at_ms: int | None, publish_time_ms: int) -> NotAllowed | None:
+        """Why a message must not be stored (Pulsar's text), or None: its delay (deliver_at
+        minus its publish time, as Pulsar measures it) exceeds the limit."""
+        if (not self.active or self.max_delay_ms <= 0 or deliver_at_ms is None
+                or deliver_at_ms - publish_time_ms <= self.max_delay_ms):
+            return None
+        return NotAllowed(f"Exceeds max allowed delivery delay of {self.max_delay_ms} milliseconds",
+                          deliver_at=deliver_at_ms, publish_time=publish_time_ms)
 
 
 def check_delayed_delivery(body: object) -> dict[str, Any]:
@@ -71,6 +130,7 @@ def _delayed_default(config: Config) -> dict[str, Any]:
 
 PERSISTENCE = PolicySpec(
     key="persistence", route="persistence", topic_route="persistence", check=check_persistence,
+    check_config=_check_persistence_bounded,
     default=_persistence_default, cli="persistence", topic_cli="persistence",
     flags=(CliFlag(("--bookkeeper-ensemble", "-e"), "bookkeeperEnsemble", required=True),
            CliFlag(("--bookkeeper-write-quorum", "-w"), "bookkeeperWriteQuorum", required=True),

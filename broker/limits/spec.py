@@ -11,7 +11,8 @@ the namespace Policies JSON, `strata admin` and the enforcing code all see it:
   in the namespace's policies document and in the topic's (`broker.records.policies`);
 - `check(body)`: the REST body (or a create body's field) as the value stored: BadRequestBody
   (400) for a wrong type, NotAllowed (412) for a value out of range, with Pulsar's text where
-  Pulsar has one;
+  Pulsar has one; `checked(body, config)` is what the REST routes call: `check_config` instead
+  when the policy's bounds are broker settings (persistence: Pulsar's managedLedgerMax*);
 - `default(config)`: the broker's value, applied when neither the topic nor its namespace sets
   one (Pulsar's broker.conf setting of the same meaning);
 - `per_cluster`: Pulsar's Policies JSON keeps the value in a map keyed by cluster
@@ -60,12 +61,19 @@ class PolicySpec:
     flags: tuple[CliFlag, ...] = ()
     scalar: bool = False          # the body is the value itself (an int), not a JSON object
     cli_body: Callable[[dict[str, Any]], Any] | None = None   # the CLI flags' values -> the REST body
+    check_config: Callable[[object, Config], Any] | None = None   # `check` with the broker's bounds
     doc: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.route or self.topic_route or self.key
+
+    def checked(self, body: object, config: Config | None) -> Any:
+        """`check`, with the bounds `config` sets where the policy has such bounds."""
+        if self.check_config is not None and config is not None:
+            return self.check_config(body, config)
+        return self.check(body)
 
 
 # --- body checks ------------------------------------------------------------------------------------

@@ -63,9 +63,12 @@ from broker.records import policies, tenancy
 from broker.retention import backlog_quota
 from broker.retention import offload as offload_policy
 from broker.retention.backlog_quota import BacklogQuotaChecker
+from broker.retention.lifecycle import LifecycleTask
 from broker.retention.task import RetentionTask
 from broker.security.authorization import AuthorizationService
+from broker.stats import metrics_lifecycle
 from broker.topics import dedup
+from broker.topics.auto_create import AutoCreation
 from broker.topics.rates import StatsSampler
 from broker.topics.topic import PersistentTopic
 from common import security_records
@@ -114,11 +117,15 @@ class BrokerService:
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
         self.limits = PolicyView(ctx.astore, ctx.config)        # multi-tenant policies, cached (broker.limits)
+        # inactive topics and expired subscriptions (a periodic task), topics/subscriptions created by naming them
+        self.lifecycle = LifecycleTask(ctx, self, self.limits, self.delete_idle)
+        self.auto_create = AutoCreation(ctx.astore, self.limits, ctx.config, ctx.clock, self.lifecycle.counters)
         self.backlog_quotas = BacklogQuotaChecker(ctx, self)   # periodic backlog quota check, likewise
         self.closing = False
         # metric families other front ends add to /metrics (the Kafka listener's requests and traffic):
         # each is called with the cluster name at scrape time
         self.protocol_metrics: list[Callable[[str], Iterable[Any]]] = []
+        self.protocol_metrics.append(functools.partial(metrics_lifecycle.families, self.lifecycle.counters))
 
     # --- security (built on first use; Broker.start touches both so bad key material fails the start) ---
 
@@ -192,6 +199,15 @@ class BrokerService:
         except TimeoutError:
             raise ServiceNotReady("topic is still loading", topic=key) from None
 
+    async def get_or_create(self, name: TopicName, *, create: bool = True) -> PersistentTopic:
+        """`get_topic` for a PRODUCER or SUBSCRIBE: a topic that does not exist is created only
+        as autoTopicCreation allows (`broker.topics.auto_create`), else TopicNotFound."""
+        topic = self.topics.get(str(name))
+        if topic is not None:
+            return topic
+        await self.auto_create.admit(name, create=create)
+        return await self.get_topic(name)
+
     def _loaded(self, key: str, task: asyncio.Task) -> None:
         """A load ended. Its exception is retrieved here: every caller that awaited it got it,
         and when they were all cancelled first (their connection closed) nobody else would, and
@@ -260,6 +276,17 @@ class BrokerService:
         await topic.delete()
         await policies.unregister_topic(self.astore, name)
 
+    async def delete_idle(self, topic: PersistentTopic, still_idle: Callable[[], bool]) -> bool:
+        """Delete a loaded topic the lifecycle task found inactive, if `still_idle()` holds as it
+        is taken out of service (checked with no wait in between); False if not deleted."""
+        key = str(topic.name)
+        if self.topics.get(key) is not topic or topic.closing or not still_idle():
+            return False
+        del self.topics[key]
+        await topic.delete()        # closing from its first step: nothing attaches any more
+        await policies.unregister_topic(self.astore, topic.name)
+        return True
+
     async def apply_dedup_policy(self, match: Callable[[TopicName], bool]) -> None:
         """Re-read the dedup switch of every loaded topic for which `match(name)` holds."""
         for topic in list(self.topics.values()):
@@ -283,6 +310,7 @@ class BrokerService:
     async def _start_background(self) -> None:
         self.ctx.spawn(self._sample_stats())
         self.retention.start()
+        self.lifecycle.start()
         self.backlog_quotas.start()
         self._policy_watch = await self.astore.watch("/admin", self._policy_changed)
 
@@ -332,6 +360,7 @@ class BrokerService:
         self.load_manager.stop()
         self.registry.stop_view()
         await self.retention.stop()
+        await self.lifecycle.stop()
         await self.backlog_quotas.stop()
         await self.non_persistent.stop()
         for task in list(self._loading.values()):

@@ -308,6 +308,9 @@ TABLE: tuple[Section | Setting, ...] = (
     Setting("broker_delete_inactive_topics_max_inactive_duration_seconds", int, 60, 1, 100_000_000,
             "how long a topic must be inactive before it is deleted "
             "(Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds)"),
+    Setting("broker_delete_inactive_partitioned_topic_metadata_enabled", bool, False,
+            doc="delete a partitioned topic's metadata once its last partition was deleted as inactive "
+                "(Pulsar's brokerDeleteInactivePartitionedTopicMetadataEnabled)"),
     Setting("broker_subscription_expiration_time_minutes", int, 0, 0, 100_000_000,
             "remove a subscription with no consumer for this long (Pulsar's subscriptionExpirationTimeMinutes; "
             "0: never)"),

@@ -8,7 +8,11 @@ decomposition of `storageSize` (its parts sum exactly to it) and one line of adv
 the one whose acting frees the most bytes first.
 
 - Unknown topic (never created, not a partition of an existing partitioned topic): 404
-  `{"reason": "Topic not found"}`.
+  `{"reason": "Topic not found"}`. A topic the lifecycle policies deleted (inactiveTopicPolicies,
+  `broker.retention.deletions`) says so after it: "Topic not found: deleted at <time> by
+  inactiveTopicPolicies (<why>)". A topic still there lists what they removed of it (expired
+  subscriptions) in `lifecycleDeletions` (`[{"topic", "subscription", "reason", "atMs",
+  "detail"}]`, absent when none).
 - A partitioned topic (its base name): the answer of every partition, each from the broker that
   serves it, as `{"topic": base, "partitions": {"persistent://...-partition-0": {...}, ...}}`;
   a partition's own name answers that partition alone. A partition whose owner cannot be asked
@@ -31,8 +35,9 @@ from aiohttp import web
 from broker.admin import lookup
 from broker.admin.http import topic_of
 from broker.cluster import peers
-from broker.explain.analysis import Settings, StorageFacts, explain_topic, to_json
+from broker.explain.analysis import Settings, StorageFacts, explain_topic, iso, to_json
 from broker.records import policies
+from broker.retention import deletions
 from broker.retention import offload as offload_policy
 from common.errors import NotFound, ServiceNotReady
 from common.topic_names import TopicName
@@ -72,7 +77,11 @@ class _ExplainRoutes:
     async def _here(self, name: TopicName) -> dict:
         topic = await self._known_topic(name)
         facts = await gather_facts(self.service, topic)
-        return to_json(explain_topic(topic, facts, self.service.clock.wall_ms()))
+        answer = to_json(explain_topic(topic, facts, self.service.clock.wall_ms()))
+        removed = await deletions.of_topic(self.service.astore, name)
+        if removed:
+            answer["lifecycleDeletions"] = deletions.to_json(removed)
+        return answer
 
     async def _partition(self, name: TopicName) -> dict:
         """One partition's explanation, from the broker that serves it."""
@@ -90,8 +99,17 @@ class _ExplainRoutes:
         if str(name) not in service.topics:
             known = {str(n) for n in await policies.topics_of_namespace(service.astore, name.tenant, name.namespace)}
             if str(name) not in known and not await lookup.is_partition_of_existing(service, name):
-                raise NotFound("Topic not found")     # Pulsar's reason, as is
+                raise NotFound(await _not_found_reason(service, name))   # Pulsar's reason, then why
         return await service.get_topic(name)
+
+
+async def _not_found_reason(service: BrokerService, name: TopicName) -> str:
+    """Pulsar's "Topic not found", and when a lifecycle policy deleted it, when and why."""
+    gone = [d for d in await deletions.of_topic(service.astore, name) if d.subscription is None]
+    if not gone:
+        return "Topic not found"
+    last = gone[-1]
+    return f"Topic not found: deleted at {iso(last.atMs)} by {last.reason} ({last.detail})"
 
 
 async def gather_facts(service: BrokerService, topic: PersistentTopic) -> StorageFacts:

@@ -10,7 +10,9 @@ are the leader (bookies keep the copies; a Kafka client has no use for them), le
 
 Topics: null (v1+) or empty (v0) = every topic of the default namespace; a missing topic is
 created (a partitioned topic of `kafka_default_partitions`) when the request allows it and
-`kafka_auto_create_topics` is on, else UNKNOWN_TOPIC_OR_PARTITION; a name Kafka refuses gets
+`kafka_auto_create_topics` is on and the namespace's autoTopicCreation allows (Pulsar's policy,
+`broker.limits.lifecycle`; its topicType is not used: a Kafka topic is always partitioned), else
+UNKNOWN_TOPIC_OR_PARTITION; a name Kafka refuses gets
 INVALID_TOPIC_EXCEPTION; a topic the role may not look up TOPIC_AUTHORIZATION_FAILED.
 
 What must hold: every leader id in the answer is in its broker list (or -1 with
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 from broker.kafka import listeners as kl
 from broker.kafka import topic_configs as tc
 from broker.kafka.topics import kafka_name, partition_topic, pulsar_name
+from broker.limits.lifecycle import AUTO_TOPIC_CREATION, creatable
 from broker.records import policies
 from broker.security.authorization import Action
 from common.errors import AlreadyExists, InvalidTopicName, NamespaceNotFound, StrataError
@@ -109,7 +112,8 @@ async def _topic(conn: KafkaConnection, text: str, auto_create: bool, ids: dict[
         return out
     try:
         layout = await front.catalog.layout(base)
-        if layout is None and auto_create and config.kafka_auto_create_topics:
+        if layout is None and auto_create and config.kafka_auto_create_topics and creatable(
+                await front.service.limits.value(base, AUTO_TOPIC_CREATION)):
             if not await front.authorization.allowed(_role(conn), Action.PRODUCE, base):
                 out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 return out

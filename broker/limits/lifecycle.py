@@ -9,11 +9,19 @@ Bodies (Pulsar's InactiveTopicPolicies, AutoTopicCreationOverride, AutoSubscript
   "non-partitioned", "defaultNumPartitions": n}` (n >= 1 when partitioned);
 - autoSubscriptionCreation: `{"allowAutoSubscriptionCreation": bool}`.
 
-What must hold: a stored value has every field, checked.
+Enforcement reads the effective value through `broker.limits.view.PolicyView`; the decisions
+themselves are the pure functions at the end of this module (`topic_active`, `inactive_due`,
+`retained_by_retention`, `subscription_expired`, `creatable`), so the periodic task
+(`broker.retention.lifecycle`) and the auto-creation check (`broker.topics.auto_create`) only
+gather facts and act. `LifecycleCounters` are what `/metrics` shows of them.
+
+What must hold: a stored value has every field, checked; a topic with a producer, a consumer,
+or (per mode) a subscription or a backlog is never inactive.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from broker.limits.spec import CliFlag, PolicySpec, boolean, int_at_least, integer, obj, switch_pair
@@ -123,3 +131,60 @@ AUTO_SUBSCRIPTION_CREATION = PolicySpec(
     doc="whether a consumer naming a subscription that does not exist creates it")
 
 SPECS = (INACTIVE_TOPIC_POLICIES, SUBSCRIPTION_EXPIRATION, AUTO_TOPIC_CREATION, AUTO_SUBSCRIPTION_CREATION)
+
+
+# --- decisions ----------------------------------------------------------------------------------------
+
+
+def topic_active(mode: str, *, clients: bool, subscriptions: bool, backlog: bool) -> bool:
+    """Pulsar's PersistentTopic.isActive: producers or consumers attached, or, under
+    delete_when_no_subscriptions, any subscription; under delete_when_subscriptions_caught_up,
+    any subscription with a backlog."""
+    if clients:
+        return True
+    if mode == "delete_when_no_subscriptions":
+        return subscriptions
+    return backlog
+
+
+def inactive_due(policy: dict[str, Any], inactive_since_ms: int, now_ms: int) -> bool:
+    """The topic, inactive since `inactive_since_ms`, is to be deleted now under `policy`."""
+    if not policy.get("deleteWhileInactive"):
+        return False
+    return now_ms - inactive_since_ms >= int(policy["maxInactiveDurationSeconds"]) * 1000
+
+
+def retained_by_retention(retention_minutes: int, inactive_since_ms: int, now_ms: int) -> bool:
+    """Pulsar's shouldTopicBeRetained: a retention time keeps an inactive topic that long after
+    its last activity (negative: forever)."""
+    return retention_minutes < 0 or now_ms - inactive_since_ms < retention_minutes * 60_000
+
+
+def subscription_expired(minutes: int, last_active_ms: int, now_ms: int) -> bool:
+    """A subscription idle since `last_active_ms` is past its expiration (0 minutes: never)."""
+    return minutes > 0 and now_ms - last_active_ms > minutes * 60_000
+
+
+def creatable(policy: dict[str, Any]) -> bool:
+    """The autoTopicCreation value allows creating a topic by naming it."""
+    return bool(policy.get("allowAutoTopicCreation"))
+
+
+def auto_partitions(policy: dict[str, Any]) -> int:
+    """Partitions of an auto-created topic: 0 (non-partitioned) or defaultNumPartitions."""
+    if policy.get("topicType") != "partitioned":
+        return 0
+    return max(1, int(policy.get("defaultNumPartitions") or 1))
+
+
+@dataclass
+class LifecycleCounters:
+    """What the lifecycle policies did since the broker started (`/metrics`)."""
+
+    inactive_topics_deleted: int = 0          # topics (partitions) deleted as inactive
+    partitioned_metadata_deleted: int = 0     # partitioned topics whose last partition went so
+    subscriptions_expired: int = 0            # subscriptions removed by subscriptionExpirationTime
+    topics_auto_created: int = 0              # topics created by naming them (autoTopicCreation)
+    topic_creations_refused: int = 0          # namings refused: TopicNotFound
+    subscription_creations_refused: int = 0   # SUBSCRIBEs refused: SubscriptionNotFound
+    errors: int = 0                           # topic checks of the periodic task that failed (logged)

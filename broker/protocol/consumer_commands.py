@@ -120,12 +120,14 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
     try:
         name = parse_topic(cmd.topic)
         await conn.front.authorization.check(conn.role, Action.CONSUME, name, cmd.subscription)   # first
-        topic = (await conn.front.service.get_topic(name) if name.persistent
-                 else await non_persistent_topic(conn, cmd, name))
+        topic = (await conn.front.service.get_or_create(name, create=cmd.force_topic_creation)  # autoTopicCreation
+                 if name.persistent else await non_persistent_topic(conn, cmd, name))
         await schemas_wire.check_consumer(conn.front, topic, cmd)   # before the subscription exists
         compacted = name.persistent and cmd.read_compacted     # broker.topics.dispatch.compacted
         compaction_reading.check_subscribe(cmd.subType, compacted)
         from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST
+        if name.persistent and cmd.durable and cmd.subscription not in topic.subscriptions:
+            await conn.front.service.auto_create.check_subscription(name)   # autoSubscriptionCreation
         sub = await topic.subscription(cmd.subscription, durable=cmd.durable, start=_start_of(cmd))
         if name.persistent and group_offsets.group_of(sub) is not None:   # only a Kafka group's reads metadata
             await group_offsets.check_pulsar_attach(conn.front.ctx.astore, sub)

@@ -10,6 +10,9 @@ count of a partitioned topic, 0 otherwise. Both validate the name first: a bad n
 with a Failed response carrying InvalidTopicName, never with a dropped connection. A topic of a
 namespace that does not exist (or is being deleted) is answered MetadataError "Policies not found
 for <t>/<ns> namespace", as Pulsar's brokers answer (`broker.records.tenancy`; no store read per lookup).
+autoTopicCreation (`broker.topics.auto_create`): a LOOKUP of a persistent topic that does not exist
+and may not be created is answered TopicNotFound; PARTITIONED_METADATA of a name that does not
+exist, where auto-creation makes partitioned topics, creates it and answers its partition count.
 
 Both answer the broker's TLS URL (`brokerServiceUrlTls`, its `pulsar+ssl://` port, from its ownership
 record or registry entry) beside its plain one: a client given a pulsar+ssl:// service URL connects
@@ -51,6 +54,7 @@ async def partitioned_metadata(front: FrontEnd, cmd: pb.CommandPartitionedTopicM
         await front.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
         await front.namespaces.require_live(name.tenant, name.namespace)
         partitions = await front.service.partitions(name)
+        partitions = await front.service.auto_create.partitions_on_metadata(name, partitions)   # autoTopicCreation
     except StrataError as exc:
         return encode_partitioned_metadata_response(cmd.request_id, server_error=_code(exc), message=str(exc))
     return encode_partitioned_metadata_response(cmd.request_id, partitions)
@@ -64,6 +68,8 @@ async def lookup(front: FrontEnd, cmd: pb.CommandLookupTopic, role: str | None) 
         name = parse_topic(cmd.topic)
         await front.authorization.check(role, Action.LOOKUP, name)   # before anything reads the topic
         await front.namespaces.require_live(name.tenant, name.namespace)
+        if name.persistent:
+            await front.service.auto_create.check_lookup(name)     # autoTopicCreation: TopicNotFound
         answer = await front.ownership.resolve(name, authoritative=cmd.authoritative)
         url, url_tls = broker_urls(answer, cmd.advertised_listener_name)
     except StrataError as exc:

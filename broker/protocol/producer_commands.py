@@ -53,9 +53,11 @@ async def producer(conn: ServerConnection, cmd: pb.CommandProducer) -> None:
             await attach_non_persistent(conn, cmd, name, wanted=lambda: not (
                 key in conn.cancelled or conn.state is ConnState.CLOSED))
             return
-        topic = await conn.front.service.get_topic(name)
+        topic = await conn.front.service.get_or_create(name)    # autoTopicCreation
         schema_version = await schemas_wire.producer_schema_version(conn.front, topic, cmd)
         if cmd.initial_subscription_name:
+            if cmd.initial_subscription_name not in topic.subscriptions:   # autoSubscriptionCreation
+                await conn.front.service.auto_create.check_subscription(name, initial=True)
             await topic.subscription(cmd.initial_subscription_name, durable=True, start=LATEST)
         producer_name = cmd.producer_name or await conn.front.service.next_producer_name()
         producer = Producer(conn, topic, cmd.producer_id, producer_name,

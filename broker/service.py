@@ -57,6 +57,7 @@ from broker.cluster.load_report import LoadMeter
 from broker.cluster.ownership import Ownership
 from broker.cluster.registry import BrokerRegistry
 from broker.context import BrokerContext
+from broker.limits import topic_count
 from broker.limits.view import PolicyView
 from broker.nonpersistent.topic import NonPersistentTopics
 from broker.records import policies, tenancy
@@ -67,8 +68,10 @@ from broker.retention.lifecycle import LifecycleTask
 from broker.retention.task import RetentionTask
 from broker.security.authorization import AuthorizationService
 from broker.stats import metrics_lifecycle
+from broker.stats.metrics_caps import families as caps_families
 from broker.topics import dedup
 from broker.topics.auto_create import AutoCreation
+from broker.topics.caps_keeper import CapsKeeper
 from broker.topics.rates import StatsSampler
 from broker.topics.topic import PersistentTopic
 from common import security_records
@@ -117,6 +120,7 @@ class BrokerService:
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
         self.limits = PolicyView(ctx.astore, ctx.config)        # multi-tenant policies, cached (broker.limits)
+        self.caps = CapsKeeper(self.limits, ctx.config, self.topics, ctx.spawn)   # loaded topics' max* caps
         # inactive topics and expired subscriptions (a periodic task), topics/subscriptions created by naming them
         self.lifecycle = LifecycleTask(ctx, self, self.limits, self.delete_idle)
         self.auto_create = AutoCreation(ctx.astore, self.limits, ctx.config, ctx.clock, self.lifecycle.counters)
@@ -125,6 +129,7 @@ class BrokerService:
         # metric families other front ends add to /metrics (the Kafka listener's requests and traffic):
         # each is called with the cluster name at scrape time
         self.protocol_metrics: list[Callable[[str], Iterable[Any]]] = []
+        self.protocol_metrics.append(functools.partial(caps_families, self.caps))
         self.protocol_metrics.append(functools.partial(metrics_lifecycle.families, self.lifecycle.counters))
 
     # --- security (built on first use; Broker.start touches both so bad key material fails the start) ---
@@ -220,7 +225,8 @@ class BrokerService:
     async def _load(self, name: TopicName) -> PersistentTopic:
         await self.check_owned(name)
         started_s = self.clock.monotonic_s()
-        await policies.register_topic(self.astore, name, self.clock.wall_ms())
+        # a new topic must fit its namespace's maxTopicsPerNamespace (auto-creation, REST create)
+        await topic_count.register_new(self.astore, self.limits, name, self.clock.wall_ms(), self.caps.refusals)
         c, ctx = self.config, self.ctx
         ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, ctx.ledger_client, c,
                                       self.clock, ensemble_size=c.ledger_ensemble_size,
@@ -229,6 +235,7 @@ class BrokerService:
         try:
             topic = await PersistentTopic.open(ctx, name, ml)
             await backlog_quota.load(ctx, topic)     # its quotas, for stats from the start
+            await self.caps.on_load(topic)           # its max* caps, before any client attaches
         except BaseException:
             await _close_ml(ml)
             raise

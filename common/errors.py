@@ -453,6 +453,15 @@ class NotOnNonPersistent(NotAllowed):
     code = 595
 
 
+class TooManyTopics(NotAllowed):
+    """maxTopicsPerNamespace reached (`broker.limits.topic_count`). Pulsar refuses with a
+    RestException: 412 with this text over REST, and, mapping to no ServerError, UnknownError
+    on the binary protocol."""
+    code = 596
+    server_error = PulsarServerError.UnknownError
+    rest_reason = "Exceed maximum number of topics in namespace."
+
+
 class MalformedPayload(BrokerError):
     """A message payload that cannot be decoded (batch layout, compression); only clients and
     tools open payloads, the broker never does."""

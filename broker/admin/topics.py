@@ -42,6 +42,7 @@ from broker.admin import lookup
 from broker.admin.http import Refused, body_bool, body_json, flag, namespace_of, topic_of
 from broker.admin.policy_bodies import body_retention, ttl_seconds
 from broker.cluster import peers
+from broker.limits import topic_count
 from broker.records import policies
 from broker.retention import backlog_quota as bq
 from broker.schemas import registry as schema_registry
@@ -119,6 +120,8 @@ class _TopicRoutes:
                 raise AlreadyExists("Partitioned topic already exists", topic=str(name))
             if await self._existing(name):
                 raise AlreadyExists("This topic already exists", topic=str(name))
+        # maxTopicsPerNamespace counts every partition (412 "Exceed maximum number of topics ...")
+        await topic_count.check_room(self.service.astore, self.service.limits, name, count, self.service.caps.refusals)
         await policies.create_partitioned(self.service.astore, name, count, partitions_max)
         await self._register_partitions(name, 0, count)
         return web.Response(status=204)

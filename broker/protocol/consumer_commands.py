@@ -133,6 +133,8 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
             await group_offsets.check_pulsar_attach(conn.front.ctx.astore, sub)
         if key in conn.cancelled or conn.consumers.get(cmd.consumer_id) is not None:
             return
+        if not isinstance(topic, NonPersistentTopic):   # maxConsumers, ...PerSubscription: ConsumerBusy
+            topic.check_consumer_room(sub, cmd.subType)
         consumer = Consumer(conn, cmd.consumer_id, cmd.consumer_name, cmd.subType,
                             cmd.priority_level, name.partition_index, f"{cmd.consumer_name}#{next(_labels)}")
         consumer.subscription = sub

@@ -80,8 +80,10 @@ SUBSCRIPTION_METRICS: tuple[tuple[str, str, Getter], ...] = (
     ("pulsar_subscription_msg_drop_rate", "messages/s a non-persistent subscription dropped (msgDropRate; "
      "0 on persistent topics)", lambda s: s.get("msgDropRate", 0.0)),
     ("pulsar_subscription_blocked_on_unacked_messages",
-     "1 while a consumer is held back at broker_consumer_unacked_messages_max",
-     lambda s: int(any(c["blockedConsumerOnUnackedMsgs"] for c in s["consumers"]))),
+     "1 while the subscription (maxUnackedMessagesPerSubscription) or one of its consumers "
+     "(maxUnackedMessagesPerConsumer) is held back on unacked messages",
+     lambda s: int(s.get("blockedSubscriptionOnUnackedMsgs", False)
+                   or any(c["blockedConsumerOnUnackedMsgs"] for c in s["consumers"]))),
     ("strata_subscription_cursor_state_bytes", "cursor state bytes as last encoded",
      lambda s: s["cursorStateBytes"]),
     ("strata_subscription_cursor_state_error",

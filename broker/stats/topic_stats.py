@@ -144,6 +144,12 @@ def _earliest_publish_ms(sub: Subscription, stats: SubscriptionStats) -> int:
         return 0
 
 
+def _gate_blocked(dispatcher: object) -> bool:
+    """A Shared/Key_Shared dispatcher stopped at its subscription's unacked limit."""
+    gate = getattr(dispatcher, "gate", None)
+    return gate is not None and bool(gate.blocked)
+
+
 def subscription_json(sub: Subscription) -> dict:
     stats = subscription_stats(sub.cursor, sub.ml)
     consumers = sub.consumers
@@ -158,6 +164,8 @@ def subscription_json(sub: Subscription) -> dict:
         "msgBacklogNoDelayed": stats.backlog_entries,
         "backlogSize": stats.backlog_bytes,
         "unackedMessages": sum(c.unacked_messages() for c in consumers),
+        # Pulsar's name: dispatch stopped at maxUnackedMessagesPerSubscription, until acks bring it under half
+        "blockedSubscriptionOnUnackedMsgs": _gate_blocked(dispatcher),
         "type": sub_type,
         "isDurable": sub.durable,
         "msgRateOut": rate_out,

@@ -16,7 +16,9 @@ REACHED_END_OF_TOPIC and CLOSE_CONSUMER).
 
 What must hold: an entry is in `pending` of at most one consumer of a subscription at a time
 (dispatchers enforce it); `send_entry` is the only way an entry reaches the client;
-`unacked_count == sum(pending.values())`. `msg_redeliver_counter` (messages of pending entries
+`unacked_count == sum(pending.values())`, and `gate` (the subscription's unacked limit,
+`broker.limits.unacked`) counts exactly those messages while the consumer is attached to
+it. `msg_redeliver_counter` (messages of pending entries
 the client asked to have redelivered) only grows. `msg_out_counter`/`bytes_out_counter` (messages and
 entry bytes sent, redeliveries included) only grow; when the consumer leaves, its subscription
 keeps them (`Subscription._detach`), so the subscription's counters never go down.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from broker.limits.unacked import UnackedGate
 from ledger.position import Position
 
 if TYPE_CHECKING:
@@ -84,6 +87,7 @@ class Consumer:
         self.unacked_count = 0            # messages in `pending` (sum of its values)
         self.unacked_messages_max = 0     # block at this many unacked messages; 0: no limit
         self.blocked_on_unacked = False   # at the limit; cleared at half of it
+        self.gate: UnackedGate | None = None   # its subscription's unacked limit (Shared/Key_Shared)
         self.msg_redeliver_counter = 0    # messages this consumer asked to have redelivered
         self.connected_since_ms = int(time.time() * 1000)   # wall time it subscribed (stats)
 
@@ -93,15 +97,18 @@ class Consumer:
     def can_take(self) -> bool:
         """True when the client has permits and the socket is not backed up."""
         return (not self.closed and self.permits > 0 and not self.blocked_on_unacked
-                and self.link.writable())
+                and (self.gate is None or not self.gate.blocked) and self.link.writable())
 
     def send_entry(self, position: Position, data: bytes, messages: int,
                    redelivery_count: int, ack_set: list[int] | None) -> None:
         """Deliver one entry and record it as pending; costs `messages` permits."""
         self.link.send_message(self.consumer_id, self.partition, position, data, redelivery_count, ack_set)
         self.permits -= messages
-        self.unacked_count += messages - self.pending.get(position, 0)
+        added = messages - self.pending.get(position, 0)
+        self.unacked_count += added
         self.pending[position] = messages
+        if self.gate is not None:
+            self.gate.add(added)
         if 0 < self.unacked_messages_max <= self.unacked_count:
             self.blocked_on_unacked = True
         self.msg_out_counter += messages
@@ -153,6 +160,8 @@ class Consumer:
         if messages is None:
             return False
         self.unacked_count -= messages
+        if self.gate is not None:
+            self.gate.add(-messages)
         self._maybe_unblock()
         return True
 
@@ -165,6 +174,8 @@ class Consumer:
         """Drop every pending entry; returns them in position order."""
         held = sorted(self.pending)
         self.pending.clear()
+        if self.gate is not None:
+            self.gate.add(-self.unacked_count)
         self.unacked_count = 0
         self._maybe_unblock()
         return held
@@ -174,6 +185,17 @@ class Consumer:
         # flip between blocked and unblocked on every ack.
         if self.blocked_on_unacked and self.unacked_count <= self.unacked_messages_max // 2:
             self.blocked_on_unacked = False
+
+    def set_unacked_max(self, max_messages: int) -> bool:
+        """A new limit (its policy changed): blocked at once if over it, released if under half;
+        True if this released the consumer."""
+        was = self.blocked_on_unacked
+        self.unacked_messages_max = max_messages
+        if max_messages <= 0 or self.unacked_count <= max_messages // 2:
+            self.blocked_on_unacked = False
+        elif self.unacked_count >= max_messages:
+            self.blocked_on_unacked = True
+        return was and not self.blocked_on_unacked
 
     def count_redelivery(self, positions: list[Position] | None) -> None:
         """The client asked for these (None: all) of its pending entries again: count their

@@ -167,7 +167,7 @@ class Producer:
             self.backlogged = True
             self.link.producer_backlogged(self, True)
 
-    def _refusal(self, entry: bytes, meta: EntryInfo) -> InvalidArgument | None:
+    def _refusal(self, entry: bytes, meta: EntryInfo) -> StrataError | None:
         """Why metadata no consumer could use must not be stored (a SEND_ERROR, the producer
         stays usable), or None. Checked before dedup, so a refused SEND records nothing."""
         if meta.deliver_at_time_ms is not None and meta.deliver_at_time_ms < 0:
@@ -178,6 +178,9 @@ class Producer:
             # a uint64 on the wire, ms since the epoch; past 2^63 it is no time, and the
             # managed ledger (whose index holds int64) refuses it
             return InvalidArgument("publish_time out of range", publish_time=meta.publish_time_ms)
+        too_big = self.topic.caps.message_refusal(len(entry), meta.metadata.num_chunks_from_msg > 1)
+        if too_big is not None:         # the topic's maxMessageSize (broker.limits.topic_caps)
+            return too_big
         compression = meta.unknown_compression
         if compression is not None:
             # no consumer can decode it; the official one takes it for uncompressed and hands

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.compaction.topic_compaction import TopicCompaction
+from broker.limits.topic_caps import TopicCaps
 from broker.records import policies
 from broker.topics.access_modes import ProducerAccess
 from broker.topics.dedup import Deduplication
@@ -84,6 +85,8 @@ class PersistentTopic:
         self.closing = False
         self.terminating = False      # terminate() is under way: no new producer
         self.dedup = Deduplication(ml, ctx.astore, ctx.config, ctx.clock, ctx.spawn)
+        # Pulsar's max* caps in force: the broker's until broker.topics.caps_keeper resolves them
+        self.caps = TopicCaps.of_config(ctx.config)
         stored = ml.trimmed_totals + LedgerTotals.of(ml.ledgers())
         self.msg_in_counter = stored.messages      # messages ever stored (trimmed ones included)
         self.bytes_in_counter = stored.size_bytes  # entry bytes ever stored (trimmed ones included)
@@ -173,6 +176,7 @@ class PersistentTopic:
             raise ServiceNotReady("topic is closing", topic=str(self.name))
         if self.terminating or self.terminated:
             raise TopicTerminated("Topic was already terminated", topic=str(self.name))
+        self.caps.check_producer(len(self.producers))      # maxProducers: ProducerBusy
         if producer.name in self.producers:
             raise ProducerBusy("a producer with this name is already connected",
                                topic=str(self.name), producer=producer.name)
@@ -201,6 +205,8 @@ class PersistentTopic:
         sub = self.subscriptions.get(name)
         if sub is not None:
             return sub
+        if self.caps.subscriptions_max and name not in self._opening:   # maxSubscriptionsPerTopic
+            self.caps.check_subscription(self.name, len(self.subscriptions) + len(self._opening))
         # One open per name at a time. Two SUBSCRIBEs opening the same durable cursor at once
         # opened it twice: the second open took the cursor's ownership over, the first cursor
         # object was the one kept, and its next persist found itself fenced (logged as an
@@ -231,6 +237,12 @@ class PersistentTopic:
             del self._opening[name]
         if not task.cancelled():
             task.exception()
+
+    def check_consumer_room(self, sub: Subscription, sub_type: int) -> None:
+        """A consumer of type `sub_type` may join `sub` under maxConsumers and
+        maxConsumersPerSubscription (ConsumerBusy if not); called right before it is attached."""
+        self.caps.check_consumer(sum(len(s.consumers) for s in self.subscriptions.values()),
+                                 len(sub.consumers), exclusive=sub_type == 0)
 
     async def unsubscribe(self, sub: Subscription, consumer) -> None:
         """Delete a subscription whose only consumer is `consumer` (Pulsar refuses otherwise)."""

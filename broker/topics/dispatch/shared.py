@@ -34,8 +34,11 @@ kicks a pass when the next one falls due. The index is bounded; when it is full,
 *overflowed*: read past and left unacked, to be found again by a bounded re-scan once the index
 has room or its due time comes (`broker.topics.dispatch.delayed_overflow`).
 
-Unacked limit: consumers get `broker_consumer_unacked_messages_max` (see `broker.topics.consumer`); a
-blocked consumer counts as one without permits.
+Unacked limits (the topic's caps, `broker.limits.topic_caps`): each consumer gets
+maxUnackedMessagesPerConsumer (see `broker.topics.consumer`) and shares the subscription's `gate`
+(maxUnackedMessagesPerSubscription, `broker.limits.unacked`); a blocked consumer, or any consumer
+while the gate is closed, counts as one without permits. `set_unacked_limits` applies a changed
+policy to the consumers attached.
 
 What must hold: an entry is at most one of {in replay, pending at exactly one consumer, delayed};
 an entry acknowledged is in none; every unacked entry before `read_position` is in one of them or
@@ -50,6 +53,7 @@ import asyncio
 import bisect
 from typing import TYPE_CHECKING
 
+from broker.limits.unacked import UnackedGate
 from broker.topics.consumer import Consumer
 from broker.topics.dispatch.base import Dispatcher
 from broker.topics.dispatch.delayed import DelayedDeliveryIndex
@@ -74,7 +78,9 @@ class SharedDispatcher(Dispatcher):
         self.owner: dict[Position, Consumer] = {}         # pending entry -> consumer holding it
         self._next = 0                                    # round-robin index into consumers
         config = sub.topic.config
-        self.unacked_messages_max = config.broker_consumer_unacked_messages_max   # 0: no limit
+        caps = sub.topic.caps
+        self.unacked_messages_max = caps.unacked_per_consumer_max   # per consumer; 0: no limit
+        self.gate = UnackedGate(caps.unacked_per_subscription_max)  # the whole subscription's
         self.delayed = DelayedDeliveryIndex(config.broker_delayed_delivery_entries_max,
                                             config.broker_delayed_delivery_tick_ms,
                                             sub.topic.ctx.clock)
@@ -86,6 +92,7 @@ class SharedDispatcher(Dispatcher):
 
     def add_consumer(self, consumer: Consumer) -> None:
         consumer.unacked_messages_max = self.unacked_messages_max
+        consumer.gate = self.gate
         self.consumers.append(consumer)
         self.kick()
 
@@ -95,7 +102,18 @@ class SharedDispatcher(Dispatcher):
         self.consumers.remove(consumer)
         for position in consumer.forget_all():
             self._requeue(position)
+        consumer.gate = None
         self.kick()
+
+    def set_unacked_limits(self, per_consumer: int, per_subscription: int) -> None:
+        """The topic's maxUnackedMessagesPerConsumer / PerSubscription changed: apply them to
+        the consumers attached and the gate; dispatch resumes if that released anyone."""
+        self.unacked_messages_max = per_consumer
+        released = self.gate.set_max(per_subscription)
+        for consumer in self.consumers:
+            released = consumer.set_unacked_max(per_consumer) or released
+        if released:
+            self.kick()
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         self.count_redelivery(consumer, positions)

@@ -23,6 +23,7 @@ import time
 import types
 from dataclasses import dataclass
 
+from broker.limits.topic_caps import TopicCaps
 from broker.protocol.links import PulsarClientLink
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import FactsCache
@@ -167,7 +168,7 @@ class Harness:
                                     activity=types.SimpleNamespace(touch=lambda topic: None))
         self.topic = types.SimpleNamespace(
             ml=self.ml, config=self.config, ctx=ctx, drop_subscription=lambda sub: None,
-            name=_TopicName(), entry_facts=FactsCache())
+            name=_TopicName(), entry_facts=FactsCache(), caps=TopicCaps.of_config(self.config))
         cursor = ManagedCursor.starting_at("sub", self.ml.view, EARLIEST, durable=False)
         self.sub = Subscription(self.topic, "sub", cursor, durable=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import types
 
+from broker.limits.topic_caps import TopicCaps
 from broker.topics import topic as topic_module
 from broker.topics.topic import PersistentTopic
 from common.errors import NotFound
@@ -39,6 +40,7 @@ def _topic(store: SlowCursorStore, monkeypatch) -> PersistentTopic:
     topic.closing = False
     topic.subscriptions = {}
     topic._opening = {}
+    topic.caps = TopicCaps()                            # no caps
     topic.cursor_store = store
     topic.ml = object()
     topic.ctx = types.SimpleNamespace(clock=None)

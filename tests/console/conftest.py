@@ -99,7 +99,11 @@ def console_sa(tmp_path_factory: pytest.TempPathFactory, s3_server) -> Iterator[
                              extra={**s3_server.standalone_env(s3_server.new_bucket()),
                                     "STRATA_BROKER_LOAD_REPORT_INTERVAL_MS": "1000",
                                     # the limits test's 10,000-partition topics (the default allows 1,000)
-                                    "STRATA_BROKER_PARTITIONS_MAX": "10000"})
+                                    "STRATA_BROKER_PARTITIONS_MAX": "10000",
+                                    # one broker for every console test (minutes): the topics made at
+                                    # the start must not be deleted as inactive (on by default, as in
+                                    # Pulsar) before the last test looks at them
+                                    "STRATA_BROKER_DELETE_INACTIVE_TOPICS_ENABLED": "false"})
     with StandaloneProcess.start(root / "data", env=env) as sa:
         cs = ConsoleStandalone(sa=sa, kit=kit, url=f"{sa.admin_url}/console/", admin_url=sa.admin_url,
                                admin_tls_url=f"https://localhost:{admin_tls_port}")

@@ -58,7 +58,11 @@ def tracebacks(logs: list[tuple[str, Path]]) -> list[str]:
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     data_dir = tmp_path_factory.mktemp("kafka-standalone") / "data"
-    with StandaloneProcess.start(data_dir) as sa:
+    # one broker for the whole Kafka suite: a topic some test made and left idle past a minute (no
+    # Pulsar subscription, a retention.ms shorter than Kafka's default) would be deleted as inactive
+    # (broker_delete_inactive_topics_enabled, on by default as in Pulsar) while a later test expects it
+    env = {"STRATA_BROKER_DELETE_INACTIVE_TOPICS_ENABLED": "false"}
+    with StandaloneProcess.start(data_dir, env=env) as sa:
         wait_kafka_port(sa.kafka_bootstrap, "the standalone", sa.log_path)
         yield sa
         problems = tracebacks([("standalone", sa.log_path)])

@@ -373,6 +373,10 @@ class SettingsFields:
     """how long a topic must be inactive before it is deleted (Pulsar's
     brokerDeleteInactiveTopicsMaxInactiveDurationSeconds). Default 60; bounds 1 .. 100000000; unit seconds.
     """
+    broker_delete_inactive_partitioned_topic_metadata_enabled: bool
+    """delete a partitioned topic's metadata once its last partition was deleted as inactive (Pulsar's
+    brokerDeleteInactivePartitionedTopicMetadataEnabled). Default false.
+    """
     broker_subscription_expiration_time_minutes: int
     """remove a subscription with no consumer for this long (Pulsar's subscriptionExpirationTimeMinutes; 0: never).
     Default 0; bounds 0 .. 100000000; unit minutes.
@@ -927,6 +931,7 @@ if TYPE_CHECKING:   # a TypedDict of every setting costs a millisecond at import
         broker_delete_inactive_topics_frequency_seconds: int
         broker_delete_inactive_topics_mode: str
         broker_delete_inactive_topics_max_inactive_duration_seconds: int
+        broker_delete_inactive_partitioned_topic_metadata_enabled: bool
         broker_subscription_expiration_time_minutes: int
         broker_allow_auto_topic_creation: bool
         broker_allow_auto_topic_creation_type: str

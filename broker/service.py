@@ -69,7 +69,7 @@ from broker.retention.task import RetentionTask
 from broker.security.authorization import AuthorizationService
 from broker.stats import metrics_lifecycle
 from broker.stats.metrics_caps import families as caps_families
-from broker.topics import dedup
+from broker.topics import dedup, rate_limits
 from broker.topics.auto_create import AutoCreation
 from broker.topics.caps_keeper import CapsKeeper
 from broker.topics.rates import StatsSampler
@@ -120,6 +120,9 @@ class BrokerService:
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
         self.limits = PolicyView(ctx.astore, ctx.config)        # multi-tenant policies, cached (broker.limits)
+        # the broker-wide publish limit (None: unset), shared by every topic's rate limits
+        self.broker_publish = rate_limits.broker_publish_throttle(ctx.config, ctx.clock)
+        self.limits.listen(self._rate_policies_changed)
         self.caps = CapsKeeper(self.limits, ctx.config, self.topics, ctx.spawn)   # loaded topics' max* caps
         # inactive topics and expired subscriptions (a periodic task), topics/subscriptions created by naming them
         self.lifecycle = LifecycleTask(ctx, self, self.limits, self.delete_idle)
@@ -235,6 +238,7 @@ class BrokerService:
         try:
             topic = await PersistentTopic.open(ctx, name, ml)
             await backlog_quota.load(ctx, topic)     # its quotas, for stats from the start
+            await rate_limits.apply(topic, self.limits, self.broker_publish)   # before any client
             await self.caps.on_load(topic)           # its max* caps, before any client attaches
         except BaseException:
             await _close_ml(ml)
@@ -253,6 +257,12 @@ class BrokerService:
         if took_s >= _SLOW_LOAD_S:
             log.info("loaded %s in %.2f s", name, took_s)
         return topic
+
+    def _rate_policies_changed(self, match: Callable[[TopicName], bool]) -> None:
+        """A policy changed: the matching loaded topics re-read their rate limits."""
+        for topic in list(self.topics.values()):
+            if match(topic.name) and not topic.closing:
+                self.ctx.spawn(rate_limits.apply(topic, self.limits, self.broker_publish))
 
     async def settle_loads(self, match: Callable[[TopicName], bool], timeout_s: float) -> None:
         """Wait (bounded) until no load of a topic `match` picks is in flight; their outcome is

@@ -152,7 +152,7 @@ def _topic_rules() -> dict[tuple[str, str], Access]:
     }
     for policy in ("backlogQuota", "backlogQuotaMap", "compactionThreshold", "deduplicationEnabled", "messageTTL",
                    "offloadPolicies", "retention", "schemaCompatibilityStrategy",
-                   *registry.BY_TOPIC_ROUTE):
+                   "replicatorDispatchRate", *registry.BY_TOPIC_ROUTE):
         for method in ("GET", "POST", "PUT", "DELETE"):
             rules[(method, "/" + policy)] = Access(ta, f"{'READ' if method == 'GET' else 'WRITE'} {policy}")
     return rules
@@ -177,7 +177,7 @@ def _namespace_rules() -> dict[tuple[str, str], Access]:
     for policy in ("backlogQuota", "backlogQuotaMap", "compactionThreshold", "deduplication",
                    "isAllowAutoUpdateSchema", "messageTTL", "offloadDeletionLagMs", "offloadPolicies",
                    "offloadThreshold", "offloadThresholdInSeconds", "retention", "schemaCompatibilityStrategy",
-                   "schemaValidationEnforced", "replication", *registry.BY_ROUTE):
+                   "schemaValidationEnforced", "replication", "replicatorDispatchRate", *registry.BY_ROUTE):
         for method in ("GET", "POST", "PUT", "DELETE"):
             rules[(method, "/" + policy)] = Access(ta, f"{'READ' if method == 'GET' else 'WRITE'} {policy}")
     return rules

@@ -3,6 +3,7 @@
     POST|GET|DELETE /admin/v2/namespaces/{tenant}/{ns}/<route>            e.g. maxProducersPerTopic
     POST|GET|DELETE /admin/v2/persistent/{tenant}/{ns}/{topic}/<topic_route>   e.g. maxProducers
     GET .../{topic}/<topic_route>?applied=true      the effective value: topic, namespace, broker
+    POST .../replicatorDispatchRate                 412: Strata does not replicate between clusters
 
 POST checks the whole body first (400 a wrong type, 412 a value out of range, with Pulsar's text)
 and stores nothing when it is refused; a namespace must exist (404). GET answers the level's own
@@ -24,6 +25,7 @@ from broker.admin.http import body_json, flag, namespace_of, topic_of
 from broker.limits import registry
 from broker.limits.spec import PolicySpec
 from broker.records import policies
+from common.errors import NotAllowed
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -44,6 +46,18 @@ def register(app: web.Application, service: BrokerService) -> None:
             app.router.add_post(path, functools.partial(_set_topic, service, spec))
             app.router.add_get(path, functools.partial(_get_topic, service, spec))
             app.router.add_delete(path, functools.partial(_remove_topic, service, spec))
+    for path in (NAMESPACE + REPLICATOR_ROUTE, TOPIC + REPLICATOR_ROUTE):   # refused: see REPLICATOR_REFUSED
+        app.router.add_post(path, _replicator_refused)
+
+
+REPLICATOR_ROUTE = "replicatorDispatchRate"
+REPLICATOR_REFUSED = "replicatorDispatchRate is not supported by Strata: Strata does not replicate between clusters"
+
+
+async def _replicator_refused(request: web.Request) -> web.Response:
+    """Pulsar's replicatorDispatchRate shapes geo-replication, which Strata does not have: 412,
+    nothing stored (as the namespace create body refuses it)."""
+    raise NotAllowed(REPLICATOR_REFUSED)
 
 
 async def _set_namespace(service: BrokerService, spec: PolicySpec, request: web.Request) -> web.Response:

@@ -20,6 +20,8 @@ Backpressure, toward the broker (reading). The connection stops reading its sock
 routing frames already decoded, which wait in `_held` (at most one socket read's worth) — while
   - a producer has `broker_pending_sends_max` SENDs awaiting receipts (until it drains below
     half), or
+  - a publish rate limit paused one of its producers (`broker.topics.rate_limits`: until the
+    limit's bucket refills), or
   - `broker_connection_requests_inflight_max` requests run as tasks (`spawn`: LOOKUP,
     PARTITIONED_METADATA, PRODUCER, SUBSCRIBE, ...), until one completes.
 A client past the request cap therefore waits, as under Pulsar's
@@ -102,6 +104,8 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
         self.creating: set[tuple[str, int]] = set()   # ("p"|"c", id) whose creation is under way
         self.cancelled: set[tuple[str, int]] = set()  # closed by the client while being created
         self._backlogged: set[Producer] = set()       # producers holding reads paused
+        # producers a publish rate limit paused -> how many limits (topic, broker) hold each
+        self._rate_limited: dict[Producer, int] = {}
         self._held: collections.deque = collections.deque()  # decoded frames not yet routed (paused)
         self._processing = False                      # _process_held is on the stack
         self._tasks: set[asyncio.Task] = set()        # requests in flight (spawn)
@@ -275,8 +279,19 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
 
     # --- reading: paused while producers are backlogged or requests at the cap -----------------------
 
+    def producer_rate_limited(self, producer: Producer, limited: bool) -> None:
+        """A publish rate limit (broker.topics.rate_limits) paused or resumed `producer`."""
+        held = self._rate_limited.get(producer, 0)
+        if limited:
+            self._rate_limited[producer] = held + 1
+        elif held <= 1:
+            self._rate_limited.pop(producer, None)
+        else:
+            self._rate_limited[producer] = held - 1
+        self._update_reading()
+
     def _reads_held(self) -> bool:
-        return bool(self._backlogged) or len(self._tasks) >= self._requests_max
+        return bool(self._backlogged) or bool(self._rate_limited) or len(self._tasks) >= self._requests_max
 
     def _update_reading(self) -> None:
         """Pause the socket's reads while held; once clear, resume on the next loop turn."""
@@ -441,6 +456,7 @@ class ServerConnection(PulsarClientLink, asyncio.Protocol):
     def forget_producer(self, producer: Producer) -> None:
         """`producer` is no longer this connection's: it cannot hold reads paused any more."""
         self._backlogged.discard(producer)
+        self._rate_limited.pop(producer, None)
         self._update_reading()
 
     def _send(self, send: pb.CommandSend, frame: Any) -> None:

@@ -123,6 +123,8 @@ async def subscribe(conn: ServerConnection, cmd: pb.CommandSubscribe) -> None:
         topic = (await conn.front.service.get_or_create(name, create=cmd.force_topic_creation)  # autoTopicCreation
                  if name.persistent else await non_persistent_topic(conn, cmd, name))
         await schemas_wire.check_consumer(conn.front, topic, cmd)   # before the subscription exists
+        if not isinstance(topic, NonPersistentTopic):   # subscribeRate: NotAllowed past it (rate_limits)
+            topic.rates.check_subscribe(conn.peer.rpartition(":")[0], cmd.consumer_name, cmd.consumer_id)
         compacted = name.persistent and cmd.read_compacted     # broker.topics.dispatch.compacted
         compaction_reading.check_subscribe(cmd.subType, compacted)
         from_earliest = compacted and cmd.subscription not in topic.subscriptions and _start_of(cmd) == EARLIEST

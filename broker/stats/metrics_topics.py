@@ -45,6 +45,8 @@ TOPIC_METRICS: tuple[tuple[str, str, str, Getter], ...] = (
     ("pulsar_rate_out", "gauge", "messages/s dispatched (sliding window)", lambda s: s["msgRateOut"]),
     ("pulsar_throughput_in", "gauge", "bytes/s stored (sliding window)", lambda s: s["msgThroughputIn"]),
     ("pulsar_throughput_out", "gauge", "bytes/s dispatched (sliding window)", lambda s: s["msgThroughputOut"]),
+    ("pulsar_publish_rate_limit_times", "gauge", "times a publish rate limit paused a producer of the topic "
+     "since it was loaded (publishRateLimitedTimes)", lambda s: s.get("publishRateLimitedTimes", 0)),
     ("pulsar_producers_count", "gauge", "connected producers", lambda s: len(s["publishers"])),
     ("pulsar_subscriptions_count", "gauge", "subscriptions", lambda s: len(s["subscriptions"])),
     ("pulsar_consumers_count", "gauge", "connected consumers", _consumers),
@@ -107,6 +109,7 @@ def families(stats: dict[str, Stats], cluster: str, topic_level: bool) -> Iterat
     if topic_level:
         yield from _topic_families(stats, cluster)
         yield from _subscription_families(stats, cluster)
+        yield from _dispatch_throttle_families(stats, cluster)
         yield _evictions_family(stats, cluster)
         yield from _quota_distance_families(stats, cluster)
     else:
@@ -137,6 +140,22 @@ def _subscription_families(stats: dict[str, Stats], cluster: str) -> Iterator[Me
         add = family.add_sample
         for label_values, sub in keys:
             add(metric, label_values, get(sub))
+        yield family
+
+
+def _dispatch_throttle_families(stats: dict[str, Stats], cluster: str) -> Iterator[Metric]:
+    """Pulsar's pulsar_subscription_dispatch_throttled_{msg,bytes}_events, one sample per
+    subscription and `reason` (the limit that held dispatch back: subscription, topic, broker)."""
+    for kind, field in (("msg", "Msg"), ("bytes", "Bytes")):
+        metric = f"pulsar_subscription_dispatch_throttled_{kind}_events"
+        family = GaugeMetricFamily(metric, f"dispatch passes a dispatch rate limit held back ({kind} rate), "
+                                   "since the topic was loaded",
+                                   labels=["cluster", "namespace", "topic", "subscription", "reason"])
+        for name, topic in stats.items():
+            for sub_name, sub in topic["subscriptions"].items():
+                for reason, scope in (("subscription", "Subscription"), ("topic", "Topic"), ("broker", "Broker")):
+                    family.add_metric([cluster, namespace_of(name), name, sub_name, reason],
+                                      sub.get(f"dispatchThrottled{field}EventsBy{scope}Limit", 0))
         yield family
 
 

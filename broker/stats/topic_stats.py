@@ -186,6 +186,7 @@ def subscription_json(sub: Subscription) -> dict:
         "cursorStateBytesMax": sub.cursor.state_bytes_max,
         "cursorStateError": stats.state_error,
         "cursorPersistError": stats.persist_error,
+        **sub.topic.rates.throttle_counts(sub),   # dispatchThrottled*EventsBy*Limit (rate_limits)
         "consumers": consumer_stats,
     }
 
@@ -207,6 +208,7 @@ def topic_stats(topic: PersistentTopic) -> dict:
         "msgRateOut": rate_out,
         "msgThroughputOut": throughput_out,
         "averageMsgSize": throughput_in / rate_in if rate_in > 0 else 0.0,
+        "publishRateLimitedTimes": topic.rates.publish_rate_limited_times,
         "msgInCounter": topic.msg_in_counter,
         "bytesInCounter": topic.bytes_in_counter,
         "msgOutCounter": topic.msg_out_counter,
@@ -249,7 +251,8 @@ def _publisher_stats(p) -> dict:
             "averageMsgSize": throughput_in / rate_in if rate_in > 0 else 0.0,
             "msgInCounter": p.msg_in_counter, "bytesInCounter": p.bytes_in_counter,
             "address": _address(p.link), "connectedSince": _connected_since(p),
-            "clientVersion": getattr(p.link, "client_version", ""), "accessMode": p.access_mode}
+            "clientVersion": getattr(p.link, "client_version", ""), "accessMode": p.access_mode,
+            "publishRateLimited": p.topic.rates.is_paused(p)}
 
 
 # Topic fields that add up across partitions (the rest are merged or taken per partition).

@@ -99,6 +99,11 @@ class ProducerLink(Protocol):
         """Stop (True) or resume (False) reading the client's messages."""
         ...
 
+    def producer_rate_limited(self, producer: Producer, limited: bool) -> None:
+        """A publish rate limit paused (True) or resumed (False) the producer: stop or resume
+        reading, as `producer_backlogged` (each True is followed by exactly one False)."""
+        ...
+
 
 class _Slot:
     """One SEND awaiting its reply."""
@@ -162,6 +167,8 @@ class Producer:
                 if refusal is not None:
                     self._fail(slot, refusal)
                 else:
+                    if self.topic.rates.publish_limited:   # broker.topics.rate_limits: may pause reads
+                        self.topic.rates.on_publish(self, max(1, meta.num_messages), len(entry))
                     self._store(slot, entry, meta)
         if len(self.pending) >= self.pending_max and not self.backlogged:
             self.backlogged = True

@@ -47,6 +47,8 @@ from broker.topics.access_modes import ProducerAccess
 from broker.topics.dedup import Deduplication
 from broker.topics.entry_facts import FactsCache
 from broker.topics.producer import Producer
+from broker.topics.rate_limits import TopicRates
+from broker.topics.rates import rates
 from broker.topics.subscription import Subscription
 from common.completion import Completion
 from common.errors import (
@@ -104,6 +106,8 @@ class PersistentTopic:
         # state other front ends keep per topic (the Kafka producer state): closed with the topic,
         # after its appends settled and before the managed ledger closes
         self.close_hooks: list[Callable[[], Awaitable[None]]] = []
+        # rate policies (publish, dispatch, subscribe): set by rate_limits.apply when loaded
+        self.rates = TopicRates(ctx.clock, functools.partial(rates, self))
 
     @classmethod
     async def open(cls, ctx: BrokerContext, name: TopicName, ml) -> PersistentTopic:
@@ -318,6 +322,7 @@ class PersistentTopic:
         producers = list(self.producers.values())
         for producer in producers:
             producer.quiesce()
+        self.rates.close()                 # paused producers' connections read on (SENDs now dropped)
         try:
             await asyncio.wait_for(asyncio.gather(*(p.settled() for p in producers)), HANDOVER_SETTLE_S)
         except TimeoutError:

@@ -22,6 +22,11 @@ subscription has everything up to its last position — acknowledged for a durab
 reader's — every consumer is told once (`Consumer.reached_end_of_topic`). Any pass re-checks, and
 acks, FLOW, a new consumer and the termination itself each start one.
 
+Dispatch rate limits (dispatchRate, subscriptionDispatchRate: `broker.topics.rate_limits`): while
+one is dry `any_can_take` (and the single-active pass) answer no, and `rate_allows` schedules one
+pass for when it refills (`_rate_wake`, one timer per dispatcher); a read asks for no more entries
+than the limit lets go now, and each entry sent takes its messages and bytes.
+
 What must hold: `read_position` only moves forward except through `rewind()`; a pass never sends
 to a consumer without permits (the last entry may take permits below zero).
 """
@@ -66,6 +71,7 @@ class Dispatcher(abc.ABC):
         self._retry: asyncio.TimerHandle | None = None   # pending retry after a failed pass
         self._retry_delay_s = READ_RETRY_DELAY_MIN_S       # wait before the next retry
         self.compacted: CompactedReads | None = None       # read_compacted: view first (broker.compaction)
+        self._rate_wake: asyncio.TimerHandle | None = None  # a pass when a dispatch rate limit refills
 
     @property
     def reading(self) -> bool:
@@ -144,6 +150,9 @@ class Dispatcher(abc.ABC):
 
     def close(self) -> None:
         self._closed = True
+        if self._rate_wake is not None:
+            self._rate_wake.cancel()
+            self._rate_wake = None
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
@@ -161,6 +170,9 @@ class Dispatcher(abc.ABC):
                 return from_view
         if not self.has_unread():
             return []
+        rates = self.sub.topic.rates
+        if rates.dispatch_limited:    # read no more than the dispatch rate lets go now
+            max_entries = rates.dispatch_budget(self.sub, max_entries)
         epoch = self._epoch
         entries = await self.sub.ml.read(self.read_position, max(1, max_entries))
         if epoch != self._epoch or self._closed:
@@ -221,6 +233,8 @@ class Dispatcher(abc.ABC):
         """Send one entry to `consumer` with its redelivery count and remaining batch ack set."""
         topic = self.sub.topic
         topic.ctx.activity.touch(topic)     # before the consumer's counters move (rates)
+        if topic.rates.dispatch_limited:
+            topic.rates.on_dispatch(self.sub, facts.messages, len(data))
         ack_set = self.sub.cursor.batch_ack_set(position) if facts.is_batch else None
         if self.compacted is not None and facts.is_batch:
             ack_set = self.compacted.ack_set(position, ack_set)
@@ -235,7 +249,26 @@ class Dispatcher(abc.ABC):
         consumer.count_redelivery(positions)
 
     def any_can_take(self) -> bool:
+        if self.sub.topic.rates.dispatch_limited and not self.rate_allows():
+            return False
         return any(c.can_take() for c in self.consumers)
+
+    def rate_allows(self) -> bool:
+        """True unless a dispatch rate limit is dry; then one pass is scheduled for when it
+        refills (broker.topics.rate_limits) and the throttled event counted."""
+        rates = self.sub.topic.rates
+        if not rates.dispatch_limited:
+            return True
+        delay_s = rates.dispatch_delay_s(self.sub)
+        if delay_s <= 0:
+            return True
+        if self._rate_wake is None and not self._closed:
+            self._rate_wake = asyncio.get_running_loop().call_later(delay_s, self._rate_refilled)
+        return False
+
+    def _rate_refilled(self) -> None:
+        self._rate_wake = None
+        self.kick()
 
     def permits_entries(self, consumer: Consumer) -> int:
         """How many entries to read for a consumer with these permits (at least one)."""

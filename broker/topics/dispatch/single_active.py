@@ -151,7 +151,7 @@ class SingleActiveDispatcher(Dispatcher):
     async def _dispatch_pass(self) -> None:
         while True:
             consumer = self.active
-            if consumer is None or not consumer.can_take():
+            if consumer is None or not consumer.can_take() or not self.rate_allows():
                 return
             entries = await self.read_new(self.permits_entries(consumer))
             if entries is None:
@@ -164,7 +164,7 @@ class SingleActiveDispatcher(Dispatcher):
 
     def _send_run(self, consumer: Consumer, entries: list) -> None:
         for entry in entries:
-            if not consumer.can_take():
+            if not consumer.can_take() or not self.rate_allows():
                 return
             self.read_position = self.next_after(entry.position)
             if self.is_acked(entry.position):

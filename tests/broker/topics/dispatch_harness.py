@@ -27,6 +27,7 @@ from broker.limits.topic_caps import TopicCaps
 from broker.protocol.links import PulsarClientLink
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import FactsCache
+from broker.topics.rate_limits import TopicRates
 from broker.topics.subscription import AckedId, KeySharedSpec, Subscription, SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
@@ -168,7 +169,8 @@ class Harness:
                                     activity=types.SimpleNamespace(touch=lambda topic: None))
         self.topic = types.SimpleNamespace(
             ml=self.ml, config=self.config, ctx=ctx, drop_subscription=lambda sub: None,
-            name=_TopicName(), entry_facts=FactsCache(), caps=TopicCaps.of_config(self.config))
+            name=_TopicName(), entry_facts=FactsCache(), caps=TopicCaps.of_config(self.config),
+            rates=TopicRates(SYSTEM_CLOCK, lambda: (0.0, 0.0)))
         cursor = ManagedCursor.starting_at("sub", self.ml.view, EARLIEST, durable=False)
         self.sub = Subscription(self.topic, "sub", cursor, durable=True)
 

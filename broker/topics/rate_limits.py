@@ -227,7 +227,7 @@ class TopicRates:
     def check_subscribe(self, host: str, consumer_name: str, consumer_id: int) -> None:
         permits = self.subscribe
         if permits is not None and not permits.try_acquire((host, consumer_name, consumer_id)):
-            raise NotAllowed(SUBSCRIBE_REFUSED, consumer=consumer_name)
+            raise NotAllowed(SUBSCRIBE_REFUSED)   # Pulsar's text, nothing added
 
     # --- policies -----------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ PERF_COMMANDS: dict[str, str] = {
     "schemas": "perf.schemas",
     "fuzz": "perf.fuzz.command",
     "kafka": "perf.kafka",
+    "limits": "perf.limits",
 }
 
 

@@ -14,15 +14,20 @@ afterwards. Three measurements, each against its own namespaces (created here, f
    window. The topic's `publishRateLimitedTimes` shows the limit was in force.
 2. Other namespaces spared (target: beside / alone >= 0.9). The same kind of producer on a
    second namespace, measured alone and beside the throttled one, the order alternating each
-   round (alone first in even rounds); the medians over `--rounds` are compared.
+   round (alone first in even rounds). The verdict takes the median of the rounds' ratios: the two
+   runs of a round are adjacent in time, so a shared box's drifting load cancels in each ratio
+   (the ratio of the two medians, `ratio_of_medians`, pairs runs minutes apart; it is reported too).
 3. Idle limiter cost (target: within noise). `strata perf produce`'s load (`perf.produce.measure`,
    `--messages` of 1 KiB, `--driver`) on a namespace whose publishRate and dispatchRate are far
    above it (`IDLE_LIMIT_MSGS_PER_S`, `IDLE_LIMIT_BYTES_PER_S`) and on one with no limit,
    alternating (`--idle-runs` each, the order swapped every other pair). Its batches carry ~128
    messages per SEND, so a per-SEND cost hides; the unbatched producer of (1) is therefore also
    run alone on each (`--flood-s`, same alternation) with the server's CPU per message, the
-   limiter's worst case. "Within noise": the medians' ratio is off 1 by no more than the larger
-   run-to-run spread ((max - min) / median) of the two configurations (no verdict from one run).
+   limiter's worst case. "Within noise": the median of the pairs' ratios is off 1 by no more than
+   the larger run-to-run spread ((max - min) / median) of the two configurations (no verdict from
+   one run). Beneath that noise, `limiter_us_per_send` is the limiter's own price, timed in this
+   process: one idle `RateLimiter.consume` (both buckets, the system clock), the work an idle
+   publish limit adds to each SEND.
 
 Every wait is bounded (worker set-up, the load's `timeout`, flushes by the send timeout). `--json`
 prints one object: `publish_limit`, `other_namespace`, `idle_limiter` (each with its figures,
@@ -41,6 +46,8 @@ import uuid
 from collections.abc import Callable
 
 from admin_client import AdminClient, Credentials
+from broker.limits.limiter import rate_limiter
+from common.clock import SystemClock
 from common.errors import StrataError, TimeoutExpired
 from perf import produce
 from perf.harness import Server, WorkerPool, add_server_args, install_sigterm_cleanup, server_from_args, worker_main
@@ -55,6 +62,8 @@ SEND_TIMEOUT_S = 30.0            # bounds every flush
 ADMIN_TIMEOUT_S = 15.0
 POLICY_SETTLE_S = 1.0            # a namespace policy reaches the broker's cache (its /admin watch)
 NO_LIMIT = -1
+LIMITER_CALLS = 200_000          # idle RateLimiter.consume calls per timing
+LIMITER_REPEATS = 5
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -208,11 +217,12 @@ def measure_publish_limit(args: argparse.Namespace, server: Server, admin: Admin
                "held_msgs_per_s": round(held_median, 1), "held_by_round": held, "held_ratio": held_ratio,
                "publish_rate_limited_times": limited_times,
                "target": f"within {HELD_TOLERANCE:.0%} of R", "met": abs(held_ratio - 1) <= HELD_TOLERANCE}
-    ratio = round(statistics.median(beside) / statistics.median(alone), 3)
+    by_round = [round(b / a, 3) for a, b in zip(alone, beside, strict=True)]
+    ratio = round(statistics.median(by_round), 3)
     other = {"alone_msgs_per_s": round(statistics.median(alone), 1),
              "beside_msgs_per_s": round(statistics.median(beside), 1),
-             "alone_by_round": alone, "beside_by_round": beside, "ratio": ratio,
-             "ratio_by_round": [round(b / a, 3) for a, b in zip(alone, beside, strict=True)],
+             "alone_by_round": alone, "beside_by_round": beside, "ratio": ratio, "ratio_by_round": by_round,
+             "ratio_of_medians": round(statistics.median(beside) / statistics.median(alone), 3),
              "target": f">= {OTHER_RATIO_MIN}x alone", "met": ratio >= OTHER_RATIO_MIN}
     return publish, other
 
@@ -237,7 +247,8 @@ def _flood_run(args: argparse.Namespace, server: Server, ns: str) -> dict:
 
 
 def _alternate(runs: int, one: Callable[[str], dict], limited_ns: str, free_ns: str) -> tuple[list[dict], list[dict]]:
-    """`runs` results per namespace, alternating: none, idle / idle, none / none, idle ..."""
+    """`runs` results per namespace, alternating: none, idle / idle, none / none, idle ...
+    (the i-th of each list form a pair, adjacent in time)"""
     idle: list[dict] = []
     none: list[dict] = []
     for i in range(runs):
@@ -251,16 +262,33 @@ def _spread(values: list[float]) -> float:
 
 
 def compare_runs(idle: list[dict], none: list[dict], key: str) -> dict:
-    """Medians of `key` with limits and without, their ratio, each side's spread and the verdict."""
-    a = [r[key] for r in idle if r.get(key)]        # None or 0 (too short a run to see): no figure
-    b = [r[key] for r in none if r.get(key)]
-    if not a or not b:
+    """Medians of `key` with limits and without, the median of the pairs' ratios (limits / none),
+    each side's spread and the verdict."""
+    pairs = [(x[key], y[key]) for x, y in zip(idle, none, strict=True) if x.get(key) and y.get(key)]
+    if not pairs:                                   # None or 0 (too short a run to see): no figure
         return {"key": key, "ratio": None, "met": None}
-    ratio = round(statistics.median(a) / statistics.median(b), 3)
+    a, b = [x for x, _ in pairs], [y for _, y in pairs]
+    ratio = round(statistics.median(x / y for x, y in pairs), 3)
     noise = max(_spread(a), _spread(b))
     return {"key": key, "idle_limits": round(statistics.median(a), 2), "no_limits": round(statistics.median(b), 2),
-            "idle_by_run": a, "none_by_run": b, "ratio": ratio, "spread_idle": _spread(a), "spread_none": _spread(b),
-            "met": abs(ratio - 1) <= noise if len(a) > 1 and len(b) > 1 else None}   # one run: no spread
+            "idle_by_run": a, "none_by_run": b, "ratio": ratio,
+            "ratio_of_medians": round(statistics.median(a) / statistics.median(b), 3),
+            "spread_idle": _spread(a), "spread_none": _spread(b),
+            "met": abs(ratio - 1) <= noise if len(pairs) > 1 else None}   # one run: no spread
+
+
+def limiter_us_per_send(calls: int = LIMITER_CALLS) -> float:
+    """The best of `LIMITER_REPEATS` timings of `calls` idle RateLimiter.consume calls, per call."""
+    limiter = rate_limiter(IDLE_LIMIT_MSGS_PER_S, IDLE_LIMIT_BYTES_PER_S, 1.0, SystemClock())
+    if limiter is None:
+        raise StrataError("the idle limits build no limiter")
+    best = float("inf")
+    for _ in range(LIMITER_REPEATS):
+        start = time.perf_counter()
+        for _ in range(calls):
+            limiter.consume(1, FLOOD_PAYLOAD_BYTES)
+        best = min(best, time.perf_counter() - start)
+    return round(best * 1e6 / calls, 3)
 
 
 def measure_idle_limiter(args: argparse.Namespace, server: Server, admin: Admin) -> dict:
@@ -271,6 +299,7 @@ def measure_idle_limiter(args: argparse.Namespace, server: Server, admin: Admin)
     flood_idle, flood_none = _alternate(args.idle_runs, functools.partial(_flood_run, args, server),
                                         limited_ns, free_ns)
     return {"limits": {"msgs_per_s": IDLE_LIMIT_MSGS_PER_S, "bytes_per_s": IDLE_LIMIT_BYTES_PER_S},
+            "limiter_us_per_send": limiter_us_per_send(),
             "runs": args.idle_runs, "messages": args.messages, "driver": args.driver,
             "target": "ratio within the run-to-run spread",
             "produce_msgs_per_s": compare_runs(idle, none, "msgs_per_s"),
@@ -305,8 +334,10 @@ def print_table(result: dict) -> None:
     print(f"  {'other namespace alone, msg/s':34s} {o['alone_msgs_per_s']:>12,.1f}")
     print(f"  {'other namespace beside, msg/s':34s} {o['beside_msgs_per_s']:>12,.1f} {o['ratio']:>7.3f}  "
           f"{o['target']:24s} {_verdict(o['met'])}")
+    print(f"  (ratio: median of the rounds' beside/alone {o['ratio_by_round']}; "
+          f"of the medians {o['ratio_of_medians']})")
     print(f"idle limiter (publishRate+dispatchRate {i['limits']['msgs_per_s']:,} msg/s), "
-          f"{i['runs']} run(s) each, alternating; ratio = limits / none")
+          f"{i['runs']} run(s) each, alternating; ratio = median of the pairs' limits / none")
     print(f"  {'measure':34s} {'no limits':>12s} {'limits':>12s} {'ratio':>7s} {'spread':>13s}  verdict")
     for key, label in (("produce_msgs_per_s", f"perf produce ({i['driver']}) msg/s"),
                        ("produce_server_cpu", "  server CPU us/msg"),
@@ -319,6 +350,7 @@ def print_table(result: dict) -> None:
         spread = f"{c['spread_none']:.3f}/{c['spread_idle']:.3f}"
         print(f"  {label:34s} {c['no_limits']:>12,.2f} {c['idle_limits']:>12,.2f} {c['ratio']:>7.3f} "
               f"{spread:>13s}  {_verdict(c['met'])}")
+    print(f"  idle limiter's own price: {i['limiter_us_per_send']} us per SEND (RateLimiter.consume, timed here)")
 
 
 def main(argv: list[str]) -> int:

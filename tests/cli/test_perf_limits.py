@@ -35,6 +35,7 @@ def test_short_run_reports_every_target() -> None:
         assert comparison["ratio"] is None or comparison["ratio"] > 0, (key, comparison)
     assert idle["produce_msgs_per_s"]["ratio"] is not None and idle["unbatched_msgs_per_s"]["ratio"] is not None
     assert len(idle["produce_msgs_per_s"]["none_by_run"]) == 2
+    assert 0 < idle["limiter_us_per_send"] < 1000
 
 
 def test_bad_options_are_refused() -> None:

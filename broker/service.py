@@ -69,7 +69,7 @@ from broker.retention.task import RetentionTask
 from broker.security.authorization import AuthorizationService
 from broker.stats import metrics_lifecycle
 from broker.stats.metrics_caps import families as caps_families
-from broker.topics import dedup, rate_limits
+from broker.topics import dedup, rate_limits, storage_policies
 from broker.topics.auto_create import AutoCreation
 from broker.topics.caps_keeper import CapsKeeper
 from broker.topics.rates import StatsSampler
@@ -120,13 +120,14 @@ class BrokerService:
         self._policy_watch: Watch | None = None
         self.retention = RetentionTask(ctx, self)   # TTL + retention; runs once background work starts
         self.limits = PolicyView(ctx.astore, ctx.config)        # multi-tenant policies, cached (broker.limits)
-        # the broker-wide publish limit (None: unset), shared by every topic's rate limits
-        self.broker_publish = rate_limits.broker_publish_throttle(ctx.config, ctx.clock)
-        self.limits.listen(self._rate_policies_changed)
         self.caps = CapsKeeper(self.limits, ctx.config, self.topics, ctx.spawn)   # loaded topics' max* caps
         # inactive topics and expired subscriptions (a periodic task), topics/subscriptions created by naming them
         self.lifecycle = LifecycleTask(ctx, self, self.limits, self.delete_idle)
         self.auto_create = AutoCreation(ctx.astore, self.limits, ctx.config, ctx.clock, self.lifecycle.counters)
+        # the broker-wide publish limit (None: unset), shared by every topic's rate limits
+        self.broker_publish = rate_limits.broker_publish_throttle(ctx.config, ctx.clock)
+        self.limits.listen(self._rate_policies_changed)
+        self.limits.listen(self._storage_policies_changed)
         self.backlog_quotas = BacklogQuotaChecker(ctx, self)   # periodic backlog quota check, likewise
         self.closing = False
         # metric families other front ends add to /metrics (the Kafka listener's requests and traffic):
@@ -231,15 +232,16 @@ class BrokerService:
         # a new topic must fit its namespace's maxTopicsPerNamespace (auto-creation, REST create)
         await topic_count.register_new(self.astore, self.limits, name, self.clock.wall_ms(), self.caps.refusals)
         c, ctx = self.config, self.ctx
+        e, qw, qa = await storage_policies.quorum(self.limits, name)   # its persistence policy
         ml = await ManagedLedger.open(name.managed_ledger_name, self.astore, ctx.ledger_client, c,
-                                      self.clock, ensemble_size=c.ledger_ensemble_size,
-                                      write_quorum=c.ledger_write_quorum, ack_quorum=c.ledger_ack_quorum,
+                                      self.clock, ensemble_size=e, write_quorum=qw, ack_quorum=qa,
                                       meta_from_entry=_entry_meta, cold=ctx.cold)
         try:
             topic = await PersistentTopic.open(ctx, name, ml)
             await backlog_quota.load(ctx, topic)     # its quotas, for stats from the start
-            await rate_limits.apply(topic, self.limits, self.broker_publish)   # before any client
             await self.caps.on_load(topic)           # its max* caps, before any client attaches
+            await storage_policies.apply(topic, self.limits)   # before any client attaches
+            await rate_limits.apply(topic, self.limits, self.broker_publish)   # before any client
         except BaseException:
             await _close_ml(ml)
             raise
@@ -263,6 +265,13 @@ class BrokerService:
         for topic in list(self.topics.values()):
             if match(topic.name) and not topic.closing:
                 self.ctx.spawn(rate_limits.apply(topic, self.limits, self.broker_publish))
+
+    def _storage_policies_changed(self, match: Callable[[TopicName], bool]) -> None:
+        """A policy changed: the matching loaded topics re-read their storage policies (the
+        quorums of their next ledger, mark-delete rate, dedup snapshots, delayed delivery)."""
+        for topic in list(self.topics.values()):
+            if match(topic.name) and not topic.closing:
+                self.ctx.spawn(storage_policies.apply(topic, self.limits))
 
     async def settle_loads(self, match: Callable[[TopicName], bool], timeout_s: float) -> None:
         """Wait (bounded) until no load of a topic `match` picks is in flight; their outcome is

@@ -166,6 +166,21 @@ class CursorPersistence:
         self._sweep = sweep_for(loop, self._persist_interval_s)
         self._sweep.add(self, self._last_persist_s + self._persist_interval_s)
 
+    @property
+    def persist_interval_ms(self) -> int:
+        return round(self._persist_interval_s * 1000)
+
+    def set_persist_interval_ms(self, interval_ms: int) -> None:
+        """Background writes at least this far apart from now on (a topic's persistence policy
+        limits its mark-delete rate); a write already waiting moves to the new interval's sweep."""
+        interval_s = interval_ms / 1000
+        if interval_s == self._persist_interval_s:
+            return
+        self._persist_interval_s = interval_s
+        if self._sweep is not None:
+            self._cancel_scheduled()
+            self.changed()
+
     def check_active(self) -> None:
         """Raise unless the cursor takes changes (CursorFenced, CursorClosed)."""
         if self.state is CursorState.ACTIVE:

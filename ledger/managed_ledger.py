@@ -262,7 +262,12 @@ class ManagedLedger:
             self._set_state(MLState.TERMINATED)   # no new ledger: nothing will be appended
         else:
             self._set_state(MLState.ROLLING)
-            await self._add_new_ledger()
+            try:
+                await self._add_new_ledger()
+            except StrataError as exc:       # e.g. NotEnoughBookies: say why the topic cannot load
+                _ROLL_WARN.warning(self.name, "%s: no ledger could be created with E/Qw/Qa %s: %s",
+                                   self.name, "/".join(map(str, self._quorum)), exc)
+                raise
             self._set_state(MLState.READY)
         lc = self._view.last_confirmed
         self._last_position = lc if lc.entry_id >= 0 else Position(-1, -1)
@@ -535,6 +540,18 @@ class ManagedLedger:
                 listener(handle.ledger_id)
             except Exception:                # a listener's bug must not break the rollover
                 log.exception("ledger closed listener failed on %s", self.name)
+
+    @property
+    def quorum(self) -> tuple[int, int, int]:
+        """(E, Qw, Qa) the next ledger is created with."""
+        return self._quorum
+
+    def set_quorum(self, ensemble_size: int, write_quorum: int, ack_quorum: int) -> None:
+        """The next ledger (the next rollover, or the first after a failed one) is created with
+        these; the current ledger keeps its own (a topic's persistence policy changed)."""
+        invariant(ensemble_size >= write_quorum >= ack_quorum >= 1, "E >= Qw >= Qa >= 1",
+                  E=ensemble_size, Qw=write_quorum, Qa=ack_quorum)
+        self._quorum = (ensemble_size, write_quorum, ack_quorum)
 
     async def _add_new_ledger(self) -> None:
         e, qw, qa = self._quorum

@@ -175,12 +175,16 @@ class Producer:
             self.link.producer_backlogged(self, True)
 
     def _refusal(self, entry: bytes, meta: EntryInfo) -> StrataError | None:
-        """Why metadata no consumer could use must not be stored (a SEND_ERROR, the producer
-        stays usable), or None. Checked before dedup, so a refused SEND records nothing."""
+        """Why metadata no consumer could use, or the topic's policy refuses, must not be stored
+        (a SEND_ERROR, the producer stays usable), or None. Checked before dedup, so a refused
+        SEND records nothing."""
         if meta.deliver_at_time_ms is not None and meta.deliver_at_time_ms < 0:
             # not a time at all (the official client refuses it; a deliver_at in the past is
             # fine and means "now")
             return InvalidArgument("deliver_at_time is negative", deliver_at_time=meta.deliver_at_time_ms)
+        too_late = self.topic.storage.delayed.refusal(meta.deliver_at_time_ms, meta.publish_time_ms)
+        if too_late is not None:        # the topic's delayedDelivery maxDeliveryDelayInMillis
+            return too_late
         if meta.publish_time_ms > PUBLISH_TIME_MS_MAX:
             # a uint64 on the wire, ms since the epoch; past 2^63 it is no time, and the
             # managed ledger (whose index holds int64) refuses it

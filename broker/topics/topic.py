@@ -49,6 +49,7 @@ from broker.topics.entry_facts import FactsCache
 from broker.topics.producer import Producer
 from broker.topics.rate_limits import TopicRates
 from broker.topics.rates import rates
+from broker.topics.storage_policies import TopicStorage
 from broker.topics.subscription import Subscription
 from common.completion import Completion
 from common.errors import (
@@ -89,6 +90,8 @@ class PersistentTopic:
         self.dedup = Deduplication(ml, ctx.astore, ctx.config, ctx.clock, ctx.spawn)
         # Pulsar's max* caps in force: the broker's until broker.topics.caps_keeper resolves them
         self.caps = TopicCaps.of_config(ctx.config)
+        # storage policies (persistence, dedup snapshots, delayed delivery) as last applied
+        self.storage = TopicStorage.defaults(ctx.config)   # by broker.topics.storage_policies
         stored = ml.trimmed_totals + LedgerTotals.of(ml.ledgers())
         self.msg_in_counter = stored.messages      # messages ever stored (trimmed ones included)
         self.bytes_in_counter = stored.size_bytes  # entry bytes ever stored (trimmed ones included)

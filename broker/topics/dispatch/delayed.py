@@ -29,8 +29,13 @@ is full, reads on: a delayed entry that does not fit is overflowed (left unacked
 found again later by a bounded re-scan, `broker.topics.dispatch.delayed_overflow`), so entries that are not
 delayed are never held back by a full index, and nothing is dropped.
 
+Policy (the topic's delayedDelivery, `broker.topics.storage_policies`): `tick_ms` is its tickTime;
+with `active` False (Pulsar's delayedDeliveryEnabled=false) `holds()` is False for every entry, so
+the dispatcher sends delayed messages at once, as Pulsar's dispatcher does when delayed delivery is
+off; switching it off live releases what the index held (`pop_all`).
+
 What must hold: a position is handed out by `pop_due` at most once per `add`, and never before its
-due time by the injected clock; `len(self) <= capacity`.
+due time by the injected clock while `active`; `len(self) <= capacity`.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class DelayedDeliveryIndex:
         self.capacity = capacity
         self.tick_ms = tick_ms
         self.clock = clock
+        self.active = True                            # False: nothing waits (delayed delivery off)
         self._heap: list[tuple[int, Position]] = []   # (due ms, position); may hold stale items
         self._due_at: dict[Position, int] = {}        # live entries: position -> due ms
 
@@ -68,7 +74,7 @@ class DelayedDeliveryIndex:
 
     def holds(self, deliver_at_ms: int | None) -> bool:
         """True if an entry with this deliver_at_time must wait (None or not later than now: no)."""
-        return deliver_at_ms is not None and deliver_at_ms > self.clock.wall_ms()
+        return self.active and deliver_at_ms is not None and deliver_at_ms > self.clock.wall_ms()
 
     def add(self, position: Position, deliver_at_ms: int) -> None:
         """Remember a not-yet-due entry; adding one already there just updates its due time."""
@@ -105,6 +111,12 @@ class DelayedDeliveryIndex:
             if self._due_at.get(position) == due:
                 del self._due_at[position]
                 out.append(position)
+        return out
+
+    def pop_all(self) -> list[Position]:
+        """Every entry, due or not, earliest due first; the index is empty after."""
+        out = [position for _, position in sorted((due, p) for p, due in self._due_at.items())]
+        self.clear()
         return out
 
     def next_due_ms(self) -> int | None:

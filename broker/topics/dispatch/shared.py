@@ -43,7 +43,8 @@ policy to the consumers attached.
 What must hold: an entry is at most one of {in replay, pending at exactly one consumer, delayed};
 an entry acknowledged is in none; every unacked entry before `read_position` is in one of them or
 was handed back by moving `read_position` to or before it (so nothing unacked is lost);
-`len(replay) <= replay_entries_max`; an entry in `delayed` leaves it only when due (never early);
+`len(replay) <= replay_entries_max`; an entry in `delayed` leaves it only when due (never early),
+or when the topic's delayedDelivery policy switches delayed delivery off (`set_delayed_policy`);
 every other unacked delayed entry read so far is overflowed (see `broker.topics.dispatch.delayed_overflow`).
 """
 
@@ -53,6 +54,7 @@ import asyncio
 import bisect
 from typing import TYPE_CHECKING
 
+from broker.limits.persistence import DelayedDelivery
 from broker.limits.unacked import UnackedGate
 from broker.topics.consumer import Consumer
 from broker.topics.dispatch.base import Dispatcher
@@ -81,9 +83,10 @@ class SharedDispatcher(Dispatcher):
         caps = sub.topic.caps
         self.unacked_messages_max = caps.unacked_per_consumer_max   # per consumer; 0: no limit
         self.gate = UnackedGate(caps.unacked_per_subscription_max)  # the whole subscription's
-        self.delayed = DelayedDeliveryIndex(config.broker_delayed_delivery_entries_max,
-                                            config.broker_delayed_delivery_tick_ms,
+        policy = sub.topic.storage.delayed           # the topic's delayedDelivery policy
+        self.delayed = DelayedDeliveryIndex(config.broker_delayed_delivery_entries_max, policy.tick_ms,
                                             sub.topic.ctx.clock)
+        self.delayed.active = policy.active
         self.overflow = DelayedOverflow()                 # delayed entries the full index turned away
         self._wake: asyncio.TimerHandle | None = None     # kicks a pass when the next delay ends
         self._wake_at_s = 0.0                             # loop time `_wake` fires at
@@ -179,6 +182,18 @@ class SharedDispatcher(Dispatcher):
             self._delay(position, facts)
             return None
         return facts
+
+    def set_delayed_policy(self, policy: DelayedDelivery) -> None:
+        """The topic's delayedDelivery changed: its tick from now on; switched off, the entries
+        the index held go out now (overflowed ones when the re-scan meets them)."""
+        self.delayed.tick_ms = policy.tick_ms
+        if policy.active == self.delayed.active:
+            return
+        self.delayed.active = policy.active
+        if not policy.active:
+            for position in self.delayed.pop_all():
+                self._add_replay(position, None, self._due_slot(position))
+            self.kick()
 
     def _delay(self, position: Position, facts: EntryFacts) -> None:
         """Index a not-yet-due entry, or overflow it when the index is full."""

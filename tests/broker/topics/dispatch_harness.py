@@ -28,6 +28,7 @@ from broker.protocol.links import PulsarClientLink
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import FactsCache
 from broker.topics.rate_limits import TopicRates
+from broker.topics.storage_policies import TopicStorage
 from broker.topics.subscription import AckedId, KeySharedSpec, Subscription, SubType
 from common.clock import SYSTEM_CLOCK
 from common.config import default_config
@@ -170,7 +171,7 @@ class Harness:
         self.topic = types.SimpleNamespace(
             ml=self.ml, config=self.config, ctx=ctx, drop_subscription=lambda sub: None,
             name=_TopicName(), entry_facts=FactsCache(), caps=TopicCaps.of_config(self.config),
-            rates=TopicRates(SYSTEM_CLOCK, lambda: (0.0, 0.0)))
+            rates=TopicRates(SYSTEM_CLOCK, lambda: (0.0, 0.0)), storage=TopicStorage.defaults(self.config))
         cursor = ManagedCursor.starting_at("sub", self.ml.view, EARLIEST, durable=False)
         self.sub = Subscription(self.topic, "sub", cursor, durable=True)
 

@@ -24,7 +24,9 @@ How it works
 - `Deduplication` (one per topic) adds the switch and durability: while enabled, every stored
   entry updates the state; a snapshot `{position, marks}` goes to the metadata store at
   `<managed ledger path>/dedup` every `broker_dedup_snapshot_interval_entries` entries (or after
-  `broker_dedup_snapshot_interval_ms` with entries pending) and when the topic closes. Loading a
+  `interval_s` with entries pending: `broker_dedup_snapshot_interval_ms`, or the topic's
+  deduplicationSnapshotInterval policy set by `broker.topics.storage_policies`, inf for none by
+  time) and when the topic closes. Loading a
   topic with dedup enabled restores the snapshot and replays the entries after its position
   (producer names and sequence ids read with `entries.entry`), so the marks survive a
   restart and a kill -9.
@@ -202,7 +204,7 @@ class Deduplication:
         self.enabled = False
         self.state = DedupState(config.broker_dedup_producers_max)
         self.interval_entries = config.broker_dedup_snapshot_interval_entries
-        self.interval_s = config.broker_dedup_snapshot_interval_ms / 1000
+        self.interval_s = config.broker_dedup_snapshot_interval_ms / 1000   # policy may change it; inf: never by time
         self.position: Position | None = None   # last stored entry the marks reflect
         self.entries_since_snapshot = 0
         self.snapshot_at_s = clock.monotonic_s()

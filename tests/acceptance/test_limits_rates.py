@@ -5,7 +5,7 @@ holds a consumer near its rate and delivers everything; a subscribe rate refuses
 re-subscription past it; replicatorDispatchRate stays refused (412).
 
 Rates are ratios over seconds with a tolerance (the box is shared): the issue's targets (within
-10% of R, >= 0.9x for the other namespace) are measured by `strata perf rates`.
+10% of R, >= 0.9x for the other namespace) are measured by `strata perf limits`.
 """
 
 from __future__ import annotations

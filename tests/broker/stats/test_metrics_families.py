@@ -58,7 +58,7 @@ def test_topic_level_samples_are_the_stats_fields() -> None:
     assert samples[("pulsar_storage_backlog_age_seconds", labels)] == 14
     assert samples[("pulsar_storage_backlog_quota_exceeded_evictions_total",
                     tuple(sorted((*labels, ("quota_type", "size")))))] == 2
-    assert len({name for name, _ in samples}) == len(TOPIC_METRICS) + 13   # + 10 subscription families, 2 dispatch throttle, evictions
+    assert len({name for name, _ in samples}) == len(TOPIC_METRICS) + 13   # + 10 subscription, 2 throttle, evictions
 
 
 def test_namespace_level_sums_topics_and_drops_subscriptions() -> None:

@@ -6,12 +6,16 @@ Each is an integer where 0 means "no limit" (as Pulsar's), set on the namespace
 namespace's, then the broker's setting. `maxTopicsPerNamespace` is a namespace policy only,
 `maxMessageSize` a topic policy only (its broker value is `broker_max_message_bytes`).
 
-What must hold: a value is an integer >= 0; a refusal uses Pulsar's text ("... must be 0 or more").
+What must hold: a value is an integer >= 0; a refusal uses Pulsar's text ("... must be 0 or more");
+a topic's maxMessageSize is at most the broker's `broker_max_message_bytes` (412 otherwise, as
+Pulsar). Enforced by `broker.limits.topic_caps`, `broker.limits.topic_count` and the topics.
 """
 
 from __future__ import annotations
 
-from broker.limits.spec import CliFlag, PolicySpec, int_at_least
+from broker.limits.spec import CliFlag, PolicySpec, int_at_least, integer
+from common.config import Config
+from common.errors import NotAllowed
 
 
 def _cap(key: str, route: str | None, topic_route: str | None, setting: str, cli: str, topic_cli: str,
@@ -52,9 +56,22 @@ MAX_TOPICS_PER_NAMESPACE = _cap(
     "max_topics_per_namespace", "maxTopicsPerNamespace", None, "broker_namespace_topics_max",
     "max-topics-per-namespace", "", ("--max-topics-per-namespace", "-t"),
     "topics one namespace may have (a partitioned topic counts its partitions)")
+# Pulsar's PersistentTopicsBase.internalSetMaxMessageSize: 412 outside 0..the broker's maxMessageSize
+MESSAGE_SIZE_RANGE = ("topic-level maxMessageSize must be greater than or equal to 0 "
+                      "and must be smaller than that in the broker-level")
+
+
+def _message_size(body: object, config: Config) -> int:
+    value = integer(body, "maxMessageSize")
+    if not 0 <= value <= config.broker_max_message_bytes:
+        raise NotAllowed(MESSAGE_SIZE_RANGE)
+    return value
+
+
 MAX_MESSAGE_SIZE = PolicySpec(
     key="max_message_size", route=None, topic_route="maxMessageSize", scalar=True,
-    check=int_at_least("maxMessageSize", 0), default=lambda config: int(config.broker_max_message_bytes),
+    check=int_at_least("maxMessageSize", 0), check_config=_message_size,
+    default=lambda config: int(config.broker_max_message_bytes),
     cli="", topic_cli="max-message-size",
     flags=(CliFlag(("--max-message-size", "-m"), "value", required=True, help="bytes; 0: the broker's"),),
     doc="the largest message a producer may send to the topic (0: the broker's broker_max_message_bytes)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 
+from broker.limits import topic_count
 from broker.limits.lifecycle import (
     AUTO_SUBSCRIPTION_CREATION,
     AUTO_TOPIC_CREATION,
@@ -96,6 +97,7 @@ class AutoCreation:
         wanted = auto_partitions(policy)
         if not creatable(policy) or wanted == 0 or await exists(self.astore, name):
             return partitions
+        await topic_count.check_room(self.astore, self.limits, name, wanted)   # maxTopicsPerNamespace
         try:
             await policies.create_partitioned(self.astore, name, wanted, self.config.broker_partitions_max)
         except AlreadyExists:          # another client or broker made it first

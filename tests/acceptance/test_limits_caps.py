@@ -281,3 +281,10 @@ def test_topics_per_namespace_over_rest_and_by_auto_creation(standalone, fast_cl
     _set(standalone, f"/admin/v2/namespaces/{ns}/maxTopicsPerNamespace", 4)
     _until(lambda: fast_client.create_producer(f"persistent://{ns}/auto"), "auto-creation under 4").close()
     assert admin_call(url, "PUT", f"/admin/v2/persistent/{ns}/two") == refusal
+    _set(standalone, f"/admin/v2/namespaces/{ns}/maxTopicsPerNamespace", 5)   # room for 1, not for 2
+    partitioned = {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}
+    assert admin_call(url, "POST", f"/admin/v2/namespaces/{ns}/autoTopicCreation", partitioned)[0] == 204
+    time.sleep(1.0)                                                     # both changes reach the broker
+    with pytest.raises(pulsar.PulsarException):
+        fast_client.create_producer(f"persistent://{ns}/autop")         # 2 partitions would make 6
+    assert admin_call(url, "GET", f"/admin/v2/persistent/{ns}/autop/partitions") == (200, {"partitions": 0})

@@ -142,6 +142,37 @@ def test_dispatch_rate_holds_a_consumer_and_delivers_everything(standalone, clie
     assert sub["dispatchThrottledMsgEventsBySubscriptionLimit"] == 0
 
 
+def test_subscription_dispatch_rate_set_on_the_namespace_holds_each_subscription(standalone, client) -> None:
+    rate, total = 100, 300
+    ns = _namespace(standalone)
+    topic = f"persistent://{ns}/sd"
+    client.subscribe(topic, "s").close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(total):
+        producer.send_async(str(i).encode(), None)
+    producer.flush()
+    assert admin_call(standalone.admin_url, "POST", f"/admin/v2/namespaces/{ns}/subscriptionDispatchRate",
+                      {"dispatchThrottlingRateInMsg": rate, "dispatchThrottlingRateInByte": -1,
+                       "ratePeriodInSecond": 1, "relativeToPublishRate": False})[0] == 204
+    time.sleep(1.0)                                       # the watch reaches the loaded topic
+    consumer = client.subscribe(topic, "s")
+    times, got = [], set()
+    deadline = time.monotonic() + 20
+    while len(got) < total and time.monotonic() < deadline:
+        msg = consumer.receive(5000)
+        got.add(int(msg.data()))
+        times.append(time.monotonic())
+        consumer.acknowledge(msg)
+    assert got == set(range(total))                       # nothing lost
+    steady = [t for t in times if t >= times[0] + 1.0]
+    held = (len(steady) - 1) / (steady[-1] - steady[0])
+    print(f"subscription dispatch limit {rate}/s: held {held:.1f}/s")
+    assert abs(held - rate) <= 0.2 * rate, held
+    sub = admin_call(standalone.admin_url, "GET", f"/admin/v2/persistent/{ns}/sd/stats")[1]["subscriptions"]["s"]
+    assert sub["dispatchThrottledMsgEventsBySubscriptionLimit"] > 0
+    assert sub["dispatchThrottledMsgEventsByTopicLimit"] == 0
+
+
 def _subscribe(raw: RawClient, topic: str, request_id: int) -> pb.BaseCommand:
     raw.send(pb.BaseCommand(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
         topic=topic, subscription="sub", subType=pb.CommandSubscribe.Shared, consumer_id=1,

@@ -52,12 +52,15 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from broker.limits.topic_caps import TopicCaps
 from broker.nonpersistent.dispatch import KeySharedRouter, Router, SharedRouter, SingleActiveRouter
 from broker.topics.access_modes import MemoryEpoch, ProducerAccess
 from broker.topics.consumer import Consumer
 from broker.topics.entry_facts import EntryFacts, facts_of_info
 from broker.topics.producer import Producer, ProducerLink, _Slot
+from broker.topics.rate_limits import TopicRates
 from broker.topics.rates import TrafficMeter
+from broker.topics.storage_policies import TopicStorage
 from broker.topics.subscription import SUB_TYPE_NAMES, AckedId, KeySharedSpec, Subscription, SubType
 from common.errors import (
     ConsumerBusy,
@@ -247,6 +250,11 @@ class NonPersistentTopic:
         self.ctx = ctx
         self.config = ctx.config
         self.name = name
+        # What the shared producer code reads of a topic's policies: the broker's values, as the
+        # namespace and topic policies (broker.limits) apply to persistent topics only.
+        self.caps = TopicCaps.of_config(ctx.config)
+        self.storage = TopicStorage.defaults(ctx.config)
+        self.rates = TopicRates(ctx.clock, lambda: (0.0, 0.0))
         self.producers: dict[str, NonPersistentProducer] = {}
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         self.closing = False

@@ -96,7 +96,7 @@ class Subscription:
         self.closed = False
         self.msg_out_from_removed_consumers = 0     # messages sent to consumers since detached
         self.bytes_out_from_removed_consumers = 0   # their entry bytes
-        if durable:   # the topic's managedLedgerMaxMarkDeleteRate (broker.topics.storage_policies)
+        if durable and cursor is not None:   # managedLedgerMaxMarkDeleteRate (storage_policies)
             cursor.persistence.set_persist_interval_ms(topic.storage.cursor_persist_interval_ms)
 
     @property

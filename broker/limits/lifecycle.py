@@ -24,12 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.limits.spec import CliFlag, PolicySpec, boolean, int_at_least, integer, obj, switch_pair
+from broker.limits.spec import CliFlag, PolicySpec, boolean, int_at_least, int_field, integer, obj, switch_pair
 from common.config import Config
 from common.errors import BadRequestBody, NotAllowed
 
 DELETE_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
 TOPIC_TYPES = ("partitioned", "non-partitioned")
+_seconds = int_field(0, "must be 0 or more")
 
 
 def _mode(value: object, name: str) -> str:
@@ -43,13 +44,6 @@ def _topic_type(value: object, name: str) -> str:
         raise NotAllowed(f"Invalid configuration for autoTopicCreationOverride. the detail is [topicType] "
                          f"must be one of {', '.join(TOPIC_TYPES)}", value=str(value))
     return str(value)
-
-
-def _seconds(value: object, name: str) -> int:
-    got = integer(value, name)
-    if got < 0:
-        raise NotAllowed(f"{name} must be 0 or more", value=got)
-    return got
 
 
 def check_inactive(body: object) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.limits.spec import CliFlag, PolicySpec, boolean, int_at_least, integer, number, obj, switch_pair
+from broker.limits.spec import CliFlag, PolicySpec, boolean, int_at_least, int_field, integer, number, obj, switch_pair
 from common.config import Config
 from common.errors import BadRequestBody, NotAllowed
 
@@ -32,20 +32,8 @@ from common.errors import BadRequestBody, NotAllowed
 PULSAR_BODY_DEFAULTS = {"bookkeeperEnsemble": 2, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 2,
                         "managedLedgerMaxMarkDeleteRate": 0.0}
 PULSAR_MAXIMA = (5, 5, 5)
-
-
-def _positive(value: object, name: str) -> int:
-    got = integer(value, name)
-    if got < 1:
-        raise NotAllowed(f"{name} must be > 0", value=got)
-    return got
-
-
-def _not_negative(value: object, name: str) -> int:
-    got = integer(value, name)
-    if got < 0:
-        raise NotAllowed(f"{name} must be 0 or more", value=got)
-    return got
+_positive = int_field(1, "must be > 0")
+_not_negative = int_field(0, "must be 0 or more")
 
 
 def _rate(value: object, name: str) -> float:

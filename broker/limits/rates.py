@@ -18,25 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.limits.spec import CliFlag, PolicySpec, boolean, integer, obj
+from broker.limits.spec import CliFlag, PolicySpec, boolean, int_field, obj
 from common.config import Config
-from common.errors import NotAllowed
 
 UNLIMITED = -1
-
-
-def _rate(value: object, name: str) -> int:
-    got = integer(value, name)
-    if got < UNLIMITED:
-        raise NotAllowed(f"{name} must be -1 (no limit) or more", value=got)
-    return got
-
-
-def _period(value: object, name: str) -> int:
-    got = integer(value, name)
-    if got < 1:
-        raise NotAllowed(f"{name} must be 1 second or more", value=got)
-    return got
+_rate = int_field(UNLIMITED, "must be -1 (no limit) or more")
+_period = int_field(1, "must be 1 second or more")
 
 
 def check_publish_rate(body: object) -> dict[str, Any]:

@@ -89,6 +89,16 @@ def int_at_least(name: str, low: int, *, message: str | None = None) -> Callable
     return check
 
 
+def int_field(low: int, text: str) -> Callable[[object, str], int]:
+    """A body field's check: an integer >= low, else NotAllowed "<field> <text>" (412)."""
+    def check(value: object, name: str) -> int:
+        got = integer(value, name)
+        if got < low:
+            raise NotAllowed(f"{name} {text}", value=got)
+        return got
+    return check
+
+
 def integer(body: object, name: str) -> int:
     if isinstance(body, bool) or not isinstance(body, int):
         raise BadRequestBody(f"{name} must be an integer")

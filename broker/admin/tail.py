@@ -2,6 +2,8 @@
 
 `GET /admin/v2/persistent/{tenant}/{ns}/{topic}/tail` → 200 `text/event-stream`, from the end of
 the topic as it was when the tail opened (only messages published after it):
+- `event: open`, `data: {"topic": ..., "from": "ledger:entry"}` first, once the tail's start is
+  fixed: a message published after the browser got it is in the tail;
 - `event: message`, `data:` one message as `GET .../messages` shows it (`broker.admin.messages.Row`);
 - `event: dropped`, `data: {"dropped": n, "reason": ...}`: the browser read slower than messages
   arrived, so the tail skipped ahead to the newest;
@@ -52,6 +54,7 @@ from common.errors import ManagedLedgerClosed, StrataError
 if TYPE_CHECKING:
     from broker.service import BrokerService
     from broker.topics.topic import PersistentTopic
+    from ledger.position import Position
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +123,9 @@ class _Tail:
     outbox: Outbox
 
 
-async def _follow(service: BrokerService, tail: _Tail) -> None:
-    """Read what is appended after the tail opened, until the topic goes away (then `end`)."""
+async def _follow(service: BrokerService, tail: _Tail, position: Position) -> None:
+    """Read what is appended from `position` on, until the topic goes away (then `end`)."""
     topic, ml = tail.topic, tail.topic.ml
-    position = ml.next_position(ml.last_confirmed)
     while True:
         if topic.closing or service.topics.get(str(topic.name)) is not topic:
             tail.outbox.end("the topic was unloaded or deleted from this broker")
@@ -189,9 +191,11 @@ class _TailRoutes:
     async def _stream(self, request: web.Request, tail: _Tail) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                "X-Accel-Buffering": "no"})
+        ml = tail.topic.ml
+        start = ml.next_position(ml.last_confirmed)      # fixed before the browser hears `open`
         await response.prepare(request)
-        await response.write(b": tailing " + str(tail.topic.name).encode() + b"\n\n")
-        reader = asyncio.get_running_loop().create_task(_follow(self.service, tail))
+        await response.write(sse("open", {"topic": str(tail.topic.name), "from": str(start)}))
+        reader = asyncio.get_running_loop().create_task(_follow(self.service, tail, start))
         reader.add_done_callback(lambda task: _reader_done(task, tail.outbox))
         try:
             await _deliver(request, response, tail.outbox)

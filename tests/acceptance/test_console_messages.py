@@ -252,6 +252,10 @@ class Tail:
         head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
         self.status = int(head.split()[1])
         self.head = head.decode()
+        self.opened: object = None
+        if self.status == 200:       # the first event fixes where the tail starts
+            name, self.opened = self.event()
+            assert name == "open", (name, self.opened)
 
     def _more(self) -> None:
         got = self.sock.recv(65536)
@@ -282,6 +286,7 @@ def test_tail_streams_new_messages_only(standalone, client, topic) -> None:
     tail = Tail(standalone, topic, "property=even")
     try:
         assert tail.status == 200 and "text/event-stream" in tail.head
+        assert isinstance(tail.opened, dict) and tail.opened["topic"] == topic and ":" in tail.opened["from"]
         producer = client.create_producer(topic, batching_enabled=False)
         producer.send(b"skipped by the filter")
         producer.send(b"new", partition_key="nk", properties={"even": "yes"})

@@ -1,5 +1,6 @@
 // The live tail: GET .../tail, Server-Sent Events read with fetch (an EventSource cannot send
-// the Authorization header) and parsed here: `event: message` (one message as .../messages
+// the Authorization header) and parsed here: `event: open` (the broker fixed where the tail
+// starts: only from then on does the page say "Tailing"), `event: message` (one message as .../messages
 // shows it), `event: dropped` ({"dropped", "reason"}: the page fell behind and the broker
 // skipped ahead), `event: end` ({"reason"}), and `: ping` comments (ignored). Start/Stop; the
 // newest message at the top; at most MESSAGES_KEPT_MAX messages kept in the page (older ones
@@ -50,6 +51,7 @@ export function Tail({ t }) {
   const [property, setProperty] = useState("");
   const [contains, setContains] = useState("");
   const [running, setRunning] = useState(false);
+  const [opened, setOpened] = useState(false);      // the broker sent `open`: the tail has its start
   const [messages, setMessages] = useState([]);
   const [dropped, setDropped] = useState(0);
   const [ended, setEnded] = useState(null);
@@ -67,7 +69,8 @@ export function Tail({ t }) {
   const on = ({ event, data }) => {
     let doc = null;
     try { doc = JSON.parse(data); } catch { return; }
-    if (event === "message") setMessages((old) => [doc, ...old].slice(0, MESSAGES_KEPT_MAX));
+    if (event === "open") setOpened(true);
+    else if (event === "message") setMessages((old) => [doc, ...old].slice(0, MESSAGES_KEPT_MAX));
     else if (event === "dropped") setDropped((n) => n + (doc.dropped || 0));
     else if (event === "end") setEnded(doc.reason || "the stream ended");
   };
@@ -76,6 +79,7 @@ export function Tail({ t }) {
     const c = new AbortController();
     ctl.current = c;
     setRunning(true);
+    setOpened(false);
     setError(null);
     setEnded(null);
     try {
@@ -114,7 +118,7 @@ export function Tail({ t }) {
           <button type="button" onClick={() => { setMessages([]); setDropped(0); }}>Clear</button>
         </div>
         <p role="status" data-testid="tail-status">
-          {running ? "Tailing: new messages appear at the top." : "Stopped."} {count(messages.length)} shown (at most {MESSAGES_KEPT_MAX}).
+          {!running ? "Stopped." : opened ? "Tailing: new messages appear at the top." : "Opening the tail…"} {count(messages.length)} shown (at most {MESSAGES_KEPT_MAX}).
         </p>
         {dropped > 0 && <p class="warn" role="alert">{`Dropped ${count(dropped)} messages: the page fell behind.`}</p>}
         {ended && <p class="warn">{`The tail ended: ${ended}.`}</p>}

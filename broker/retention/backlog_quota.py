@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.records import policies
+from broker.retention.periodic import PeriodicPass
 from common.config import Config
 from common.errors import (
     BadRequestBody,
@@ -362,63 +363,40 @@ async def apply(topic: PersistentTopic, quotas: dict[str, BacklogQuota], now_ms:
     return over
 
 
-class BacklogQuotaChecker:
+class BacklogQuotaChecker(PeriodicPass):
     """The periodic check over the loaded topics (see the module docstring)."""
 
     def __init__(self, ctx: BrokerContext, loaded: LoadedTopics) -> None:
-        self.ctx = ctx
-        self.loaded = loaded     # the topics this broker serves
-        self.interval_s = ctx.config.backlog_quota_check_interval_ms / 1000
-        self.passes = 0          # passes completed since start
-        self.errors = 0          # topic checks that failed (logged)
-        self._task: asyncio.Task | None = None   # None until started, and again once stopped
-        self._stopped = False    # the broker is stopping
+        super().__init__(ctx, loaded, ctx.config.backlog_quota_check_interval_ms / 1000)
 
     def start(self) -> None:
-        if self._task is None and self.ctx.config.backlog_quota_check_enabled:
-            self._task = self.ctx.spawn(self._run())
-
-    async def stop(self) -> None:
-        self._stopped = True
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if self.ctx.config.backlog_quota_check_enabled:
+            super().start()
 
     async def reload(self, match: Callable[[TopicName], bool]) -> None:
         """A policy changed: read the matching loaded topics' quotas again."""
         await reload_matching(self.ctx, self.loaded, match)
 
-    async def _run(self) -> None:
-        while not self._stopped:
-            await asyncio.sleep(self.interval_s)
-            await self.check_all()
+    async def one_pass(self) -> None:
+        await self.check_all()
 
     async def check_all(self) -> None:
         """One pass; never raises but for cancellation. Each namespace's policies and all its
         topic-level policies are read once per pass (a get and a prefix listing)."""
         read: dict[tuple[str, str], tuple[dict, dict[str, dict]]] = {}
         astore = self.ctx.astore
-        for topic in list(self.loaded.topics.values()):
-            if topic.closing or self._stopped:
-                continue
-            try:
-                key = (topic.name.tenant, topic.name.namespace)
-                if key not in read:
-                    read[key] = (await policies.namespace_policies(astore, *key),
-                                 await policies.namespace_topic_policies(astore, *key))
-                ns_policies, topic_level = read[key]
-                quotas = _quotas[topic] = effective(ns_policies, topic_level.get(topic.name.base.local),
-                                                    self.ctx.config)
-                if _limited(quotas) and not topic.closing:
-                    await apply(topic, quotas, self.ctx.clock.wall_ms())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:       # one topic's failure must not stop the others
-                self.errors += 1
-                log.warning("backlog quota check of %s failed: %r", topic.name, exc)
-            await asyncio.sleep(0)
-        self.passes += 1
+
+        async def check(topic: PersistentTopic) -> None:
+            key = (topic.name.tenant, topic.name.namespace)
+            if key not in read:
+                read[key] = (await policies.namespace_policies(astore, *key),
+                             await policies.namespace_topic_policies(astore, *key))
+            ns_policies, topic_level = read[key]
+            quotas = _quotas[topic] = effective(ns_policies, topic_level.get(topic.name.base.local), self.ctx.config)
+            if _limited(quotas) and not topic.closing:
+                await apply(topic, quotas, self.ctx.clock.wall_ms())
+
+        await self.each_topic(check, "backlog quota check")
 
 
 # --- stats and metrics ---------------------------------------------------------------------------

@@ -43,7 +43,6 @@ What must hold: a topic or subscription is never deleted while a client is attac
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from broker.limits import lifecycle as rules
 from broker.limits.lifecycle import INACTIVE_TOPIC_POLICIES, SUBSCRIPTION_EXPIRATION, LifecycleCounters
 from broker.records import groups, policies
 from broker.retention import deletions
+from broker.retention.periodic import PeriodicPass
 from broker.schemas import registry as schema_registry
 from broker.topics.group_offsets import group_of
 from common.errors import NotFound, StrataError, SubscriptionNotFound
@@ -82,55 +82,34 @@ class _Seen:
     traffic: tuple[int, int] = (0, 0)     # a topic's (messages in, messages out) counters then
 
 
-class LifecycleTask:
+class LifecycleTask(PeriodicPass):
     def __init__(self, ctx: BrokerContext, loaded: LoadedTopics, limits: PolicyView,
                  delete_idle: DeleteIdle) -> None:
-        self.ctx = ctx
-        self.loaded = loaded
+        super().__init__(ctx, loaded, ctx.config.broker_delete_inactive_topics_frequency_seconds)
         self.limits = limits
         self.delete_idle = delete_idle
-        self.interval_s = ctx.config.broker_delete_inactive_topics_frequency_seconds
         self.counters = LifecycleCounters()
-        self.passes = 0
         self._topics: dict[str, _Seen] = {}
         self._subs: dict[tuple[str, str], _Seen] = {}
-        self._task: asyncio.Task | None = None   # None until started, and again once stopped
-        self._stopped = False
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = self.ctx.spawn(self._run())
-
-    async def stop(self) -> None:
-        self._stopped = True
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while not self._stopped:
-            await asyncio.sleep(self.interval_s)
-            await self.check_all()
+    async def one_pass(self) -> None:
+        await self.check_all()
 
     async def check_all(self) -> None:
         """One pass over the loaded topics; never raises but for cancellation."""
-        loaded = dict(self.loaded.topics)
+        loaded = self.loaded.topics
         self._topics = {k: v for k, v in self._topics.items() if k in loaded}
         self._subs = {k: v for k, v in self._subs.items() if k[0] in loaded}
-        for topic in loaded.values():
-            if topic.closing or self._stopped:
-                continue
-            try:
-                await self.expire_subscriptions(topic)
-                await self.check_inactive(topic)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:       # one topic's failure must not stop the others
-                self.counters.errors += 1
-                log.warning("lifecycle check of %s failed: %r", topic.name, exc)
-            await asyncio.sleep(0)
-        self.passes += 1
+
+        async def check(topic: PersistentTopic) -> None:
+            await self.expire_subscriptions(topic)
+            await self.check_inactive(topic)
+
+        await self.each_topic(check, "lifecycle check")
+
+    def failed(self, topic: PersistentTopic, what: str, exc: Exception) -> None:
+        super().failed(topic, what, exc)
+        self.counters.errors += 1
 
     # --- subscriptions ------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from broker.compaction import threshold as compaction_threshold
 from broker.compaction.topic_compaction import COMPACTION_SUBSCRIPTION
 from broker.records import policies
 from broker.retention import offload as offload_policy
+from broker.retention.periodic import PeriodicPass
 from broker.topics.rates import expire_counted
 from cursor.retention import RetentionPolicy, apply_retention, trim_position
 from ledger.position import Position
@@ -77,55 +78,31 @@ class _RecheckedTrim:
         return self.trimmed
 
 
-class RetentionTask:
+class RetentionTask(PeriodicPass):
+    first_at_once = True
+
     def __init__(self, ctx: BrokerContext, loaded: LoadedTopics) -> None:
-        self.ctx = ctx
-        self.loaded = loaded             # the topics this broker serves
-        self.interval_s = ctx.config.broker_retention_check_interval_ms / 1000
-        self.passes = 0              # passes completed since start
-        self.errors = 0              # topic checks that failed (logged) since start
+        super().__init__(ctx, loaded, ctx.config.broker_retention_check_interval_ms / 1000)
         self.expired_cursors = 0     # times TTL moved a subscription's mark-delete
         self.trimmed_ledgers = 0     # ledgers retention deleted
         self.bookie_copies_deleted = 0   # offloaded ledgers whose bookie copy the deletion lag removed
-        self._task: asyncio.Task | None = None   # None until started, and again once stopped
-        self._stopped = False            # the broker is stopping
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = self.ctx.spawn(self._run())
-
-    async def stop(self) -> None:
-        self._stopped = True
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while not self._stopped:
-            await self.check_all()
-            await asyncio.sleep(self.interval_s)
+    async def one_pass(self) -> None:
+        await self.check_all()
 
     async def check_all(self) -> None:
         """One pass over the loaded topics; never raises but for cancellation."""
         ns_policies: dict[tuple[str, str], dict] = {}
         topic_level: dict[tuple[str, str], dict[str, dict]] = {}
-        for topic in list(self.loaded.topics.values()):
-            if topic.closing or self._stopped:
-                continue
-            try:
-                key = (topic.name.tenant, topic.name.namespace)
-                if key not in ns_policies:
-                    ns_policies[key] = await policies.namespace_policies(self.ctx.astore, *key)
-                    topic_level[key] = await policies.namespace_topic_policies(self.ctx.astore, *key)
-                await self.check_topic(topic, ns_policies[key], topic_level[key].get(topic.name.base.local))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:         # one topic's failure must not stop the others
-                self.errors += 1
-                log.warning("retention/TTL check of %s failed: %r", topic.name, exc)
-            await asyncio.sleep(0)
-        self.passes += 1
+
+        async def check(topic: PersistentTopic) -> None:
+            key = (topic.name.tenant, topic.name.namespace)
+            if key not in ns_policies:
+                ns_policies[key] = await policies.namespace_policies(self.ctx.astore, *key)
+                topic_level[key] = await policies.namespace_topic_policies(self.ctx.astore, *key)
+            await self.check_topic(topic, ns_policies[key], topic_level[key].get(topic.name.base.local))
+
+        await self.each_topic(check, "retention/TTL check")
 
     async def check_topic(self, topic: PersistentTopic, ns_policies: dict,
                           topic_policies: dict | None = None) -> list[int]:

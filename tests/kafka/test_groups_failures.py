@@ -103,6 +103,32 @@ class Member(threading.Thread):
             consumer.close()
 
 
+def _group_view(cluster: LocalCluster, topic: str, group: str) -> str:
+    """What the cluster says of the group now (for a failure message): each partition's committed
+    offset, low and high watermark, owner, and the members' assignments; a stall (committed below
+    the high watermark) and a skip (committed past records never consumed) read differently."""
+    probe = Consumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
+                      "enable.auto.commit": False})     # never subscribes: it does not join the group
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    out = []
+    try:
+        committed = probe.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        for tp in committed:
+            p = tp.partition
+            low, high = probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            out.append(f"p{p}: committed {tp.offset}, watermarks [{low}, {high}), "
+                       f"owner {partition_owner(cluster, topic, p).name}")
+        described = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=20)
+        members = [(m.member_id[-6:], sorted(tp.partition for tp in m.assignment.topic_partitions))
+                   for m in described.members]
+        out.append(f"group {described.state} at {described.coordinator.port}, members {members}")
+    except Exception as exc:        # a view, not a check: say why it is partial
+        out.append(f"(group view failed: {exc!r})")
+    finally:
+        probe.close()
+    return "; ".join(out)
+
+
 def seq_of_msg(msg) -> int:
     return int(msg.key()[1:])                  # stream_check's keys: k<n>
 
@@ -205,7 +231,7 @@ def test_group_through_kills_stops_and_unloads(kafka_cluster: LocalCluster) -> N
             raise AssertionError(f"{len(missing)} acknowledged records never consumed by the group, per partition "
                                  f"{ {p: (len(ns), ns[:5]) for p, ns in by_partition.items()} }; acknowledged at "
                                  f"{where}; recoveries {recoveries}; last consumed offset per partition "
-                                 f"{last}") from None
+                                 f"{last}; {_group_view(cluster, topic, group)}") from None
         # the last commits land: the committed offsets reach every partition's end
         ends = {p: max((off for (part, off) in stream.delivered.values() if part == p), default=-1) + 1
                 for p in range(PARTITIONS)}

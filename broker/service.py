@@ -58,6 +58,7 @@ from broker.cluster.ownership import Ownership
 from broker.cluster.registry import BrokerRegistry
 from broker.context import BrokerContext
 from broker.limits import topic_count
+from broker.limits.persistence import StorageCounters
 from broker.limits.view import PolicyView
 from broker.nonpersistent.topic import NonPersistentTopics
 from broker.records import policies, tenancy
@@ -67,7 +68,7 @@ from broker.retention.backlog_quota import BacklogQuotaChecker
 from broker.retention.lifecycle import LifecycleTask
 from broker.retention.task import RetentionTask
 from broker.security.authorization import AuthorizationService
-from broker.stats import metrics_lifecycle
+from broker.stats import metrics_lifecycle, metrics_storage_policies
 from broker.stats.metrics_caps import families as caps_families
 from broker.topics import dedup, rate_limits, storage_policies
 from broker.topics.auto_create import AutoCreation
@@ -129,12 +130,14 @@ class BrokerService:
         self.limits.listen(self._rate_policies_changed)
         self.limits.listen(self._storage_policies_changed)
         self.backlog_quotas = BacklogQuotaChecker(ctx, self)   # periodic backlog quota check, likewise
+        self.storage_counters = StorageCounters()   # what the storage policies did (dedup snapshots)
         self.closing = False
         # metric families other front ends add to /metrics (the Kafka listener's requests and traffic):
         # each is called with the cluster name at scrape time
         self.protocol_metrics: list[Callable[[str], Iterable[Any]]] = []
         self.protocol_metrics.append(functools.partial(caps_families, self.caps))
         self.protocol_metrics.append(functools.partial(metrics_lifecycle.families, self.lifecycle.counters))
+        self.protocol_metrics.append(functools.partial(metrics_storage_policies.families, self.storage_counters))
 
     # --- security (built on first use; Broker.start touches both so bad key material fails the start) ---
 
@@ -240,7 +243,7 @@ class BrokerService:
             topic = await PersistentTopic.open(ctx, name, ml)
             await backlog_quota.load(ctx, topic)     # its quotas, for stats from the start
             await self.caps.on_load(topic)           # its max* caps, before any client attaches
-            await storage_policies.apply(topic, self.limits)   # before any client attaches
+            await storage_policies.apply(topic, self.limits, self.storage_counters)   # before any client
             await rate_limits.apply(topic, self.limits, self.broker_publish)   # before any client
         except BaseException:
             await _close_ml(ml)
@@ -271,7 +274,7 @@ class BrokerService:
         quorums of their next ledger, mark-delete rate, dedup snapshots, delayed delivery)."""
         for topic in list(self.topics.values()):
             if match(topic.name) and not topic.closing:
-                self.ctx.spawn(storage_policies.apply(topic, self.limits))
+                self.ctx.spawn(storage_policies.apply(topic, self.limits, self.storage_counters))
 
     async def settle_loads(self, match: Callable[[TopicName], bool], timeout_s: float) -> None:
         """Wait (bounded) until no load of a topic `match` picks is in flight; their outcome is

@@ -14,6 +14,9 @@ Bodies (Pulsar's PersistencePolicies, DelayedDeliveryPolicies):
   by time, only every `broker_dedup_snapshot_interval_entries` entries, as Pulsar);
 - delayedDelivery: `{"active": bool, "tickTime": ms, "maxDeliveryDelayInMillis": ms}`.
 
+`StorageCounters` counts what these policies did on the broker's topics since it started
+(`/metrics`: `broker.stats.metrics_storage_policies`).
+
 What must hold: a stored persistence value has maxima >= e >= w >= a >= 1 (the maxima when it
 was stored); `DelayedDelivery.refusal` refuses only when a limit is set and delayed delivery is
 active (Pulsar's isExceedMaximumDeliveryDelay).
@@ -81,6 +84,14 @@ def mark_delete_interval_ms(value: dict[str, Any], base_ms: int) -> int:
 def _persistence_default(config: Config) -> dict[str, Any]:
     return {"bookkeeperEnsemble": config.ledger_ensemble_size, "bookkeeperWriteQuorum": config.ledger_write_quorum,
             "bookkeeperAckQuorum": config.ledger_ack_quorum, "managedLedgerMaxMarkDeleteRate": 0.0}
+
+
+@dataclass
+class StorageCounters:
+    """What the storage policies did since the broker started, over all its topics."""
+
+    dedup_snapshots: int = 0               # dedup snapshots written (deduplicationSnapshotInterval)
+    dedup_snapshot_failures: int = 0       # snapshot writes that failed (logged; retried later)
 
 
 @dataclass(frozen=True)

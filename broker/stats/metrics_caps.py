@@ -3,7 +3,8 @@
 - `strata_cap_refusals_total{policy}`: producers, consumers, subscriptions, messages and topics
   refused at a cap since the broker started, by Pulsar's policy name (`maxProducersPerTopic`,
   `maxConsumersPerTopic`, `maxConsumersPerSubscription`, `maxSubscriptionsPerTopic`,
-  `maxMessageSize`, `maxTopicsPerNamespace`);
+  `maxMessageSize`, `maxTopicsPerNamespace`, and `delayedDelivery` for a message whose delay is
+  past the topic's maxDeliveryDelayInMillis);
 - `strata_consumers_blocked_on_unacked`: Shared/Key_Shared consumers of the loaded topics held
   at maxUnackedMessagesPerConsumer now;
 - `strata_subscriptions_blocked_on_unacked`: subscriptions whose dispatch is stopped at
@@ -23,12 +24,14 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.limits import caps as specs
+from broker.limits.persistence import DELAYED_DELIVERY
 
 if TYPE_CHECKING:
     from broker.topics.caps_keeper import CapsKeeper
 
 POLICIES = (specs.MAX_PRODUCERS.name, specs.MAX_CONSUMERS.name, specs.MAX_CONSUMERS_PER_SUBSCRIPTION.name,
-            specs.MAX_SUBSCRIPTIONS.name, specs.MAX_MESSAGE_SIZE.name, specs.MAX_TOPICS_PER_NAMESPACE.name)
+            specs.MAX_SUBSCRIPTIONS.name, specs.MAX_MESSAGE_SIZE.name, specs.MAX_TOPICS_PER_NAMESPACE.name,
+            DELAYED_DELIVERY.name)
 
 
 def families(keeper: CapsKeeper, cluster: str) -> Iterator[Metric]:

@@ -54,6 +54,7 @@ import json
 import logging
 from collections.abc import Callable, Coroutine
 
+from broker.limits.persistence import StorageCounters
 from common import retry
 from common.clock import Clock
 from common.config import Config
@@ -213,6 +214,7 @@ class Deduplication:
         # Version of the snapshot key as last read or written (compare-and-set, so a stale owner
         # cannot overwrite the new one's marks unnoticed); -1 = absent; None = not read yet.
         self._snapshot_version: int | None = None
+        self.counters = StorageCounters()        # the broker's, once its storage policies are applied
 
     # --- loading ---------------------------------------------------------------------------------
 
@@ -320,6 +322,7 @@ class Deduplication:
                 elif what == "delete" and not self.enabled:
                     await self._delete_snapshot()
             except StrataError as exc:
+                self.counters.dedup_snapshot_failures += 1
                 log.warning("dedup snapshot of %s failed: %s", self.ml.name, exc)
 
     async def _write_snapshot(self) -> None:
@@ -337,6 +340,8 @@ class Deduplication:
                 self.path, data, expected_version=self._snapshot_version)
 
         await _SNAPSHOT_RETRY.call_async(attempt, about=self.ml.name)
+        self.counters.dedup_snapshots += 1
+        log.debug("dedup snapshot of %s at %s", self.ml.name, position)
 
     async def _reload_snapshot_version(self) -> None:
         found = await self.astore.get(self.path)
@@ -357,4 +362,5 @@ class Deduplication:
             try:
                 await self._write_snapshot()
             except StrataError as exc:
+                self.counters.dedup_snapshot_failures += 1
                 log.warning("final dedup snapshot of %s failed: %s", self.ml.name, exc)

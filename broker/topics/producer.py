@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.limits.persistence import DELAYED_DELIVERY
 from broker.topics.chunk_check import ChunkCheck
 from broker.topics.dedup import Verdict
 from broker.topics.entry_facts import facts_of_info
@@ -184,6 +185,7 @@ class Producer:
             return InvalidArgument("deliver_at_time is negative", deliver_at_time=meta.deliver_at_time_ms)
         too_late = self.topic.storage.delayed.refusal(meta.deliver_at_time_ms, meta.publish_time_ms)
         if too_late is not None:        # the topic's delayedDelivery maxDeliveryDelayInMillis
+            self.topic.caps.refusals[DELAYED_DELIVERY.name] += 1
             return too_late
         if meta.publish_time_ms > PUBLISH_TIME_MS_MAX:
             # a uint64 on the wire, ms since the epoch; past 2^63 it is no time, and the

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.limits import persistence
-from broker.limits.persistence import DelayedDelivery
+from broker.limits.persistence import DelayedDelivery, StorageCounters
 from broker.topics.dispatch.shared import SharedDispatcher
 from common.config import Config
 from common.topic_names import TopicName
@@ -84,8 +84,11 @@ async def read(view: PolicyView, name: TopicName, config: Config) -> TopicStorag
         DelayedDelivery.of(await view.value(name, persistence.DELAYED_DELIVERY)))
 
 
-async def apply(topic: PersistentTopic, view: PolicyView) -> None:
-    """Read the topic's storage policies and hand each part what changed."""
+async def apply(topic: PersistentTopic, view: PolicyView, counters: StorageCounters | None = None) -> None:
+    """Read the topic's storage policies and hand each part what changed; `counters`, the
+    broker's, count what they do from then on."""
+    if counters is not None:
+        topic.dedup.counters = counters
     now = await read(view, topic.name, topic.config)
     before, topic.storage = topic.storage, now
     if now.quorum != topic.ml.quorum:

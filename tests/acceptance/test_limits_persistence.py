@@ -15,10 +15,12 @@ from __future__ import annotations
 import datetime
 import itertools
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from common.topic_names import parse_topic
 from entries.entry import build_entry
@@ -190,6 +192,17 @@ def test_the_mark_delete_rate_spaces_cursor_writes_while_acks_move_at_once(three
     assert writes_free >= 2 * writes
 
 
+def _counter(sa: StandaloneProcess, name: str, **labels: str) -> float:
+    """A counter's value on the broker's /metrics (0 when it has no such sample)."""
+    with urllib.request.urlopen(f"{sa.admin_url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
 def _snapshot_version(store, topic: str) -> int:
     found = store.get(f"{_ml_path(topic)}/dedup")
     return found.version if found is not None else -1
@@ -205,6 +218,7 @@ def test_the_dedup_snapshot_interval_is_the_topics(three, store, client) -> None
     time.sleep(0.5)
     producers = [client.create_producer(t, batching_enabled=False) for t in (fast, slow)]
     start = [_snapshot_version(store, t) for t in (fast, slow)]
+    counted = _counter(three, "strata_dedup_snapshots_total")
     for _ in range(12):
         for p in producers:
             p.send(b"d")
@@ -212,6 +226,7 @@ def test_the_dedup_snapshot_interval_is_the_topics(three, store, client) -> None
     grew = [_snapshot_version(store, t) - s for t, s in zip((fast, slow), start, strict=True)]
     assert grew[0] >= 2, grew                # about one snapshot a second
     assert grew[1] == 0, grew                # the broker's 60 s
+    assert _counter(three, "strata_dedup_snapshots_total") - counted >= grew[0]    # and /metrics counts them
 
 
 def test_delayed_delivery_off_delivers_at_once_and_max_delay_refuses(three, client) -> None:
@@ -235,6 +250,7 @@ def test_delayed_delivery_off_delivers_at_once_and_max_delay_refuses(three, clie
     consumer.acknowledge(msg)
 
     consumer2 = client.subscribe(capped, "s", consumer_type=pulsar.ConsumerType.Shared)
+    refusals = _counter(three, "strata_cap_refusals_total", policy="delayedDelivery")
     raw = RawClient(three.port)     # the refusal as it is on the wire (the C++ client resends it forever)
     try:
         raw.connect()
@@ -251,6 +267,7 @@ def test_delayed_delivery_off_delivers_at_once_and_max_delay_refuses(three, clie
     assert refused.type == T.SEND_ERROR and refused.send_error.error == pb.NotAllowedError
     assert refused.send_error.message.startswith("Exceeds max allowed delivery delay of 2000 milliseconds")
     assert stored.type == T.SEND_RECEIPT and stored.send_receipt.sequence_id == 1
+    assert _counter(three, "strata_cap_refusals_total", policy="delayedDelivery") == refusals + 1
     producer = client.create_producer(capped, batching_enabled=False)
     producer.send(b"soon", deliver_after=datetime.timedelta(milliseconds=500))
     got = {consumer2.receive(5000).data() for _ in range(2)}

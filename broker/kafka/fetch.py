@@ -34,6 +34,7 @@ from broker.kafka.convert import entry_to_batch
 from broker.kafka.topics import partition_topic, pulsar_name
 from broker.security.authorization import Action
 from common.errors import InvalidTopicName, MalformedFrame, MalformedPayload, StrataError
+from common.ratelimited_log import RateLimitedLog
 from wire.kafka.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from wire.kafka.codec import Request
 
 log = logging.getLogger(__name__)
+_noisy = RateLimitedLog(log, interval_s=10.0)
 READ_ENTRIES_MAX = 500          # entries read per partition per round
 
 
@@ -56,6 +58,7 @@ class _Part:
     batches: list[bytes] = field(default_factory=list)
     size: int = 0
     messages: int = 0                  # messages in `batches`
+    why: str = ""                      # what the error came from (logged)
 
     def answer(self) -> dict:
         ml = self.topic.ml if self.topic is not None else None
@@ -99,6 +102,7 @@ async def _resolve(conn: KafkaConnection, part: _Part) -> None:
         part.error = ErrorCode.INVALID_TOPIC_EXCEPTION
     except StrataError as exc:
         part.error = kerrors.code_of(exc)
+        part.why = f": {exc!r}"
 
 
 async def _serve(conn: KafkaConnection, parts: list[_Part], wait_s: float, min_bytes: int, max_bytes: int) -> dict:
@@ -117,6 +121,10 @@ async def _serve(conn: KafkaConnection, parts: list[_Part], wait_s: float, min_b
         if not woken:
             break
     conn.front.stats.fetched(conn, parts)
+    for p in parts:
+        if p.error != ErrorCode.NONE:       # the client retries; say why, once a while per partition
+            _noisy.info((p.topic_name, p.index, p.error), "kafka fetch of %s[%d] at offset %d answered %s%s",
+                        p.topic_name, p.index, p.offset, ErrorCode(p.error).name, p.why)
     topics: dict[str, list[dict]] = {}
     for p in parts:
         topics.setdefault(p.topic_name, []).append(p.answer())
@@ -142,6 +150,7 @@ async def _read_round(conn: KafkaConnection, parts: list[_Part], max_bytes: int)
             total += await _read_partition(part, budget, first_of_response)
         except StrataError as exc:
             part.error = kerrors.code_of(exc)
+            part.why = f": {exc!r}"
     return total
 
 
@@ -152,6 +161,7 @@ async def _read_partition(part: _Part, budget: int, whole_first: bool) -> int:
     start, end = ml.log_start_offset, ml.end_offset
     if part.offset < start or part.offset > end:
         part.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        part.why = f": the log holds [{start}, {end})"
         return 0
     if part.offset == end:
         return 0

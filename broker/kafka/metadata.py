@@ -1,7 +1,8 @@
 """Metadata (3) and DescribeCluster (60): brokers, topics, partitions and their leaders.
 
 The leader of Kafka partition i is the owner of Pulsar partition i's bundle, found the way a
-Pulsar lookup finds it (`Ownership.resolve`: assigned now when nobody owns it). Brokers are every
+Pulsar lookup finds it (`Ownership.resolve`: assigned now when nobody owns it; when it is assigned
+to another broker, that broker takes it before it is named: `_confirmed`). Brokers are every
 live registered broker that serves Kafka, with its address on the listener the client came
 through (PLAINTEXT clients get PLAINTEXT addresses), under its stable node id
 (`broker.kafka.listeners.node_id`). One copy per partition as Kafka sees it: replicas and ISR
@@ -21,10 +22,13 @@ LEADER_NOT_AVAILABLE), so a client never looks for a broker it was not told abou
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from broker.cluster.ownership import LookupKind
+from broker.cluster.peers import peer_call
 from broker.kafka import listeners as kl
 from broker.kafka import topic_configs as tc
 from broker.kafka.topics import kafka_name, partition_topic, pulsar_name
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 INT32_MIN = -(2**31)                # authorized operations: "not provided"
+CONFIRM_BOUND_S = 5.0               # a broker chosen for an unowned bundle takes it within this
 
 
 def topic_id(name: TopicName) -> bytes:
@@ -76,7 +81,31 @@ async def _leader(conn: KafkaConnection, name: TopicName, ids: dict[str, int]) -
     except StrataError as exc:
         log.debug("kafka metadata: no leader for %s: %s", name, exc)
         return -1
+    if answer.kind is LookupKind.REDIRECT:
+        return ids.get(await _confirmed(conn, name, answer.http_url) or "", -1)
     return ids.get(answer.native_url, -1)
+
+
+async def _confirmed(conn: KafkaConnection, name: TopicName, http_url: str) -> str | None:
+    """The bundle of `name` was just assigned to the broker at `http_url`, which does not hold it
+    yet: ask it to take it (an authoritative lookup there, as a Pulsar client follows a redirect)
+    and answer with the broker that then owns it; None when that fails within CONFIRM_BOUND_S.
+
+    Why a Kafka leader must be an owner, not a choice: a broker that serves the partition first
+    (a producer reaching another broker) wins it, the chosen one then refuses, and the client has
+    seen the leader go A -> B -> A quickly. librdkafka (2.16) can then keep fetching from B while
+    it records A as the leader: it takes B for a preferred read replica and never moves back,
+    so that consumer stalls on the partition for good."""
+    path = f"/lookup/v2/topic/persistent/{name.path}"
+    try:
+        status, body = await asyncio.wait_for(peer_call(http_url, "GET", path, config=conn.front.ctx.config),
+                                              CONFIRM_BOUND_S)
+    except TimeoutError:
+        status, body = 0, "no answer"
+    if status != 200 or not isinstance(body, dict) or not body.get("brokerUrl"):
+        log.info("kafka metadata: %s assigned to %s, which did not take it: %s %s", name, http_url, status, body)
+        return None
+    return str(body["brokerUrl"])
 
 
 async def _create(conn: KafkaConnection, base: TopicName, partitions: int) -> None:

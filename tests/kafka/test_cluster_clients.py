@@ -6,10 +6,22 @@ confluent-kafka (flexible versions) and aiokafka (classic versions).
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from tests.cluster.helpers import lookup
-from tests.kafka.helpers import Rec, assert_same_records, create_partitioned, pulsar_topic, sample_records, unique_topic
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from metadata import open_store
+from tests.cluster.helpers import http, lookup
+from tests.kafka.helpers import (
+    NAMESPACE,
+    Rec,
+    assert_same_records,
+    create_partitioned,
+    pulsar_topic,
+    sample_records,
+    unique_topic,
+)
 from tests.kafka.test_aiokafka import AioKafka
 from tests.kafka.test_confluent import Confluent
 from tests.support.cluster_proc import LocalCluster
@@ -46,3 +58,29 @@ def test_partitions_on_both_brokers_are_produced_and_read_back(kafka_cluster: Lo
         mine = [r for r in sent if r.partition == p]
         got = client.consume(topic, p, ("earliest", 0), expect=len(mine))
         assert_same_records(mine, got, f"{client.name} partition {p} owned by {owners[p]}")
+
+
+def test_metadata_names_as_leader_only_a_broker_that_owns_the_partition(kafka_cluster: LocalCluster) -> None:
+    """Right after an unload nobody owns the bundles. A Metadata answer then names, for each
+    partition, the broker that holds it in the metadata store, never one only chosen for it: a
+    leader seen to move A -> B -> A quickly can leave librdkafka fetching from B for good
+    (`broker.kafka.metadata._confirmed`)."""
+    topic, _ = spread_topic(kafka_cluster)
+    admin_url = kafka_cluster.brokers[0].admin_url
+    bundles = {p: json.loads(http("GET", f"{admin_url}/lookup/v2/topic/persistent/"
+                                         f"{pulsar_topic(topic, p).split('://', 1)[1]}/bundle").body)
+               for p in range(PARTITIONS)}
+    done = http("PUT", f"{admin_url}/admin/v2/namespaces/{NAMESPACE}/unload", follow=True)
+    assert done.status == 204, (done.status, done.body)
+    answer = AdminClient({"bootstrap.servers": kafka_cluster.brokers[1].kafka_bootstrap}).list_topics(topic, timeout=20)
+    by_port = {b.kafka_bootstrap.rsplit(":", 1)[1]: b for b in kafka_cluster.brokers}
+    store = open_store(kafka_cluster.metadata_url)
+    try:
+        for p, meta in answer.topics[topic].partitions.items():
+            named = by_port[str(answer.brokers[meta.leader].port)]
+            found = store.get(f"/namespace/{NAMESPACE}/{bundles[p]}")
+            assert found is not None, f"partition {p}: leader {named.name} named, but nobody owns its bundle"
+            owner = json.loads(found.value)["nativeUrl"]
+            assert owner == named.service_url, f"partition {p}: leader {named.name} named, owned by {owner}"
+    finally:
+        store.close()

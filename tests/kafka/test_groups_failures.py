@@ -21,6 +21,7 @@ committing) are counted and printed, not failed.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -73,17 +74,35 @@ class GroupLog:
 class Member(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, group: str, log: GroupLog, stop: threading.Event) -> None:
         super().__init__(daemon=True)
+        self.stats: str | None = None
         self.bootstrap, self.topic, self.group, self.log, self.stop_event = bootstrap, topic, group, log, stop
 
     def _error(self, err) -> None:
         if err.fatal():
             self.log.fatal.append(str(err))
 
+    def _stats(self, doc: str) -> None:
+        self.stats = doc                         # librdkafka's own view, for a failure message
+
+    def fetch_view(self) -> str:
+        """From this member's last librdkafka statistics: per assigned partition, the broker it
+        fetches from, its fetch state and offsets (a stalled fetch shows where it is stuck)."""
+        try:
+            doc = json.loads(self.stats)
+        except (TypeError, ValueError):
+            return "no statistics"
+        parts = doc.get("topics", {}).get(self.topic, {}).get("partitions", {})
+        keys = ("leader", "broker", "fetch_state", "next_offset", "app_offset", "committed_offset", "hi_offset",
+                "fetchq_cnt")
+        return "; ".join(f"p{p}: " + " ".join(f"{k}={v.get(k)}" for k in keys)
+                         for p, v in sorted(parts.items()) if p != "-1" and v.get("fetch_state") != "none")
+
     def run(self) -> None:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 1000,
-                             "socket.timeout.ms": 10_000, "error_cb": self._error})
+                             "socket.timeout.ms": 10_000, "error_cb": self._error,
+                             "statistics.interval.ms": 2000, "stats_cb": self._stats})
         consumer.subscribe([self.topic])
         try:
             while not self.stop_event.is_set():
@@ -231,7 +250,8 @@ def test_group_through_kills_stops_and_unloads(kafka_cluster: LocalCluster) -> N
             raise AssertionError(f"{len(missing)} acknowledged records never consumed by the group, per partition "
                                  f"{ {p: (len(ns), ns[:5]) for p, ns in by_partition.items()} }; acknowledged at "
                                  f"{where}; recoveries {recoveries}; last consumed offset per partition "
-                                 f"{last}; {_group_view(cluster, topic, group)}") from None
+                                 f"{last}; {_group_view(cluster, topic, group)}; the members' fetches: "
+                                 f"{[m.fetch_view() for m in members]}") from None
         # the last commits land: the committed offsets reach every partition's end
         ends = {p: max((off for (part, off) in stream.delivered.values() if part == p), default=-1) + 1
                 for p in range(PARTITIONS)}

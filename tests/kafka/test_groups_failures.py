@@ -182,13 +182,6 @@ def partition_owner(cluster: LocalCluster, topic: str, partition: int) -> Broker
     return next(b for b in cluster.brokers if b.service_url == url)
 
 
-# An open bug, not a flake of the test: on a loaded box, after the last fault (a namespace unload)
-# the member holding one partition now and then stops a batch short. Nothing is lost: the records
-# it never gets were acknowledged at the offsets right after its last one (the failure message
-# shows both). Consumption resumed on every partition after the unload, then stopped on one;
-# why is not found yet. Until it is fixed the test still runs, and says XPASS when it passes.
-@pytest.mark.xfail(reason="a group member can stall on one partition after a namespace unload (open bug: see the "
-                          "comment above); no acknowledged record is lost", strict=False)
 def test_group_through_kills_stops_and_unloads(kafka_cluster: LocalCluster) -> None:
     cluster = kafka_cluster
     topic, _owners = spread_topic(cluster)

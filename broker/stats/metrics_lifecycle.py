@@ -16,14 +16,25 @@ The service adds `families` to its `protocol_metrics` (the families other parts 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from broker.limits.lifecycle import LifecycleCounters
 
 
-def families(counters: LifecycleCounters, cluster: str) -> list[Metric]:
+def broker_counters(cluster: str, rows: Iterable[tuple[str, str, float]]) -> list[Metric]:
+    """One counter family per (name, help, value), each with the one sample `{cluster}`."""
     out: list[Metric] = []
-    for name, help_text, value in (
+    for name, help_text, value in rows:
+        family = CounterMetricFamily(name, help_text, labels=["cluster"])
+        family.add_metric([cluster], value)
+        out.append(family)
+    return out
+
+
+def families(counters: LifecycleCounters, cluster: str) -> list[Metric]:
+    return broker_counters(cluster, (
             ("strata_inactive_topics_deleted_total", "topics deleted by inactiveTopicPolicies",
              counters.inactive_topics_deleted),
             ("strata_inactive_partitioned_topics_deleted_total",
@@ -36,8 +47,4 @@ def families(counters: LifecycleCounters, cluster: str) -> list[Metric]:
              counters.topic_creations_refused),
             ("strata_subscription_auto_creation_refused_total",
              "subscriptions refused by autoSubscriptionCreation", counters.subscription_creations_refused),
-            ("strata_lifecycle_errors_total", "topic checks of the lifecycle task that failed", counters.errors)):
-        family = CounterMetricFamily(name, help_text, labels=["cluster"])
-        family.add_metric([cluster], value)
-        out.append(family)
-    return out
+            ("strata_lifecycle_errors_total", "topic checks of the lifecycle task that failed", counters.errors)))

@@ -14,18 +14,13 @@ The service adds `families` to its `protocol_metrics` (the families other parts 
 
 from __future__ import annotations
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from broker.limits.persistence import StorageCounters
+from broker.stats.metrics_lifecycle import broker_counters
 
 
 def families(counters: StorageCounters, cluster: str) -> list[Metric]:
-    out: list[Metric] = []
-    for name, help_text, value in (
-            ("strata_dedup_snapshots", "dedup snapshots written (deduplicationSnapshotInterval)",
-             counters.dedup_snapshots),
-            ("strata_dedup_snapshot_failures", "dedup snapshot writes that failed", counters.dedup_snapshot_failures)):
-        family = CounterMetricFamily(name, help_text, labels=["cluster"])
-        family.add_metric([cluster], value)
-        out.append(family)
-    return out
+    return broker_counters(cluster, (
+        ("strata_dedup_snapshots", "dedup snapshots written (deduplicationSnapshotInterval)", counters.dedup_snapshots),
+        ("strata_dedup_snapshot_failures", "dedup snapshot writes that failed", counters.dedup_snapshot_failures)))

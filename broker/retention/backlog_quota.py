@@ -377,9 +377,6 @@ class BacklogQuotaChecker(PeriodicPass):
         """A policy changed: read the matching loaded topics' quotas again."""
         await reload_matching(self.ctx, self.loaded, match)
 
-    async def one_pass(self) -> None:
-        await self.check_all()
-
     async def check_all(self) -> None:
         """One pass; never raises but for cancellation. Each namespace's policies and all its
         topic-level policies are read once per pass (a get and a prefix listing)."""

@@ -92,9 +92,6 @@ class LifecycleTask(PeriodicPass):
         self._topics: dict[str, _Seen] = {}
         self._subs: dict[tuple[str, str], _Seen] = {}
 
-    async def one_pass(self) -> None:
-        await self.check_all()
-
     async def check_all(self) -> None:
         """One pass over the loaded topics; never raises but for cancellation."""
         loaded = self.loaded.topics

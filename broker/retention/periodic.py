@@ -13,6 +13,7 @@ ended and nothing runs after it; a pass never raises but for cancellation.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
@@ -26,9 +27,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class PeriodicPass:
-    """Subclasses define `one_pass()`; `first_at_once` runs the first pass when started, not after
-    one interval."""
+class PeriodicPass(abc.ABC):
+    """Subclasses define `check_all()`, one pass; `first_at_once` runs the first pass when started,
+    not after one interval."""
 
     first_at_once = False
 
@@ -60,11 +61,12 @@ class PeriodicPass:
         if not self.first_at_once:
             await asyncio.sleep(self.interval_s)
         while not self._stopped:
-            await self.one_pass()
+            await self.check_all()
             await asyncio.sleep(self.interval_s)
 
-    async def one_pass(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def check_all(self) -> None:
+        """One pass over the loaded topics; never raises but for cancellation."""
 
     async def each_topic(self, check: Callable[[PersistentTopic], Awaitable[None]], what: str) -> None:
         """`check` each loaded topic (see the module docstring), then count the pass."""

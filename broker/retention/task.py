@@ -87,9 +87,6 @@ class RetentionTask(PeriodicPass):
         self.trimmed_ledgers = 0     # ledgers retention deleted
         self.bookie_copies_deleted = 0   # offloaded ledgers whose bookie copy the deletion lag removed
 
-    async def one_pass(self) -> None:
-        await self.check_all()
-
     async def check_all(self) -> None:
         """One pass over the loaded topics; never raises but for cancellation."""
         ns_policies: dict[tuple[str, str], dict] = {}
